@@ -1,0 +1,34 @@
+# make test / make demo work on a fresh machine: each creates .venv and installs the project.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo install chromium clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+
+# Reinstall when the dependency list changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[all,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The HTML report test renders in Debian's headless Chromium.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (apt-get) for the report rendering test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "warning: chromium could not be installed; its test will be skipped"; }
+
+test: $(STAMP) chromium
+	$(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/tracefix demo
+
+clean:
+	rm -rf $(VENV) .tracefix build *.egg-info

@@ -1,0 +1,64 @@
+"""Span vocabulary shared by the instrumentation (writer) and the collector (reader).
+
+GenAI names follow the OpenTelemetry GenAI semantic conventions; everything of our own
+lives under ``tracefix.*``. This module is the contract between the process that
+records a session and every process that later reads, analyzes or replays it, so a name
+changes here or nowhere.
+"""
+
+# --- OpenTelemetry GenAI semantic conventions -------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"  # "chat" | "execute_tool" | "invoke_agent"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"  # "openai" | "anthropic"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # JSON string, OpenAI chat message list
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # JSON string, list with one assistant message
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"  # JSON string, the request's `tools`
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"  # JSON string
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"  # JSON string
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"  # = tracefix.session.id
+ERROR_TYPE = "error.type"
+
+OP_CHAT = "chat"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_INVOKE_AGENT = "invoke_agent"
+
+# --- tracefix -----------------------------------------------------------------------------
+SESSION_ID = "tracefix.session.id"
+SESSION_SPAN = "tracefix.session.root"  # bool, true on the span `session {name}`
+ENTRYPOINT = "tracefix.entrypoint"  # "pkg.mod:function"
+INPUTS = "tracefix.inputs"  # JSON object of the entrypoint's keyword arguments
+USER_ID = "tracefix.user.id"
+METADATA = "tracefix.session.metadata"  # JSON object
+OUTCOME = "tracefix.session.outcome"  # "success" | "failure" (from a registered evaluator)
+OUTCOME_SCORE = "tracefix.session.score"  # float
+EVALUATION = "tracefix.session.evaluation"  # JSON of the evaluator's full result
+FINAL_OUTPUT = "tracefix.session.output"  # JSON of the entrypoint's return value
+REPLAYABLE = "tracefix.session.replayable"  # bool: false once anything was truncated
+STEP = "tracefix.step"  # int, 0-based decision index: increments at each LLM call
+CALL_SEQ = "tracefix.call.seq"  # int, order of every intercepted call (LLM and tool)
+REQUEST_PARAMS = "tracefix.request.params"  # JSON of the remaining request kwargs
+RESPONSE_RAW = "tracefix.response.raw"  # JSON of the full provider response (for replay)
+TRUNCATED = "tracefix.truncated"  # bool on a span whose payload was cut
+PARENT_SESSION_ID = "tracefix.parent_session.id"  # on a replayed session
+INTERVENTION_ID = "tracefix.intervention.id"
+INTERVENTION = "tracefix.intervention"  # JSON of the applied intervention
+REPLAY_SOURCE = "tracefix.replay.source"  # on a call: "cassette" | "intervention" | "live"
+DIVERGENCE = "tracefix.replay.divergence"  # JSON, on the call where replay went live early
+SNAPSHOT_EVENT = "tracefix.snapshot"  # span event; attributes below
+SNAPSHOT_KEY = "tracefix.snapshot.key"
+SNAPSHOT_STATE = "tracefix.snapshot.state"  # JSON
+SNAPSHOT_HASH = "tracefix.snapshot.hash"
+
+# Feedback can also arrive as a span event (GenAI evaluation event).
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+EVALUATION_SCORE = "gen_ai.evaluation.score.value"
+EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"

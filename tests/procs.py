@@ -1,0 +1,95 @@
+"""Start real tracefix processes for tests and wait until they answer.
+
+A process prints its address on one line (docs/contracts.md, "Processes"); we read
+that line, then poll its health endpoint, never a fixed sleep.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TRACEFIX = [sys.executable, "-m", "tracefix.cli"]
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen
+    match: re.Match
+    lines: list[str] = field(default_factory=list)
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+
+def start(args: list[str], ready: str, *, env: dict | None = None, cwd: str | Path | None = None,
+          timeout: float = 60.0, health: str | None = None) -> Proc:
+    """Run `tracefix ARGS`, wait for a stdout line matching `ready` (a regex) and, if
+    given, for `health` (a format string over the match's groupdict) to answer 200."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    popen = subprocess.Popen(TRACEFIX + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=full_env, cwd=cwd)
+    lines: list[str] = []
+    found: list[re.Match] = []
+    seen = threading.Event()
+
+    def pump() -> None:
+        for line in popen.stdout:  # keep draining so the child never blocks on a full pipe
+            lines.append(line)
+            if not found:
+                m = re.search(ready, line)
+                if m:
+                    found.append(m)
+                    seen.set()
+        seen.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not seen.wait(timeout) or not found:
+        popen.kill()
+        raise RuntimeError(f"{args[0]} did not become ready:\n{''.join(lines)}")
+    proc = Proc(popen, found[0], lines)
+    if health:
+        url = health.format(**found[0].groupdict())
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or popen.poll() is not None:
+                proc.stop()
+                raise RuntimeError(f"{url} never answered:\n{proc.output()}")
+            time.sleep(0.05)
+    return proc
+
+
+SIM_READY = r"serving on (?P<base_url>http://127\.0\.0\.1:(?P<port>\d+)/v1)"
+SERVE_READY = r"http=(?P<http>http://127\.0\.0\.1:\d+) grpc=(?P<grpc>127\.0\.0\.1:\d+)"
+
+
+def start_sim(*extra: str, **kw) -> Proc:
+    return start(["sim", "--port", "0", *extra], SIM_READY,
+                 health="http://127.0.0.1:{port}/healthz", **kw)
+
+
+def start_serve(db: str | Path, *extra: str, **kw) -> Proc:
+    return start(["serve", "--http-port", "0", "--grpc-port", "0", "--db", str(db), *extra],
+                 SERVE_READY, health="{http}/healthz", **kw)
