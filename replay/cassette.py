@@ -1,0 +1,117 @@
+"""Build a replay cassette (contracts §4) from a stored session document and its spans.
+
+Per step: the request fingerprint and the full provider response (``tracefix.response.raw``
+on the LLM span), and the step's tool calls with their fingerprints and recorded results;
+plus every state snapshot. Fingerprints come from the instrumentation's replay mode, so
+recording and replay hash requests the same way.
+"""
+from __future__ import annotations
+
+import json
+
+from tracefix import semconv as sc
+
+
+# Recorded on each LLM span by the instrumentation: copying it beats recomputing from
+# stored messages, which the collector may have normalized.
+REQUEST_FINGERPRINT = getattr(sc, "REQUEST_FINGERPRINT", "tracefix.request.fingerprint")
+
+
+class CassetteError(ValueError):
+    """The stored session lacks something a replay needs."""
+
+
+def span_attributes(span: dict) -> dict:
+    attrs = span.get("attributes") or {}
+    if isinstance(attrs, str):
+        try:
+            attrs = json.loads(attrs)
+        except ValueError:
+            attrs = {}
+    return attrs
+
+
+def _json(value):
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _span_step(span: dict, attrs: dict) -> int | None:
+    step = span.get("step", attrs.get(sc.STEP))
+    return int(step) if step is not None else None
+
+
+def is_llm_span(span: dict, attrs: dict) -> bool:
+    if span.get("kind") is not None:
+        return span["kind"] == "llm"
+    return attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT
+
+
+def llm_spans_by_step(spans: list[dict]) -> dict[int, dict]:
+    found = {}
+    for span in spans:
+        attrs = span_attributes(span)
+        step = _span_step(span, attrs)
+        if step is not None and is_llm_span(span, attrs):
+            found[step] = span
+    return found
+
+
+def tool_definitions(spans: list[dict]) -> dict[int, list[dict]]:
+    """The `tools` offered at each LLM step (used by intervention templates)."""
+    out = {}
+    for step, span in llm_spans_by_step(spans).items():
+        defs = _json(span_attributes(span).get(sc.GEN_AI_TOOL_DEFINITIONS))
+        if isinstance(defs, list):
+            out[step] = defs
+    return out
+
+
+def build(doc: dict, spans: list[dict]) -> dict:
+    """The cassette for `doc`; raises CassetteError naming what is missing."""
+    from tracefix import replay_mode  # the instrumentation's hashing, never a copy of it
+
+    if not doc.get("entrypoint"):
+        raise CassetteError(f"session {doc.get('session_id')} has no recorded entrypoint: it cannot be replayed "
+                            "(record it inside tracefix.session(entrypoint=..., inputs=...))")
+    if doc.get("inputs") is None:
+        raise CassetteError(f"session {doc.get('session_id')} has no recorded inputs: it cannot be replayed")
+    by_step = llm_spans_by_step(spans)
+    steps = []
+    for step in doc.get("steps") or []:
+        if step.get("kind") != "llm":
+            continue
+        span = by_step.get(step["index"])
+        if span is None:
+            raise CassetteError(f"step {step['index']} has no stored LLM span")
+        attrs = span_attributes(span)
+        response = _json(attrs.get(sc.RESPONSE_RAW))
+        if not isinstance(response, dict):
+            raise CassetteError(f"step {step['index']}: the full response ({sc.RESPONSE_RAW}) was not recorded; "
+                                "record with content capture on")
+        messages = _json(attrs.get(sc.GEN_AI_INPUT_MESSAGES)) or step.get("input_messages") or []
+        tools = _json(attrs.get(sc.GEN_AI_TOOL_DEFINITIONS))
+        model = attrs.get(sc.GEN_AI_REQUEST_MODEL) or step.get("model")
+        recorded = attrs.get(REQUEST_FINGERPRINT)
+        steps.append({
+            "index": step["index"], "agent": step.get("agent"),
+            "fingerprint": recorded or replay_mode.fingerprint_request(model, messages, tools),
+            "response": response,
+            "tool_calls": [{"id": c.get("id"), "name": c.get("name"),
+                            "fingerprint": replay_mode.fingerprint_tool(c.get("name"), c.get("arguments")),
+                            "result": c.get("result"), "error": c.get("error")}
+                           for c in step.get("tool_calls") or []],
+        })
+    snapshots = [{"step": step["index"], "key": key, "state": state}
+                 for step in doc.get("steps") or [] for key, state in (step.get("snapshots") or {}).items()]
+    return {"session_id": doc["session_id"], "entrypoint": doc["entrypoint"], "inputs": doc["inputs"],
+            "steps": steps, "snapshots": snapshots}
+
+
+def restored_at(cassette: dict, step: int) -> bool:
+    """True when tracked state exists as of step t (a snapshot at or before it)."""
+    return any(s["step"] <= step for s in cassette.get("snapshots") or [])

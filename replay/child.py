@@ -1,0 +1,75 @@
+"""One replay, in its own process: ``python -m tracefix.replay.child`` with TRACEFIX_REPLAY set.
+
+Started by :mod:`tracefix.replay.runner`. It turns tracefix on in replay mode (the
+instrumentation reads the cassette and the intervention from the same file), exporting to
+the collector the parent names, registers the guard's live hook when asked, calls the
+recorded entrypoint with the recorded inputs (some overridden, e.g. ``base_url``), and
+leaves the report (written by the instrumentation when the session ends) with the guard's
+firings added. Exit status 0 when the entrypoint returned, 1 when it raised.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+logger = logging.getLogger("tracefix.replay")
+
+
+def _add_to_report(path: str | None, **fields) -> None:
+    if not path or not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    report.update(fields)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, default=repr)
+    os.replace(tmp, path)
+
+
+def main() -> int:
+    from tracefix import replay_mode
+
+    path = os.environ.get(replay_mode.ENV_VAR)
+    if not path:
+        print(f"tracefix.replay.child: set {replay_mode.ENV_VAR}=/path/replay.json", flush=True)
+        return 2
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+
+    import tracefix
+    from tracefix import runtime
+
+    init_kwargs = {"endpoint": config["otlp_endpoint"]} if config.get("otlp_endpoint") else {}
+    handle = tracefix.init(**init_kwargs)
+    controller = runtime.replay
+    if controller is None:
+        print("tracefix.replay.child: replay mode did not start", flush=True)
+        return 2
+
+    guard = None
+    if config.get("guard") and config.get("guard_config"):
+        from tracefix.replay.guard import Guard
+
+        guard = Guard(**config["guard_config"])
+        replay_mode.add_live_hook(guard)
+
+    inputs = {**(config["cassette"].get("inputs") or {}), **(config.get("input_overrides") or {})}
+    code = 0
+    try:
+        replay_mode.run_entrypoint(config["cassette"]["entrypoint"], inputs)
+    except Exception as exc:  # the agent's own failure is a replay outcome, not a crash of ours
+        controller._session_error = f"{type(exc).__name__}: {exc}"
+        logger.exception("tracefix replay: the entrypoint raised")
+        code = 1
+    finally:
+        controller.write_report_at_exit()
+        handle.shutdown()  # flush the child's spans to the collector before the parent looks
+    if guard is not None:
+        _add_to_report(config.get("report_path"), guard={"fired": guard.fired})
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

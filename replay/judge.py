@@ -1,0 +1,177 @@
+"""Judging one replay: did it succeed, did the agents carry out the intervention, what progress.
+
+Each answer says how it was reached (the result's ``judged_by``):
+
+- success: the session's registered evaluator (the child's report) > the session's ground
+  truth (compared with the replay's output) > an LLM judge against the user's complaint;
+- fulfilled: an LLM judge comparing the original and the new log from step t, or a
+  heuristic: did the acting agent, at or after t, do what the intervention's ``expect``
+  names (call the tool, with the argument; continue instead of answering; change the
+  instruction);
+- progress: DoVer's Prog = (A(new) - A(orig)) / K over the evaluator's milestones, or over
+  LLM-judged milestones when the session has a ground truth.
+"""
+from __future__ import annotations
+
+import json
+
+from tracefix.replay import prompts
+
+
+def _evaluator_success(report: dict) -> bool | None:
+    evaluation = report.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("success"), bool):
+        return evaluation["success"]
+    if report.get("outcome") in ("success", "failure"):
+        return report["outcome"] == "success"
+    return None
+
+
+def _text_of(output) -> str:
+    if isinstance(output, dict):
+        for key in ("final_answer", "answer", "output", "result"):
+            if key in output:
+                return _text_of(output[key])
+    return output if isinstance(output, str) else json.dumps(output, sort_keys=True, default=str)
+
+
+def _matches_ground_truth(output, ground_truth) -> bool:
+    if output == ground_truth:
+        return True
+    expected = _text_of(ground_truth).strip().lower()
+    return bool(expected) and expected in _text_of(output).strip().lower()
+
+
+def judge_success(report: dict, doc: dict, child_doc: dict | None, llm=None) -> tuple[bool | None, str]:
+    found = _evaluator_success(report)
+    if found is not None:
+        return found, "evaluator"
+    if doc.get("ground_truth") not in (None, ""):
+        return _matches_ground_truth(report.get("output"), doc["ground_truth"]), "ground_truth"
+    if llm is not None and child_doc is not None:
+        complaint = "; ".join(f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")) or None
+        try:
+            system, user = prompts.success(doc.get("task"), complaint, report.get("output"), child_doc.get("steps") or [])
+            answer = llm.complete_json("success", system, user)
+            if isinstance(answer.get("success"), bool):
+                return answer["success"], "llm"
+        except Exception:  # an LLM failure leaves success unjudged, it does not fail the run
+            pass
+    return None, "unjudged"
+
+
+# --- fulfilment ------------------------------------------------------------------------------
+
+def _calls_from(steps: list[dict], t: int, agent: str | None = None) -> list[dict]:
+    return [c for s in steps if s["index"] >= t and (agent is None or s.get("agent") == agent)
+            for c in s.get("tool_calls") or []]
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split()).lower()
+
+
+def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
+    """Did the replay, at or after t, move the way the intervention asked?"""
+    t = intervention["step"]
+    expect = intervention.get("expect") or {}
+    new_steps = child_doc.get("steps") or []
+    old_by_index = {s["index"]: s for s in doc.get("steps") or []}
+    new_by_index = {s["index"]: s for s in new_steps}
+    action, tool, argument, agent = expect.get("action"), expect.get("tool"), expect.get("argument"), expect.get("agent")
+
+    if action == "call_tool" and tool:
+        old_call = next((c for c in (old_by_index.get(t) or {}).get("tool_calls") or [] if c.get("name") == tool), None)
+        old_args = (old_call or {}).get("arguments") if isinstance((old_call or {}).get("arguments"), dict) else {}
+        for call in _calls_from(new_steps, t, agent):
+            if call.get("name") != tool:
+                continue
+            args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+            if argument is None:
+                # Asked to call it again correctly: a call that differs from the failed one.
+                if args != old_args or not call.get("error"):
+                    return True
+            elif argument not in old_args:
+                if args.get(argument) is not None:
+                    return True
+            elif args.get(argument) != old_args.get(argument):
+                return True
+        return False
+    if action == "continue":
+        return any(s["index"] >= t and s.get("tool_calls") for s in new_steps)
+    new_t, old_t = new_by_index.get(t), old_by_index.get(t)
+    changed = new_t is not None and _norm(prompts.step_content(new_t, 2000)) != _norm(prompts.step_content(old_t or {}, 2000))
+    if action == "instruct" and tool:
+        return changed and any(c.get("name") == tool for c in _calls_from(new_steps, t))
+    return changed
+
+
+def judge_fulfilled(intervention: dict, doc: dict, child_doc: dict | None, llm=None) -> tuple[bool | None, str]:
+    if child_doc is None or not child_doc.get("steps"):
+        return None, "unavailable"
+    t = intervention["step"]
+    if llm is not None:
+        try:
+            system, user = prompts.fulfilment(intervention, [s for s in doc.get("steps") or [] if s["index"] >= t],
+                                              [s for s in child_doc["steps"] if s["index"] >= t])
+            answer = llm.complete_json("fulfilment", system, user)
+            if isinstance(answer.get("fulfilled"), bool):
+                return answer["fulfilled"], "llm"
+        except Exception:  # fall through to the heuristic
+            pass
+    return fulfilled_heuristic(intervention, doc, child_doc), "heuristic"
+
+
+# --- progress --------------------------------------------------------------------------------
+
+def _achieved(milestones) -> int:
+    return sum(1 for m in milestones or [] if isinstance(m, dict) and m.get("achieved"))
+
+
+def progress_from_milestones(original: list[dict], new: list[dict]) -> float | None:
+    k = max(len(original or []), len(new or []))
+    if k == 0:
+        return None
+    return (_achieved(new) - _achieved(original)) / k
+
+
+class MilestoneJudge:
+    """LLM milestones for sessions with a ground truth but no evaluator milestones (DoVer 4.2).
+
+    The milestones are derived once, from the original run, and then every replay is
+    scored against that same list so K stays fixed.
+    """
+
+    def __init__(self, llm, doc: dict):
+        self.llm, self.doc = llm, doc
+        self.milestones: list[dict] | None = None
+        self.original_achieved: list[dict] = []
+
+    def _ask(self, steps: list[dict], given: list[dict] | None) -> list[dict]:
+        system, user = prompts.milestones(self.doc.get("task"), self.doc.get("ground_truth"), steps, given)
+        answer = self.llm.complete_json("milestones", system, user)
+        found = [m for m in answer.get("milestones") or [] if isinstance(m, dict) and m.get("name")][:5]
+        if not found:
+            raise ValueError("milestone answer lists no milestones")
+        return [{"name": m["name"], "achieved": bool(m.get("achieved"))} for m in found]
+
+    def progress(self, child_doc: dict) -> float | None:
+        if self.milestones is None:
+            self.original_achieved = self._ask(self.doc.get("steps") or [], None)
+            self.milestones = [{"name": m["name"]} for m in self.original_achieved]
+        new = self._ask(child_doc.get("steps") or [], self.milestones)
+        return progress_from_milestones(self.original_achieved, new[: len(self.milestones)])
+
+
+def judge_progress(report: dict, doc: dict, child_doc: dict | None,
+                   milestone_judge: MilestoneJudge | None = None) -> tuple[float | None, str]:
+    original = (doc.get("evaluation") or {}).get("milestones") if isinstance(doc.get("evaluation"), dict) else None
+    new = (report.get("evaluation") or {}).get("milestones") if isinstance(report.get("evaluation"), dict) else None
+    if new is not None and (original or new):
+        return progress_from_milestones(original or [], new), "milestones"
+    if milestone_judge is not None and child_doc is not None:
+        try:
+            return milestone_judge.progress(child_doc), "llm_milestones"
+        except Exception:
+            pass
+    return None, "unmeasured"

@@ -1,0 +1,256 @@
+"""DoVer do-then-verify on one recorded session: the replay worker's entry point.
+
+``diagnose(access, session_id, ...)`` segments the session into trials, attributes a
+hypothesis to each failed trial, writes one intervention per hypothesis, replays the
+session from the intervention step in child processes (``runs`` times each, ``concurrency``
+at once), judges every replay, gives each hypothesis its DoVer verdict, and stores the
+result (contracts §5) with ``access.save_replay``. With ``rounds > 1`` repair memory
+carries what was tried into the next round. The collector's diagnosis worker calls it
+inside ``tracefix serve``; ``tracefix replay`` calls it from the command line.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
+from tracefix.replay.guard import Guard
+from tracefix.replay.memory import RepairMemory
+
+
+class ReplayError(RuntimeError):
+    """A session cannot be diagnosed by replay (the message says why and what to do)."""
+
+
+def check_replayable(doc: dict | None, session_id: str) -> dict:
+    if doc is None:
+        raise ReplayError(f"no session {session_id!r} in the store")
+    if not doc.get("entrypoint") or doc.get("inputs") is None:
+        raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
+                          "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
+    if doc.get("replayable") is False:
+        raise ReplayError(f"session {session_id} is not replayable: part of its recording was truncated "
+                          "(raise TRACEFIX_MAX_PAYLOAD_BYTES and record it again)")
+    if not doc.get("steps"):
+        raise ReplayError(f"session {session_id} has no steps to replay")
+    return doc
+
+
+def load_analysis(access, session_id: str, notes: list[str]) -> dict | None:
+    analysis = access.get_analysis(session_id)
+    if analysis:
+        return analysis
+    try:
+        from tracefix.analysis.pipeline import analyze_session
+    except ImportError as exc:
+        notes.append(f"no analysis stored and the analysis part is unavailable ({exc}); attribution uses errors only")
+        return None
+    analysis = analyze_session(access, session_id)
+    return analysis
+
+
+def wait_for_session(access, session_id: str, timeout_s: float = 20.0) -> dict | None:
+    """The child's stored session once the collector has it (the child flushed before exiting)."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        doc = access.get_session(session_id)
+        if doc is not None and doc.get("steps"):
+            if doc.get("ended_at") or (last is not None and len(last.get("steps") or []) == len(doc["steps"])):
+                return doc
+            last = doc
+        if time.monotonic() > deadline:
+            return doc
+        time.sleep(0.1)
+
+
+def prefix_violation(report: dict, child_doc: dict | None, doc: dict, t: int) -> str | None:
+    """Did any call before step t reach the network or run a tool? (It must not.)"""
+    divergence = report.get("divergence")
+    limit = divergence["step"] if isinstance(divergence, dict) and divergence.get("step") is not None else t
+    limit = min(limit, t)
+    counts = report.get("counts") or {}
+    if counts and counts.get("llm_cassette", 0) < limit:
+        return f"only {counts.get('llm_cassette', 0)} LLM calls came from the cassette before step {limit}"
+    for step in (child_doc or {}).get("steps") or []:
+        if step["index"] < limit and step.get("replay_source") not in (None, "cassette"):
+            return f"step {step['index']} (before the intervention at {t}) ran {step.get('replay_source')}"
+    return None
+
+
+def _live_tools_allowed(cassette: dict, doc: dict, t: int, allow_live_tools: bool) -> str | None:
+    if allow_live_tools or cassettes.restored_at(cassette, t):
+        return None
+    if not any(s.get("tool_calls") for s in doc.get("steps") or [] if s["index"] >= t):
+        return None
+    return (f"tools would run live after step {t} on state that no snapshot restores; "
+            "track the state with tracefix.track(key, obj) or pass --allow-live-tools")
+
+
+def _user_hypotheses(doc: dict, given: list[dict], trials_: list[dict], round_: int) -> list[dict]:
+    by_index = {s["index"]: s for s in doc["steps"]}
+    out = []
+    for g in given:
+        step = int(g["step"])
+        if step not in by_index:
+            raise ReplayError(f"hypothesis step {step} is outside the session (0..{len(doc['steps']) - 1})")
+        trial = next((t["index"] for t in trials_ if t["start"] <= step <= t["end"]), None)
+        out.append({"id": attribution.hypothesis_id(doc["session_id"], round_, step, "user"), "round": round_,
+                    "trial": trial, "step": step, "agent": g.get("agent") or by_index[step].get("agent"),
+                    "reason": g.get("reason") or "given by the user", "source": "user",
+                    "evidence": g.get("evidence") or {"step": step},
+                    "_intervention": g.get("intervention")})
+    return out
+
+
+def _user_intervention(doc: dict, h: dict, given: dict) -> dict:
+    base = interventions.template(doc, h)
+    kind = given.get("kind") or base["kind"]
+    text = given.get("text") or base["text"]
+    step = next(s for s in doc["steps"] if s["index"] == h["step"])
+    iv = interventions._finish(doc, h, step, kind, given.get("category") or base["category"], text,
+                               {**base["expect"], **(given.get("expect") or {})}, "user", given.get("tool_call_id"))
+    return iv
+
+
+def _stage_label(labels: set[str]) -> str:
+    labels = {x for x in labels if x}
+    return "+".join(sorted(labels)) if labels else "none"
+
+
+def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: int = 2, rounds: int = 1,
+             guard: bool = False, allow_live_tools: bool = False, otlp_endpoint: str | None = None,
+             overrides: dict | None = None, progress=None, hypotheses: list[dict] | None = None,
+             per_trial: int = 1, timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None,
+             save: bool = True) -> dict:
+    """Test the session's failure hypotheses by replay; return (and store) the replay result.
+
+    `overrides` replaces recorded entrypoint inputs (e.g. `base_url`); `hypotheses`, when
+    given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
+    `progress(message)` is called as work advances.
+    """
+    say = progress or (lambda message: None)
+    doc = check_replayable(access.get_session(session_id), session_id)
+    if not otlp_endpoint:
+        raise ReplayError("replays need a collector to export to: give its OTLP/HTTP endpoint "
+                          "(tracefix replay --server URL, or run it inside tracefix serve)")
+    notes: list[str] = []
+    analysis = load_analysis(access, session_id, notes)
+    spans = access.get_spans(session_id)
+    try:
+        cassette = cassettes.build(doc, spans)
+    except cassettes.CassetteError as exc:
+        raise ReplayError(str(exc)) from exc
+    definitions = cassettes.tool_definitions(spans)
+
+    trial_list, segmentation_label, note = trials.segment(doc, analysis, llm)
+    notes += [note] if note else []
+    say(f"{len(trial_list)} trial(s); segmentation by {segmentation_label}")
+    memory = RepairMemory()
+    tested: list[dict] = []
+    labels = {"attribution": set(), "intervention": set(), "judging": set(), "fulfilment": set(), "progress": set()}
+    milestone_judge = judge.MilestoneJudge(llm, doc) if llm is not None and doc.get("ground_truth") else None
+    rounds_run = 0
+
+    for round_ in range(1, max(1, rounds) + 1):
+        if hypotheses and round_ == 1:
+            chosen = _user_hypotheses(doc, hypotheses, trial_list, round_)
+            labels["attribution"].add("user")
+        else:
+            candidates, label, attribution_notes = attribution.attribute(
+                doc, trial_list, analysis, llm, round_=round_, per_trial=per_trial + round_ - 1)
+            labels["attribution"].add(label)
+            notes += attribution_notes
+            chosen = memory.plan_round(candidates) if round_ > 1 else candidates
+        if not chosen:
+            notes.append(f"round {round_}: nothing left to try")
+            break
+        rounds_run = round_
+
+        jobs: list[runner.ReplayJob] = []
+        for h in chosen:
+            given = h.pop("_intervention", None)
+            if given:
+                iv, label = _user_intervention(doc, h, given), "user"
+            else:
+                iv, label, iv_note = interventions.generate(doc, h, llm, definitions=definitions.get(h["step"]),
+                                                            memory_notes=memory.notes_for(h["step"]))
+                notes += [iv_note] if iv_note else []
+            labels["intervention"].add(label)
+            h["intervention"] = iv
+            h["runs"] = []
+            refusal = _live_tools_allowed(cassette, doc, iv["step"], allow_live_tools)
+            if refusal:
+                h["refused"] = refusal
+                continue
+            guard_config = Guard.from_intervention(iv).to_json() if guard else None
+            wire = {k: v for k, v in iv.items() if k not in ("before", "expect", "source", "agent")}
+            for i in range(runs):
+                jobs.append(runner.ReplayJob(key=h["id"], run_index=i, cassette=cassette, intervention=wire,
+                                             parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
+                                             overrides=dict(overrides or {}), guard=guard_config,
+                                             timeout_s=timeout_s))
+        say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
+        results = runner.run_all(jobs, concurrency=concurrency, workdir=workdir,
+                                 progress=lambda done, total: say(f"replays {done}/{total}"))
+
+        by_key: dict[str, list[dict]] = {}
+        for r in results:
+            by_key.setdefault(r["key"], []).append(r)
+        for h in chosen:
+            iv = h["intervention"]
+            for r in by_key.get(h["id"], []):
+                h["runs"].append(_judge_run(r, iv, doc, access, llm, milestone_judge, labels))
+            if h.get("refused"):
+                h["verdict"], h["verdict_reason"] = "inconclusive", f"not replayed: {h.pop('refused')}"
+            else:
+                h["verdict"], h["verdict_reason"] = verdicts.verdict(h["runs"])
+            memory.record(round_, h)
+            tested.append(h)
+        if trial_list and memory.fixed_trials() >= {t["index"] for t in trial_list if t.get("failed")}:
+            break
+
+    result = {
+        "session_id": session_id,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "rounds": rounds_run,
+        "runs_per_intervention": runs,
+        "guard": guard,
+        "stages": {"segmentation": segmentation_label,
+                   **{k: _stage_label(v) for k, v in labels.items()}},
+        "llm": ({"base_url": llm.base_url, "model": llm.model, "requests": llm.requests} if llm is not None else None),
+        "trials": trial_list,
+        "hypotheses": tested,
+        "memory": memory.summary(),
+        "notes": notes,
+    }
+    if save:
+        access.save_replay(session_id, result)
+    return result
+
+
+def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, labels: dict) -> dict:
+    report = r["report"] or {}
+    child_doc = wait_for_session(access, r["child_session_id"]) if not r["error"] or report else None
+    error = r["error"]
+    if not error:
+        error = prefix_violation(report, child_doc, doc, iv["step"])
+        if error:
+            error = "safety: " + error
+    if error and not report.get("outcome") and not report.get("evaluation"):
+        success, s_by = None, "unjudged"
+        fulfilled, f_by = None, "unavailable"
+        prog, p_by = None, "unmeasured"
+    else:
+        success, s_by = judge.judge_success(report, doc, child_doc, llm)
+        fulfilled, f_by = judge.judge_fulfilled(iv, doc, child_doc, llm)
+        prog, p_by = judge.judge_progress(report, doc, child_doc, milestone_judge)
+    labels["judging"].add(s_by)
+    labels["fulfilment"].add(f_by)
+    labels["progress"].add(p_by)
+    return {"child_session_id": r["child_session_id"], "success": success, "score": report.get("score"),
+            "fulfilled": fulfilled, "progress": prog,
+            "judged_by": {"success": s_by, "fulfilled": f_by, "progress": p_by},
+            "counts": report.get("counts") or {}, "divergence": report.get("divergence"),
+            "output": report.get("output"), "wall_s": r["wall_s"], "error": error,
+            "guard": report.get("guard")}

@@ -1,0 +1,104 @@
+"""Run replays in fresh child processes, several at a time.
+
+Each replay is one ``python -m tracefix.replay.child`` with ``TRACEFIX_REPLAY`` pointing at
+its replay file (contracts §4: cassette, intervention, child session id, parent, report
+path, guard) plus what the child needs to start the entrypoint: the collector's OTLP
+endpoint, input overrides and the guard's settings. A child that outlives its timeout is
+killed and reported as such; the others are unaffected. Children share nothing but the
+collector they export to: each has its own session id, work directory and report.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass
+class ReplayJob:
+    key: str  # groups the runs of one intervention
+    run_index: int
+    cassette: dict
+    intervention: dict | None
+    parent_session_id: str
+    otlp_endpoint: str | None
+    overrides: dict = field(default_factory=dict)
+    guard: dict | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    child_session_id: str = field(default_factory=lambda: "s-replay-" + uuid.uuid4().hex[:16])
+
+
+def new_child_session_id() -> str:
+    return "s-replay-" + uuid.uuid4().hex[:16]
+
+
+def _tail(path: Path, limit: int = 1500) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[-limit:]
+
+
+def run_one(job: ReplayJob, workdir: Path) -> dict:
+    """Run one child to completion (or timeout); return its report plus wall time and error."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    replay_path, report_path, log_path = workdir / "replay.json", workdir / "report.json", workdir / "child.log"
+    replay = {
+        "cassette": job.cassette, "intervention": job.intervention, "session_id": job.child_session_id,
+        "parent_session_id": job.parent_session_id, "report_path": str(report_path),
+        "guard": bool(job.guard),
+        # read by tracefix.replay.child, ignored by the instrumentation
+        "otlp_endpoint": job.otlp_endpoint, "input_overrides": job.overrides, "guard_config": job.guard,
+    }
+    replay_path.write_text(json.dumps(replay, default=str))
+    env = {**os.environ, "TRACEFIX_REPLAY": str(replay_path), "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    error = None
+    with open(log_path, "w") as log:
+        try:
+            proc = subprocess.run([sys.executable, "-m", "tracefix.replay.child"], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, timeout=job.timeout_s, cwd=str(workdir))
+            if proc.returncode != 0:
+                error = f"replay child exited with status {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            error = f"replay child killed after its {job.timeout_s:.0f}s timeout"
+    wall_s = time.monotonic() - started
+    report = {}
+    if report_path.exists():
+        try:
+            report = json.loads(report_path.read_text())
+        except ValueError as exc:
+            error = error or f"unreadable replay report: {exc}"
+    elif error is None:
+        error = "replay child wrote no report"
+    if error:
+        tail = _tail(log_path)
+        error = f"{error}: {tail.strip().splitlines()[-1] if tail.strip() else 'no output'}"
+    if report.get("error") and not error:
+        error = report["error"]
+    return {"key": job.key, "run_index": job.run_index, "child_session_id": job.child_session_id,
+            "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path)}
+
+
+def run_all(jobs: list[ReplayJob], *, concurrency: int = 2, workdir: str | Path | None = None,
+            progress=None) -> list[dict]:
+    """Run every job with at most `concurrency` children alive; results in job order."""
+    base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tracefix-replay-"))
+    results: dict[int, dict] = {}
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = {pool.submit(run_one, job, base / job.child_session_id): i for i, job in enumerate(jobs)}
+        for done, future in enumerate(as_completed(futures), 1):
+            results[futures[future]] = future.result()
+            if progress:
+                progress(done, len(jobs))
+    return [results[i] for i in range(len(jobs))]

@@ -1,0 +1,44 @@
+"""DoVer's hypothesis verdicts (section 4.2), from the judged replays of one intervention.
+
+- validated: at least 2 of 3 runs succeed;
+- partially validated: fewer than 2 succeed, and at least 2 runs both fulfil the
+  intervention and make more than 20% progress (one milestone of five);
+- refuted: the same, except that their progress does not exceed 20%;
+- inconclusive: everything else (mostly: the agents did not carry the intervention out).
+
+With a number of runs other than 3 the thresholds scale (2 of 3 becomes ceil(2n/3)).
+A run whose progress could not be measured counts as no progress: it followed the
+intervention and did not succeed, which is DoVer's refutation.
+"""
+from __future__ import annotations
+
+import math
+
+PROGRESS_THRESHOLD = 0.2
+VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
+
+
+def verdict(runs: list[dict]) -> tuple[str, str]:
+    """(verdict, reason) for one hypothesis from its runs' `success`, `fulfilled`, `progress`."""
+    n = len(runs)
+    if n == 0:
+        return "inconclusive", "no replay ran"
+    needed = max(1, math.ceil(2 * n / 3))
+    succeeded = sum(1 for r in runs if r.get("success") is True)
+    if succeeded >= needed:
+        return "validated", f"{succeeded}/{n} replays succeeded"
+    fulfilled = [r for r in runs if r.get("fulfilled") is True]
+    advanced = [r for r in fulfilled if (r.get("progress") or 0.0) > PROGRESS_THRESHOLD]
+    stalled = [r for r in fulfilled if (r.get("progress") or 0.0) <= PROGRESS_THRESHOLD]
+    if len(advanced) >= needed:
+        return ("partially_validated",
+                f"{succeeded}/{n} succeeded; {len(advanced)}/{n} fulfilled the intervention "
+                f"with progress > {PROGRESS_THRESHOLD:.0%}")
+    if len(stalled) >= needed:
+        return ("refuted",
+                f"{succeeded}/{n} succeeded; {len(stalled)}/{n} fulfilled the intervention "
+                f"without progress > {PROGRESS_THRESHOLD:.0%}")
+    errors = sum(1 for r in runs if r.get("error"))
+    detail = f"; {errors} run(s) errored" if errors else ""
+    return ("inconclusive",
+            f"{succeeded}/{n} succeeded; only {len(fulfilled)}/{n} fulfilled the intervention{detail}")

@@ -1,0 +1,160 @@
+"""The replay pipeline's deterministic stages on hand-written sessions (no processes needed)."""
+import copy
+
+import pytest
+from sessions import analysis_for, failed_deposit_session, llm_step
+
+from tracefix.replay import attribution, interventions, judge, trials
+from tracefix.replay.guard import Guard
+from tracefix.replay.llm import parse_json_object
+from tracefix.replay.memory import RepairMemory
+
+
+def test_fallback_segmentation_cuts_at_plans_not_at_instructions():
+    doc = failed_deposit_session()
+    found, label, note = trials.segment(doc, None, llm=None)
+    assert label == "fallback" and note is None
+    assert [(t["start"], t["end"], t["plan_step"]) for t in found] == [(0, 4, 0), (5, 7, 5)]
+    assert all(t["failed"] for t in found)
+
+
+def test_segmentation_uses_the_analysis_phase():
+    doc = failed_deposit_session()
+    doc["steps"][5]["output_message"]["content"] = "Let us try differently."  # no plan words any more
+    assert [t["start"] for t in trials.segment(doc, None)[0]] == [0]
+    analysis = analysis_for(doc, [3])
+    assert [t["start"] for t in trials.segment(doc, analysis)[0]] == [0, 5]
+
+
+def test_attribution_fallback_takes_the_top_ranked_step_inside_each_trial():
+    doc = failed_deposit_session()
+    found, _, _ = trials.segment(doc, None)
+    hyps, label, notes = attribution.attribute(doc, found, analysis_for(doc, [6, 3, 1]), llm=None)
+    assert label == "fallback" and not notes
+    assert [(h["trial"], h["step"], h["source"]) for h in hyps] == [(0, 3, "analysis"), (1, 6, "analysis")]
+    assert hyps[0]["agent"] == "PaymentsAgent"
+
+
+def test_attribution_without_analysis_falls_back_to_the_first_error():
+    doc = failed_deposit_session()
+    found, _, _ = trials.segment(doc, None)
+    hyps, _, _ = attribution.attribute(doc, found, None)
+    assert hyps[0]["step"] == 3 and hyps[0]["source"] == "fallback"
+
+
+def test_template_names_agent_tool_error_and_missing_argument():
+    doc = failed_deposit_session()
+    h = {"id": "h-1", "step": 3, "agent": "PaymentsAgent", "evidence": {}}
+    iv = interventions.template(doc, h)
+    assert iv["kind"] == "add_message" and iv["category"] == "correction" and iv["step"] == 3
+    assert iv["text"].startswith("CORRECTION for PaymentsAgent:")
+    for part in ("deposit_check", "check_number", "missing required argument"):
+        assert part in iv["text"]
+    assert iv["expect"] == {"agent": "PaymentsAgent", "action": "call_tool", "tool": "deposit_check",
+                            "argument": "check_number"}
+
+
+def test_template_uses_tool_schema_for_a_silently_missing_argument():
+    doc = failed_deposit_session()
+    doc["steps"][3]["tool_calls"][0]["error"] = None
+    defs = [{"type": "function", "function": {"name": "deposit_check", "parameters": {
+        "properties": {"account_id": {}, "check_number": {}}, "required": ["account_id", "check_number"]}}}]
+    iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "PaymentsAgent", "evidence": {}}, defs)
+    assert iv["expect"]["argument"] == "check_number" and "check_number" in iv["text"]
+
+
+def test_template_for_an_early_final_answer_and_an_instruction():
+    doc = failed_deposit_session()
+    final = interventions.template(doc, {"id": "h", "step": 7, "agent": "Orchestrator", "evidence": {}})
+    assert "final answer" in final["text"] and final["expect"]["action"] == "continue"
+    instr = interventions.template(doc, {"id": "h", "step": 2, "agent": "Orchestrator", "evidence": {}})
+    assert instr["text"].startswith("CORRECTION for Orchestrator:") and "deposit_check" in instr["text"]
+    assert instr["before"] == "task"
+
+
+def test_ground_truth_leak_is_detected():
+    assert interventions.leaks_ground_truth("the balance is $125.50, say so", {"answer": "$125.50"})
+    assert not interventions.leaks_ground_truth("call get_balance again", {"answer": "$125.50"})
+    assert not interventions.leaks_ground_truth("anything", None)
+
+
+def test_fulfilment_heuristic_checks_the_asked_argument():
+    doc = failed_deposit_session()
+    iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "PaymentsAgent", "evidence": {}})
+    followed = copy.deepcopy(doc)
+    followed["steps"][3] = llm_step(3, "PaymentsAgent", calls=[
+        ("deposit_check", {"account_id": "ACC-1001", "check_number": "CHK-5001"}, {"ok": True}, None)])
+    assert judge.judge_fulfilled(iv, doc, followed) == (True, "heuristic")
+    assert judge.judge_fulfilled(iv, doc, copy.deepcopy(doc)) == (False, "heuristic")
+    assert judge.judge_fulfilled(iv, doc, None) == (None, "unavailable")
+
+
+def test_success_prefers_the_evaluator_then_ground_truth():
+    doc = failed_deposit_session()
+    assert judge.judge_success({"outcome": "success", "evaluation": {"success": True}}, doc, None) == (True, "evaluator")
+    doc["ground_truth"] = "deposited"
+    assert judge.judge_success({"output": {"final_answer": "Check deposited."}}, doc, None) == (True, "ground_truth")
+    doc["ground_truth"] = None
+    assert judge.judge_success({"output": "x"}, doc, None) == (None, "unjudged")
+
+
+def test_progress_is_the_milestone_difference_over_k():
+    doc = failed_deposit_session()
+    report = {"evaluation": {"milestones": [{"name": "customer found", "achieved": True},
+                                            {"name": "check deposited", "achieved": True}]}}
+    assert judge.judge_progress(report, doc, None) == (0.5, "milestones")
+    assert judge.judge_progress({"evaluation": None}, doc, None) == (None, "unmeasured")
+
+
+def _messages(*calls, last="tool"):
+    out = [{"role": "user", "content": "task"}]
+    for name, args in calls:
+        out.append({"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+                                                         "function": {"name": name, "arguments": args}}]})
+        out.append({"role": "tool", "tool_call_id": "c", "content": "{}"})
+    if last != "tool":
+        out.append({"role": "assistant", "content": "done"})
+    return out
+
+
+def test_guard_reminds_of_a_missing_corrective_action_with_cooldown_and_cap():
+    g = Guard(agent="PaymentsAgent", tool="deposit_check", argument="check_number", hint="include check_number",
+              start_step=3, cooldown_steps=2, cap=2)
+    msgs = _messages(("deposit_check", '{"account_id": "ACC-1001"}'))
+    assert g(3, "PaymentsAgent", msgs) == []  # not after t yet
+    first = g(4, "PaymentsAgent", msgs)
+    assert first and first[0]["content"].startswith("CORRECTION for PaymentsAgent (reminder)")
+    assert g(5, "PaymentsAgent", msgs) == []  # cooldown
+    assert g(6, "AccountAgent", msgs) == []  # another agent
+    assert g(6, "PaymentsAgent", msgs)  # second (last allowed by the cap)
+    assert g(9, "PaymentsAgent", msgs) == []  # cap reached
+    done = _messages(("deposit_check", '{"account_id": "ACC-1001", "check_number": "CHK-5001"}'))
+    assert Guard(agent="PaymentsAgent", tool="deposit_check", argument="check_number", start_step=3)(5, "PaymentsAgent", done) == []
+
+
+def test_guard_breaks_loops_of_identical_calls():
+    g = Guard(agent="PaymentsAgent", tool=None, start_step=0)
+    msgs = _messages(("get_balance", '{"account_id": "ACC-1"}'), ("get_balance", '{"account_id": "ACC-1"}'))
+    out = g(4, "PaymentsAgent", msgs)
+    assert out and "twice with the same arguments" in out[0]["content"]
+    assert g(8, "PaymentsAgent", _messages(("get_balance", '{"account_id": "ACC-1"}'))) == []
+
+
+def test_repair_memory_skips_fixed_trials_and_refuted_steps():
+    m = RepairMemory()
+    m.record(1, {"trial": 0, "step": 3, "agent": "A", "intervention": {"text": "x"}, "verdict": "validated"})
+    m.record(1, {"trial": 1, "step": 6, "agent": "B", "intervention": {"text": "y"}, "verdict": "refuted"})
+    cands = [{"trial": 0, "step": 2}, {"trial": 1, "step": 6}, {"trial": 1, "step": 7}, {"trial": 1, "step": 5}]
+    assert m.plan_round(cands) == [{"trial": 1, "step": 7}]
+    assert m.summary()["fixed"] == [0] and m.summary()["unresolved"] == [1]
+    assert "refuted" in m.notes_for(6)[0]
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', '```json\n{"a": 1}\n```', 'Sure! {"a": 1} hope it helps'])
+def test_json_replies_are_parsed_from_common_wrappings(text):
+    assert parse_json_object(text) == {"a": 1}
+
+
+def test_non_object_reply_is_an_error():
+    with pytest.raises(ValueError):
+        parse_json_object("[1, 2]")
