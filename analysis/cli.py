@@ -1,0 +1,173 @@
+"""`tracefix import`, `tracefix analyze`, `tracefix train`.
+
+Each talks to the store through the collector's access layer: `--server URL` (a running
+`tracefix serve`, the only writer of its file) or `--db PATH` (open the DuckDB file
+directly when no server runs). Environment: TRACEFIX_SERVER, TRACEFIX_DB, TRACEFIX_TOKEN,
+TRACEFIX_MODEL_DIR (where models are written and read), TRACEFIX_LLM_* (optional analyst).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def _store_options(fn):
+    fn = click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="API token for --server.")(fn)
+    fn = click.option("--db", envvar="TRACEFIX_DB", default=None, type=click.Path(dir_okay=False),
+                      help="DuckDB file to open directly (no server running).")(fn)
+    fn = click.option("--server", envvar="TRACEFIX_SERVER", default=None,
+                      help="URL of a running `tracefix serve` (e.g. http://127.0.0.1:8080).")(fn)
+    return fn
+
+
+def _access(server: str | None, db: str | None, token: str | None):
+    from tracefix.collector.access import connect
+
+    try:
+        return connect(server=server, db=db, token=token)
+    except Exception as exc:
+        raise click.ClickException(f"cannot open the store ({exc})") from exc
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the created session ids as a JSON list.")
+@_store_options
+def import_(file: str, as_json: bool, server: str | None, db: str | None, token: str | None) -> None:
+    """Import message-log conversations (JSON object, JSON list or JSONL) as sessions.
+
+    Each conversation has its messages under `messages` or `history` (each with `content`
+    and a speaker in `name` or `role`), optionally a `task` and a `ground_truth`. Every
+    message becomes one step, numbered from 0.
+    """
+    from .importer import ImportFormatError, documents_from_text
+
+    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    try:
+        docs = documents_from_text(text)
+    except ImportFormatError as exc:
+        raise click.ClickException(f"{file}: {exc}") from exc
+    access = _access(server, db, token)
+    try:
+        ids = access.import_sessions(docs)
+    except Exception as exc:
+        raise click.ClickException(f"import failed, nothing created ({exc})") from exc
+    if as_json:
+        click.echo(json.dumps(ids))
+    else:
+        for sid in ids:
+            click.echo(sid)
+        click.echo(f"imported {len(ids)} session(s)", err=True)
+
+
+@click.command("analyze")
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis result as JSON (contracts section 3).")
+@click.option("--model-dir", type=click.Path(file_okay=True), default=None,
+              help="Folder (or file) of the HGT model; default $TRACEFIX_MODEL_DIR or <db folder>/models.")
+@click.option("--no-llm", is_flag=True, help="Do not ask the LLM analyst even if TRACEFIX_LLM_BASE_URL is set.")
+@_store_options
+def analyze(session: str, as_json: bool, model_dir: str | None, no_llm: bool, server: str | None,
+            db: str | None, token: str | None) -> None:
+    """Score a session's steps with the anomaly detectors and rank failure hypotheses.
+
+    The result is stored with the session (GET /api/v1/sessions/{id}/analysis).
+    """
+    from .pipeline import analyze_session
+
+    access = _access(server, db, token)
+    try:
+        result = analyze_session(access, session, model_dir=model_dir, llm=False if no_llm else None)
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        click.echo(render_text(result))
+
+
+def _bar(value: float, lo: float, hi: float) -> str:
+    if hi - lo < 1e-12:
+        return _BARS[0]
+    return _BARS[min(int((value - lo) / (hi - lo) * (len(_BARS) - 1) + 0.5), len(_BARS) - 1)]
+
+
+def render_text(result: dict) -> str:
+    """The compact text timeline `tracefix analyze` prints."""
+    detectors = result.get("detectors") or []
+    rows = result.get("scores") or []
+    frontier = result.get("frontier") or {}
+    lines = [f"session {result.get('session_id')}  model {result.get('model_version') or 'none'}  "
+             f"detectors: {', '.join(detectors)}"]
+    if rows:
+        for name in detectors:
+            values = [r.get(name, 0.0) for r in rows]
+            lo, hi = min(values), max(values)
+            lines.append(f"  {name:<17} {''.join(_bar(v, lo, hi) for v in values)}")
+        agent_w = min(max(len(str(r.get("agent"))) for r in rows), 18)
+        header = f"  {'step':>4}  {'agent':<{agent_w}}  {'phase':<8} {'status':<6}"
+        header += "".join(f" {name[:16]:>16}" for name in detectors)
+        lines.append(header)
+        ranges = {n: (min(r.get(n, 0.0) for r in rows), max(r.get(n, 0.0) for r in rows)) for n in detectors}
+        for r in rows:
+            line = f"  {r['step']:>4}  {str(r.get('agent'))[:agent_w]:<{agent_w}}  {r.get('phase', ''):<8} {r.get('status', ''):<6}"
+            for name in detectors:
+                flag = "*" if r["step"] in frontier.get(name, []) else " "
+                line += f" {r.get(name, 0.0):>9.3f} {_bar(r.get(name, 0.0), *ranges[name])}{flag:>1}    "
+            lines.append(line.rstrip())
+        lines.append("  (* = on that detector's frontier)")
+    lines.append("hypotheses:")
+    for h in result.get("hypotheses") or []:
+        ev = h.get("evidence") or {}
+        path = " <- ".join(map(str, ev.get("path") or []))
+        lines.append(f"  {h['rank']}. step {h['step']}  {h.get('agent')}  score {h.get('score'):.2f}  "
+                     f"[{', '.join(ev.get('detectors') or []) or 'dependency path'}]  source={h.get('source')}")
+        if path and len(ev.get("path") or []) > 1:
+            lines.append(f"     path: {path}")
+        if ev.get("features"):
+            lines.append("     features: " + ", ".join(f"{k}={v:g}" for k, v in ev["features"].items()))
+        lines.append(f"     {h.get('rationale', '')}")
+    if not result.get("hypotheses"):
+        lines.append("  (none)")
+    for note in result.get("notes") or []:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+@click.command("train")
+@click.option("--criterion", type=click.Choice(["success", "positive"]), default="success", show_default=True,
+              help="Training sessions: evaluator success, or positive user feedback.")
+@click.option("--epochs", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option("--out", type=click.Path(), default=None,
+              help="Model folder or .pt file; default $TRACEFIX_MODEL_DIR or <db folder>/models.")
+@click.option("--device", default=None, help="torch device (default: cuda when available, else cpu).")
+@_store_options
+def train(criterion: str, epochs: int, out: str | None, device: str | None, server: str | None,
+          db: str | None, token: str | None) -> None:
+    """Train the normal-behaviour HGT model on the store's successful sessions."""
+    from tqdm import tqdm
+
+    from .pipeline import train_model
+
+    access = _access(server, db, token)
+    bar = tqdm(total=epochs, desc="train hgt", unit="epoch", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(record: dict) -> None:
+        bar.update(1)
+        bar.set_postfix(loss=f"{record['loss']:.4f}")
+        tqdm.write(f"epoch {record['epoch']}/{record['epochs']}  loss {record['loss']:.4f}  "
+                   f"{record['seconds']:.2f}s", file=sys.stderr)
+
+    try:
+        detector, path = train_model(access, criterion=criterion, epochs=epochs, out=out, device=device,
+                                     progress=progress)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        bar.close()
+    click.echo(f"model {detector.version} trained on {detector.trained_on} session(s) ({detector.device.type}) -> {path}")

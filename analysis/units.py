@@ -1,0 +1,347 @@
+"""Session steps -> transition units (AgentTether section III-B).
+
+A transition unit bundles one decision: its observation (what the agent newly saw), belief
+(its text), action (text or tool calls with arguments) and feedback (tool results and
+errors), plus derived attributes the graph and the detectors read: status, a normalized
+error signature, tool, phase (plan | instruct | act | answer), the artifacts the step
+produced and consumed, agent, latency and tokens.
+
+Works on plain session-document dicts (docs/contracts.md section 1), for instrumented
+sessions (kind "llm") and imported message logs (kind "message"). Pure Python: no numpy,
+so it is cheap to import anywhere.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PHASES = ("plan", "instruct", "act", "answer")
+STATUSES = ("ok", "error", "empty")
+# What came back from the step's tools; "none" when the step called no tool.
+OUTCOMES = ("none", "result", "empty_result", "error_result", "exception")
+
+# Agent names that coordinate others: their text steps are plans or instructions.
+_COORDINATOR = re.compile(r"orchestrat|planner|manager|supervisor|coordinator|lead|router|boss", re.I)
+# Tool names that hand work to another agent rather than act on the world.
+_DELEGATION_TOOL = re.compile(r"delegat|handoff|hand_off|transfer_to_|ask_|instruct|assign|dispatch|call_agent|route", re.I)
+_PLAN_TEXT = re.compile(r"\bplan\b|^\s*(?:step\s*)?1[.):]\s", re.I | re.M)
+_REPLAN_TEXT = re.compile(r"re-?plan|new plan|revised plan|updated plan", re.I)
+_ANSWER_TEXT = re.compile(r"final answer|\bdone\b|completed|task (?:is )?complete|summary|here is|result:", re.I)
+_SUCCESS_CLAIM = re.compile(r"\b(?:success(?:fully)?|succeeded|completed|done|confirmed|transferred|closed|deposited|worked)\b", re.I)
+_FAILURE_CLAIM = re.compile(r"\b(?:fail(?:ed|ure)?|error|unable|could not|couldn't|cannot|can't|not found|invalid|denied|insufficient)\b", re.I)
+
+# Artifacts: values a step can hand to a later step. Order matters: specific before generic.
+_ARTIFACT_PATTERNS = [
+    ("url", re.compile(r"https?://[^\s\"'<>)\]]+")),
+    ("file", re.compile(r"\b[\w./-]+\.(?:json|csv|txt|py|md|pdf|xlsx?|log|html|ya?ml)\b")),
+    ("id", re.compile(r"\b[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*\b")),
+    ("number", re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.-])")),
+]
+_QUOTED = re.compile(r"'([^']{1,80})'|\"([^\"]{1,80})\"")
+# Numbers this small are list markers, counts and booleans: linking on them is noise.
+_MIN_NUMBER_LEN = 2
+
+
+@dataclass
+class TransitionUnit:
+    index: int
+    kind: str  # "llm" | "message"
+    agent: str
+    phase: str
+    status: str
+    outcome: str
+    observation: str
+    belief: str
+    action: dict[str, Any]  # {"text": str, "calls": [{"name", "arguments"}]}
+    feedback: list[dict[str, Any]]  # [{"tool", "result", "error"}]
+    tool: str | None  # first tool called, the unit's acting tool
+    tools: list[str]
+    call_signatures: list[str]  # "tool(canonical args)" per call, for loop detection
+    error_signature: str | None
+    error_text: str | None
+    artifacts_produced: set[str] = field(default_factory=set)
+    artifacts_consumed: set[str] = field(default_factory=set)
+    latency_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    output_length: int = 0
+    claims_success: bool = False
+    claims_failure: bool = False
+
+    def summary(self, width: int = 120) -> str:
+        """One line a person (or an analyst LLM) can read."""
+        if self.action["calls"]:
+            what = "; ".join(f"{c['name']}({_compact(c['arguments'])})" for c in self.action["calls"])
+        else:
+            what = self.action["text"]
+        text = f"[{self.index}] {self.agent} {self.phase}: {what}"
+        if self.error_text:
+            text += f" -> {self.error_text}"
+        text = " ".join(text.split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def normalize_error(text: str | None) -> str | None:
+    """Error text with instance details replaced, so two occurrences of the same failure
+    share one signature: quoted strings, ids, hex and numbers become placeholders."""
+    if not text:
+        return None
+    sig = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    sig = _QUOTED.sub("<str>", sig)
+    sig = re.sub(r"https?://\S+", "<url>", sig)
+    sig = re.sub(r"\b[0-9a-f]{8,}\b", "<hex>", sig, flags=re.I)
+    sig = re.sub(r"\b[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*\b", "<id>", sig)
+    sig = re.sub(r"-?\d+(?:\.\d+)?", "<num>", sig)
+    sig = re.sub(r"\s+", " ", sig)
+    return sig[:160] or None
+
+
+def extract_artifacts(text: str) -> set[str]:
+    """Identifiers, URLs, file names, multi-digit numbers and short quoted values in `text`."""
+    found: set[str] = set()
+    if not text:
+        return found
+    for kind, pattern in _ARTIFACT_PATTERNS:
+        for m in pattern.finditer(text):
+            value = m.group(0).rstrip(".,;:")
+            if kind == "number":
+                digits = value.lstrip("-").split(".")[0]
+                if len(digits) < _MIN_NUMBER_LEN and "." not in value:
+                    continue
+                value = _canonical_number(value)
+            found.add(value)
+    for m in _QUOTED.finditer(text):
+        value = (m.group(1) or m.group(2) or "").strip()
+        # Quoted single words are usually JSON keys; keep values with a digit or a space.
+        if value and (any(ch.isdigit() for ch in value) or " " in value) and len(value) <= 60:
+            found.add(value)
+    return found
+
+
+def _canonical_number(value: str) -> str:
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return str(int(number)) if number == int(number) else repr(number)
+
+
+def _values_text(obj: Any) -> str:
+    """The values (not keys) of a JSON-like object as text, for artifact extraction."""
+    parts: list[str] = []
+
+    def walk(o: Any) -> None:
+        if isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif o is None or isinstance(o, bool):
+            return
+        else:
+            parts.append(str(o))
+
+    walk(obj)
+    return " \n ".join(parts)
+
+
+def _compact(obj: Any) -> str:
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return str(obj)
+
+
+def _content_text(content: Any) -> str:
+    """Chat message content may be a string or a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def _decode_arguments(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def _result_error(result: Any) -> str | None:
+    """A tool that reports failure in its return value rather than raising."""
+    if isinstance(result, dict):
+        if result.get("ok") is False or result.get("success") is False:
+            return str(result.get("error") or result.get("message") or result.get("reason") or "not ok")
+        if result.get("error"):
+            return str(result["error"])
+        status = str(result.get("status", "")).lower()
+        if status in {"error", "failed", "failure", "denied", "rejected"}:
+            return str(result.get("message") or result.get("reason") or status)
+    if isinstance(result, str) and re.match(r"\s*(error|exception|traceback)\b", result, re.I):
+        return result
+    return None
+
+
+def _is_empty_result(result: Any) -> bool:
+    return result is None or result == "" or result == [] or result == {}
+
+
+def _observation(input_messages: list[dict]) -> str:
+    """What the agent newly saw: the input messages after its last own assistant turn.
+    Reading only the tail keeps a step O(1) however long the growing prompt is."""
+    tail: list[str] = []
+    for msg in reversed(input_messages or []):
+        if msg.get("role") == "assistant":
+            break
+        tail.append(_content_text(msg.get("content")))
+        if len(tail) >= 8:
+            break
+    return "\n".join(reversed(tail))
+
+
+def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, finish_reason: str | None) -> str:
+    coordinator = bool(_COORDINATOR.search(agent or ""))
+    if calls:
+        if all(_DELEGATION_TOOL.search(c["name"] or "") for c in calls):
+            return "instruct"
+        return "act"
+    if coordinator and (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) and not (is_last and _ANSWER_TEXT.search(text)):
+        return "plan"
+    if is_last:
+        return "answer"
+    if coordinator:
+        return "answer" if re.search(r"final answer", text, re.I) else "instruct"
+    return "answer"
+
+
+def _phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
+    role = (role or "").lower()
+    if role in {"tool", "function", "ipython"} or re.search(r"\b(?:executor|terminal|computer|tool)\b", agent or "", re.I):
+        return "act"
+    if is_last:
+        return "answer"
+    if _COORDINATOR.search(agent or ""):
+        return "plan" if (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) else "instruct"
+    if re.search(r"final answer", text, re.I):
+        return "answer"
+    if _PLAN_TEXT.search(text):
+        return "plan"
+    return "act" if role == "assistant" else "instruct"
+
+
+def build_units(doc: dict) -> list[TransitionUnit]:
+    """All transition units of a session document, in step order."""
+    steps = sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0))
+    units: list[TransitionUnit] = []
+    n = len(steps)
+    for pos, step in enumerate(steps):
+        is_last = pos == n - 1
+        kind = step.get("kind") or "llm"
+        units.append(_unit_from_message(step, pos, is_last) if kind == "message"
+                     else _unit_from_llm(step, pos, is_last))
+    return units
+
+
+def _unit_from_llm(step: dict, pos: int, is_last: bool) -> TransitionUnit:
+    out = step.get("output_message") or {}
+    text = _content_text(out.get("content"))
+    reasoning = _content_text(out.get("reasoning_content") or out.get("reasoning") or "")
+    calls: list[dict] = []
+    feedback: list[dict] = []
+    for tc in step.get("tool_calls") or []:
+        args = _decode_arguments(tc.get("arguments"))
+        calls.append({"name": tc.get("name") or "", "arguments": args})
+        feedback.append({"tool": tc.get("name") or "", "result": tc.get("result"), "error": tc.get("error")})
+    if not calls:  # a call requested but never executed still counts as the action
+        for tc in out.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            calls.append({"name": fn.get("name") or "", "arguments": _decode_arguments(fn.get("arguments"))})
+    agent = step.get("agent") or "agent"
+    phase = _phase_for_llm(agent, text, calls, is_last, step.get("finish_reason"))
+
+    errors = [f"{f['tool']}: {f['error']}" for f in feedback if f.get("error")]
+    result_errors = [f"{f['tool']}: {e}" for f in feedback if not f.get("error") and (e := _result_error(f.get("result")))]
+    step_error = step.get("error")
+    error_text = step_error or (errors + result_errors or [None])[0]
+    if step_error or errors:
+        outcome = "exception"
+    elif result_errors:
+        outcome = "error_result"
+    elif feedback and all(_is_empty_result(f.get("result")) for f in feedback):
+        outcome = "empty_result"
+    elif feedback:
+        outcome = "result"
+    else:
+        outcome = "none"
+    status = "error" if error_text else ("empty" if not text.strip() and not calls else "ok")
+
+    produced = extract_artifacts(_values_text([f.get("result") for f in feedback]))
+    produced |= extract_artifacts(" ".join(str(f.get("error") or "") for f in feedback))
+    produced |= extract_artifacts(text)  # a plan or instruction hands values on too
+    consumed = extract_artifacts(_values_text([c["arguments"] for c in calls]))
+    consumed |= extract_artifacts(text)
+    return TransitionUnit(
+        index=pos, kind="llm", agent=agent, phase=phase, status=status, outcome=outcome,
+        observation=_observation(step.get("input_messages") or []), belief=reasoning or text,
+        action={"text": text, "calls": calls}, feedback=feedback,
+        tool=calls[0]["name"] if calls else None, tools=[c["name"] for c in calls],
+        call_signatures=[f"{c['name']}({_compact(c['arguments'])})" for c in calls],
+        error_signature=normalize_error(error_text), error_text=str(error_text) if error_text else None,
+        artifacts_produced=produced, artifacts_consumed=consumed,
+        latency_ms=float(step.get("duration_ms") or 0.0),
+        input_tokens=int(step.get("input_tokens") or 0), output_tokens=int(step.get("output_tokens") or 0),
+        output_length=len(text) + sum(len(s) for s in (_compact(c["arguments"]) for c in calls)),
+        claims_success=bool(_SUCCESS_CLAIM.search(text)), claims_failure=bool(_FAILURE_CLAIM.search(text)),
+    )
+
+
+def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
+    """An imported message: the message is the action; a tool/function message is also feedback."""
+    msg = step.get("output_message") or {}
+    text = _content_text(msg.get("content") if msg else step.get("content"))
+    role = (msg.get("role") if msg else None) or step.get("role") or ""
+    agent = step.get("agent") or msg.get("name") or role or "agent"
+    phase = _phase_for_message(role, agent, text, is_last)
+    error_text = step.get("error") or _message_error(text)
+    is_tool_output = phase == "act" and role.lower() in {"tool", "function", "ipython"} or \
+        bool(re.search(r"\b(?:executor|terminal|computer)\b", agent, re.I))
+    if error_text:
+        outcome = "exception" if is_tool_output else "error_result"
+    elif is_tool_output:
+        outcome = "empty_result" if not text.strip() else "result"
+    else:
+        outcome = "none"
+    status = "error" if error_text else ("empty" if not text.strip() else "ok")
+    artifacts = extract_artifacts(text)
+    # A message both hands values on (produced) and uses values it was given (consumed).
+    return TransitionUnit(
+        index=pos, kind="message", agent=agent, phase=phase, status=status, outcome=outcome,
+        observation="", belief=text, action={"text": text, "calls": []},
+        feedback=[{"tool": agent, "result": text, "error": error_text}] if is_tool_output else [],
+        tool=agent if is_tool_output else None, tools=[agent] if is_tool_output else [],
+        call_signatures=[f"{agent}:{text.strip()[:200]}"] if not is_tool_output and text.strip() else [],
+        error_signature=normalize_error(error_text), error_text=error_text,
+        artifacts_produced=artifacts, artifacts_consumed=artifacts,
+        latency_ms=float(step.get("duration_ms") or 0.0),
+        input_tokens=int(step.get("input_tokens") or 0), output_tokens=int(step.get("output_tokens") or 0),
+        output_length=len(text),
+        claims_success=bool(_SUCCESS_CLAIM.search(text)), claims_failure=bool(_FAILURE_CLAIM.search(text)),
+    )
+
+
+_MESSAGE_ERROR = re.compile(
+    r"^(?:.*\b)?((?:[A-Z][a-zA-Z]+(?:Error|Exception))\b[^\n]*|Traceback \(most recent call last\)[^\n]*"
+    r"|(?i:error|failed|failure)\s*:[^\n]*)", re.M)
+
+
+def _message_error(text: str) -> str | None:
+    m = _MESSAGE_ERROR.search(text or "")
+    return m.group(1).strip()[:300] if m else None

@@ -1,0 +1,66 @@
+import json
+
+import pytest
+
+from tracefix.analysis.importer import ImportFormatError, documents_from_text
+from tracefix.analysis.units import build_units
+
+WHO_AND_WHEN = {
+    "question": "How many accounts does customer C-17 hold?",
+    "ground_truth": "3",
+    "is_correct": False,
+    "mistake_step": "2",
+    "history": [
+        {"content": "Plan: 1. list accounts of C-17 2. count them", "name": "Orchestrator", "role": "assistant"},
+        {"content": "Call list_accounts for customer C-17", "name": "Orchestrator", "role": "assistant"},
+        {"content": "Found accounts ACC-101, ACC-102", "name": "AccountAgent", "role": "assistant"},
+        {"content": "Error: timeout while reading ACC-103", "name": "Computer_terminal", "role": "user"},
+        {"content": "Final answer: 2", "name": "Orchestrator", "role": "assistant"},
+    ],
+}
+
+
+def test_history_with_names_becomes_message_steps_numbered_from_zero():
+    [doc] = documents_from_text(json.dumps(WHO_AND_WHEN))
+    assert doc["task"] == WHO_AND_WHEN["question"]
+    assert doc["ground_truth"] == "3"
+    assert doc["outcome"] == "failure"
+    assert doc["metadata"]["mistake_step"] == "2"
+    assert [s["index"] for s in doc["steps"]] == [0, 1, 2, 3, 4]
+    assert {s["kind"] for s in doc["steps"]} == {"message"}
+    assert [s["agent"] for s in doc["steps"]][:3] == ["Orchestrator", "Orchestrator", "AccountAgent"]
+    units = build_units(doc)
+    assert units[0].phase == "plan"
+    assert units[3].status == "error" and units[3].error_signature.startswith("Error: timeout")
+    assert units[4].phase == "answer"
+    assert "ACC-101" in units[2].artifacts_produced
+
+
+def test_jsonl_with_messages_and_roles():
+    lines = [json.dumps({"task": f"t{i}", "messages": [{"role": "user", "content": "hi"},
+                                                        {"role": "assistant", "content": f"answer {i}"}]})
+             for i in range(3)]
+    docs = documents_from_text("\n".join(lines) + "\n")
+    assert [d["task"] for d in docs] == ["t0", "t1", "t2"]
+    assert [s["agent"] for s in docs[0]["steps"]] == ["user", "assistant"]
+    assert len({d["session_id"] for d in docs}) == 3
+
+
+def test_json_list_of_conversations_and_bare_message_list():
+    convs = [{"task": "a", "history": [{"role": "user", "content": "x"}]},
+             {"task": "b", "messages": [{"role": "user", "content": "y"}]}]
+    assert [d["task"] for d in documents_from_text(json.dumps(convs))] == ["a", "b"]
+    [one] = documents_from_text(json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "content": "z"}]))
+    assert len(one["steps"]) == 2
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", "empty"),
+    ("{not json", "neither JSON"),
+    (json.dumps({"task": "no messages"}), "no `messages` or `history`"),
+    (json.dumps({"messages": [{"role": "user"}]}), "message 0"),
+    (json.dumps([1, 2]), "item 0"),
+])
+def test_bad_input_says_what_is_wrong(text, fragment):
+    with pytest.raises(ImportFormatError, match=fragment):
+        documents_from_text(text)
