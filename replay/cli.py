@@ -142,7 +142,7 @@ def replay(session_id, server, db, token, runs, concurrency, rounds, per_trial, 
 
     def run(url: str) -> dict:
         access = connect(server=url, token=token)
-        return diagnose(access, session_id, llm=llm, runs=runs, concurrency=concurrency, rounds=rounds,
+        return diagnose(access, session_id, llm=llm or False, runs=runs, concurrency=concurrency, rounds=rounds,
                         guard=guard, allow_live_tools=allow_live_tools, otlp_endpoint=url, overrides=overrides,
                         progress=progress, hypotheses=[{"step": s} for s in steps] or None, per_trial=per_trial,
                         timeout_s=timeout)

@@ -82,14 +82,6 @@ def _is_final_answer(step: dict, doc: dict) -> bool:
     return last_of_session or bool(FINAL_ANSWER.search(_output_text(step)))
 
 
-def _previous_tool_call(doc: dict, step: dict) -> dict | None:
-    """The latest tool call before step t whose result the agent read at t."""
-    for s in reversed([s for s in doc.get("steps") or [] if s["index"] < step["index"]]):
-        if s.get("tool_calls"):
-            return s["tool_calls"][-1]
-    return None
-
-
 def _quote(error: str | None) -> str:
     error = (error or "").strip().replace("\n", " ")
     return error if len(error) <= 160 else error[:157] + "..."
@@ -137,25 +129,84 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         expect = {"agent": agent, "action": "continue", "tool": pending, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
-    previous = _previous_tool_call(doc, step)
-    if PLANNER_ROLE.search(agent) and not (previous and evidence.get("misread")):
-        # An orchestrator's instruction or plan at t: correct it in place, naming the
-        # worker or action the evidence points to (a failing tool downstream, if any).
+    if PLANNER_ROLE.search(agent):
+        # An orchestrator's instruction at t: hold it to the plan line it should carry out,
+        # which names the worker and the action (and any failing tool downstream).
+        plan_line = _plan_line_for(doc, step)
         target = evidence_tool or _downstream_failing_tool(doc, step)
-        target_text = f" The `{target}` action must be carried out correctly and completely." if target else ""
-        text = (f"CORRECTION for {agent}: your instruction at this step was wrong or too vague. "
-                f"Re-read the task and give the responsible worker one precise, complete instruction "
-                f"with every value it needs, following the plan in order.{target_text}{retry}")
+        parts = [f"CORRECTION for {agent}: your instruction at this step was wrong or too vague."]
+        if plan_line:
+            parts.append(f"It must carry out this step of your plan: \"{plan_line}\".")
+        parts.append("Instruct the responsible worker precisely, with every identifier and amount it needs.")
+        if target:
+            parts.append(f"The `{target}` action must be carried out correctly.")
+        text = " ".join(parts) + retry
         expect = {"agent": agent, "action": "instruct", "tool": target, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
-    # A worker's text at t after reading a tool result: it misread it.
-    tool = (previous or {}).get("name") or evidence_tool
-    named = f"the result of `{tool}`" if tool else "the last tool result"
+    # A worker's text at t: either it skipped the tool its instruction asks for, or it
+    # misread the result of the tool it just called.
+    asked, called = _instruction_tools(doc, step, definitions)
+    skipped = next((t for t in asked if t not in called), None)
+    if skipped:
+        text = (f"CORRECTION for {agent}: you did not call `{skipped}`, which your instruction requires. "
+                f"Call `{skipped}` now with the identifiers and amounts from the instruction, then report "
+                f"its result.{retry}")
+        expect = {"agent": agent, "action": "call_tool", "tool": skipped, "argument": None}
+        return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
+    # Every result read since the instruction is a suspect; name them all (most recent first).
+    read = list(dict.fromkeys(reversed(called))) or ([evidence_tool] if evidence_tool else [])
+    tool = read[0] if read else None
+    named = (("the results of " + " and ".join(f"`{t}`" for t in read)) if len(read) > 1
+             else f"the result of `{tool}`" if tool else "the last tool result")
     text = (f"CORRECTION for {agent}: you misread {named}. Read {named} again carefully, field by field, "
-            f"and act on what it actually says.{retry}")
+            f"and report exactly what it says.{retry}")
     expect = {"agent": agent, "action": "reread", "tool": tool, "argument": None}
     return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
+
+
+def _known_tools(doc: dict, definitions: list[dict] | None) -> list[str]:
+    names = [(d.get("function", d)).get("name") for d in definitions or []]
+    names += [c.get("name") for s in doc.get("steps") or [] for c in s.get("tool_calls") or []]
+    return [n for i, n in enumerate(names) if n and n not in names[:i]]
+
+
+def _instruction_tools(doc: dict, step: dict, definitions: list[dict] | None) -> tuple[list[str], list[str]]:
+    """(tools the agent's latest instruction names, tools it called since that instruction)."""
+    messages = step.get("input_messages") or []
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last_user is None:
+        return [], []
+    instruction = str(messages[last_user].get("content") or "")
+    asked = [t for t in _known_tools(doc, definitions) if re.search(rf"\b{re.escape(t)}\b", instruction)]
+    called = [(c.get("function") or {}).get("name") for m in messages[last_user + 1:] for c in m.get("tool_calls") or []]
+    return asked, [c for c in called if c]
+
+
+PLAN_ITEM = re.compile(r"^\s*(\d+)[.)]\s*(.+)$", re.M)
+
+
+def _plan_line_for(doc: dict, step: dict) -> str | None:
+    """The numbered line of the current plan that the orchestrator's instruction at t should
+    carry out: the plan is the latest planning output before t, and the k-th instruction
+    after it carries out its k-th line."""
+    from tracefix.replay.trials import looks_like_plan
+
+    agent = step.get("agent")
+    plan, instructions = None, 0
+    for s in doc.get("steps") or []:
+        if s["index"] > step["index"]:
+            break
+        if s.get("agent") != agent:
+            continue
+        if looks_like_plan(s, None):
+            plan, instructions = _output_text(s), 0
+        elif not s.get("tool_calls"):
+            instructions += 1
+    if not plan or instructions == 0:
+        return None
+    items = {int(n): line.strip() for n, line in PLAN_ITEM.findall(plan)}
+    return items.get(instructions)
 
 
 def _downstream_failing_tool(doc: dict, step: dict) -> str | None:

@@ -11,6 +11,7 @@ inside ``tracefix serve``; ``tracefix replay`` calls it from the command line.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
@@ -113,6 +114,29 @@ def _user_intervention(doc: dict, h: dict, given: dict) -> dict:
     return iv
 
 
+def resolve_llm(llm):
+    """None: the TRACEFIX_LLM_* endpoint when configured; False: no LLM; else the given client."""
+    if llm is False:
+        return None
+    if llm is None:
+        from tracefix.replay.llm import ProductLLM
+
+        return ProductLLM.from_env()
+    return llm
+
+
+def resolve_endpoint(access, endpoint: str | None) -> str:
+    """Where replay children export their spans: the given endpoint, else the collector the
+    access object talks to (HTTP access, or the collector process that hosts it), else
+    TRACEFIX_OTLP_ENDPOINT."""
+    endpoint = (endpoint or getattr(access, "otlp_endpoint", None) or getattr(access, "server", None)
+                or os.environ.get("TRACEFIX_OTLP_ENDPOINT"))
+    if not endpoint:
+        raise ReplayError("replays need a collector to export to: give its OTLP/HTTP endpoint "
+                          "(tracefix replay --server URL, or TRACEFIX_OTLP_ENDPOINT)")
+    return endpoint
+
+
 def _stage_label(labels: set[str]) -> str:
     labels = {x for x in labels if x}
     return "+".join(sorted(labels)) if labels else "none"
@@ -127,13 +151,13 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
 
     `overrides` replaces recorded entrypoint inputs (e.g. `base_url`); `hypotheses`, when
     given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
-    `progress(message)` is called as work advances.
+    `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
+    endpoint when one is configured; `llm=False` forces the deterministic fallbacks.
     """
     say = progress or (lambda message: None)
     doc = check_replayable(access.get_session(session_id), session_id)
-    if not otlp_endpoint:
-        raise ReplayError("replays need a collector to export to: give its OTLP/HTTP endpoint "
-                          "(tracefix replay --server URL, or run it inside tracefix serve)")
+    llm = resolve_llm(llm)
+    otlp_endpoint = resolve_endpoint(access, otlp_endpoint)
     notes: list[str] = []
     analysis = load_analysis(access, session_id, notes)
     spans = access.get_spans(session_id)

@@ -26,7 +26,8 @@ def looks_like_plan(step: dict, phase: str | None) -> bool:
     if phase == "plan":
         return True
     by_planner = bool(PLANNER_ROLE.search(step.get("agent") or ""))
-    plan_text = bool(PLAN_WORDS.search(text)) or bool(NUMBERED_LIST.search(text))
+    first_line = text.strip().split("\n", 1)[0]
+    plan_text = bool(PLAN_WORDS.search(first_line)) or bool(NUMBERED_LIST.search(text))
     # A planner's instruction to a worker is execution; its step counts only if it plans,
     # and it plans without calling tools (a tool call is execution).
     return by_planner and plan_text and not step.get("tool_calls")

@@ -158,3 +158,27 @@ def test_json_replies_are_parsed_from_common_wrappings(text):
 def test_non_object_reply_is_an_error():
     with pytest.raises(ValueError):
         parse_json_object("[1, 2]")
+
+
+def test_template_for_a_skipped_tool_and_a_misread_result():
+    doc = failed_deposit_session()
+    instruction = [{"role": "system", "content": "You are PaymentsAgent"},
+                   {"role": "user", "content": "Deposit check CHK-5001 into account ACC-1001 using deposit_check."}]
+    doc["steps"][4]["input_messages"] = instruction
+    skip = interventions.template(doc, {"id": "h", "step": 4, "agent": "PaymentsAgent", "evidence": {}})
+    assert "you did not call `deposit_check`" in skip["text"] and skip["expect"]["tool"] == "deposit_check"
+    doc["steps"][4]["input_messages"] = instruction + [
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "deposit_check", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"balance": "$60.00"}'}]
+    misread = interventions.template(doc, {"id": "h", "step": 4, "agent": "PaymentsAgent", "evidence": {}})
+    assert "misread the result of `deposit_check`" in misread["text"] and misread["expect"]["action"] == "reread"
+
+
+def test_instruction_template_quotes_the_plan_line_it_should_carry_out():
+    doc = failed_deposit_session()
+    doc["steps"].insert(1, llm_step(1, "Orchestrator", "AccountAgent: look up Ana Diaz"))
+    for i, s in enumerate(doc["steps"]):
+        s["index"] = i
+    iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "Orchestrator", "evidence": {}})
+    assert '"PaymentsAgent: deposit the check"' in iv["text"]
