@@ -1,0 +1,234 @@
+"""Store access for every part of tracefix (docs/contracts.md §2).
+
+    from tracefix.collector.access import connect
+    with connect() as store:               # a running `tracefix serve`, else the DuckDB file
+        for s in store.list_sessions(feedback="negative"):
+            doc = store.get_session(s["session_id"])
+
+`connect(server=None, db=None, token=None)`:
+- `server` (or TRACEFIX_SERVER): talk HTTP to that collector when it answers `/healthz`;
+- otherwise a collector on the default port serving the same file is used when one runs
+  (the collector process is the only writer of its file);
+- otherwise the file `db` (or TRACEFIX_DB, default ./.tracefix/tracefix.duckdb) is opened.
+`token` (or TRACEFIX_TOKEN) is the collector's bearer token.
+
+The three implementations (HTTP, file, in-process inside `tracefix serve`) have the same
+methods and return the same JSON shapes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+DEFAULT_SERVER = "http://127.0.0.1:4318"
+
+
+class AccessError(RuntimeError):
+    """The store could not be reached or refused the request."""
+
+
+class _Base:
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class HttpAccess(_Base):
+    kind = "http"
+
+    def __init__(self, server: str, token: str | None = None, timeout: float = 60.0):
+        self.server = server.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _request(self, method: str, path: str, body: Any = None, query: dict | None = None,
+                 missing_ok: bool = False) -> Any:
+        url = self.server + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                url += "?" + urllib.parse.urlencode(q)
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            try:
+                detail = json.loads(detail).get("error", detail)
+            except (ValueError, AttributeError):
+                pass
+            if exc.code == 404 and missing_ok:
+                return None
+            if exc.code == 404 and "unknown session" in str(detail):
+                raise KeyError(detail) from None
+            raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+        except urllib.error.URLError as exc:
+            raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}") from None
+
+    def _sid(self, session_id: str) -> str:
+        return urllib.parse.quote(session_id, safe="")
+
+    def list_sessions(self, feedback=None, outcome=None, service=None, agent=None, since=None, until=None,
+                      limit=50, offset=0, parent_session_id=None) -> list[dict]:
+        return self._request("GET", "/api/v1/sessions", query=dict(
+            feedback=feedback, outcome=outcome, service=service, agent=agent, since=since, until=until,
+            limit=limit, offset=offset, parent_session_id=parent_session_id))["sessions"]
+
+    def get_session(self, session_id: str) -> dict | None:
+        return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}", missing_ok=True)
+
+    def get_spans(self, session_id: str) -> list[dict]:
+        res = self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/spans", missing_ok=True)
+        return res["spans"] if res else []
+
+    def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
+        return self._request("POST", "/api/v1/feedback",
+                             {"session_id": session_id, "score": score, "comment": comment})
+
+    def import_sessions(self, docs: list[dict]) -> list[str]:
+        return self._request("POST", "/api/v1/import", {"sessions": docs})["session_ids"]
+
+    def training_sessions(self, criterion: str = "success") -> list[dict]:
+        return self._request("GET", "/api/v1/training_sessions", query={"criterion": criterion})["sessions"]
+
+    def save_analysis(self, session_id: str, result: dict) -> None:
+        self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/analysis", result)
+
+    def get_analysis(self, session_id: str) -> dict | None:
+        return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/analysis", missing_ok=True)
+
+    def save_replay(self, session_id: str, result: dict) -> None:
+        self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/replay", result)
+
+    def get_replay(self, session_id: str) -> dict | None:
+        return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/replay", missing_ok=True)
+
+    def list_jobs(self, state: str | None = None, session_id: str | None = None) -> list[dict]:
+        return self._request("GET", "/api/v1/jobs", query={"state": state, "session_id": session_id})["jobs"]
+
+    def enqueue_job(self, session_id: str, reason: str = "manual") -> dict:
+        return self._request("POST", "/api/v1/jobs", {"session_id": session_id, "reason": reason})
+
+    def list_alerts(self, session_id: str | None = None) -> list[dict]:
+        return self._request("GET", "/api/v1/alerts", query={"session_id": session_id})["alerts"]
+
+
+class StoreAccess(_Base):
+    """Access bound to a Store object. With `writer` (inside `tracefix serve`) writes go
+    through the single writer thread; without, the store is written directly (CLI on a file)."""
+
+    kind = "file"
+
+    def __init__(self, store, writer=None, owns_store: bool = False):
+        self.store = store
+        self.writer = writer
+        self.owns_store = owns_store
+        if writer is not None:
+            self.kind = "in-process"
+
+    def _write(self, fn):
+        return self.writer.run(fn, timeout=300) if self.writer is not None else fn(self.store)
+
+    def close(self) -> None:
+        if self.owns_store:
+            self.store.close()
+
+    def list_sessions(self, feedback=None, outcome=None, service=None, agent=None, since=None, until=None,
+                      limit=50, offset=0, parent_session_id=None) -> list[dict]:
+        return self.store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent, since=since,
+                                        until=until, limit=limit, offset=offset, parent_session_id=parent_session_id)
+
+    def get_session(self, session_id: str) -> dict | None:
+        return self.store.get_session(session_id)
+
+    def get_spans(self, session_id: str) -> list[dict]:
+        return self.store.get_spans(session_id)
+
+    def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
+        from tracefix.collector.store import UnknownSession
+
+        try:
+            return self._write(lambda s: s.add_feedback(session_id, score, comment, source="cli"))
+        except UnknownSession as exc:
+            raise KeyError(f"unknown session {session_id!r}") from exc
+
+    def import_sessions(self, docs: list[dict]) -> list[str]:
+        return self._write(lambda s: s.import_sessions(docs))
+
+    def training_sessions(self, criterion: str = "success") -> list[dict]:
+        return self.store.training_sessions(criterion)
+
+    def save_analysis(self, session_id: str, result: dict) -> None:
+        self._write(lambda s: s.save_analysis(session_id, result))
+
+    def get_analysis(self, session_id: str) -> dict | None:
+        return self.store.get_analysis(session_id)
+
+    def save_replay(self, session_id: str, result: dict) -> None:
+        self._write(lambda s: s.save_replay(session_id, result))
+
+    def get_replay(self, session_id: str) -> dict | None:
+        return self.store.get_replay(session_id)
+
+    def list_jobs(self, state: str | None = None, session_id: str | None = None) -> list[dict]:
+        return self.store.list_jobs(state, session_id)
+
+    def enqueue_job(self, session_id: str, reason: str = "manual") -> dict:
+        return self._write(lambda s: s.enqueue_job(session_id, reason))
+
+    def list_alerts(self, session_id: str | None = None) -> list[dict]:
+        return self.store.list_alerts(session_id)
+
+
+def _health(server: str, timeout: float) -> dict | None:
+    try:
+        with urllib.request.urlopen(server.rstrip("/") + "/healthz", timeout=timeout) as resp:
+            return json.loads(resp.read()) if resp.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def connect(server: str | None = None, db: str | os.PathLike | None = None, token: str | None = None):
+    """An access object: HTTP to a running collector when one answers, else the DuckDB file."""
+    token = token or os.environ.get("TRACEFIX_TOKEN") or None
+    explicit = server or os.environ.get("TRACEFIX_SERVER") or None
+    if explicit and _health(explicit, timeout=2.0) is not None:
+        return HttpAccess(explicit, token)
+    path = str(db or os.environ.get("TRACEFIX_DB") or os.path.join(".tracefix", "tracefix.duckdb"))
+    if not explicit:  # a collector on the default port that owns this very file
+        health = _health(DEFAULT_SERVER, timeout=0.3)
+        if health and health.get("db") and os.path.exists(path) and _same_file(health["db"], path):
+            return HttpAccess(DEFAULT_SERVER, token)
+    from tracefix.collector.store import Store
+
+    try:
+        return StoreAccess(Store(path), owns_store=True)
+    except Exception as exc:
+        if "lock" in str(exc).lower():
+            raise AccessError(f"{path} is held by a running tracefix serve; pass --server URL "
+                              f"(or TRACEFIX_SERVER) to go through it") from exc
+        raise

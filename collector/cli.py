@@ -1,0 +1,177 @@
+"""CLI verbs of the collector: `tracefix serve`, `sessions`, `show`, `feedback`.
+
+The reading verbs go through `tracefix.collector.access.connect`: a running collector's
+API when one answers, else the DuckDB file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from tracefix.collector.access import AccessError, connect
+from tracefix.collector.store import DEFAULT_DB
+
+
+def _store_options(fn):
+    fn = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
+    fn = click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Bearer token of the collector.")(fn)
+    fn = click.option("--server", envvar="TRACEFIX_SERVER", default=None,
+                      help="URL of a running tracefix serve (default: use it when it runs, else the file).")(fn)
+    fn = click.option("--db", envvar="TRACEFIX_DB", default=None, type=click.Path(dir_okay=False),
+                      help=f"DuckDB file (default {DEFAULT_DB}).")(fn)
+    return fn
+
+
+def _connect(db, server, token):
+    try:
+        return connect(server=server, db=db, token=token)
+    except AccessError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@click.option("--db", envvar="TRACEFIX_DB", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
+              help="DuckDB file of the store.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
+@click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
+@click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
+@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN'.")
+@click.option("--webhook", "webhooks", multiple=True, help="POST alerts here (repeatable; Slack-compatible).")
+@click.option("--public-url", default=None, help="Base URL used in alert links (default: the HTTP address).")
+@click.option("--alert-threshold", default=0.0, show_default=True, type=float,
+              help="Feedback scores below this raise an alert.")
+@click.option("--alert-retry-max", default=30.0, show_default=True, type=float,
+              help="Longest wait between webhook retries, seconds.")
+@click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
+              help="What a negative feedback's diagnosis job runs.")
+@click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
+@click.option("--max-queue-spans", default=50_000, show_default=True, type=int,
+              help="Spans waiting to be written before receivers answer 429 / RESOURCE_EXHAUSTED.")
+def serve(db, host, http_port, grpc_port, token, webhooks, public_url, alert_threshold, alert_retry_max, diagnose,
+          max_body_mb, max_queue_spans):
+    """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
+    from tracefix.collector.server import Config, serve_forever
+
+    config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
+                    webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
+                    alert_retry_max_s=alert_retry_max, diagnose=diagnose,
+                    max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans)
+    try:
+        sys.exit(serve_forever(config))
+    except OSError as exc:
+        raise click.ClickException(f"cannot start: {exc}") from exc
+
+
+def _fmt_score(v):
+    return "" if v is None else f"{v:g}"
+
+
+@click.command()
+@_store_options
+@click.option("--feedback", type=click.Choice(["negative", "positive", "any"]), default=None)
+@click.option("--outcome", type=click.Choice(["success", "failure"]), default=None)
+@click.option("--service", default=None)
+@click.option("--agent", default=None)
+@click.option("--since", default=None, help="ISO-8601 time (or epoch seconds).")
+@click.option("--until", default=None)
+@click.option("--limit", default=50, show_default=True, type=int)
+@click.option("--offset", default=0, type=int)
+def sessions(db, server, token, as_json, feedback, outcome, service, agent, since, until, limit, offset):
+    """List stored sessions, newest first."""
+    with _connect(db, server, token) as store:
+        try:
+            rows = store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent,
+                                       since=since, until=until, limit=limit, offset=offset)
+        except (AccessError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no sessions")
+        return
+    click.echo(f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8}  TASK")
+    for r in rows:
+        task = (r.get("task") or "").replace("\n", " ")[:60]
+        click.echo(f"{r['session_id'][:38]:<38} {(r['started_at'] or '')[:19]:<20} {r['steps']:>5} "
+                   f"{(r['outcome'] or '-'):<8} {_fmt_score(r['feedback_score']):>8}  {task}")
+
+
+def _short(value, n=160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@click.command()
+@_store_options
+@click.argument("session_id")
+@click.option("--spans", is_flag=True, help="Show the raw spans instead of the steps.")
+def show(db, server, token, as_json, session_id, spans):
+    """Show one session's steps (or its spans)."""
+    with _connect(db, server, token) as store:
+        try:
+            doc = store.get_session(session_id)
+            raw = store.get_spans(session_id) if spans and doc else None
+        except AccessError as exc:
+            raise click.ClickException(str(exc)) from exc
+    if doc is None:
+        raise click.ClickException(f"unknown session {session_id!r}")
+    if as_json:
+        click.echo(json.dumps(raw if spans else doc, indent=2, ensure_ascii=False))
+        return
+    if spans:
+        for s in raw:
+            click.echo(f"{s['start_time']}  {s['kind']:<8} {s['name']}  ({s['duration_ms']} ms)")
+        return
+    click.echo(f"session {doc['session_id']}  service={doc['service']}  outcome={doc['outcome']}  "
+               f"score={doc['score']}  replayable={doc['replayable']}")
+    if doc.get("task"):
+        click.echo(f"task: {_short(doc['task'], 200)}")
+    click.echo(f"agents: {', '.join(doc['agents'])}  tokens: {doc['tokens']['input']} in / {doc['tokens']['output']} out")
+    for st in doc["steps"]:
+        out = st.get("output_message") or {}
+        click.echo(f"[Step {st['index']}] {st['agent'] or '-'} ({st['kind']}, {st['model'] or '-'})"
+                   + (f"  ERROR {st['error']}" if st.get("error") else ""))
+        if out.get("content"):
+            click.echo(f"    says: {_short(out['content'])}")
+        for tc in st["tool_calls"]:
+            click.echo(f"    tool {tc['name']}({_short(tc['arguments'], 80)}) -> "
+                       f"{_short(tc['error'] or tc['result'], 80)}")
+        if st.get("snapshots"):
+            click.echo(f"    snapshots: {', '.join(st['snapshots'])}")
+    for fb in doc["feedback"]:
+        click.echo(f"feedback {fb['score']:g} at {fb['created_at']}: {fb.get('comment') or ''}")
+    if doc.get("output") is not None:
+        click.echo(f"output: {_short(doc['output'], 300)}")
+
+
+@click.command()
+@_store_options
+@click.argument("session_id")
+@click.option("--down", "direction", flag_value="down", help="Thumbs down (score -1).")
+@click.option("--up", "direction", flag_value="up", help="Thumbs up (score 1).")
+@click.option("--score", type=float, default=None, help="An explicit score instead of --up/--down.")
+@click.option("--comment", default=None)
+def feedback(db, server, token, as_json, session_id, direction, score, comment):
+    """Record feedback on a session; a thumbs-down raises an alert and queues a diagnosis."""
+    if score is None:
+        if direction is None:
+            raise click.UsageError("give --down, --up or --score")
+        score = -1.0 if direction == "down" else 1.0
+    with _connect(db, server, token) as store:
+        try:
+            fb = store.add_feedback(session_id, score, comment)
+        except KeyError as exc:
+            raise click.ClickException(f"unknown session {session_id!r}") from exc
+        except AccessError as exc:
+            raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(fb, indent=2))
+        return
+    click.echo(f"feedback {fb['score']:g} recorded on {session_id}"
+               + (f"; alert {fb['alert_id']} raised" if fb.get("alert_id") else "")
+               + (f"; diagnosis job {fb['job_id']} queued" if fb.get("job_id") else ""))

@@ -1,0 +1,232 @@
+"""Assemble the session document (docs/contracts.md §1) and span dicts from store rows.
+
+Pure functions over rows the store read; no SQL here. Steps come in the order the store
+derived (tracefix.step, else start time); tool spans join the step whose LLM call asked for
+them (by tool call id, else by tracefix.step, else by time).
+"""
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import json
+from typing import Any
+
+from tracefix import semconv as sc
+
+TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
+
+
+def iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def to_ns(value: Any) -> int:
+    """ISO-8601 text, epoch seconds or a datetime -> epoch nanoseconds."""
+    if isinstance(value, dt.datetime):
+        d = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return int(d.timestamp() * 1e9)
+    if isinstance(value, (int, float)):
+        return int(value * 1e9) if value < 1e12 else int(value)
+    text = str(value).strip()
+    try:
+        return to_ns(float(text))
+    except ValueError:
+        pass
+    d = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return to_ns(d)
+
+
+def duration_ms(start_ns: int | None, end_ns: int | None) -> float | None:
+    if start_ns is None or end_ns is None:
+        return None
+    return round((end_ns - start_ns) / 1e6, 3)
+
+
+def loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def final_answer(output: Any) -> Any:
+    if isinstance(output, dict):
+        for key in ("final_answer", "answer", "output", "result"):
+            if key in output:
+                return output[key]
+    return output
+
+
+def task_of(metadata: Any, inputs: Any, first_messages: list[dict]) -> str | None:
+    for source in (metadata, inputs):
+        if isinstance(source, dict):
+            for key in TASK_KEYS:
+                if isinstance(source.get(key), str) and source[key]:
+                    return source[key]
+    for msg in first_messages:
+        if msg.get("role") == "user" and isinstance(msg.get("content"), str):
+            return msg["content"][:1000]
+    return None
+
+
+def _tool_result(text: str | None) -> Any:
+    return loads(text)
+
+
+def span_dict(row: tuple, messages: dict[int, dict]) -> dict:
+    (trace_id, span_id, parent, session_id, service, name, span_kind, kind, start_ns, end_ns, status_code,
+     status_message, attributes, events, resource, scope, dialect, input_keys, output_key) = row
+    attrs = json.loads(attributes) if attributes else {}
+    if dialect == "genai":  # put back the content-addressed message lists
+        attrs[sc.GEN_AI_INPUT_MESSAGES] = json.dumps([messages.get(k) for k in (input_keys or [])], ensure_ascii=False)
+        if output_key is not None:
+            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = json.dumps([messages.get(output_key)], ensure_ascii=False)
+    return {
+        "trace_id": trace_id, "span_id": span_id, "parent_span_id": parent, "session_id": session_id,
+        "service": service, "name": name, "span_kind": span_kind, "kind": kind,
+        "start_time": iso(start_ns), "end_time": iso(end_ns), "start_ns": start_ns, "end_ns": end_ns,
+        "duration_ms": duration_ms(start_ns, end_ns),
+        "status": {"code": status_code, "message": status_message},
+        "attributes": attrs, "events": json.loads(events) if events else [],
+        "resource": json.loads(resource) if resource else {}, "scope": scope,
+    }
+
+
+def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
+    cache: dict[str, str | None] = {}
+
+    def agent_of(span_id: str | None) -> str | None:
+        seen = []
+        sid = span_id
+        result = None
+        while sid is not None and sid not in cache and len(seen) < 256:
+            seen.append(sid)
+            span = spans_by_id.get(sid)
+            if span is not None:
+                if span["agent"]:
+                    result = span["agent"]
+                    break
+                if span["kind"] == "agent":
+                    name = span["name"] or ""
+                    result = name.split(" ", 1)[1] if name.startswith("invoke_agent ") else name
+                    break
+                sid = span["parent_span_id"]
+            else:
+                sid = links.get(sid)
+        if sid is not None and sid in cache and result is None:
+            result = cache[sid]
+        for s in seen:
+            cache[s] = result
+        return result
+
+    return agent_of
+
+
+def build(session: dict, spans: list[dict], links: dict[str, str | None], order: list[tuple[str, int]],
+          messages: dict[int, dict], snapshots: list[tuple], feedback: list[tuple]) -> dict:
+    by_id = {s["span_id"]: s for s in spans}
+    agent_of = _agent_resolver(by_id, links)
+    steps: list[dict] = []
+    raw_to_idx: dict[int, int] = {}
+    call_to_idx: dict[str, int] = {}
+    starts: list[int] = []
+    tokens = {"input": 0, "output": 0}
+    agents: list[str] = []
+    models: list[str] = []
+    for span_id, idx in order:
+        s = by_id.get(span_id)
+        if s is None:
+            continue
+        inputs = [messages.get(k, {"role": "unknown", "content": None}) for k in (s["input_keys"] or [])]
+        output = messages.get(s["output_key"]) if s["output_key"] is not None else None
+        agent = agent_of(span_id)
+        if s["kind"] == "message" and output is not None:
+            agent = agent or output.get("name") or output.get("role")
+        step = {
+            "index": idx, "kind": s["kind"], "agent": agent, "span_id": span_id, "model": s["model"],
+            "started_at": iso(s["start_ns"]), "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
+            "input_messages": inputs, "output_message": output, "finish_reason": s["finish_reason"],
+            "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
+            "tool_calls": [], "error": s["error"], "snapshots": {}, "replay_source": s["replay_source"],
+        }
+        steps.append(step)
+        starts.append(s["start_ns"] or 0)
+        if s["step"] is not None:
+            raw_to_idx.setdefault(s["step"], idx)
+        for tc in (output or {}).get("tool_calls") or []:
+            if isinstance(tc, dict) and tc.get("id"):
+                call_to_idx[tc["id"]] = idx
+        tokens["input"] += s["input_tokens"] or 0
+        tokens["output"] += s["output_tokens"] or 0
+        if agent and agent not in agents:
+            agents.append(agent)
+        if s["model"] and s["model"] not in models:
+            models.append(s["model"])
+
+    def step_at(ns: int | None, before: bool) -> int | None:
+        if not steps or ns is None:
+            return None
+        if before:  # the latest step that started at or before ns
+            pos = bisect.bisect_right(starts, ns) - 1
+            return steps[max(pos, 0)]["index"]
+        pos = bisect.bisect_left(starts, ns)  # the first step that starts at or after ns
+        return steps[min(pos, len(steps) - 1)]["index"]
+
+    idx_pos = {st["index"]: i for i, st in enumerate(steps)}
+    for s in spans:
+        if s["kind"] != "tool":
+            continue
+        idx = call_to_idx.get(s["tool_call_id"]) if s["tool_call_id"] else None
+        if idx is None and s["step"] is not None:
+            idx = raw_to_idx.get(s["step"])
+        if idx is None:
+            idx = step_at(s["start_ns"], before=True)
+        if idx is None:
+            continue
+        args = loads(s["tool_arguments"])
+        steps[idx_pos[idx]]["tool_calls"].append({
+            "id": s["tool_call_id"], "name": s["tool_name"], "arguments": args,
+            "result": _tool_result(s["tool_result"]), "error": s["error"], "span_id": s["span_id"],
+            "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
+        })
+        agent = agent_of(s["span_id"])
+        if agent and agent not in agents:
+            agents.append(agent)
+
+    for span_id, key, state, raw_step, time_ns in snapshots:
+        idx = raw_to_idx.get(raw_step) if raw_step is not None else None
+        if idx is None:
+            idx = step_at(time_ns, before=False)
+        if idx is not None:
+            steps[idx_pos[idx]]["snapshots"][key] = loads(state)
+
+    truncated = any(s["truncated"] for s in spans)
+    metadata = loads(session["metadata"]) or {}
+    inputs = loads(session["inputs"])
+    output = loads(session["output"])
+    first_inputs = steps[0]["input_messages"] if steps else []
+    if steps and steps[0]["kind"] == "message" and steps[0]["output_message"]:
+        first_inputs = [steps[0]["output_message"]]
+    return {
+        "session_id": session["session_id"], "service": session["service"], "name": session["name"],
+        "entrypoint": session["entrypoint"], "inputs": inputs if inputs is not None else {},
+        "user_id": session["user_id"], "metadata": metadata,
+        "task": task_of(metadata, inputs, first_inputs),
+        "ground_truth": metadata.get("ground_truth") if isinstance(metadata, dict) else None,
+        "outcome": session["outcome"], "score": session["score"], "output": output,
+        "evaluation": loads(session["evaluation"]),
+        "replayable": bool(session["replayable"]) and bool(session["entrypoint"]) and not truncated,
+        "parent_session_id": session["parent_session_id"], "intervention_id": session["intervention_id"],
+        "intervention": loads(session["intervention"]),
+        "source": session["source"],
+        "started_at": iso(session["started_ns"]), "ended_at": iso(session["ended_ns"]),
+        "duration_ms": duration_ms(session["started_ns"], session["ended_ns"]),
+        "agents": agents, "models": models, "tokens": tokens,
+        "feedback": [{"feedback_id": f[0], "score": f[1], "comment": f[2], "source": f[3], "created_at": iso(f[4])}
+                     for f in feedback],
+        "steps": steps,
+    }

@@ -1,0 +1,65 @@
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+
+Same path as OTLP/HTTP: normalize, hand to the single writer, answer after the commit.
+A full writer queue answers RESOURCE_EXHAUSTED, which OTLP exporters retry with backoff.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+from concurrent import futures
+from typing import TYPE_CHECKING
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+from tracefix.collector import otlp
+from tracefix.collector.normalize import normalize_request
+from tracefix.collector.writer import QueueFull, WriterClosed
+
+if TYPE_CHECKING:
+    from tracefix.collector.server import Collector
+
+log = logging.getLogger("tracefix.collector")
+
+
+class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, collector: "Collector"):
+        self.collector = collector
+
+    def Export(self, request, context):  # noqa: N802 (generated service name)
+        cfg = self.collector.config
+        if cfg.token:
+            header = dict(context.invocation_metadata()).get("authorization", "")
+            if not hmac.compare_digest(header.encode(), f"Bearer {cfg.token}".encode()):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        batch = normalize_request(request, max_attribute_chars=cfg.max_attribute_chars)
+        message = "; ".join(batch.errors)
+        if batch.rejected and not batch.spans:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"all {batch.rejected} spans rejected: {message}")
+        if batch.spans:
+            try:
+                fut = self.collector.writer.submit_batch(batch)
+            except QueueFull as exc:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"collector busy: {exc}; retry later")
+            except WriterClosed as exc:
+                context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            try:
+                fut.result(timeout=120)
+            except Exception as exc:
+                log.warning("gRPC export failed to commit: %s", exc)
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store the spans: {exc}")
+        return otlp.response(batch.rejected, message)
+
+
+def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:
+    limit = collector.config.max_body_bytes
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp-grpc"),
+                         options=[("grpc.max_receive_message_length", limit),
+                                  ("grpc.so_reuseport", 0)])
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(collector), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+    server.start()
+    return server, bound

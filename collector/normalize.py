@@ -1,0 +1,533 @@
+"""Turn decoded OTLP spans into the store's rows, whatever instrumentation produced them.
+
+Three dialects describe an LLM call: tracefix / OpenTelemetry GenAI (`gen_ai.input.messages`
+as a JSON list), OpenInference (`llm.input_messages.N.message.*`, `input.value`,
+`session.id`) and OpenLLMetry (`gen_ai.prompt.N.*`, `gen_ai.completion.N.*`). Each is read
+into the same columns (kind, agent, model, tokens, tool call, error) and the same chat
+messages, which are content-addressed so a growing history is stored once per message.
+
+This module is pure (no I/O, no SQL): `normalize_request` maps an
+`ExportTraceServiceRequest` to a `Batch` the writer inserts in one transaction.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracefix import semconv as sc
+
+# Attribute keys whose content moves to the messages table (rebuilt by get_spans), so the
+# span row does not carry the session's growing history once per LLM call.
+CONTENT_ADDRESSED_KEYS = (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES)
+
+SESSION_ATTRS = {
+    sc.ENTRYPOINT: "entrypoint",
+    sc.INPUTS: "inputs",
+    sc.USER_ID: "user_id",
+    "user.id": "user_id",
+    sc.METADATA: "metadata",
+    sc.OUTCOME: "outcome",
+    sc.OUTCOME_SCORE: "score",
+    sc.EVALUATION: "evaluation",
+    sc.FINAL_OUTPUT: "output",
+    sc.REPLAYABLE: "replayable",
+    sc.PARENT_SESSION_ID: "parent_session_id",
+    sc.INTERVENTION_ID: "intervention_id",
+    sc.INTERVENTION: "intervention",
+}
+JSON_SESSION_FIELDS = {"inputs", "metadata", "evaluation", "output", "intervention"}
+
+SESSION_ID_KEYS = (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID, "session.id",
+                   "traceloop.association.properties.session_id")
+
+LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
+
+
+class SpanRejected(ValueError):
+    """One span cannot be stored (reported through OTLP partial success)."""
+
+
+@dataclass
+class Snapshot:
+    session_id: str
+    trace_id: str
+    span_id: str
+    seq: int
+    key: str
+    state: str  # JSON text
+    hash: str | None
+    step: int | None
+    time_ns: int
+
+
+@dataclass
+class Evaluation:
+    feedback_id: str
+    session_id: str
+    score: float
+    comment: str | None
+    time_ns: int
+
+
+@dataclass
+class Batch:
+    """Everything one export request contributes, ready for one transaction."""
+
+    spans: list[dict] = field(default_factory=list)
+    messages: dict[int, tuple[str, str]] = field(default_factory=dict)  # key -> (sha256, json)
+    sessions: dict[str, dict] = field(default_factory=dict)
+    snapshots: list[Snapshot] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+    # traces whose spans carried no session attribute: their session id is the trace id
+    # until the store finds the trace's real session (`reassign`)
+    fallback_traces: set[str] = field(default_factory=set)
+    explicit_traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id seen
+
+    def reassign(self, mapping: dict[str, str]) -> None:
+        """Move spans of fallback traces to the session their trace is known to belong to."""
+        for trace_id, sid in mapping.items():
+            if trace_id not in self.fallback_traces or trace_id == sid:
+                continue
+            for row in self.spans:
+                if row["trace_id"] == trace_id and row["session_id"] == trace_id:
+                    row["session_id"] = sid
+            for item in (*self.snapshots, *self.evaluations):
+                if item.session_id == trace_id:
+                    item.session_id = sid
+            fields = self.sessions.pop(trace_id, None)
+            if fields:
+                merge_session(self.sessions, sid, fields)
+            self.fallback_traces.discard(trace_id)
+
+    def extend(self, other: "Batch") -> None:
+        self.spans.extend(other.spans)
+        self.messages.update(other.messages)
+        for sid, attrs in other.sessions.items():
+            merge_session(self.sessions, sid, attrs)
+        self.snapshots.extend(other.snapshots)
+        self.evaluations.extend(other.evaluations)
+        self.rejected += other.rejected
+        self.errors.extend(other.errors)
+        self.fallback_traces |= other.fallback_traces
+        self.explicit_traces.update(other.explicit_traces)
+
+
+# --- messages -----------------------------------------------------------------------------
+
+def canonical_message(msg: Any) -> dict:
+    """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep."""
+    if not isinstance(msg, dict):
+        return {"role": "user", "content": msg if isinstance(msg, str) else json.dumps(msg)}
+    out: dict[str, Any] = {"role": msg.get("role") or "user"}
+    content = msg.get("content")
+    tool_calls = msg.get("tool_calls")
+    tool_call_id = msg.get("tool_call_id")
+    if content is None and isinstance(msg.get("parts"), list):  # GenAI semconv message parts
+        texts, calls = [], []
+        for part in msg["parts"]:
+            if not isinstance(part, dict):
+                continue
+            ptype = part.get("type")
+            if ptype == "text":
+                texts.append(str(part.get("content", "")))
+            elif ptype == "tool_call":
+                args = part.get("arguments")
+                calls.append({"id": part.get("id"), "type": "function",
+                              "function": {"name": part.get("name"),
+                                           "arguments": args if isinstance(args, str) else json.dumps(args)}})
+            elif ptype == "tool_call_response":
+                tool_call_id = part.get("id")
+                resp = part.get("response")
+                texts.append(resp if isinstance(resp, str) else json.dumps(resp))
+        content = "".join(texts) if texts else None
+        tool_calls = tool_calls or calls or None
+    if isinstance(content, list):  # OpenAI content parts
+        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    out["content"] = content
+    if msg.get("name"):
+        out["name"] = msg["name"]
+    if tool_calls:
+        out["tool_calls"] = tool_calls
+    if tool_call_id:
+        out["tool_call_id"] = tool_call_id
+    return out
+
+
+def message_key(canonical_json: str) -> tuple[int, str]:
+    """(signed 64-bit key, sha256 hex) of a canonical message; the key is what spans store."""
+    digest = hashlib.sha256(canonical_json.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True), digest.hex()
+
+
+def add_messages(batch: Batch, messages: list[dict]) -> list[int]:
+    keys = []
+    for msg in messages:
+        text = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        key, sha = message_key(text)
+        if key not in batch.messages:
+            batch.messages[key] = (sha, text)
+        keys.append(key)
+    return keys
+
+
+def _json_attr(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+_INDEXED = re.compile(r"^(?P<prefix>.+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
+
+
+def _indexed(attrs: dict, prefix: str) -> dict[int, dict[str, Any]]:
+    """`prefix.N.rest = v` -> {N: {rest: v}} (flattened list attributes)."""
+    out: dict[int, dict[str, Any]] = {}
+    plen = len(prefix) + 1
+    for key, value in attrs.items():
+        if not key.startswith(prefix + "."):
+            continue
+        idx, _, rest = key[plen:].partition(".")
+        if idx.isdigit() and rest:
+            out.setdefault(int(idx), {})[rest] = value
+    return dict(sorted(out.items()))
+
+
+def _flat_tool_calls(fields: dict, prefix: str, name_key: str, args_key: str, id_key: str) -> list[dict]:
+    calls = []
+    for _, tc in _indexed(fields, prefix).items():
+        args = tc.get(args_key)
+        calls.append({"id": tc.get(id_key), "type": "function",
+                      "function": {"name": tc.get(name_key),
+                                   "arguments": args if isinstance(args, str) else json.dumps(args)}})
+    return calls
+
+
+def _openinference_messages(attrs: dict, prefix: str) -> list[dict]:
+    msgs = []
+    for _, f in _indexed(attrs, prefix).items():
+        content = f.get("message.content")
+        if content is None:
+            parts = [v for k, v in sorted(f.items()) if k.startswith("message.contents.") and k.endswith("message_content.text")]
+            content = "".join(parts) if parts else None
+        msg = {"role": f.get("message.role"), "content": content, "name": f.get("message.name"),
+               "tool_call_id": f.get("message.tool_call_id"),
+               "tool_calls": _flat_tool_calls(f, "message.tool_calls", "tool_call.function.name",
+                                              "tool_call.function.arguments", "tool_call.id")}
+        msgs.append(canonical_message(msg))
+    return msgs
+
+
+def _openllmetry_messages(attrs: dict, prefix: str) -> list[dict]:
+    msgs = []
+    for _, f in _indexed(attrs, prefix).items():
+        msg = {"role": f.get("role") or ("assistant" if "completion" in prefix else "user"),
+               "content": f.get("content"), "tool_call_id": f.get("tool_call_id"),
+               "tool_calls": _flat_tool_calls(f, "tool_calls", "name", "arguments", "id")}
+        msgs.append(canonical_message(msg))
+    return msgs
+
+
+def llm_messages(attrs: dict) -> tuple[list[dict], dict | None, str]:
+    """(input messages, output message, dialect) of an LLM span in any supported dialect."""
+    if sc.GEN_AI_INPUT_MESSAGES in attrs or sc.GEN_AI_OUTPUT_MESSAGES in attrs:
+        inp = _json_attr(attrs.get(sc.GEN_AI_INPUT_MESSAGES)) or []
+        out = _json_attr(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES)) or []
+        if isinstance(inp, dict):
+            inp = [inp]
+        if isinstance(out, dict):
+            out = [out]
+        system = attrs.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+        msgs = [canonical_message(m) for m in inp] if isinstance(inp, list) else []
+        if system and not any(m["role"] == "system" for m in msgs):
+            sys_val = _json_attr(system)
+            if isinstance(sys_val, list):
+                sys_val = "".join(p.get("content", "") if isinstance(p, dict) else str(p) for p in sys_val)
+            msgs.insert(0, {"role": "system", "content": str(sys_val)})
+        output = canonical_message(out[0]) if isinstance(out, list) and out else None
+        if output is not None:
+            output["role"] = output.get("role") or "assistant"
+        return msgs, output, "genai"
+    if any(k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in attrs):
+        outs = _openinference_messages(attrs, "llm.output_messages")
+        return _openinference_messages(attrs, "llm.input_messages"), (outs[0] if outs else None), "openinference"
+    if any(k.startswith("gen_ai.prompt.") or k.startswith("gen_ai.completion.") for k in attrs):
+        outs = _openllmetry_messages(attrs, "gen_ai.completion")
+        return _openllmetry_messages(attrs, "gen_ai.prompt"), (outs[0] if outs else None), "openllmetry"
+    return [], None, "none"
+
+
+# --- span classification ------------------------------------------------------------------
+
+def span_kind(attrs: dict) -> str:
+    if attrs.get(sc.SESSION_SPAN) is True:
+        return "session"
+    op = attrs.get(sc.GEN_AI_OPERATION_NAME)
+    oi = attrs.get("openinference.span.kind")
+    tl = attrs.get("traceloop.span.kind")
+    if op in LLM_OPERATIONS or oi == "LLM" or attrs.get("llm.request.type") in ("chat", "completion"):
+        return "llm"
+    if op == sc.OP_EXECUTE_TOOL or oi == "TOOL" or tl == "tool":
+        return "tool"
+    if op == sc.OP_INVOKE_AGENT or oi == "AGENT" or tl == "agent":
+        return "agent"
+    return "other"
+
+
+def _first(attrs: dict, *keys: str) -> Any:
+    for k in keys:
+        v = attrs.get(k)
+        if v is not None and v != "":
+            return v
+    return None
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _json_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, ensure_ascii=False)
+
+
+def session_fields(attrs: dict) -> dict:
+    out = {}
+    for key, name in SESSION_ATTRS.items():
+        if key in attrs and name not in out:
+            value = attrs[key]
+            if name in JSON_SESSION_FIELDS:
+                value = _json_text(value)
+            elif name == "score":
+                try:
+                    value = float(value)
+                except (TypeError, ValueError):
+                    continue
+            elif name == "replayable":
+                value = bool(value)
+            else:
+                value = str(value)
+            out[name] = value
+    return out
+
+
+def merge_session(sessions: dict[str, dict], sid: str, fields: dict) -> None:
+    cur = sessions.get(sid)
+    if cur is None:
+        sessions[sid] = dict(fields)
+        return
+    for k, v in fields.items():
+        if v is None:
+            continue
+        if k == "started_ns":
+            cur[k] = v if cur.get(k) is None else min(cur[k], v)
+        elif k == "ended_ns":
+            cur[k] = v if cur.get(k) is None else max(cur[k], v)
+        elif k == "replayable" and cur.get(k) is False:
+            continue  # once any span says not replayable, the session is not
+        else:
+            cur[k] = v
+
+
+# --- OTLP protobuf -> python ---------------------------------------------------------------
+
+def any_value(v) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "array_value":
+        return [any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()
+    return None
+
+
+def attributes(kvs) -> dict:
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+def _error_text(attrs: dict, status_code: int, status_message: str, events: list[dict]) -> str | None:
+    for ev in events:
+        if ev["name"] == "exception":
+            a = ev["attributes"]
+            etype = a.get("exception.type") or "Exception"
+            return f"{etype}: {a.get('exception.message', '')}"
+    if status_code == 2:
+        etype = attrs.get(sc.ERROR_TYPE) or "Error"
+        return f"{etype}: {status_message}" if status_message else str(etype)
+    return None
+
+
+def _check_sizes(attrs: dict, limit: int) -> None:
+    for k, v in attrs.items():
+        if isinstance(v, str) and len(v) > limit:
+            raise SpanRejected(f"attribute {k!r} is {len(v)} characters (limit {limit})")
+        if isinstance(v, list) and len(v) > 10_000:
+            raise SpanRejected(f"attribute {k!r} has {len(v)} elements (limit 10000)")
+
+
+def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024) -> Batch:
+    """Map an ExportTraceServiceRequest to rows. Spans that cannot be stored are counted in
+    `rejected` with a reason in `errors`; the others are kept.
+
+    A span without a session attribute joins the session of another span of its trace
+    (in this request, else later via `Batch.reassign`), else the session named by its trace id."""
+    batch = Batch()
+    pending: list[tuple[dict, dict]] = []  # (row, attrs) for spans with no explicit session
+    known = batch.explicit_traces
+    for rs in request.resource_spans:
+        resource = attributes(rs.resource.attributes)
+        service = resource.get("service.name")
+        resource_json = json.dumps(resource, ensure_ascii=False, sort_keys=True)
+        for ss in rs.scope_spans:
+            scope = ss.scope.name or None
+            for span in ss.spans:
+                try:
+                    row, attrs, sid = _span_row(span, batch, service, resource_json, scope, max_attribute_chars)
+                except SpanRejected as exc:
+                    batch.rejected += 1
+                    if len(batch.errors) < 5:
+                        batch.errors.append(str(exc))
+                    continue
+                if sid is None:
+                    pending.append((row, attrs))
+                else:
+                    known.setdefault(row["trace_id"], sid)
+                    row["session_id"] = sid
+                    batch.spans.append(row)
+    for row, attrs in pending:
+        sid = known.get(row["trace_id"])
+        if sid is None:
+            sid = row["trace_id"]
+            batch.fallback_traces.add(sid)
+        row["session_id"] = sid
+        batch.spans.append(row)
+    for row in batch.spans:
+        _finish_row(batch, row)
+    return batch
+
+
+def _span_row(span, batch: Batch, service, resource_json, scope, max_chars) -> tuple[dict, dict, str | None]:
+    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+        raise SpanRejected(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
+    attrs = attributes(span.attributes)
+    _check_sizes(attrs, max_chars)
+    events = []
+    for ev in span.events:
+        ev_attrs = attributes(ev.attributes)
+        _check_sizes(ev_attrs, max_chars)
+        events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
+    sid = _first(attrs, *SESSION_ID_KEYS)
+    kind = span_kind(attrs)
+    status_code = span.status.code
+    row = {
+        "trace_id": span.trace_id.hex(),
+        "span_id": span.span_id.hex(),
+        "parent_span_id": span.parent_span_id.hex() if span.parent_span_id else None,
+        "session_id": None,
+        "service": service,
+        "name": span.name,
+        "span_kind": span.kind,
+        "kind": kind,
+        "start_ns": span.start_time_unix_nano,
+        "end_ns": span.end_time_unix_nano,
+        "status_code": status_code,
+        "status_message": span.status.message or None,
+        "step": _int(attrs.get(sc.STEP)),
+        "call_seq": _int(attrs.get(sc.CALL_SEQ)),
+        "agent": _first(attrs, sc.GEN_AI_AGENT_NAME, "agent.name")
+                 or (attrs.get("traceloop.entity.name") if kind == "agent" else None),
+        "model": None, "provider": None, "input_tokens": None, "output_tokens": None,
+        "finish_reason": None, "input_keys": None, "output_key": None, "message_dialect": None,
+        "tool_name": None, "tool_call_id": None, "tool_arguments": None, "tool_result": None,
+        "error": _error_text(attrs, status_code, span.status.message, events),
+        "replay_source": attrs.get(sc.REPLAY_SOURCE),
+        "truncated": bool(attrs.get(sc.TRUNCATED, False)),
+        "scope": scope,
+        "resource": resource_json,
+        "_attrs": attrs,
+        "_events": events,
+    }
+    return row, attrs, (str(sid) if sid is not None else None)
+
+
+def _finish_row(batch: Batch, row: dict) -> None:
+    attrs = row.pop("_attrs")
+    events = row.pop("_events")
+    sid = row["session_id"]
+    kind = row["kind"]
+    if kind == "llm":
+        inputs, output, dialect = llm_messages(attrs)
+        row["input_keys"] = add_messages(batch, inputs)
+        row["output_key"] = add_messages(batch, [output])[0] if output else None
+        row["message_dialect"] = dialect
+        row["model"] = _first(attrs, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "llm.model_name")
+        row["provider"] = _first(attrs, sc.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system")
+        row["input_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_INPUT_TOKENS, "llm.token_count.prompt",
+                                          "gen_ai.usage.prompt_tokens"))
+        row["output_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion",
+                                           "gen_ai.usage.completion_tokens"))
+        fr = _first(attrs, sc.GEN_AI_RESPONSE_FINISH_REASONS, "gen_ai.completion.0.finish_reason",
+                    "llm.response.finish_reason")
+        if isinstance(fr, (list, tuple)):
+            fr = fr[0] if fr else None
+        row["finish_reason"] = fr
+        if dialect == "genai":  # rebuilt from the messages table by get_spans
+            attrs = {k: v for k, v in attrs.items() if k not in CONTENT_ADDRESSED_KEYS}
+    elif kind == "tool":
+        row["tool_name"] = _first(attrs, sc.GEN_AI_TOOL_NAME, "tool.name", "traceloop.entity.name") or row["name"]
+        row["tool_call_id"] = _first(attrs, sc.GEN_AI_TOOL_CALL_ID, "tool_call.id")
+        row["tool_arguments"] = _json_text(_first(attrs, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "tool.parameters",
+                                                  "input.value", "traceloop.entity.input"))
+        row["tool_result"] = _json_text(_first(attrs, sc.GEN_AI_TOOL_CALL_RESULT, "output.value",
+                                               "traceloop.entity.output"))
+    row["attributes"] = json.dumps(attrs, ensure_ascii=False, separators=(",", ":"))
+    row["events"] = json.dumps(events, ensure_ascii=False, separators=(",", ":")) if events else None
+
+    fields = session_fields(attrs)
+    fields["service"] = row["service"]
+    fields["started_ns"] = row["start_ns"]
+    fields["ended_ns"] = row["end_ns"]
+    if attrs.get(sc.SESSION_SPAN) is True:
+        fields["name"] = row["name"]
+    if row["truncated"]:
+        fields["replayable"] = False
+    merge_session(batch.sessions, sid, fields)
+
+    for seq, ev in enumerate(events):
+        a = ev["attributes"]
+        if ev["name"] == sc.SNAPSHOT_EVENT and sc.SNAPSHOT_KEY in a:
+            batch.snapshots.append(Snapshot(
+                session_id=sid, trace_id=row["trace_id"], span_id=row["span_id"], seq=seq,
+                key=str(a[sc.SNAPSHOT_KEY]), state=_json_text(a.get(sc.SNAPSHOT_STATE)) or "null",
+                hash=a.get(sc.SNAPSHOT_HASH), step=_int(a.get(sc.STEP, row["step"])), time_ns=ev["time_ns"]))
+        elif ev["name"] == sc.EVALUATION_EVENT and sc.EVALUATION_SCORE in a:
+            try:
+                score = float(a[sc.EVALUATION_SCORE])
+            except (TypeError, ValueError):
+                continue
+            batch.evaluations.append(Evaluation(
+                feedback_id=f"ev-{row['trace_id']}-{row['span_id']}-{seq}", session_id=sid, score=score,
+                comment=a.get(sc.EVALUATION_EXPLANATION), time_ns=ev["time_ns"] or row["end_ns"]))

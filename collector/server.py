@@ -1,0 +1,159 @@
+"""`tracefix serve` assembled: store, single writer, OTLP/HTTP + API (uvicorn), OTLP/gRPC,
+alert delivery and the diagnosis worker; clean shutdown on SIGTERM/SIGINT.
+
+Shutdown order keeps every acknowledged span: stop the receivers (in-flight requests
+finish and are acknowledged), drain the writer, checkpoint the database, exit 0.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import uvicorn
+
+from tracefix.collector.alerts import AlertDeliverer
+from tracefix.collector.api import build_app
+from tracefix.collector.diagnosis import DiagnosisWorker
+from tracefix.collector.grpc_receiver import start_grpc
+from tracefix.collector.store import Store
+from tracefix.collector.writer import Writer
+
+log = logging.getLogger("tracefix.collector")
+
+
+@dataclass
+class Config:
+    db: str
+    host: str = "127.0.0.1"
+    http_port: int = 4318
+    grpc_port: int = 4317
+    token: str | None = None
+    webhooks: list[str] = field(default_factory=list)
+    public_url: str | None = None
+    alert_threshold: float = 0.0
+    alert_retry_max_s: float = 30.0
+    diagnose: str = "full"
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_attribute_chars: int = 8 * 1024 * 1024
+    max_pending_spans: int = 50_000
+
+
+class Collector:
+    def __init__(self, config: Config):
+        self.config = config
+        self.store = Store(config.db)
+        self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
+                             on_created=self._created)
+        self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s)
+        self.diagnosis = DiagnosisWorker(self, mode=config.diagnose)
+        self.http_url: str | None = None
+        self.grpc_addr: str | None = None
+        self._uvicorn: uvicorn.Server | None = None
+        self._http_thread: threading.Thread | None = None
+        self._grpc = None
+
+    # --- hooks used by the receivers and the API ---------------------------------------------
+    def feedback_options(self) -> dict:
+        return {"alert_threshold": self.config.alert_threshold, "webhooks": self.config.webhooks,
+                "public_url": self.config.public_url or self.http_url}
+
+    def feedback_recorded(self, fb: dict) -> None:
+        if fb.get("alert_id"):
+            log.warning("ALERT %s: negative feedback %g on session %s%s", fb["alert_id"], fb["score"],
+                        fb["session_id"], f" ({fb['comment']})" if fb.get("comment") else "")
+            self.alerts.wake()
+        if fb.get("job_id"):
+            self.diagnosis.wake()
+
+    def wake_diagnosis(self) -> None:
+        self.diagnosis.wake()
+
+    def _created(self, created: dict) -> None:
+        """Feedback that arrived as a span event (written by the writer thread)."""
+        for fb in created.get("feedback", []):
+            alert = next((a for a in created.get("alerts", []) if a["payload"]["session_id"] == fb["session_id"]), None)
+            job = next((j for j in created.get("jobs", []) if j["session_id"] == fb["session_id"]), None)
+            self.feedback_recorded({**fb, "alert_id": alert and alert["alert_id"], "job_id": job and job["job_id"]})
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.config
+        self.writer.ingest_options = {}  # set once the public URL is known (below)
+        self.writer.start()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((cfg.host, cfg.http_port))
+        sock.listen(2048)
+        host, port = sock.getsockname()[:2]
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        self.http_url = f"http://{shown}:{port}"
+        self.writer.ingest_options = {"alert_threshold": cfg.alert_threshold, "webhooks": cfg.webhooks,
+                                      "public_url": cfg.public_url or self.http_url}
+        requeued = self.writer.run(lambda s: s.requeue_running_jobs())
+        if requeued:
+            log.warning("re-queued %d diagnosis jobs left running by the last process", requeued)
+        if cfg.webhooks:  # alerts recorded while no collector ran (CLI on the file)
+            self.writer.run(lambda s: s.fan_out_alerts(cfg.webhooks, cfg.public_url or self.http_url))
+
+        self._grpc, gport = start_grpc(self, cfg.host, cfg.grpc_port)
+        self.grpc_addr = f"{shown}:{gport}"
+
+        app = build_app(self)
+        uconfig = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                 timeout_keep_alive=30, limit_concurrency=None)
+        self._uvicorn = uvicorn.Server(uconfig)
+        self._http_thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [sock]},
+                                             name="tracefix-http", daemon=True)
+        self._http_thread.start()
+        deadline = time.monotonic() + 30
+        while not self._uvicorn.started:
+            if time.monotonic() > deadline or not self._http_thread.is_alive():
+                raise RuntimeError("the HTTP server did not start")
+            time.sleep(0.01)
+        self.alerts.start()
+        self.diagnosis.start()
+
+    def stop(self) -> None:
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+            if self._http_thread is not None:
+                self._http_thread.join(15)
+        if self._grpc is not None:
+            self._grpc.stop(grace=5).wait(10)
+        self.alerts.stop()
+        self.diagnosis.stop()
+        self.writer.close()
+        try:
+            self.store.checkpoint()
+        except Exception as exc:  # the WAL is durable; the next open replays it
+            log.warning("checkpoint at shutdown failed: %s", exc)
+        finally:
+            self.store.close()
+
+
+def serve_forever(config: Config) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s tracefix serve %(levelname)s %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    collector = Collector(config)
+    collector.start()
+    print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={collector.store.path}",
+          flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("tracefix serve: shutting down (draining the write queue)", flush=True)
+    collector.stop()
+    print("tracefix serve: stopped", flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # worker threads may still sit in a webhook call or an analysis; they are daemons and
+    # everything they wrote is committed, so leave without waiting for them
+    os._exit(0)

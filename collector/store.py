@@ -1,0 +1,619 @@
+"""The DuckDB store: the only module of tracefix that speaks SQL.
+
+`connect_db(path)` is the connection factory (a DuckLake catalog later is configuration
+here, not a rewrite). `Store` owns one connection; `Store.reader()` hands out cursors of
+the same database for concurrent reads. In `tracefix serve` only the writer thread calls
+the mutating methods; a CLI without a server calls them directly on the file.
+
+Schema changes are numbered migrations recorded in `schema_version`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import pyarrow as pa
+
+from tracefix.collector import document
+from tracefix.collector.normalize import Batch
+
+DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
+
+
+class UnknownSession(KeyError):
+    pass
+
+
+def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the database behind a store. `:memory:` works for throwaway stores."""
+    target = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+    if target != ":memory:":
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    return duckdb.connect(target, read_only=read_only)
+
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (1, "initial schema", [
+        """CREATE TABLE sessions (
+            session_id VARCHAR PRIMARY KEY, service VARCHAR, name VARCHAR, entrypoint VARCHAR,
+            inputs VARCHAR, user_id VARCHAR, metadata VARCHAR, outcome VARCHAR, score DOUBLE,
+            output VARCHAR, evaluation VARCHAR, replayable BOOLEAN, parent_session_id VARCHAR,
+            intervention_id VARCHAR, intervention VARCHAR, started_ns BIGINT, ended_ns BIGINT,
+            source VARCHAR, updated_ns BIGINT)""",
+        """CREATE TABLE spans (
+            trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_span_id VARCHAR,
+            session_id VARCHAR NOT NULL, service VARCHAR, name VARCHAR, span_kind INTEGER,
+            kind VARCHAR, start_ns BIGINT, end_ns BIGINT, status_code INTEGER, status_message VARCHAR,
+            step INTEGER, call_seq INTEGER, agent VARCHAR, model VARCHAR, provider VARCHAR,
+            input_tokens BIGINT, output_tokens BIGINT, finish_reason VARCHAR,
+            input_keys BIGINT[], output_key BIGINT, message_dialect VARCHAR,
+            tool_name VARCHAR, tool_call_id VARCHAR, tool_arguments VARCHAR, tool_result VARCHAR,
+            error VARCHAR, replay_source VARCHAR, truncated BOOLEAN, scope VARCHAR, resource VARCHAR,
+            attributes VARCHAR, events VARCHAR,
+            PRIMARY KEY (trace_id, span_id))""",
+        # content-addressed chat messages: key = first 8 bytes of sha256(canonical JSON)
+        "CREATE TABLE messages (key BIGINT PRIMARY KEY, sha256 VARCHAR, message VARCHAR)",
+        # steps are derived from spans per touched session after each commit
+        """CREATE TABLE steps (session_id VARCHAR, idx INTEGER, trace_id VARCHAR, span_id VARCHAR,
+            raw_step INTEGER, started_ns BIGINT)""",
+        "CREATE TABLE trace_sessions (trace_id VARCHAR PRIMARY KEY, session_id VARCHAR)",
+        """CREATE TABLE snapshots (session_id VARCHAR, trace_id VARCHAR, span_id VARCHAR, seq INTEGER,
+            key VARCHAR, state VARCHAR, hash VARCHAR, step INTEGER, time_ns BIGINT,
+            PRIMARY KEY (trace_id, span_id, seq))""",
+        """CREATE TABLE feedback (feedback_id VARCHAR PRIMARY KEY, session_id VARCHAR, score DOUBLE,
+            comment VARCHAR, source VARCHAR, created_ns BIGINT)""",
+        # the alert outbox: one alert per negative feedback, one delivery per webhook
+        """CREATE TABLE alerts (alert_id VARCHAR PRIMARY KEY, feedback_id VARCHAR, session_id VARCHAR,
+            payload VARCHAR, fanout_done BOOLEAN, created_ns BIGINT)""",
+        """CREATE TABLE deliveries (alert_id VARCHAR, webhook VARCHAR, state VARCHAR, attempts INTEGER,
+            next_attempt_ns BIGINT, last_error VARCHAR, delivered_ns BIGINT,
+            PRIMARY KEY (alert_id, webhook))""",
+        """CREATE TABLE jobs (job_id VARCHAR PRIMARY KEY, session_id VARCHAR, kind VARCHAR, state VARCHAR,
+            reason VARCHAR, attempts INTEGER, error VARCHAR, created_ns BIGINT, started_ns BIGINT,
+            finished_ns BIGINT)""",
+        "CREATE TABLE analyses (session_id VARCHAR PRIMARY KEY, result VARCHAR, created_ns BIGINT)",
+        "CREATE TABLE replays (session_id VARCHAR PRIMARY KEY, result VARCHAR, created_ns BIGINT)",
+        """CREATE VIEW tool_calls AS SELECT session_id, trace_id, span_id, parent_span_id, step,
+            tool_name, tool_call_id, tool_arguments, tool_result, error, start_ns, end_ns
+            FROM spans WHERE kind = 'tool'""",
+    ]),
+]
+
+SPAN_COLUMNS = [
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
+    ("session_id", pa.string()), ("service", pa.string()), ("name", pa.string()),
+    ("span_kind", pa.int32()), ("kind", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("status_code", pa.int32()), ("status_message", pa.string()), ("step", pa.int32()),
+    ("call_seq", pa.int32()), ("agent", pa.string()), ("model", pa.string()), ("provider", pa.string()),
+    ("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("finish_reason", pa.string()),
+    ("input_keys", pa.list_(pa.int64())), ("output_key", pa.int64()), ("message_dialect", pa.string()),
+    ("tool_name", pa.string()), ("tool_call_id", pa.string()), ("tool_arguments", pa.string()),
+    ("tool_result", pa.string()), ("error", pa.string()), ("replay_source", pa.string()),
+    ("truncated", pa.bool_()), ("scope", pa.string()), ("resource", pa.string()),
+    ("attributes", pa.string()), ("events", pa.string()),
+]
+SPAN_SCHEMA = pa.schema(SPAN_COLUMNS)
+SESSION_FIELDS = ["session_id", "service", "name", "entrypoint", "inputs", "user_id", "metadata", "outcome",
+                  "score", "output", "evaluation", "replayable", "parent_session_id", "intervention_id",
+                  "intervention", "started_ns", "ended_ns", "source", "updated_ns"]
+SESSION_SCHEMA = pa.schema([(f, pa.float64() if f == "score" else pa.bool_() if f == "replayable"
+                             else pa.int64() if f.endswith("_ns") else pa.string()) for f in SESSION_FIELDS])
+
+
+def spans_table(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array([r[name] for r in rows], type=typ) for name, typ in SPAN_COLUMNS],
+                                schema=SPAN_SCHEMA)
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False):
+        self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+        self.con = connect_db(self.path, read_only=read_only)
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._cursors_lock = threading.Lock()
+        if not read_only:
+            self.migrate()
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def migrate(self) -> int:
+        con = self.con
+        con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+                    "description VARCHAR, applied_ns BIGINT)")
+        current = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+        for version, description, statements in MIGRATIONS:
+            if version <= current:
+                continue
+            con.begin()
+            try:
+                for sql in statements:
+                    con.execute(sql)
+                con.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, _now_ns()])
+                con.commit()
+            except Exception:
+                con.rollback()
+                raise
+            current = version
+        return current
+
+    def schema_version(self) -> int:
+        return self._read().execute("SELECT max(version) FROM schema_version").fetchone()[0]
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the file (a crash without it is fine: the WAL replays on open)."""
+        self._close_cursors()
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error:  # a reader thread still mid-transaction: wait for it instead
+            self.con.execute("FORCE CHECKPOINT")
+
+    def close(self) -> None:
+        self._close_cursors()
+        self.con.close()
+
+    def _close_cursors(self) -> None:
+        with self._cursors_lock:
+            for cur in self._cursors:
+                try:
+                    cur.close()
+                except Exception:
+                    pass
+            self._cursors.clear()
+        self._local = threading.local()
+
+    def _read(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of this database owned by the calling thread (reads run beside the writer)."""
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self.con.cursor()
+            self._local.cursor = cur
+            with self._cursors_lock:
+                self._cursors.append(cur)
+        return cur
+
+    def _tx(self):
+        return _Transaction(self.con)
+
+    # --- ingest ----------------------------------------------------------------------------
+    def ingest(self, batch: Batch, *, alert_threshold: float = 0.0, webhooks: Iterable[str] = (),
+               public_url: str | None = None) -> dict:
+        """Store one batch in one transaction; returns what it created (feedback, alerts, jobs)."""
+        with self._tx() as con:
+            created = self._ingest(con, batch, alert_threshold, list(webhooks), public_url)
+        return created
+
+    def _ingest(self, con, batch: Batch, alert_threshold: float, webhooks: list[str], public_url) -> dict:
+        if batch.fallback_traces:
+            ids = list(batch.fallback_traces)
+            found = con.execute("SELECT trace_id, session_id FROM trace_sessions WHERE trace_id IN "
+                                "(SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+            batch.reassign(dict(found))
+        if batch.explicit_traces:
+            con.execute("INSERT OR IGNORE INTO trace_sessions SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                        [list(batch.explicit_traces), list(batch.explicit_traces.values())])
+        if batch.messages:
+            keys = list(batch.messages)
+            tbl = pa.table({"key": pa.array(keys, pa.int64()),
+                            "sha256": pa.array([batch.messages[k][0] for k in keys], pa.string()),
+                            "message": pa.array([batch.messages[k][1] for k in keys], pa.string())})
+            con.register("_msg_batch", tbl)
+            con.execute("INSERT OR IGNORE INTO messages SELECT * FROM _msg_batch")
+            con.unregister("_msg_batch")
+        if batch.spans:
+            seen: set[tuple[str, str]] = set()
+            rows = []
+            for r in batch.spans:  # an exporter retry inside one batch: keep the first copy
+                k = (r["trace_id"], r["span_id"])
+                if k not in seen:
+                    seen.add(k)
+                    rows.append(r)
+            con.register("_span_batch", spans_table(rows))
+            con.execute("INSERT OR IGNORE INTO spans SELECT * FROM _span_batch")
+            con.unregister("_span_batch")
+        touched = list(batch.sessions)
+        if batch.sessions:
+            self._upsert_sessions(con, batch.sessions, source="otlp")
+        if batch.snapshots:
+            s = batch.snapshots
+            con.register("_snap_batch", pa.table({
+                "session_id": [x.session_id for x in s], "trace_id": [x.trace_id for x in s],
+                "span_id": [x.span_id for x in s], "seq": pa.array([x.seq for x in s], pa.int32()),
+                "key": [x.key for x in s], "state": [x.state for x in s], "hash": pa.array([x.hash for x in s], pa.string()),
+                "step": pa.array([x.step for x in s], pa.int32()), "time_ns": pa.array([x.time_ns for x in s], pa.int64())}))
+            con.execute("INSERT OR IGNORE INTO snapshots SELECT * FROM _snap_batch")
+            con.unregister("_snap_batch")
+        if touched:
+            self._derive_steps(con, touched)
+        created = {"feedback": [], "alerts": [], "jobs": []}
+        for ev in batch.evaluations:
+            exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()
+            if exists:
+                continue
+            res = self._add_feedback(con, ev.session_id, ev.score, ev.comment, source="span_event",
+                                     feedback_id=ev.feedback_id, created_ns=ev.time_ns,
+                                     alert_threshold=alert_threshold, webhooks=webhooks, public_url=public_url)
+            for k in created:
+                created[k].extend(res[k])
+        return created
+
+    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> None:
+        now = _now_ns()
+        cols = {f: [] for f in SESSION_FIELDS}
+        for sid, fields in sessions.items():
+            for f in SESSION_FIELDS:
+                cols[f].append(sid if f == "session_id" else source if f == "source"
+                               else now if f == "updated_ns" else fields.get(f))
+        tbl = pa.Table.from_arrays([pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS],
+                                   schema=SESSION_SCHEMA)
+        con.register("_sess_batch", tbl)
+        updates = []
+        for f in SESSION_FIELDS[1:]:
+            if f == "started_ns":
+                updates.append("started_ns = least(sessions.started_ns, excluded.started_ns)")
+            elif f == "ended_ns":
+                updates.append("ended_ns = greatest(sessions.ended_ns, excluded.ended_ns)")
+            elif f == "replayable":  # false wins: one truncated span makes the session not replayable
+                updates.append("replayable = CASE WHEN sessions.replayable = false OR excluded.replayable = false "
+                               "THEN false ELSE coalesce(excluded.replayable, sessions.replayable) END")
+            elif f == "source":
+                updates.append("source = coalesce(sessions.source, excluded.source)")
+            else:
+                updates.append(f"{f} = coalesce(excluded.{f}, sessions.{f})")
+        con.execute(f"INSERT INTO sessions SELECT * FROM _sess_batch ON CONFLICT (session_id) DO UPDATE SET "
+                    + ", ".join(updates))
+        con.unregister("_sess_batch")
+
+    def _derive_steps(self, con, session_ids: list[str]) -> None:
+        """Number a session's decisions 0..n-1: by tracefix.step when present, else start time."""
+        con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [session_ids])
+        con.execute("""
+            INSERT INTO steps
+            SELECT session_id,
+                   (row_number() OVER (PARTITION BY session_id
+                                       ORDER BY step NULLS LAST, start_ns, call_seq, span_id) - 1)::INTEGER,
+                   trace_id, span_id, step, start_ns
+            FROM spans
+            WHERE kind IN ('llm', 'message') AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [session_ids])
+
+    # --- feedback, alerts, jobs ----------------------------------------------------------
+    def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
+                     alert_threshold: float = 0.0, webhooks: Iterable[str] = (), public_url: str | None = None) -> dict:
+        """Record feedback; below the threshold, the alert (outbox) and a diagnosis job are
+        created in the same transaction. Raises UnknownSession."""
+        with self._tx() as con:
+            res = self._add_feedback(con, session_id, float(score), comment, source=source,
+                                     feedback_id=None, created_ns=None, alert_threshold=alert_threshold,
+                                     webhooks=list(webhooks), public_url=public_url)
+        fb = res["feedback"][0]
+        fb["alert_id"] = res["alerts"][0]["alert_id"] if res["alerts"] else None
+        fb["job_id"] = res["jobs"][0]["job_id"] if res["jobs"] else None
+        return fb
+
+    def _add_feedback(self, con, session_id, score, comment, *, source, feedback_id, created_ns,
+                      alert_threshold, webhooks, public_url) -> dict:
+        row = con.execute("SELECT session_id, metadata, inputs, output FROM sessions WHERE session_id = ?",
+                          [session_id]).fetchone()
+        if row is None:
+            raise UnknownSession(session_id)
+        feedback_id = feedback_id or f"fb-{uuid.uuid4().hex[:16]}"
+        created_ns = created_ns or _now_ns()
+        con.execute("INSERT INTO feedback VALUES (?, ?, ?, ?, ?, ?)",
+                    [feedback_id, session_id, score, comment, source, created_ns])
+        fb = {"feedback_id": feedback_id, "session_id": session_id, "score": score, "comment": comment,
+              "source": source, "created_at": document.iso(created_ns)}
+        out = {"feedback": [fb], "alerts": [], "jobs": []}
+        if score < alert_threshold:
+            alert_id = f"al-{uuid.uuid4().hex[:16]}"
+            task = self._task_of(con, session_id)
+            final_answer = document.final_answer(document.loads(row[3]))
+            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{session_id}/report"
+            payload = {
+                "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
+                        + (f": {comment}" if comment else "") + (f"\nTask: {task}" if task else "")
+                        + f"\nReport: {link}",
+                "alert_id": alert_id, "session_id": session_id, "score": score, "task": task,
+                "final_answer": final_answer, "comment": comment, "link": link,
+            }
+            con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
+                        [alert_id, feedback_id, session_id, json.dumps(payload), bool(public_url), created_ns])
+            for url in dict.fromkeys(webhooks):
+                con.execute("INSERT INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
+                            [alert_id, url, created_ns])
+            job_id = f"job-{uuid.uuid4().hex[:16]}"
+            con.execute("INSERT INTO jobs VALUES (?, ?, 'diagnosis', 'queued', ?, 0, NULL, ?, NULL, NULL)",
+                        [job_id, session_id, f"feedback {feedback_id}", created_ns])
+            out["alerts"].append({"alert_id": alert_id, "payload": payload})
+            out["jobs"].append({"job_id": job_id, "session_id": session_id})
+        return out
+
+    def _task_of(self, con, session_id: str) -> str | None:
+        sess = con.execute("SELECT metadata, inputs FROM sessions WHERE session_id = ?", [session_id]).fetchone()
+        first = con.execute("""SELECT m.message FROM steps st JOIN spans sp USING (trace_id, span_id)
+                               JOIN messages m ON list_contains(sp.input_keys, m.key)
+                               WHERE st.session_id = ? AND st.idx = 0""", [session_id]).fetchall()
+        msgs = [json.loads(r[0]) for r in first]
+        return document.task_of(document.loads(sess[0]) if sess else None, document.loads(sess[1]) if sess else None,
+                                msgs)
+
+    def fan_out_alerts(self, webhooks: list[str], public_url: str) -> int:
+        """Give alerts recorded without a server (CLI on the file) a delivery per webhook."""
+        with self._tx() as con:
+            rows = con.execute("SELECT alert_id, payload, created_ns FROM alerts WHERE NOT fanout_done").fetchall()
+            for alert_id, payload, created_ns in rows:
+                p = json.loads(payload)
+                if not p.get("link", "").startswith("http"):
+                    p["link"] = f"{public_url.rstrip('/')}{p['link']}"
+                    p["text"] = p["text"].replace("Report: /api", f"Report: {public_url.rstrip('/')}/api")
+                for url in dict.fromkeys(webhooks):
+                    con.execute("INSERT OR IGNORE INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
+                                [alert_id, url, created_ns])
+                con.execute("UPDATE alerts SET fanout_done = true, payload = ? WHERE alert_id = ?",
+                            [json.dumps(p), alert_id])
+        return len(rows)
+
+    def due_deliveries(self, now_ns: int | None = None, limit: int = 50) -> list[dict]:
+        rows = self._read().execute(
+            """SELECT d.alert_id, d.webhook, d.attempts, a.payload FROM deliveries d JOIN alerts a USING (alert_id)
+               WHERE d.state = 'pending' AND d.next_attempt_ns <= ? ORDER BY d.next_attempt_ns LIMIT ?""",
+            [now_ns or _now_ns(), limit]).fetchall()
+        return [{"alert_id": r[0], "webhook": r[1], "attempts": r[2], "payload": json.loads(r[3])} for r in rows]
+
+    def next_delivery_ns(self) -> int | None:
+        return self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'").fetchone()[0]
+
+    def mark_delivery(self, alert_id: str, webhook: str, *, delivered: bool, error: str | None = None,
+                      next_attempt_ns: int | None = None) -> None:
+        with self._tx() as con:
+            if delivered:
+                con.execute("UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, delivered_ns = ?, "
+                            "last_error = NULL WHERE alert_id = ? AND webhook = ?", [_now_ns(), alert_id, webhook])
+            else:
+                con.execute("UPDATE deliveries SET attempts = attempts + 1, last_error = ?, next_attempt_ns = ? "
+                            "WHERE alert_id = ? AND webhook = ?", [error, next_attempt_ns, alert_id, webhook])
+
+    def list_alerts(self, session_id: str | None = None) -> list[dict]:
+        rows = self._read().execute(
+            """SELECT a.alert_id, a.feedback_id, a.session_id, a.payload, a.created_ns,
+                      list({'webhook': d.webhook, 'state': d.state, 'attempts': d.attempts,
+                            'last_error': d.last_error, 'delivered_ns': d.delivered_ns}) FILTER (d.webhook IS NOT NULL)
+               FROM alerts a LEFT JOIN deliveries d USING (alert_id)
+               WHERE ? IS NULL OR a.session_id = ?
+               GROUP BY ALL ORDER BY a.created_ns""", [session_id, session_id]).fetchall()
+        out = []
+        for r in rows:
+            deliveries = [{**d, "delivered_at": document.iso(d.pop("delivered_ns"))} for d in (r[5] or [])]
+            out.append({"alert_id": r[0], "feedback_id": r[1], "session_id": r[2], "payload": json.loads(r[3]),
+                        "created_at": document.iso(r[4]), "deliveries": deliveries})
+        return out
+
+    def enqueue_job(self, session_id: str, reason: str = "manual") -> dict:
+        job_id = f"job-{uuid.uuid4().hex[:16]}"
+        with self._tx() as con:
+            if con.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
+                raise UnknownSession(session_id)
+            con.execute("INSERT INTO jobs VALUES (?, ?, 'diagnosis', 'queued', ?, 0, NULL, ?, NULL, NULL)",
+                        [job_id, session_id, reason, _now_ns()])
+        return {"job_id": job_id, "session_id": session_id, "state": "queued"}
+
+    def claim_job(self) -> dict | None:
+        with self._tx() as con:
+            row = con.execute("SELECT job_id FROM jobs WHERE state = 'queued' ORDER BY created_ns LIMIT 1").fetchone()
+            if row is None:
+                return None
+            con.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ns = ? WHERE job_id = ?",
+                        [_now_ns(), row[0]])
+        return self.get_job(row[0])
+
+    def finish_job(self, job_id: str, *, error: str | None = None) -> None:
+        with self._tx() as con:
+            con.execute("UPDATE jobs SET state = ?, error = ?, finished_ns = ? WHERE job_id = ?",
+                        ["failed" if error else "done", error, _now_ns(), job_id])
+
+    def requeue_running_jobs(self) -> int:
+        """A job left `running` by a crash runs again."""
+        with self._tx() as con:
+            n = con.execute("SELECT count(*) FROM jobs WHERE state = 'running'").fetchone()[0]
+            con.execute("UPDATE jobs SET state = 'queued' WHERE state = 'running'")
+        return n
+
+    def get_job(self, job_id: str) -> dict | None:
+        jobs = self.list_jobs(job_id=job_id)
+        return jobs[0] if jobs else None
+
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, job_id: str | None = None) -> list[dict]:
+        rows = self._read().execute(
+            """SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns
+               FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR session_id = ?) AND (? IS NULL OR job_id = ?)
+               ORDER BY created_ns""", [state, state, session_id, session_id, job_id, job_id]).fetchall()
+        return [{"job_id": r[0], "session_id": r[1], "kind": r[2], "state": r[3], "reason": r[4], "attempts": r[5],
+                 "error": r[6], "created_at": document.iso(r[7]), "started_at": document.iso(r[8]),
+                 "finished_at": document.iso(r[9])} for r in rows]
+
+    # --- analysis / replay results ---------------------------------------------------------
+    def _save_result(self, table: str, session_id: str, result: dict) -> None:
+        with self._tx() as con:
+            con.execute(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)",
+                        [session_id, json.dumps(result, ensure_ascii=False), _now_ns()])
+
+    def _get_result(self, table: str, session_id: str) -> dict | None:
+        row = self._read().execute(f"SELECT result FROM {table} WHERE session_id = ?", [session_id]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_analysis(self, session_id: str, result: dict) -> None:
+        self._save_result("analyses", session_id, result)
+
+    def get_analysis(self, session_id: str) -> dict | None:
+        return self._get_result("analyses", session_id)
+
+    def save_replay(self, session_id: str, result: dict) -> None:
+        self._save_result("replays", session_id, result)
+
+    def get_replay(self, session_id: str) -> dict | None:
+        return self._get_result("replays", session_id)
+
+    # --- import of message-log sessions ------------------------------------------------------
+    def import_sessions(self, docs: list[dict]) -> list[str]:
+        from tracefix.collector.imports import batch_from_documents
+
+        batch, ids = batch_from_documents(docs)
+        with self._tx() as con:
+            self._ingest(con, batch, 0.0, [], None)
+            con.execute("UPDATE sessions SET source = 'import' WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+        return ids
+
+    # --- reads ---------------------------------------------------------------------------------
+    def session_exists(self, session_id: str) -> bool:
+        return self._read().execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is not None
+
+    def list_sessions(self, feedback: str | None = None, outcome: str | None = None, service: str | None = None,
+                      agent: str | None = None, since: Any = None, until: Any = None, limit: int = 50,
+                      offset: int = 0, parent_session_id: str | None = None) -> list[dict]:
+        where, params = ["true"], []
+        if feedback == "negative":
+            where.append("s.session_id IN (SELECT session_id FROM feedback WHERE score < 0)")
+        elif feedback == "positive":
+            where.append("s.session_id IN (SELECT session_id FROM feedback WHERE score > 0)")
+        elif feedback == "any":
+            where.append("s.session_id IN (SELECT session_id FROM feedback)")
+        elif feedback is not None:
+            raise ValueError("feedback must be 'negative', 'positive' or 'any'")
+        if outcome is not None:
+            where.append("s.outcome = ?")
+            params.append(outcome)
+        if service is not None:
+            where.append("s.service = ?")
+            params.append(service)
+        if agent is not None:
+            where.append("s.session_id IN (SELECT session_id FROM spans WHERE agent = ?)")
+            params.append(agent)
+        if since is not None:
+            where.append("s.started_ns >= ?")
+            params.append(document.to_ns(since))
+        if until is not None:
+            where.append("s.started_ns < ?")
+            params.append(document.to_ns(until))
+        if parent_session_id is not None:
+            where.append("s.parent_session_id = ?")
+            params.append(parent_session_id)
+        cur = self._read()
+        rows = cur.execute(
+            f"""WITH page AS (SELECT * FROM sessions s WHERE {' AND '.join(where)}
+                              ORDER BY s.started_ns DESC NULLS LAST, s.session_id LIMIT ? OFFSET ?),
+                agg AS (SELECT session_id, count(*) FILTER (WHERE kind IN ('llm', 'message')) AS n_steps,
+                               list(DISTINCT agent) FILTER (WHERE agent IS NOT NULL) AS agents,
+                               list(DISTINCT model) FILTER (WHERE model IS NOT NULL) AS models,
+                               count(*) FILTER (WHERE error IS NOT NULL) AS n_errors,
+                               count(*) AS n_spans
+                        FROM spans WHERE session_id IN (SELECT session_id FROM page) GROUP BY session_id),
+                fb AS (SELECT session_id, arg_max(score, created_ns) AS last_score, count(*) AS n_feedback
+                       FROM feedback WHERE session_id IN (SELECT session_id FROM page) GROUP BY session_id)
+                SELECT page.session_id, page.service, page.name, page.entrypoint, page.outcome, page.score,
+                       page.started_ns, page.ended_ns, page.parent_session_id, page.replayable, page.source,
+                       agg.n_steps, agg.agents, agg.models, agg.n_errors, agg.n_spans, fb.last_score, fb.n_feedback,
+                       page.metadata, page.inputs
+                FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
+                ORDER BY page.started_ns DESC NULLS LAST, page.session_id""",
+            [*params, int(limit), int(offset)]).fetchall()
+        out = []
+        for r in rows:
+            out.append({
+                "session_id": r[0], "service": r[1], "name": r[2], "entrypoint": r[3], "outcome": r[4],
+                "score": r[5], "started_at": document.iso(r[6]), "ended_at": document.iso(r[7]),
+                "duration_ms": document.duration_ms(r[6], r[7]), "parent_session_id": r[8],
+                "replayable": bool(r[9]), "source": r[10], "steps": r[11] or 0, "agents": sorted(r[12] or []),
+                "models": sorted(r[13] or []), "errors": r[14] or 0, "spans": r[15] or 0,
+                "feedback_score": r[16], "feedback_count": r[17] or 0,
+                "task": document.task_of(document.loads(r[18]), document.loads(r[19]), []),
+            })
+        return out
+
+    def get_spans(self, session_id: str) -> list[dict]:
+        cur = self._read()
+        rows = cur.execute(
+            """SELECT trace_id, span_id, parent_span_id, session_id, service, name, span_kind, kind, start_ns, end_ns,
+                      status_code, status_message, attributes, events, resource, scope, message_dialect,
+                      input_keys, output_key
+               FROM spans WHERE session_id = ? ORDER BY start_ns, span_id""", [session_id]).fetchall()
+        messages = self._messages({k for r in rows if r[16] == "genai" for k in (r[17] or [])}
+                                  | {r[18] for r in rows if r[16] == "genai" and r[18] is not None}, cur)
+        return [document.span_dict(r, messages) for r in rows]
+
+    def _messages(self, keys: set[int], cur=None) -> dict[int, dict]:
+        if not keys:
+            return {}
+        rows = (cur or self._read()).execute(
+            "SELECT key, message FROM messages WHERE key IN (SELECT unnest(?::BIGINT[]))", [list(keys)]).fetchall()
+        return {k: json.loads(m) for k, m in rows}
+
+    def get_session(self, session_id: str) -> dict | None:
+        cur = self._read()
+        srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
+                           [session_id]).fetchone()
+        if srow is None:
+            return None
+        session = dict(zip(SESSION_FIELDS, srow))
+        cols = ["trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status_code",
+                "step", "call_seq", "agent", "model", "input_tokens", "output_tokens", "finish_reason", "input_keys",
+                "output_key", "tool_name", "tool_call_id", "tool_arguments", "tool_result", "error",
+                "replay_source", "truncated", "attributes"]
+        spans = [dict(zip(cols, r)) for r in cur.execute(
+            f"""SELECT {', '.join(cols[:-1])},
+                       CASE WHEN kind IN ('llm', 'message', 'session') THEN attributes END
+                FROM spans WHERE session_id = ? AND kind <> 'other' ORDER BY start_ns""", [session_id]).fetchall()]
+        # spans of kind 'other' only matter as parents (agent inheritance); fetch the links alone
+        links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE session_id = ? AND kind = 'other'",
+                                 [session_id]).fetchall())
+        order = cur.execute("SELECT span_id, idx FROM steps WHERE session_id = ? ORDER BY idx", [session_id]).fetchall()
+        keys = {k for s in spans for k in (s["input_keys"] or [])} | {s["output_key"] for s in spans if s["output_key"]}
+        messages = self._messages(keys, cur)
+        snaps = cur.execute("SELECT span_id, key, state, step, time_ns FROM snapshots WHERE session_id = ? "
+                            "ORDER BY time_ns, seq", [session_id]).fetchall()
+        feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
+                               "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
+        return document.build(session, spans, links, order, messages, snaps, feedback)
+
+    def training_sessions(self, criterion: str = "success", limit: int = 10_000) -> list[dict]:
+        if criterion == "success":
+            cond = ("outcome = 'success' OR session_id IN (SELECT session_id FROM feedback "
+                    "GROUP BY session_id HAVING arg_max(score, created_ns) > 0)")
+        elif criterion == "positive":
+            cond = "session_id IN (SELECT session_id FROM feedback GROUP BY session_id HAVING arg_max(score, created_ns) > 0)"
+        elif criterion == "all":
+            cond = "true"
+        else:
+            raise ValueError("criterion must be 'success', 'positive' or 'all'")
+        ids = [r[0] for r in self._read().execute(
+            f"SELECT session_id FROM sessions WHERE ({cond}) AND session_id NOT IN "
+            f"(SELECT session_id FROM feedback WHERE score < 0) ORDER BY started_ns LIMIT ?", [limit]).fetchall()]
+        return [d for d in (self.get_session(i) for i in ids) if d is not None]
+
+    def stats(self) -> dict:
+        cur = self._read()
+        return {t: cur.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("sessions", "spans", "messages", "steps", "feedback", "alerts", "jobs")}
+
+
+class _Transaction:
+    def __init__(self, con):
+        self.con = con
+
+    def __enter__(self):
+        self.con.begin()
+        return self.con
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.con.commit()
+        else:
+            self.con.rollback()
+        return False

@@ -1,0 +1,169 @@
+"""The single writer: one thread owns the store's write connection.
+
+Receivers hand it decoded batches (`submit_batch`) and get a future that resolves once the
+batch's transaction committed — only then is the export acknowledged. Consecutive batches
+are merged into one transaction (one Arrow insert per table); if that transaction fails,
+each request is retried alone so one bad request cannot sink its neighbours. Other writes
+(feedback, job and alert state, analysis results) run through `call` on the same thread.
+
+The queue is bounded by spans waiting: a full queue raises `QueueFull` at once so the
+receiver answers 429 / RESOURCE_EXHAUSTED and the exporter retries later (back-pressure
+instead of unbounded memory).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from tracefix.collector.normalize import Batch
+from tracefix.collector.store import Store
+
+log = logging.getLogger("tracefix.collector.writer")
+
+
+class QueueFull(RuntimeError):
+    pass
+
+
+class WriterClosed(RuntimeError):
+    pass
+
+
+class Writer:
+    def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_transaction_spans: int = 20_000,
+                 on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None):
+        self.store = store
+        self.max_pending_spans = max_pending_spans
+        self.max_transaction_spans = max_transaction_spans
+        self.on_created = on_created
+        self.ingest_options = ingest_options or {}
+        self._items: deque = deque()
+        self._pending_spans = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="tracefix-writer", daemon=True)
+        self.committed_spans = 0
+        self.transactions = 0
+
+    def start(self) -> "Writer":
+        self._thread.start()
+        return self
+
+    # --- producers ---------------------------------------------------------------------------
+    def submit_batch(self, batch: Batch) -> Future:
+        fut: Future = Future()
+        n = len(batch.spans)
+        with self._cond:
+            if self._closing:
+                raise WriterClosed("the collector is shutting down")
+            # an oversized single request is still admitted when the queue is empty, so it can
+            # never be refused forever
+            if self._pending_spans and self._pending_spans + n > self.max_pending_spans:
+                raise QueueFull(f"{self._pending_spans} spans waiting to be written")
+            self._pending_spans += n
+            self._items.append(("batch", batch, fut))
+            self._cond.notify()
+        return fut
+
+    def call(self, fn: Callable[[Store], Any]) -> Future:
+        """Run fn(store) on the writer thread (its own transaction); the future holds its result."""
+        fut: Future = Future()
+        with self._cond:
+            if self._closing:
+                raise WriterClosed("the collector is shutting down")
+            self._items.append(("call", fn, fut))
+            self._cond.notify()
+        return fut
+
+    def run(self, fn: Callable[[Store], Any], timeout: float | None = 60.0) -> Any:
+        return self.call(fn).result(timeout)
+
+    @property
+    def pending_spans(self) -> int:
+        return self._pending_spans
+
+    # --- the writer thread ---------------------------------------------------------------------
+    def _take(self) -> list:
+        with self._cond:
+            while not self._items and not self._closing:
+                self._cond.wait()
+            if not self._items:
+                return []
+            first = self._items.popleft()
+            taken = [first]
+            if first[0] == "batch":
+                total = len(first[1].spans)
+                while self._items and self._items[0][0] == "batch" and total < self.max_transaction_spans:
+                    item = self._items.popleft()
+                    total += len(item[1].spans)
+                    taken.append(item)
+            return taken
+
+    def _run(self) -> None:
+        while True:
+            taken = self._take()
+            if not taken:
+                return
+            if taken[0][0] == "call":
+                _, fn, fut = taken[0]
+                try:
+                    fut.set_result(fn(self.store))
+                except BaseException as exc:  # the caller sees the error; the writer lives on
+                    fut.set_exception(exc)
+                continue
+            self._write_batches(taken)
+
+    def _write_batches(self, taken: list) -> None:
+        n_spans = sum(len(b.spans) for _, b, _ in taken)
+        try:
+            if len(taken) == 1:
+                merged = taken[0][1]
+            else:
+                merged = Batch()
+                for _, b, _ in taken:
+                    merged.extend(b)
+            created = self.store.ingest(merged, **self.ingest_options)
+            results = [(fut, None) for _, _, fut in taken]
+            self._announce(created)
+        except Exception as exc:
+            if len(taken) == 1:
+                log.warning("a batch of %d spans failed: %s", n_spans, exc)
+                results = [(taken[0][2], exc)]
+            else:  # isolate the request that broke the merged transaction
+                results = []
+                for _, b, fut in taken:
+                    try:
+                        self._announce(self.store.ingest(b, **self.ingest_options))
+                        results.append((fut, None))
+                    except Exception as one_exc:
+                        log.warning("a batch of %d spans failed: %s", len(b.spans), one_exc)
+                        results.append((fut, one_exc))
+        with self._cond:
+            self._pending_spans -= n_spans
+        self.transactions += 1
+        for fut, exc in results:
+            if exc is None:
+                fut.set_result(True)
+            else:
+                fut.set_exception(exc)
+        self.committed_spans += sum(len(b.spans) for (_, b, _), (_, e) in zip(taken, results) if e is None)
+
+    def _announce(self, created: dict | None) -> None:
+        if created and self.on_created and any(created.values()):
+            try:
+                self.on_created(created)
+            except Exception:  # a notification failure must not fail the committed write
+                log.exception("on_created hook failed")
+
+    # --- shutdown ----------------------------------------------------------------------------
+    def close(self, timeout: float = 30.0) -> None:
+        """Refuse new work, write everything queued, stop the thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        self._thread.join(max(0.0, deadline - time.monotonic()))
