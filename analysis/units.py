@@ -26,6 +26,8 @@ OUTCOMES = ("none", "result", "empty_result", "error_result", "exception")
 _COORDINATOR = re.compile(r"orchestrat|planner|manager|supervisor|coordinator|lead|router|boss", re.I)
 # Tool names that hand work to another agent rather than act on the world.
 _DELEGATION_TOOL = re.compile(r"delegat|handoff|hand_off|transfer_to_|ask_|instruct|assign|dispatch|call_agent|route", re.I)
+# Speakers in message logs that are tools or environments rather than agents (Computer_terminal).
+_TOOL_SPEAKER = re.compile(r"executor|terminal|computer|(?:^|_)tool(?:$|_)|environment", re.I)
 _PLAN_TEXT = re.compile(r"\bplan\b|^\s*(?:step\s*)?1[.):]\s", re.I | re.M)
 _REPLAN_TEXT = re.compile(r"re-?plan|new plan|revised plan|updated plan", re.I)
 _ANSWER_TEXT = re.compile(r"final answer|\bdone\b|completed|task (?:is )?complete|summary|here is|result:", re.I)
@@ -224,7 +226,7 @@ def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, fini
 
 def _phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
     role = (role or "").lower()
-    if role in {"tool", "function", "ipython"} or re.search(r"\b(?:executor|terminal|computer|tool)\b", agent or "", re.I):
+    if role in {"tool", "function", "ipython"} or _TOOL_SPEAKER.search(agent or ""):
         return "act"
     if is_last:
         return "answer"
@@ -311,8 +313,7 @@ def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
     agent = step.get("agent") or msg.get("name") or role or "agent"
     phase = _phase_for_message(role, agent, text, is_last)
     error_text = step.get("error") or _message_error(text)
-    is_tool_output = phase == "act" and role.lower() in {"tool", "function", "ipython"} or \
-        bool(re.search(r"\b(?:executor|terminal|computer)\b", agent, re.I))
+    is_tool_output = role.lower() in {"tool", "function", "ipython"} or bool(_TOOL_SPEAKER.search(agent))
     if error_text:
         outcome = "exception" if is_tool_output else "error_result"
     elif is_tool_output:

@@ -1,0 +1,95 @@
+"""Analysis latency vs session length (CPU): 50, 200, 1000 steps, timed after the model is loaded.
+
+    .venv/bin/python bench/analysis_latency.py [--sizes 50,200,1000] [--repeats 3]
+
+Sessions are long banking-style runs (plan, instruct, look up, transfer, report, with an
+error now and then) built here so the length is exact; a model is trained on short
+successful runs of the same shape first and loaded from its file, as the diagnosis worker
+does. Prints the median wall time per size, the per-step cost, and growth ratios against the
+smallest size (linear growth = ratio equal to the size ratio). Target: <= 1 s at 1000 steps.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+
+
+def long_session(n_steps: int, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    steps: list[dict] = []
+    accounts = [f"ACC-{rng.randint(1000, 9999)}" for _ in range(40)]
+
+    def add(agent, text="", calls=()):
+        idx = len(steps)
+        steps.append({
+            "index": idx, "kind": "llm", "agent": agent, "duration_ms": rng.uniform(3, 30),
+            "input_messages": [{"role": "system", "content": f"You are {agent}."},
+                               {"role": "user", "content": "(context) " * 20}],
+            "output_message": {"role": "assistant", "content": text},
+            "input_tokens": 100 + 12 * idx, "output_tokens": rng.randint(10, 60),
+            "tool_calls": [{"id": f"call_{idx}_{i}", "name": nm, "arguments": a, "result": r, "error": e}
+                           for i, (nm, a, r, e) in enumerate(calls)],
+            "error": None,
+        })
+
+    while len(steps) < n_steps:
+        src, dst = rng.sample(accounts, 2)
+        amount = rng.randint(10, 900)
+        add("Orchestrator", f"Plan:\n1. look up {src}\n2. transfer {amount} from {src} to {dst}")
+        add("Orchestrator", f"AccountAgent: look up {src}")
+        add("AccountAgent", calls=[("get_account", {"id": src}, {"id": src, "balance": rng.randint(100, 5000)}, None)])
+        fail = rng.random() < 0.15
+        add("PaymentAgent", calls=[("transfer", {"src": src, "dst": dst, "amount": amount},
+                                     None if fail else {"ok": True, "tx": f"TX-{rng.randint(10000, 99999)}"},
+                                     "ValueError: insufficient funds" if fail else None)])
+        add("PaymentAgent", f"Transfer of {amount} {'failed' if fail else 'done'}")
+    steps = steps[:n_steps]
+    steps[-1]["output_message"]["content"] = "Final answer: all transfers processed"
+    return {"session_id": f"s-long-{n_steps}", "task": "Process the transfer queue", "outcome": "failure",
+            "steps": steps}
+
+
+def main() -> None:
+    from tracefix.analysis.detectors import HGTDetector
+    from tracefix.analysis.pipeline import analyze_document, train_on_documents
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="50,200,1000")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        train_docs = [long_session(30, seed=100 + i) for i in range(16)]
+        for d in train_docs:
+            d["outcome"] = "success"
+        _, path = train_on_documents(train_docs, epochs=5, out=tmp, device=args.device)
+        model = HGTDetector.load(path, device=args.device)
+    analyze_document(long_session(20, seed=1), model, llm=None)  # warm up torch and sklearn
+
+    rows = []
+    for n in sizes:
+        doc = long_session(n, seed=n)
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            result = analyze_document(doc, model, llm=None)
+            times.append(time.perf_counter() - t0)
+        assert len(result["scores"]) == n
+        rows.append((n, statistics.median(times)))
+
+    base_n, base_t = rows[0]
+    print(f"analysis latency ({args.device}, median of {args.repeats}, model {model.version})")
+    print(f"{'steps':>6} {'seconds':>9} {'ms/step':>8} {'time ratio':>11} {'size ratio':>11}")
+    for n, t in rows:
+        print(f"{n:>6} {t:>9.3f} {1000 * t / n:>8.2f} {t / base_t:>11.2f} {n / base_n:>11.2f}")
+    last_n, last_t = rows[-1]
+    print(f"target <= 1 s at {last_n} steps: {'met' if last_t <= 1.0 else 'MISSED'} ({last_t:.3f} s)")
+
+
+if __name__ == "__main__":
+    main()
