@@ -1,0 +1,104 @@
+"""Turning Python values into span attributes: safe JSON, size limits, one setter.
+
+Every attribute tracefix writes goes through :func:`set_attributes`, so the size limit
+and the "truncated" bookkeeping live in one place instead of around each call site.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+
+logger = logging.getLogger("tracefix")
+
+TRUNCATION_MARKER = "…[tracefix: truncated {dropped} bytes]"
+
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    """Log `message` the first time `key` is seen; instrumentation must not flood the host's logs."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    logger.warning(message, *args, exc_info=exc_info)
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-compatible view of `value`: pydantic models dumped, unknown objects as repr."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return to_jsonable(dump(mode="json", exclude_none=True))
+        except Exception:  # a model that cannot dump itself is still worth a repr
+            pass
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)
+
+
+def _json_default(value: Any) -> Any:
+    converted = to_jsonable(value)
+    if converted is value:  # to_jsonable returns primitives unchanged; never loop
+        return repr(value)
+    return converted
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for attributes; never raises on odd objects."""
+    return json.dumps(value, ensure_ascii=False, default=_json_default, separators=(",", ":"))
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, compact) — the input of every fingerprint and hash."""
+    return json.dumps(value, ensure_ascii=False, default=_json_default, sort_keys=True,
+                      separators=(",", ":"))
+
+
+def truncate(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Cut `text` to at most `max_bytes` UTF-8 bytes (marker included); says whether it cut."""
+    encoded = text.encode("utf-8")
+    if max_bytes <= 0 or len(encoded) <= max_bytes:
+        return text, False
+    dropped = len(encoded) - max_bytes
+    marker = TRUNCATION_MARKER.format(dropped=dropped)
+    keep = max(0, max_bytes - len(marker.encode("utf-8")))
+    return encoded[:keep].decode("utf-8", "ignore") + marker, True
+
+
+def set_attributes(span: Any, attributes: dict[str, Any], *, max_bytes: int = 0,
+                   on_truncate: Callable[[str], None] | None = None) -> None:
+    """Set every non-None value of `attributes` on `span`.
+
+    Strings longer than `max_bytes` are cut with a visible marker, the span gets
+    ``tracefix.truncated = true`` and `on_truncate(key)` is called (the session uses it to
+    mark itself not replayable). Non-primitive values are written as JSON.
+    """
+    from .semconv import TRUNCATED
+
+    clean: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, (bool, int, float)):
+            clean[key] = value
+            continue
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            clean[key] = list(value)
+            continue
+        text = value if isinstance(value, str) else dumps(value)
+        if max_bytes and len(text) * 4 > max_bytes:  # cheap pre-check before encoding
+            text, cut = truncate(text, max_bytes)
+            if cut:
+                clean[TRUNCATED] = True
+                if on_truncate is not None:
+                    on_truncate(key)
+        clean[key] = text
+    if clean:
+        span.set_attributes(clean)

@@ -1,0 +1,183 @@
+"""`tracefix.init()`: tracer provider, batch export over OTLP, redaction, SDK patches, replay.
+
+Everything heavy (the SDK, the OTLP exporters, the instrumentor) is imported here, when
+init() runs, not when `tracefix` is imported.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Any, Callable, Sequence
+
+from . import runtime
+from .attributes import logger
+
+_lock = threading.RLock()
+_handle: "TracefixHandle | None" = None
+_created_global: Any = None  # the global provider init() created, if any
+
+
+class TracefixHandle:
+    """What init() returns: flush and shut down what init() set up."""
+
+    def __init__(self, provider: Any, processors: list, exporters: list, owns_provider: bool, instrumentor: Any):
+        self.provider = provider
+        self.processors = processors
+        self.exporters = exporters
+        self.owns_provider = owns_provider
+        self.instrumentor = instrumentor
+        self.closed = False
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Push every finished span out now (bounded by `timeout_millis`)."""
+        ok = True
+        for processor in self.processors:
+            ok = processor.force_flush(timeout_millis) and ok
+        return ok
+
+    def stats(self) -> dict:
+        """Spans the OTLP exporter delivered and dropped (collector down, queue full)."""
+        return {"exported": sum(getattr(e, "exported", 0) for e in self.exporters),
+                "dropped": sum(getattr(e, "dropped", 0) for e in self.exporters)}
+
+    def shutdown(self, timeout_millis: int = 30000) -> None:
+        """Flush, stop exporting, restore the patched SDK methods. init() may be called again."""
+        global _handle
+        with _lock:
+            if self.closed:
+                return
+            self.closed = True
+            if _handle is self:
+                _handle = None
+        try:
+            if self.instrumentor is not None and self.instrumentor.is_instrumented_by_opentelemetry:
+                self.instrumentor.uninstrument()
+        except Exception:
+            logger.warning("tracefix: could not restore the SDK methods", exc_info=True)
+        self.force_flush(timeout_millis)
+        for processor in self.processors:
+            try:
+                processor.shutdown()
+            except Exception:
+                logger.warning("tracefix: span processor shutdown failed", exc_info=True)
+        runtime.set_tracer(None)
+
+    def _at_exit(self) -> None:
+        """Bounded flush at interpreter exit: a down collector must not hang the app's exit."""
+        if self.closed:
+            return
+        timeout_s = float(os.environ.get("TRACEFIX_EXIT_TIMEOUT", "5"))
+        worker = threading.Thread(target=self.shutdown, kwargs={"timeout_millis": int(timeout_s * 1000)},
+                                  name="tracefix-exit-flush", daemon=True)
+        worker.start()
+        worker.join(timeout_s + 1)
+        if worker.is_alive():
+            logger.warning("tracefix: exit flush did not finish in %.1fs; remaining spans are dropped", timeout_s)
+
+
+def _parse_headers(headers: dict | str | None) -> dict | None:
+    if headers is None or isinstance(headers, dict):
+        return headers
+    out = {}
+    for part in headers.split(","):
+        if "=" in part:
+            key, value = part.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def otlp_exporter(endpoint: str | None, protocol: str | None, headers: dict | str | None) -> Any:
+    """The OTLP span exporter for `protocol` ("http/protobuf" or "grpc"). Unset arguments
+    fall back to the standard OTEL_EXPORTER_OTLP_* variables (read by the exporter)."""
+    protocol = (protocol or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
+    parsed_headers = _parse_headers(headers)
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        kwargs: dict[str, Any] = {"headers": parsed_headers}
+        if endpoint:
+            kwargs["endpoint"] = endpoint
+            kwargs["insecure"] = endpoint.startswith("http://") or "://" not in endpoint
+        return GrpcExporter(**kwargs)
+    if protocol not in ("http/protobuf", "http"):
+        raise ValueError(f"tracefix.init: protocol must be 'http/protobuf' or 'grpc', got {protocol!r}")
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    if endpoint and not endpoint.rstrip("/").endswith("/v1/traces"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"  # a base URL, as for OTEL_EXPORTER_OTLP_ENDPOINT
+    return HttpExporter(endpoint=endpoint, headers=parsed_headers)
+
+
+def _resolve_provider(tracer_provider: Any, service_name: str | None, private: bool) -> tuple[Any, bool]:
+    """(provider, created_by_us). Uses the given provider, else the app's SDK provider, else
+    a new one (made global when nothing else is)."""
+    global _created_global
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    if tracer_provider is not None:
+        return tracer_provider, False
+    current = trace.get_tracer_provider()
+    if not private and isinstance(current, TracerProvider) and current is not _created_global:
+        return current, False
+    name = service_name or os.environ.get("OTEL_SERVICE_NAME") or os.environ.get("TRACEFIX_SERVICE_NAME")
+    resource = Resource.create({"service.name": name} if name else {})
+    provider = TracerProvider(resource=resource)
+    if not private and type(current).__name__ == "ProxyTracerProvider":
+        trace.set_tracer_provider(provider)
+        _created_global = provider
+    return provider, True
+
+
+def init(endpoint: str | None = None, protocol: str | None = None, headers: dict | str | None = None,
+         service_name: str | None = None, capture_content: bool | None = None, tracer_provider: Any = None,
+         redact: Callable | Sequence[Callable] | None = None, max_payload_bytes: int | None = None,
+         span_processor: Any = None, exporter: Any = None) -> TracefixHandle:
+    """Set up tracing and patch the LLM SDKs; see the `tracefix` module docstring."""
+    global _handle
+    with _lock:
+        if _handle is not None and not _handle.closed:
+            return _handle
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from . import __version__
+        from .instrumentor import TracefixInstrumentor
+        from .redaction import RedactingSpanExporter, RedactingSpanProcessor, RedactionChain
+        from .replay_mode import install_from_env
+        from .session_processor import SessionAttributesProcessor
+
+        runtime.settings = runtime.Settings.from_env(capture_content, max_payload_bytes)
+        chain = RedactionChain(redact)
+        explicit_sink = span_processor is not None or exporter is not None
+        provider, owns = _resolve_provider(tracer_provider, service_name, private=explicit_sink)
+        processors: list = []
+        exporters: list = []
+        if span_processor is not None:
+            processors.append(RedactingSpanProcessor(span_processor, chain))
+        if exporter is not None:
+            wrapped = RedactingSpanExporter(exporter, chain)
+            exporters.append(wrapped)
+            processors.append(BatchSpanProcessor(wrapped))
+        if not explicit_sink and (owns or endpoint):
+            wrapped = RedactingSpanExporter(otlp_exporter(endpoint, protocol, headers), chain)
+            exporters.append(wrapped)
+            processors.append(BatchSpanProcessor(wrapped))
+        provider.add_span_processor(SessionAttributesProcessor())
+        for processor in processors:
+            provider.add_span_processor(processor)
+        runtime.set_tracer(provider.get_tracer("tracefix", __version__))
+        install_from_env()
+        instrumentor = TracefixInstrumentor()
+        if not instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.instrument(tracer_provider=provider, skip_dep_check=True)
+        handle = TracefixHandle(provider, processors, exporters, owns, instrumentor)
+        atexit.register(handle._at_exit)
+        _handle = handle
+        return handle
+
+
+def current_handle() -> TracefixHandle | None:
+    return _handle

@@ -1,0 +1,143 @@
+"""Per-session state and how it travels: contextvars for the session and the agent.
+
+asyncio tasks copy the context when they are created, so sessions follow them for free.
+Threads do not: run work through :class:`ContextThreadPoolExecutor` or wrap the callable
+with :func:`wrap_context` so a worker thread sees the session (and the current span).
+"""
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .attributes import canonical_json
+
+_session: contextvars.ContextVar["SessionState | None"] = contextvars.ContextVar("tracefix_session", default=None)
+_agent: contextvars.ContextVar["str | None"] = contextvars.ContextVar("tracefix_agent", default=None)
+
+# Objects registered with track() outside any session: every session snapshots them.
+_global_tracked: dict[str, Any] = {}
+
+
+@dataclass
+class PendingToolCall:
+    """A tool call an LLM response asked for and no tool execution has claimed yet."""
+    call_id: str
+    name: str
+    arguments: Any  # decoded JSON when it parsed, else the raw string
+    step: int
+
+
+@dataclass
+class SessionState:
+    session_id: str
+    name: str
+    entrypoint: str | None = None
+    inputs: dict | None = None
+    span: Any = None
+    replayable: bool = True
+    output: Any = None
+    next_step: int = 0
+    current_step: int = 0
+    seq: int = 0
+    pending: list[PendingToolCall] = field(default_factory=list)
+    tracked: dict[str, Any] = field(default_factory=dict)
+    last_hashes: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def id(self) -> str:
+        return self.session_id
+
+    def set_output(self, value: Any) -> None:
+        """The session's result (recorded as tracefix.session.output; the decorator sets it)."""
+        self.output = value
+
+    def begin_step(self) -> int:
+        """Number a new LLM call: steps are 0..n-1 in the order calls start."""
+        with self.lock:
+            step = self.next_step
+            self.next_step += 1
+            self.current_step = step
+            return step
+
+    def next_seq(self) -> int:
+        with self.lock:
+            seq = self.seq
+            self.seq += 1
+            return seq
+
+    def add_tool_calls(self, step: int, calls: list[tuple[str, str, Any]]) -> None:
+        with self.lock:
+            self.pending.extend(PendingToolCall(cid, name, args, step) for cid, name, args in calls)
+
+    def claim_tool_call(self, name: str, arguments: dict) -> PendingToolCall | None:
+        """The pending call for tool `name` whose arguments match, latest response first.
+
+        An exact match wins; otherwise the tool's arguments may hold extra parameters the
+        model did not send (defaults, injected objects) as long as every argument the
+        model sent agrees.
+        """
+        with self.lock:
+            candidates = [p for p in reversed(self.pending) if p.name == name]
+            chosen = next((p for p in candidates if p.arguments == arguments), None)
+            if chosen is None:
+                chosen = next((p for p in candidates if isinstance(p.arguments, dict)
+                               and all(k in arguments and arguments[k] == v for k, v in p.arguments.items())),
+                              None)
+            if chosen is None and len(candidates) == 1 and not isinstance(candidates[0].arguments, dict):
+                chosen = candidates[0]
+            if chosen is not None:
+                self.pending.remove(chosen)
+            return chosen
+
+    def tracked_objects(self) -> dict[str, Any]:
+        return {**_global_tracked, **self.tracked}
+
+    def changed_snapshots(self) -> list[tuple[str, Any, str]]:
+        """(key, state, hash) of tracked objects whose state changed since this session last saw them."""
+        changed = []
+        for key, obj in self.tracked_objects().items():
+            state = obj.snapshot()
+            digest = state_hash(state)
+            with self.lock:
+                if self.last_hashes.get(key) == digest:
+                    continue
+                self.last_hashes[key] = digest
+            changed.append((key, state, digest))
+        return changed
+
+
+def state_hash(state: Any) -> str:
+    return hashlib.sha256(canonical_json(state).encode("utf-8")).hexdigest()
+
+
+def current_session() -> SessionState | None:
+    return _session.get()
+
+
+def current_agent() -> str | None:
+    return _agent.get()
+
+
+def wrap_context(fn: Callable) -> Callable:
+    """`fn` bound to a copy of the caller's context (session, agent, current span).
+
+    Each call runs in its own copy, so the wrapper may be called from several threads.
+    """
+    ctx = contextvars.copy_context()
+
+    def run_in_context(*args: Any, **kwargs: Any) -> Any:
+        return ctx.copy().run(fn, *args, **kwargs)
+
+    return run_in_context
+
+
+class ContextThreadPoolExecutor(ThreadPoolExecutor):
+    """A ThreadPoolExecutor whose tasks run in the submitter's context (session, agent, span)."""
+
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any):  # type: ignore[override]
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)

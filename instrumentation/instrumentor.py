@@ -1,0 +1,84 @@
+"""`TracefixInstrumentor`: patches the LLM SDKs with wrapt, and puts them back.
+
+`_instrument` and `_uninstrument` walk the same table, so what one wraps the other
+unwraps. SDKs that are not installed are skipped. This is also the
+``opentelemetry_instrumentor`` entry point: ``opentelemetry-instrument python app.py``
+traces the app's OpenAI/Anthropic calls with no code change.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Collection
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+from .attributes import logger
+
+# (module, "Class.method", adapter "module:Class", async?)
+_TARGETS: tuple[tuple[str, str, str, bool], ...] = (
+    ("openai.resources.chat.completions", "Completions.create", "openai_chat:OpenAIChat", False),
+    ("openai.resources.chat.completions", "AsyncCompletions.create", "openai_chat:OpenAIChat", True),
+    ("openai.resources.responses", "Responses.create", "openai_responses:OpenAIResponses", False),
+    ("openai.resources.responses", "AsyncResponses.create", "openai_responses:OpenAIResponses", True),
+    ("anthropic.resources.messages", "Messages.create", "anthropic_messages:AnthropicMessages", False),
+    ("anthropic.resources.messages", "AsyncMessages.create", "anthropic_messages:AnthropicMessages", True),
+)
+
+
+def _adapter(target: str) -> Any:
+    module_name, cls = target.split(":")
+    return getattr(importlib.import_module(f"tracefix.{module_name}"), cls)()
+
+
+def _owner(module_name: str, path: str) -> tuple[Any, str] | None:
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    *parents, attr = path.split(".")
+    for name in parents:
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return (obj, attr) if hasattr(obj, attr) else None
+
+
+class TracefixInstrumentor(BaseInstrumentor):
+    """Traces openai (chat.completions, responses; sync, async, streams) and anthropic
+    (messages) calls as GenAI spans, with tracefix sessions, steps and replay."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ()  # each SDK is optional; the ones not installed are skipped
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from wrapt import wrap_function_wrapper
+
+        from . import llm, runtime
+
+        provider = kwargs.get("tracer_provider")
+        if provider is not None and runtime._tracer is None:
+            from . import __version__
+
+            runtime.set_tracer(provider.get_tracer("tracefix", __version__))
+        self._wrapped: list[tuple[Any, str, Any]] = []
+        for module_name, path, adapter_target, is_async in _TARGETS:
+            owner = _owner(module_name, path)
+            if owner is None:
+                continue
+            try:
+                adapter = _adapter(adapter_target)
+                wrapper = llm.wrap_async(adapter) if is_async else llm.wrap_sync(adapter)
+                wrap_function_wrapper(module_name, path, wrapper)
+                self._wrapped.append((owner[0], owner[1], wrapper))
+            except Exception:
+                logger.warning("tracefix: could not patch %s.%s", module_name, path, exc_info=True)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for obj, attr, wrapper in reversed(getattr(self, "_wrapped", [])):
+            current = vars(obj).get(attr)
+            if getattr(current, "_self_wrapper", None) is wrapper:
+                setattr(obj, attr, current.__wrapped__)
+            else:  # someone wrapped on top of us: leave their wrapper in place
+                logger.warning("tracefix: %s.%s was re-wrapped by another instrumentation; "
+                               "tracefix's wrapper stays inside it", getattr(obj, "__name__", obj), attr)
+        self._wrapped = []

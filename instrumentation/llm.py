@@ -1,0 +1,263 @@
+"""One intercepted LLM call: numbering, replay decision, span, response recording.
+
+Provider specifics (request shape, response shape, stream chunks, SDK types) live in the
+adapters (`openai_chat`, `openai_responses`, `anthropic_messages`); this module is the part
+they share, so a chat completion, a Responses call and an Anthropic message are traced,
+linked and replayed the same way.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import runtime, semconv as sc
+from .attributes import canonical_json, dumps, warn_once
+from .context import current_agent, current_session
+from .replay_mode import fingerprint_from_json
+from .spans import add_snapshot_event, common_attributes, set_span_attributes
+
+# request kwargs that get their own GenAI attribute besides tracefix.request.params
+_REQUEST_ATTRIBUTES = {
+    "temperature": sc.GEN_AI_REQUEST_TEMPERATURE,
+    "max_tokens": sc.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_completion_tokens": sc.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_output_tokens": sc.GEN_AI_REQUEST_MAX_TOKENS,
+    "top_p": sc.GEN_AI_REQUEST_TOP_P,
+    "seed": sc.GEN_AI_REQUEST_SEED,
+}
+
+
+@dataclass
+class Request:
+    """What an adapter reads from the call's kwargs; messages/tools already normalized."""
+    model: str | None
+    messages: list
+    tools: list
+    params: dict
+    stream: bool = False
+
+
+@dataclass
+class Summary:
+    """What an adapter reads from a response (a raw dict, whatever way it arrived)."""
+    response_model: str | None = None
+    response_id: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    output_messages: list = field(default_factory=list)
+    tool_calls: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, name, decoded arguments)
+
+
+def decode_arguments(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def is_given(value: Any) -> bool:
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def request_params(kwargs: dict, consumed: tuple[str, ...]) -> dict:
+    """The remaining request kwargs (temperature, tool_choice, ...) as JSON-able values."""
+    return {k: v for k, v in kwargs.items() if k not in consumed and is_given(v)}
+
+
+class LLMCall:
+    def __init__(self, adapter: Any, kwargs: dict):
+        self.adapter = adapter
+        self.kwargs = kwargs
+        self.session = session = current_session()
+        self.agent = agent = current_agent()
+        self.ended = False
+        request = adapter.parse_request(kwargs)
+        self.request = request
+        capture = runtime.settings.capture_content
+        messages_json = canonical_json(request.messages)
+        tools_json = canonical_json(request.tools)
+        self.fingerprint = fingerprint_from_json(request.model, messages_json, tools_json)
+        self.step = session.begin_step() if session is not None else None
+        self.decision = None
+        controller = runtime.replay
+        if controller is not None and session is not None and controller.owns(session):
+            self.decision = controller.on_llm_call(session, self.step, self.fingerprint, agent, request.messages)
+            if self.decision.extra_messages:
+                self.kwargs = adapter.add_messages(kwargs, self.decision.extra_messages)
+                request = self.request = adapter.parse_request(self.kwargs)
+                messages_json = canonical_json(request.messages)
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: adapter.operation,
+            sc.GEN_AI_PROVIDER_NAME: adapter.provider,
+            sc.GEN_AI_REQUEST_MODEL: request.model,
+            **common_attributes(session, agent, self.step),
+            sc.CALL_SEQ: session.next_seq() if session is not None else None,
+            sc.REQUEST_FINGERPRINT: self.fingerprint,
+            sc.STREAM: request.stream or None,
+        }
+        for key, name in _REQUEST_ATTRIBUTES.items():
+            value = request.params.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attrs[name] = value
+        if capture:
+            attrs[sc.GEN_AI_INPUT_MESSAGES] = messages_json
+            if request.tools:
+                attrs[sc.GEN_AI_TOOL_DEFINITIONS] = tools_json
+            if request.params:
+                attrs[sc.REQUEST_PARAMS] = dumps(request.params)
+        if self.decision is not None:
+            attrs[sc.REPLAY_SOURCE] = self.decision.source
+            if self.decision.divergence is not None:
+                attrs[sc.DIVERGENCE] = dumps(self.decision.divergence)
+        self.span = span = runtime.tracer().start_span(f"{adapter.operation} {request.model}", kind=SpanKind.CLIENT)
+        set_span_attributes(span, attrs, session)
+        if session is not None and (session.tracked or _has_global_tracked()):
+            try:
+                for key, value, digest in session.changed_snapshots():
+                    add_snapshot_event(span, key, value, digest, self.step, session)
+            except Exception:
+                warn_once("step-snapshot", "tracefix: a tracked object failed to snapshot", exc_info=True)
+
+    # --- replay ------------------------------------------------------------------------
+    @property
+    def serves(self) -> bool:
+        return self.decision is not None and self.decision.serves
+
+    def serve(self, is_async: bool) -> Any:
+        """The recorded (or intervention) response as the SDK's own type; no network."""
+        decision = self.decision
+        raw = decision.response if decision.response is not None else \
+            self.adapter.synthesize(decision.text, self.request.model)
+        self.finish_raw(raw)
+        if self.request.stream:
+            return self.adapter.fake_stream(raw, self.kwargs, is_async)
+        return self.adapter.rehydrate(raw)
+
+    # --- live --------------------------------------------------------------------------
+    def activate(self) -> object:
+        return otel_context.attach(trace.set_span_in_context(self.span))
+
+    @staticmethod
+    def deactivate(token: object) -> None:
+        otel_context.detach(token)
+
+    def finish_raw(self, raw: dict | None, error: BaseException | None = None, abandoned: bool = False) -> None:
+        """Record the response (raw provider JSON) and end the span; runs once."""
+        if self.ended:
+            return
+        self.ended = True
+        span = self.span
+        try:
+            if raw is not None:
+                summary = self.adapter.summarize(raw)
+                if self.session is not None and summary.tool_calls and self.step is not None:
+                    self.session.add_tool_calls(self.step, summary.tool_calls)
+                attrs: dict[str, Any] = {
+                    sc.GEN_AI_RESPONSE_MODEL: summary.response_model,
+                    sc.GEN_AI_RESPONSE_ID: summary.response_id,
+                    sc.GEN_AI_RESPONSE_FINISH_REASONS: [r for r in summary.finish_reasons if r] or None,
+                    sc.GEN_AI_USAGE_INPUT_TOKENS: summary.input_tokens,
+                    sc.GEN_AI_USAGE_OUTPUT_TOKENS: summary.output_tokens,
+                }
+                if runtime.settings.capture_content:
+                    attrs[sc.GEN_AI_OUTPUT_MESSAGES] = dumps(summary.output_messages)
+                    attrs[sc.RESPONSE_RAW] = dumps(raw)
+                set_span_attributes(span, attrs, self.session)
+            if abandoned:
+                span.set_attribute(sc.STREAM_ABANDONED, True)
+            if error is not None:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+                span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+        except Exception:
+            warn_once(f"finish:{self.adapter.operation}", "tracefix: could not record an LLM response", exc_info=True)
+        finally:
+            span.end()
+
+    def fail(self, exc: BaseException) -> None:
+        self.finish_raw(None, error=exc)
+
+    def on_result(self, result: Any, is_async: bool) -> Any:
+        """A live call returned: wrap its stream, or record the response. Never raises."""
+        try:
+            if self.request.stream and self.adapter.is_stream(result):
+                from .streaming import AsyncStreamProxy, SyncStreamProxy
+
+                proxy = AsyncStreamProxy if is_async else SyncStreamProxy
+                return proxy(result, self)
+            self.finish_raw(self.adapter.response_raw(result))
+        except Exception:
+            warn_once(f"result:{self.adapter.operation}", "tracefix: could not record an LLM result", exc_info=True)
+            if not self.ended:
+                self.ended = True
+                self.span.end()
+        return result
+
+
+def _has_global_tracked() -> bool:
+    from .context import _global_tracked
+
+    return bool(_global_tracked)
+
+
+def begin(adapter: Any, kwargs: dict) -> LLMCall | None:
+    try:
+        return LLMCall(adapter, kwargs)
+    except Exception:
+        warn_once(f"begin:{adapter.operation}", "tracefix: could not trace an LLM call; it runs untraced",
+                  exc_info=True)
+        return None
+
+
+def wrap_sync(adapter: Any):
+    """A wrapt wrapper for a synchronous SDK method."""
+    def tracefix_sync_wrapper(wrapped, instance, args, kwargs):
+        call = begin(adapter, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        if call.serves:
+            try:
+                return call.serve(is_async=False)
+            except Exception:  # a cassette entry the SDK rejects: better live than broken
+                warn_once("serve", "tracefix: could not serve a recorded response; calling live", exc_info=True)
+        token = call.activate()
+        try:
+            result = wrapped(*args, **call.kwargs)
+        except BaseException as exc:
+            call.deactivate(token)
+            call.fail(exc)
+            raise
+        call.deactivate(token)
+        return call.on_result(result, is_async=False)
+    return tracefix_sync_wrapper
+
+
+def wrap_async(adapter: Any):
+    """A wrapt wrapper for an `async def` SDK method."""
+    async def tracefix_async_wrapper(wrapped, instance, args, kwargs):
+        call = begin(adapter, kwargs)
+        if call is None:
+            return await wrapped(*args, **kwargs)
+        if call.serves:
+            try:
+                return call.serve(is_async=True)
+            except Exception:  # a cassette entry the SDK rejects: better live than broken
+                warn_once("serve", "tracefix: could not serve a recorded response; calling live", exc_info=True)
+        token = call.activate()
+        try:
+            result = await wrapped(*args, **call.kwargs)
+        except BaseException as exc:
+            call.deactivate(token)
+            call.fail(exc)
+            raise
+        call.deactivate(token)
+        return call.on_result(result, is_async=True)
+    return tracefix_async_wrapper

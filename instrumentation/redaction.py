@@ -1,0 +1,179 @@
+"""Secrets never leave the process: span attributes are redacted before export.
+
+Built in: OpenAI/Anthropic-style API keys (``sk-…``), ``Bearer …`` tokens, and the values
+of Authorization / api-key fields (as attribute keys or inside JSON text). Users chain
+their own functions ``fn(key, value) -> value`` (``init(redact=...)``); they run after the
+built-ins on every string attribute of spans and span events.
+
+Redaction happens on the export side (an exporter wrapper behind the batch processor, or
+a processor wrapper for processors handed to ``init``), off the application's hot path.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Callable, Iterable, Sequence
+
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .attributes import logger
+
+REDACTED = "[REDACTED]"
+
+_API_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{4,}")
+_SECRET_FIELD = re.compile(
+    r"""(?ix)(["']?(?:authorization|proxy-authorization|x-api-key|api[_-]?key|openai[_-]api[_-]key|
+    anthropic[_-]api[_-]key)["']?\s*[:=]\s*["']?)([^"',}\s][^"',}]*)""")
+_SECRET_KEY_NAMES = ("authorization", "api_key", "api-key", "apikey", "x-api-key")
+_HINTS = ("sk-", "earer", "asic", "uthorization", "pi_key", "pi-key", "PI_KEY", "pikey")
+
+Redactor = Callable[[str, Any], Any]
+
+
+def redact_text(text: str) -> str:
+    """The built-in rules applied to one string."""
+    if not any(h in text for h in _HINTS):
+        return text
+    text = _API_KEY.sub(REDACTED, text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    return _SECRET_FIELD.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+class RedactionChain:
+    """Built-in rules, then each user function in order."""
+
+    def __init__(self, user: Redactor | Sequence[Redactor] | None = None):
+        if user is None:
+            self.user: list[Redactor] = []
+        elif callable(user):
+            self.user = [user]
+        else:
+            self.user = list(user)
+        self._failed: set[int] = set()
+
+    def value(self, key: str, value: Any) -> Any:
+        lowered = key.lower()
+        if any(name in lowered for name in _SECRET_KEY_NAMES):
+            return REDACTED
+        if isinstance(value, str):
+            value = redact_text(value)
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, str) for v in value):
+            value = tuple(redact_text(v) if isinstance(v, str) else v for v in value)
+        for fn in self.user:
+            try:
+                value = fn(key, value)
+            except Exception:
+                if id(fn) not in self._failed:
+                    self._failed.add(id(fn))
+                    logger.warning("tracefix: redaction function %r failed; value dropped", fn, exc_info=True)
+                return REDACTED  # a failing redactor must not let the value through
+        return value
+
+    def attributes(self, attributes: Any) -> tuple[dict | None, bool]:
+        if not attributes:
+            return None, False
+        out, changed = {}, False
+        for key, value in attributes.items():
+            new = self.value(key, value)
+            changed = changed or new is not value and new != value
+            out[key] = new
+        return out, changed
+
+    def span(self, span: ReadableSpan) -> ReadableSpan:
+        """`span`, or a redacted copy when anything changed."""
+        attributes, changed = self.attributes(span.attributes)
+        events = []
+        for event in span.events:
+            event_attributes, event_changed = self.attributes(event.attributes)
+            if event_changed:
+                changed = True
+                event = Event(event.name, event_attributes, event.timestamp)
+            events.append(event)
+        if not changed:
+            return span
+        return ReadableSpan(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+                            attributes=attributes, events=events, links=span.links, kind=span.kind,
+                            status=span.status, start_time=span.start_time, end_time=span.end_time,
+                            instrumentation_scope=span.instrumentation_scope)
+
+
+class RedactingSpanExporter(SpanExporter):
+    """Redacts, then exports; counts spans it could not deliver and says so."""
+
+    def __init__(self, inner: SpanExporter, chain: RedactionChain):
+        self.inner = inner
+        self.chain = chain
+        self.exported = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            redacted = [self.chain.span(s) for s in spans]
+        except Exception:
+            logger.warning("tracefix: redaction failed; %d spans dropped rather than exported unredacted",
+                           len(spans), exc_info=True)
+            self._count(0, len(spans))
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(redacted)
+        except Exception:
+            logger.warning("tracefix: span export raised", exc_info=True)
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self._count(len(spans), 0)
+        else:
+            self._count(0, len(spans))
+        return result
+
+    def _count(self, exported: int, dropped: int) -> None:
+        with self._lock:
+            self.exported += exported
+            self.dropped += dropped
+            warn = dropped and not self._warned
+            if warn:
+                self._warned = True
+        if warn:
+            logger.warning("tracefix: the collector did not accept %d spans (dropped; more drops are counted "
+                           "in handle.stats() and reported at shutdown)", dropped)
+
+    def shutdown(self) -> None:
+        if self.dropped:
+            logger.warning("tracefix: %d spans were dropped in total (exported %d)", self.dropped, self.exported)
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        flush = getattr(self.inner, "force_flush", None)
+        return flush(timeout_millis) if flush else True
+
+
+class RedactingSpanProcessor(SpanProcessor):
+    """Hands a redacted copy of each ended span to a processor given to init()."""
+
+    def __init__(self, inner: SpanProcessor, chain: RedactionChain):
+        self.inner = inner
+        self.chain = chain
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            span = self.chain.span(span)
+        except Exception:
+            logger.warning("tracefix: redaction failed; span dropped", exc_info=True)
+            return
+        self.inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def wrap_processors(processors: Iterable[SpanProcessor], chain: RedactionChain) -> list[SpanProcessor]:
+    return [RedactingSpanProcessor(p, chain) for p in processors]

@@ -1,0 +1,406 @@
+"""Replay mode: re-run a recorded session from its cassette, with one intervention (contracts §4).
+
+A child process started with ``TRACEFIX_REPLAY=/path/replay.json`` calls ``tracefix.init()``
+(or runs ``python -m tracefix.replay_mode``), which installs a :class:`ReplayController`.
+The SDK wrappers and ``@tracefix.tool`` ask it what to do with every call of the replayed
+session:
+
+* step < t: the recorded LLM response / tool result (no network, no side effect), after
+  checking the call's fingerprint; a mismatch is a divergence and the run goes live from
+  there (tracked objects restored to the latest snapshot at or before that step);
+* step t: tracked objects restored to the latest snapshot at or before t, then the
+  intervention (replace_output / add_message / replace_tool_result);
+* after t: live, with the registered live hooks (``add_live_hook``) adding messages.
+
+Without an intervention t is the number of recorded steps: the whole cassette is served,
+and at session end tracked objects are restored to the last recorded snapshot so the
+evaluator sees the recorded final state. The report (``report_path``) is written when
+the replayed session ends, or at exit if it never did.
+
+Fingerprints are exposed so the replay worker builds cassettes with the very same
+functions: :func:`fingerprint_request` and :func:`fingerprint_tool`. Every LLM and tool
+span also carries its fingerprint (``tracefix.request.fingerprint`` /
+``tracefix.tool.fingerprint``), so a cassette can copy them instead of recomputing.
+"""
+from __future__ import annotations
+
+import atexit
+import copy
+import hashlib
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .attributes import canonical_json, to_jsonable
+
+logger = logging.getLogger("tracefix")
+
+ENV_VAR = "TRACEFIX_REPLAY"
+
+_live_hooks: list[Callable[[int, "str | None", list], list]] = []
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _given(value: Any) -> bool:
+    """False for None and the SDKs' NOT_GIVEN / Omit sentinels."""
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def normalize_messages(messages: Any) -> list:
+    """Messages as plain JSON (pydantic models dumped, None fields dropped), the form that
+    is recorded in gen_ai.input.messages and fingerprinted: a message passed as an SDK
+    object and the same message passed as a dict normalize alike."""
+    if not _given(messages):
+        return []
+    if isinstance(messages, (str, dict)):
+        messages = [messages]
+    return [_drop_none(to_jsonable(m)) for m in messages]
+
+
+def normalize_tools(tools: Any) -> list:
+    return _drop_none(to_jsonable(list(tools))) if _given(tools) and tools else []
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def fingerprint_request(model: str | None, messages: Any, tools: Any = None) -> str:
+    """sha256 of "model\nmessages\ntools" with messages and tools as canonical JSON
+    (sorted keys, compact); messages/tools as recorded in gen_ai.input.messages /
+    gen_ai.tool.definitions (normalizing them again is idempotent)."""
+    return fingerprint_from_json(model, canonical_json(normalize_messages(messages)),
+                                 canonical_json(normalize_tools(tools)))
+
+
+def fingerprint_from_json(model: str | None, messages_json: str, tools_json: str) -> str:
+    """The same fingerprint from already-canonical JSON strings (the hot path writes the
+    canonical messages JSON as the span attribute and hashes that very string)."""
+    text = f"{model or ''}\n{messages_json}\n{tools_json}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint_tool(name: str, arguments: Any) -> str:
+    """sha256 of canonical JSON {name, arguments}; arguments as recorded in
+    gen_ai.tool.call.arguments (a JSON string is decoded first)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+    return _sha256({"name": name, "arguments": _drop_none(to_jsonable(arguments))})
+
+
+def add_live_hook(fn: Callable[[int, "str | None", list], list]) -> None:
+    """Register ``fn(step, agent, messages) -> list[dict]``, called before each live LLM call
+    after the intervention step; the messages it returns are appended to that call's input."""
+    _live_hooks.append(fn)
+
+
+def clear_live_hooks() -> None:
+    _live_hooks.clear()
+
+
+@dataclass
+class Decision:
+    """What to do with one intercepted call. Serve when `response` or `text` is set."""
+    source: str  # "cassette" | "intervention" | "live"
+    response: dict | None = None  # recorded provider response to return (LLM)
+    text: str | None = None  # replace_output: the assistant text to return (LLM)
+    extra_messages: list = field(default_factory=list)  # appended to a live LLM call's input
+    result: Any = None  # tool result to return
+    error: str | None = None  # recorded tool error ("Type: message") to raise
+    divergence: dict | None = None
+
+    @property
+    def serves(self) -> bool:
+        return self.response is not None or self.text is not None
+
+
+def _decode_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+class ReplayController:
+    def __init__(self, config: dict):
+        cassette = config.get("cassette")
+        if not isinstance(cassette, dict) or not isinstance(cassette.get("steps"), list):
+            raise ValueError("tracefix replay: the config needs a 'cassette' object with a 'steps' list")
+        self.config = config
+        self.cassette = cassette
+        self.steps: dict[int, dict] = {int(s["index"]): s for s in cassette["steps"]}
+        self.snapshots: list[dict] = list(cassette.get("snapshots") or [])
+        self.intervention: dict | None = config.get("intervention") or None
+        self.session_id: str | None = config.get("session_id")
+        self.parent_session_id: str | None = config.get("parent_session_id") or cassette.get("session_id")
+        self.report_path: str | None = config.get("report_path")
+        self.t: int = int(self.intervention["step"]) if self.intervention else (max(self.steps, default=-1) + 1)
+        self.counts = {"llm_cassette": 0, "llm_live": 0, "llm_intervention": 0,
+                       "tool_cassette": 0, "tool_live": 0, "tool_intervention": 0}
+        self.divergence: dict | None = None
+        self.live = False  # after t or after a divergence every call is live
+        self.t_reached = False
+        self._claimed = False
+        self._owned_id: str | None = None
+        self._tool_override: dict | None = None
+        self._used_tool_entries: set[int] = set()
+        self._report_written = False
+        self._lock = threading.RLock()
+        self._session_error: str | None = None
+
+    # --- setup ---------------------------------------------------------------------------
+    @classmethod
+    def from_path(cls, path: str) -> "ReplayController":
+        try:
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"tracefix replay: cannot read {ENV_VAR}={path}: {exc}") from exc
+        return cls(config)
+
+    def claim_session(self) -> dict | None:
+        """The first session opened in the process is the replayed one: its id and links."""
+        with self._lock:
+            if self._claimed:
+                return None
+            self._claimed = True
+            self._owned_id = self.session_id or os.urandom(16).hex()
+            return {"session_id": self._owned_id, "parent_session_id": self.parent_session_id,
+                    "intervention": self.intervention}
+
+    def owns(self, state: Any) -> bool:
+        return self._owned_id is not None and state.session_id == self._owned_id
+
+    # --- state ---------------------------------------------------------------------------
+    def restore(self, state: Any, upto: int | None) -> None:
+        """Restore each tracked object to its latest snapshot at step <= `upto` (any step if None)."""
+        for key, obj in state.tracked_objects().items():
+            chosen = None
+            for snap in self.snapshots:
+                if snap.get("key") != key or "state" not in snap:
+                    continue
+                if upto is not None and int(snap.get("step", 0)) > upto:
+                    continue
+                if chosen is None or int(snap.get("step", 0)) >= int(chosen.get("step", 0)):
+                    chosen = snap
+            if chosen is not None:
+                obj.restore(copy.deepcopy(chosen["state"]))
+
+    def _diverge(self, state: Any, step: int, expected: str | None, got: str, kind: str) -> dict:
+        divergence = {"step": step, "expected": expected, "got": got, "kind": kind}
+        if self.divergence is None:
+            self.divergence = divergence
+            logger.warning("tracefix replay: divergence at step %s (%s): expected %s, got %s; going live",
+                           step, kind, expected, got)
+            if not self.t_reached:
+                self.restore(state, step)
+        self.live = True
+        return divergence
+
+    # --- calls ---------------------------------------------------------------------------
+    def on_llm_call(self, state: Any, step: int, fingerprint: str, agent: str | None,
+                    messages: list) -> Decision:
+        with self._lock:
+            if step == self.t and not self.t_reached:
+                return self._at_intervention_step(state, step, fingerprint, agent, messages)
+            if self.live or step > self.t:
+                return self._live(step, agent, messages)
+            entry = self.steps.get(step)
+            expected = entry.get("fingerprint") if entry else None
+            if entry is None or entry.get("response") is None or (expected and expected != fingerprint):
+                divergence = self._diverge(state, step, expected, fingerprint, "llm")
+                self.counts["llm_live"] += 1
+                return Decision("live", divergence=divergence)
+            self.counts["llm_cassette"] += 1
+            return Decision("cassette", response=entry["response"])
+
+    def _live(self, step: int, agent: str | None, messages: list) -> Decision:
+        self.counts["llm_live"] += 1
+        extra: list = []
+        if step > self.t:
+            for hook in _live_hooks:
+                try:
+                    extra.extend(hook(step, agent, list(messages) + extra) or [])
+                except Exception:
+                    logger.warning("tracefix replay: live hook %r failed", hook, exc_info=True)
+        return Decision("live", extra_messages=extra)
+
+    def _at_intervention_step(self, state: Any, step: int, fingerprint: str, agent: str | None,
+                              messages: list) -> Decision:
+        self.t_reached = True
+        if not self.live:  # after a divergence the state is already real
+            self.restore(state, step)
+        self.live = True
+        iv = self.intervention
+        if iv is None:  # past the end of the cassette: nothing to apply, run live
+            self.counts["llm_live"] += 1
+            return Decision("live")
+        kind = iv.get("kind")
+        if kind == "replace_output":
+            self.counts["llm_intervention"] += 1
+            return Decision("intervention", text=str(iv.get("text", "")))
+        if kind == "add_message":
+            self.counts["llm_live"] += 1
+            return Decision("intervention", extra_messages=[{"role": iv.get("role") or "user",
+                                                             "content": str(iv.get("text", ""))}])
+        if kind == "replace_tool_result":
+            self._tool_override = iv
+            entry = self.steps.get(step)
+            expected = entry.get("fingerprint") if entry else None
+            if entry is None or entry.get("response") is None or (expected and expected != fingerprint):
+                divergence = self._diverge(state, step, expected, fingerprint, "llm")
+                self.counts["llm_live"] += 1
+                return Decision("live", divergence=divergence)
+            self.counts["llm_cassette"] += 1
+            return Decision("cassette", response=entry["response"])
+        raise ValueError(f"tracefix replay: unknown intervention kind {kind!r}")
+
+    def on_tool_call(self, step: int | None, call_id: str | None, name: str, fingerprint: str) -> Decision:
+        with self._lock:
+            override = self._tool_override
+            if override is not None and call_id is not None and call_id == override.get("tool_call_id"):
+                self._tool_override = None
+                self.counts["tool_intervention"] += 1
+                return Decision("intervention", result=_decode_text(override.get("text", "")))
+            if self.live or step is None or step >= self.t:
+                self.counts["tool_live"] += 1
+                return Decision("live")
+            entry = self._find_tool_entry(step, call_id, fingerprint)
+            expected = entry.get("fingerprint") if entry else None
+            if entry is None or (expected and expected != fingerprint):
+                from .context import current_session
+
+                divergence = self._diverge(current_session(), step, expected, fingerprint, "tool")
+                self.counts["tool_live"] += 1
+                return Decision("live", divergence=divergence)
+            self.counts["tool_cassette"] += 1
+            return Decision("cassette", result=entry.get("result"), error=entry.get("error"))
+
+    def _find_tool_entry(self, step: int, call_id: str | None, fingerprint: str) -> dict | None:
+        calls = (self.steps.get(step) or {}).get("tool_calls") or []
+        for entry in calls:
+            if call_id is not None and entry.get("id") == call_id:
+                self._used_tool_entries.add(id(entry))
+                return entry
+        for entry in calls:  # an unlinked call: the first unused recorded call with the same fingerprint
+            if id(entry) not in self._used_tool_entries and entry.get("fingerprint") == fingerprint:
+                self._used_tool_entries.add(id(entry))
+                return entry
+        return None
+
+    # --- end -----------------------------------------------------------------------------
+    def before_session_end(self, state: Any) -> None:
+        with self._lock:
+            if not self.live:  # everything came from the cassette: show the recorded final state
+                self.restore(state, None)
+
+    def on_session_end(self, state: Any, evaluation: dict | None, error: str | None) -> None:
+        self.write_report(output=state.output, evaluation=evaluation, error=error)
+
+    def report(self, output: Any = None, evaluation: dict | None = None, error: str | None = None) -> dict:
+        return {
+            "session_id": self._owned_id or self.session_id,
+            "parent_session_id": self.parent_session_id,
+            "intervention_id": (self.intervention or {}).get("id"),
+            "output": to_jsonable(output),
+            "outcome": None if evaluation is None else ("success" if evaluation.get("success") else "failure"),
+            "score": None if evaluation is None else evaluation.get("score"),
+            "evaluation": evaluation,
+            "counts": dict(self.counts),
+            "divergence": self.divergence,
+            "error": error,
+        }
+
+    def write_report(self, output: Any = None, evaluation: dict | None = None, error: str | None = None) -> None:
+        with self._lock:
+            if self._report_written:
+                return
+            self._report_written = True
+        if not self.report_path:
+            return
+        data = self.report(output, evaluation, error)
+        tmp = f"{self.report_path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=1, default=repr)
+        os.replace(tmp, self.report_path)
+
+    def write_report_at_exit(self) -> None:
+        if not self._report_written:
+            self.write_report(error=self._session_error or "the replayed session never ended "
+                              "(the entrypoint did not open a tracefix session, or the process exited early)")
+
+
+def install_from_env() -> ReplayController | None:
+    """Create the controller from TRACEFIX_REPLAY (called by tracefix.init())."""
+    from . import runtime
+
+    path = os.environ.get(ENV_VAR)
+    if not path:
+        return None
+    if runtime.replay is not None:
+        return runtime.replay
+    controller = ReplayController.from_path(path)
+    runtime.replay = controller
+    atexit.register(controller.write_report_at_exit)
+    return controller
+
+
+def run_entrypoint(entrypoint: str, inputs: dict) -> Any:
+    """Import "pkg.mod:function" and call it with `inputs`, inside a session unless the
+    function opens its own (``@tracefix.session``)."""
+    import importlib
+
+    from .api import session
+
+    module_name, _, attr = entrypoint.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if getattr(target, "__tracefix_entrypoint__", None):
+        return target(**inputs)
+    with session(entrypoint=entrypoint, inputs=inputs) as state:
+        result = target(**inputs)
+        state.set_output(result)
+        return result
+
+
+def main() -> int:
+    """``python -m tracefix.replay_mode``: init tracefix (replay mode from TRACEFIX_REPLAY),
+    call the cassette's entrypoint with its recorded inputs, flush, write the report."""
+    import tracefix
+
+    if not os.environ.get(ENV_VAR):
+        print(f"tracefix replay: set {ENV_VAR}=/path/replay.json", flush=True)
+        return 2
+    handle = tracefix.init()
+    from . import runtime
+
+    controller: ReplayController = runtime.replay
+    code = 0
+    try:
+        run_entrypoint(controller.cassette["entrypoint"], dict(controller.cassette.get("inputs") or {}))
+    except Exception as exc:
+        controller._session_error = f"{type(exc).__name__}: {exc}"
+        logger.exception("tracefix replay: the entrypoint raised")
+        code = 1
+    finally:
+        controller.write_report_at_exit()
+        handle.shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Attributes every tracefix span shares, and recording snapshots as span events."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import runtime, semconv as sc
+from .attributes import canonical_json, set_attributes, warn_once
+from .context import SessionState
+
+
+def common_attributes(state: SessionState | None, agent: str | None, step: int | None = None) -> dict[str, Any]:
+    """Session id (twice: ours and GenAI's conversation id), step and agent of a span."""
+    attrs: dict[str, Any] = {}
+    if state is not None:
+        attrs[sc.SESSION_ID] = state.session_id
+        attrs[sc.GEN_AI_CONVERSATION_ID] = state.session_id
+        attrs[sc.STEP] = state.current_step if step is None else step
+    if agent:
+        attrs[sc.GEN_AI_AGENT_NAME] = agent
+    return attrs
+
+
+def truncation_marker(state: SessionState | None):
+    """The on_truncate callback: a cut payload makes the session not replayable, said once."""
+    def on_truncate(key: str) -> None:
+        warn_once(f"truncate:{key}", "tracefix: attribute %s exceeded max_payload_bytes=%d and was truncated; "
+                  "the session is marked not replayable", key, runtime.settings.max_payload_bytes)
+        if state is not None:
+            state.replayable = False
+    return on_truncate
+
+
+def set_span_attributes(span: Any, attrs: dict[str, Any], state: SessionState | None) -> None:
+    set_attributes(span, attrs, max_bytes=runtime.settings.max_payload_bytes, on_truncate=truncation_marker(state))
+
+
+def add_snapshot_event(span: Any, key: str, state_value: Any, digest: str, step: int | None,
+                       session: SessionState | None) -> None:
+    """A `tracefix.snapshot` event; its own tracefix.step says which step boundary it belongs to."""
+    attrs: dict[str, Any] = {sc.SNAPSHOT_KEY: key, sc.SNAPSHOT_HASH: digest}
+    if step is not None:
+        attrs[sc.STEP] = step
+    if runtime.settings.capture_content:
+        text = canonical_json(state_value)
+        limit = runtime.settings.max_payload_bytes
+        if limit and len(text.encode("utf-8")) > limit:
+            # a cut snapshot cannot be restored: keep the hash, drop the state, say so
+            truncation_marker(session)(sc.SNAPSHOT_STATE)
+            attrs[sc.TRUNCATED] = True
+        else:
+            attrs[sc.SNAPSHOT_STATE] = text
+    span.add_event(sc.SNAPSHOT_EVENT, attributes=attrs)

@@ -1,0 +1,188 @@
+"""Stream proxies: the span of a streamed LLM call ends exactly once, however the stream ends.
+
+Chunk accumulation (the adapter's accumulator) is separate from the finalizer
+(:meth:`_StreamState.finish`, guarded by a flag). The sync and async proxies share one
+base; every way out — exhaustion, an error, ``close()``, leaving a ``with`` block, or the
+consumer dropping an unfinished stream (``weakref.finalize``) — goes through the finalizer.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import wrapt
+
+from .attributes import warn_once
+
+
+class _StreamState:
+    """Everything the finalizer needs, kept off the proxy so weakref.finalize can hold it."""
+    __slots__ = ("call", "accumulator", "done")
+
+    def __init__(self, call: Any):
+        self.call = call
+        self.accumulator = call.adapter.new_accumulator()
+        self.done = False
+
+    def add(self, item: Any) -> None:
+        try:
+            self.accumulator.add(item)
+        except Exception:
+            warn_once("stream-chunk", "tracefix: could not read a stream chunk", exc_info=True)
+
+    def finish(self, error: BaseException | None = None, abandoned: bool = False) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            raw = self.accumulator.raw()
+        except Exception:
+            warn_once("stream-raw", "tracefix: could not assemble a streamed response", exc_info=True)
+            raw = None
+        self.call.finish_raw(raw, error=error, abandoned=abandoned)
+
+
+def _abandoned(state: _StreamState) -> None:
+    state.finish(abandoned=True)
+
+
+class _StreamProxyBase(wrapt.ObjectProxy):
+    """Looks like the SDK stream (attributes, isinstance) and reports to the span."""
+
+    def __init__(self, stream: Any, call: Any):
+        super().__init__(stream)
+        state = _StreamState(call)
+        self._self_state = state
+        self._self_finalizer = weakref.finalize(self, _abandoned, state)
+
+    def _self_finish(self, error: BaseException | None = None) -> None:
+        self._self_finalizer.detach()
+        self._self_state.finish(error)
+
+
+class SyncStreamProxy(_StreamProxyBase):
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_finish()
+            raise
+        except BaseException as exc:
+            self._self_finish(exc)
+            raise
+        self._self_state.add(item)
+        return item
+
+    def __enter__(self):
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            return self.__wrapped__.__exit__(exc_type, exc, tb)
+        finally:
+            self._self_finish(exc)
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_finish()
+
+
+class AsyncStreamProxy(_StreamProxyBase):
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            item = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_finish()
+            raise
+        except BaseException as exc:
+            self._self_finish(exc)
+            raise
+        self._self_state.add(item)
+        return item
+
+    async def __aenter__(self):
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        try:
+            return await self.__wrapped__.__aexit__(exc_type, exc, tb)
+        finally:
+            self._self_finish(exc)
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_finish()
+
+    async def aclose(self) -> None:
+        await self.close()
+
+
+class RecordedStream:
+    """A replayed stream: yields prepared SDK chunk objects, no network (sync and async use)."""
+
+    def __init__(self, chunks: list):
+        self._chunks = list(chunks)
+        self._index = 0
+
+    def _next(self) -> Any:
+        if self._index >= len(self._chunks):
+            return None
+        item = self._chunks[self._index]
+        self._index += 1
+        return item
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Any:
+        item = self._next()
+        if item is None:
+            raise StopIteration
+        return item
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> Any:
+        item = self._next()
+        if item is None:
+            raise StopAsyncIteration
+        return item
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._index = len(self._chunks)
+
+
+class AsyncRecordedStream(RecordedStream):
+    async def close(self) -> None:  # type: ignore[override]
+        self._index = len(self._chunks)
+
+    async def aclose(self) -> None:
+        await self.close()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
