@@ -1,0 +1,179 @@
+"""Bad input gets a clear 4xx, loses nothing already stored, and the server keeps serving."""
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+
+import grpc
+import pytest
+from conftest import TOKEN, tracer_provider
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from test_ingest import _otlp_request, post
+
+
+@pytest.fixture(scope="module")
+def stored(collector, api):
+    """A session stored before the abuse starts; every test checks it is still whole."""
+    sid = f"keep-{uuid.uuid4().hex[:8]}"
+    assert post(collector.match["http"] + "/v1/traces", _otlp_request(sid, n=3))[0] == 200
+    return sid
+
+
+def assert_still_serving(api, sid):
+    doc = api.get_session(sid)
+    assert doc is not None and len(doc["steps"]) == 3
+
+
+def _error(body: bytes) -> str:
+    return json.loads(body)["error"]
+
+
+def test_token_is_required_everywhere_but_healthz(collector):
+    http = collector.match["http"]
+    import urllib.request
+
+    with urllib.request.urlopen(http + "/healthz", timeout=5) as r:
+        assert r.status == 200
+    for token in (None, "wrong"):
+        status, body, _ = post(http + "/v1/traces", _otlp_request("nope"), token=token)
+        assert status == 401 and "bearer token" in _error(body)
+        req = urllib.request.Request(http + "/api/v1/sessions",
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=5)
+        assert err.value.code == 401
+    channel = grpc.insecure_channel(collector.match["grpc"])
+    stub = TraceServiceStub(channel)
+    request = ExportTraceServiceRequest.FromString(_otlp_request("nope-grpc"))
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Export(request, timeout=5, metadata=(("authorization", "Bearer wrong"),))
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert isinstance(stub.Export(request, timeout=5, metadata=(("authorization", f"Bearer {TOKEN}"),)),
+                      ExportTraceServiceResponse)
+    channel.close()
+
+
+def test_exporter_without_token_is_refused_and_stores_nothing(collector, api):
+    sid = f"notoken-{uuid.uuid4().hex[:8]}"
+    provider = tracer_provider(collector, "http", token=None)
+    with provider.get_tracer("t").start_as_current_span("chat m", attributes={
+            "gen_ai.operation.name": "chat", "tracefix.session.id": sid}):
+        pass
+    provider.force_flush(5000)
+    provider.shutdown()
+    assert api.get_session(sid) is None
+
+
+@pytest.mark.parametrize("body,ctype,status,needle", [
+    (b"\x0a\xff\xff\xff\xff\x0f garbage", "application/x-protobuf", 400, "protobuf"),
+    (b'{"resourceSpans": [', "application/json", 400, "JSON"),
+    (b'{"resourceSpans": "nope"}', "application/json", 400, "OTLP/JSON"),
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', "application/json", 400, "hex"),
+    (b'\xff\xfe{"a": 1}', "application/json", 400, "UTF-8"),
+    (b"hello", "text/plain", 415, "Content-Type"),
+])
+def test_malformed_bodies_get_a_clear_4xx(collector, api, stored, body, ctype, status, needle):
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", body, ctype)
+    assert got == status
+    assert needle in _error(resp)
+    assert_still_serving(api, stored)
+
+
+def test_invalid_utf8_inside_protobuf_string_is_rejected(collector, api, stored):
+    req = ExportTraceServiceRequest.FromString(_otlp_request("utf8"))
+    raw = bytearray(req.SerializeToString())
+    name = b"chat m"
+    pos = raw.index(name)
+    raw[pos:pos + 2] = b"\xc3\x28"  # an invalid two-byte sequence in the span name
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", bytes(raw))
+    assert got == 400 and "protobuf" in _error(resp)
+    assert_still_serving(api, stored)
+
+
+def test_oversized_body_gets_413_without_reading_it_all(collector, api, stored):
+    import http.client
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(collector.match["http"])
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    conn.putrequest("POST", "/v1/traces")
+    conn.putheader("Content-Type", "application/x-protobuf")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Length", str(100 * 1024 * 1024))  # a 100 MB body, never sent
+    conn.endheaders()
+    resp = conn.getresponse()  # answered from the headers alone
+    assert resp.status == 413 and "limit" in _error(resp.read())
+    conn.close()
+    bomb = gzip.compress(b"\x00" * (40 * 1024 * 1024))  # 40 KB on the wire, 40 MB inflated
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", bomb, headers={"Content-Encoding": "gzip"})
+    assert got == 413
+    assert_still_serving(api, stored)
+
+
+def test_absurd_attribute_is_rejected_by_partial_success(collector, api, stored):
+    req = ExportTraceServiceRequest.FromString(_otlp_request(f"huge-{uuid.uuid4().hex[:6]}", n=2))
+    spans = req.resource_spans[0].scope_spans[0].spans
+    huge = spans[0].attributes.add()
+    huge.key = "junk"
+    huge.value.string_value = "x" * (9 * 1024 * 1024)
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", req.SerializeToString())
+    assert got == 200
+    answer = ExportTraceServiceResponse.FromString(resp)
+    assert answer.partial_success.rejected_spans == 1
+    assert "junk" in answer.partial_success.error_message
+    del spans[1]  # only the absurd span left: nothing to store at all
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", req.SerializeToString())
+    assert got == 400 and "rejected" in _error(resp)
+    assert_still_serving(api, stored)
+
+
+def test_span_with_bad_ids_is_rejected_others_kept(collector, api):
+    sid = f"ids-{uuid.uuid4().hex[:8]}"
+    req = ExportTraceServiceRequest.FromString(_otlp_request(sid, n=2))
+    req.resource_spans[0].scope_spans[0].spans[0].span_id = b"\x01\x02"
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", req.SerializeToString())
+    assert got == 200
+    assert ExportTraceServiceResponse.FromString(resp).partial_success.rejected_spans == 1
+    assert len(api.get_spans(sid)) == 1
+
+
+def test_feedback_on_unknown_session_is_404_and_bad_feedback_is_400(collector, api):
+    url = collector.match["http"] + "/api/v1/feedback"
+    got, resp, _ = post(url, json.dumps({"session_id": "no-such-session", "score": -1}).encode(), "application/json")
+    assert got == 404 and "unknown session" in _error(resp)
+    got, resp, _ = post(url, json.dumps({"session_id": "x", "score": "very bad"}).encode(), "application/json")
+    assert got == 400 and "score" in _error(resp)
+    got, resp, _ = post(url, b"not json", "application/json")
+    assert got == 400
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda name, attrs, tid: ExportTraceServiceRequest(resource_spans=[{"scope_spans": [{"spans": [
+        Span(trace_id=tid, span_id=tid[:8], name=name,
+             attributes=[{"key": k, "value": {"string_value": v}} for k, v in attrs.items()])]}]}]).SerializeToString(),
+              st.text(max_size=20),
+              st.dictionaries(st.sampled_from(["gen_ai.operation.name", "gen_ai.input.messages", "tracefix.step",
+                                               "session.id", "llm.input_messages.0.message.role",
+                                               "gen_ai.prompt.0.content", "tracefix.session.root"]),
+                              st.text(max_size=30), max_size=4),
+              st.binary(min_size=0, max_size=16)),
+), ctype=st.sampled_from(["application/x-protobuf", "application/json"]))
+def test_fuzzed_traces_never_break_the_server(collector, body, ctype):
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", body, ctype)
+    assert got in (200, 400), (got, resp[:200])
+    if got == 400:
+        assert _error(resp)
+
+
+def test_server_still_answers_after_the_abuse(collector, api, stored):
+    assert_still_serving(api, stored)

@@ -1,0 +1,166 @@
+"""Spans from real OpenTelemetry SDK exporters (OTLP/HTTP and OTLP/gRPC) become sessions."""
+from __future__ import annotations
+
+import gzip
+import json
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+from conftest import TOKEN, tracer_provider
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+SYSTEM = {"role": "system", "content": "You are the bank's orchestrator. " + "Policy text. " * 40}
+
+
+def record_agent_session(tracer, session_id: str, steps: int = 4) -> None:
+    """An agent session in tracefix/GenAI conventions: each step an LLM call that asks for a
+    tool, the tool span linked by its call id; the prompt grows with every step."""
+    history = [SYSTEM, {"role": "user", "content": "Move 5 EUR from ACC-1 to ACC-2"}]
+    root_attrs = {"tracefix.session.id": session_id, "tracefix.session.root": True,
+                  "tracefix.entrypoint": "bank.app:run_task", "tracefix.inputs": json.dumps({"task_id": "t03"}),
+                  "tracefix.session.replayable": True}
+    with tracer.start_as_current_span(f"session {session_id}", attributes=root_attrs) as root:
+        for step in range(steps):
+            agent = "Orchestrator" if step % 2 == 0 else "AccountAgent"
+            with tracer.start_as_current_span(f"invoke_agent {agent}", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+                    "tracefix.session.id": session_id}):
+                call_id = f"call_{step}"
+                out = {"role": "assistant", "content": f"thinking at step {step}",
+                       "tool_calls": [{"id": call_id, "type": "function",
+                                       "function": {"name": "transfer", "arguments": json.dumps({"amount": step})}}]}
+                with tracer.start_as_current_span("chat bank-agent", attributes={
+                        "gen_ai.operation.name": "chat", "gen_ai.request.model": "bank-agent",
+                        "gen_ai.response.model": "bank-agent", "tracefix.step": step,
+                        "tracefix.session.id": session_id,
+                        "gen_ai.input.messages": json.dumps(history),
+                        "gen_ai.output.messages": json.dumps([out]),
+                        "gen_ai.response.finish_reasons": ["tool_calls"],
+                        "gen_ai.usage.input_tokens": 100 + step, "gen_ai.usage.output_tokens": 7}) as chat:
+                    chat.add_event("tracefix.snapshot", {"tracefix.snapshot.key": "db",
+                                                         "tracefix.snapshot.state": json.dumps({"balance": 100 - step})})
+                tool_attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "transfer",
+                              "gen_ai.tool.call.id": call_id, "tracefix.step": step,
+                              "gen_ai.tool.call.arguments": json.dumps({"amount": step}),
+                              "tracefix.session.id": session_id}
+                with tracer.start_as_current_span("execute_tool transfer", attributes=tool_attrs) as tool:
+                    if step == steps - 1:
+                        tool.record_exception(ValueError("insufficient funds"))
+                        tool.set_status(2, "insufficient funds")
+                    else:
+                        tool.set_attribute("gen_ai.tool.call.result", json.dumps({"ok": True}))
+                history = history + [out, {"role": "tool", "tool_call_id": call_id, "content": '{"ok": true}'}]
+        root.set_attribute("tracefix.session.output", json.dumps({"final_answer": "transferred"}))
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_exported_session_becomes_a_document_with_steps_tools_and_snapshots(collector, api, protocol):
+    sid = f"s-{protocol}-{uuid.uuid4().hex[:8]}"
+    provider = tracer_provider(collector, protocol, service="bank-demo")
+    record_agent_session(provider.get_tracer("test"), sid)
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+
+    doc = api.get_session(sid)
+    assert doc is not None, "an acknowledged export must be readable at once"
+    assert doc["service"] == "bank-demo"
+    assert doc["entrypoint"] == "bank.app:run_task" and doc["inputs"] == {"task_id": "t03"}
+    assert doc["replayable"] is True
+    assert doc["output"] == {"final_answer": "transferred"}
+    assert [s["index"] for s in doc["steps"]] == [0, 1, 2, 3]
+    assert [s["agent"] for s in doc["steps"]] == ["Orchestrator", "AccountAgent"] * 2
+    assert doc["agents"] == ["Orchestrator", "AccountAgent"]
+    assert doc["models"] == ["bank-agent"]
+    assert doc["tokens"] == {"input": 100 + 101 + 102 + 103, "output": 28}
+    step2 = doc["steps"][2]
+    assert len(step2["input_messages"]) == 2 + 2 * 2, "step k sees the growing history"
+    assert step2["input_messages"][0] == SYSTEM
+    assert step2["output_message"]["tool_calls"][0]["id"] == "call_2"
+    assert step2["finish_reason"] == "tool_calls"
+    assert step2["tool_calls"] == [{**step2["tool_calls"][0], "id": "call_2", "name": "transfer",
+                                    "arguments": {"amount": 2}, "result": {"ok": True}, "error": None}]
+    assert step2["snapshots"] == {"db": {"balance": 98}}
+    last = doc["steps"][3]["tool_calls"][0]
+    assert last["error"] == "ValueError: insufficient funds" and last["result"] is None
+
+    listed = {s["session_id"]: s for s in api.list_sessions(limit=1000)}
+    assert listed[sid]["steps"] == 4 and listed[sid]["service"] == "bank-demo"
+
+    spans = api.get_spans(sid)
+    assert len(spans) == 1 + 4 * 3
+    chats = [s for s in spans if s["name"] == "chat bank-agent"]
+    # attributes come back whole, the content-addressed messages included
+    assert json.loads(chats[1]["attributes"]["gen_ai.input.messages"])[0] == SYSTEM
+    assert chats[1]["attributes"]["tracefix.step"] == 1
+
+
+def _otlp_request(session_id: str, n: int = 3) -> bytes:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    for i in range(n):
+        with tracer.start_as_current_span("chat m", attributes={
+                "gen_ai.operation.name": "chat", "tracefix.session.id": session_id, "tracefix.step": i,
+                "gen_ai.input.messages": json.dumps([SYSTEM, {"role": "user", "content": f"q{i}"}]),
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": f"a{i}"}])}):
+            pass
+    return encode_spans(exporter.get_finished_spans()).SerializeToString()
+
+
+def post(url: str, body: bytes, content_type: str = "application/x-protobuf", token: str | None = TOKEN,
+         headers: dict | None = None) -> tuple[int, bytes, dict]:
+    h = {"Content-Type": content_type, **(headers or {})}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=body, method="POST", headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+
+
+def test_span_exported_twice_is_stored_once_and_messages_once(collector, api):
+    sid = f"dup-{uuid.uuid4().hex[:8]}"
+    body = _otlp_request(sid, n=3)
+    for _ in range(2):  # an exporter retry after a lost response
+        status, _, _ = post(collector.match["http"] + "/v1/traces", body)
+        assert status == 200
+    assert len(api.get_spans(sid)) == 3
+    doc = api.get_session(sid)
+    assert [s["output_message"]["content"] for s in doc["steps"]] == ["a0", "a1", "a2"]
+
+
+def test_otlp_json_with_gzip_is_accepted(collector, api):
+    sid = f"json-{uuid.uuid4().hex[:8]}"
+    payload = {"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-svc"}}]},
+        "scopeSpans": [{"scope": {"name": "manual"}, "spans": [{
+            "traceId": uuid.uuid4().hex, "spanId": uuid.uuid4().hex[:16], "name": "chat m", "kind": 3,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                {"key": "gen_ai.conversation.id", "value": {"stringValue": sid}},
+                {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "12"}},
+                {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "hello"}]}])}},
+                {"key": "gen_ai.output.messages", "value": {"stringValue": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": "hi there"}],
+                      "finish_reason": "stop"}])}}]}]}]}]}
+    status, body, headers = post(collector.match["http"] + "/v1/traces", gzip.compress(json.dumps(payload).encode()),
+                                 "application/json", headers={"Content-Encoding": "gzip"})
+    assert status == 200, body
+    assert headers["content-type"].startswith("application/json")
+    doc = api.get_session(sid)
+    assert doc["service"] == "json-svc"
+    assert doc["started_at"].startswith("2023-11-14T22:13:20")
+    step = doc["steps"][0]
+    assert step["input_messages"] == [{"role": "user", "content": "hello"}]
+    assert step["output_message"]["content"] == "hi there"
+    assert step["input_tokens"] == 12
