@@ -1,0 +1,165 @@
+"""`tracefix sim` and `tracefix demo-run`."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from .faults import FaultConfig, FaultPlanError, load_plan
+from .policy import KINDS
+
+
+def _fault_config(seed: int, faults: str | None, fault_rate: float, fault_kinds: str | None,
+                  follow_prob: float, ground_truth: str | None) -> FaultConfig:
+    try:
+        plan = load_plan(None if faults in (None, "none") else faults)
+        kinds = tuple(k.strip() for k in fault_kinds.split(",") if k.strip()) if fault_kinds else KINDS
+        return FaultConfig(seed=seed, plan=plan, rate=fault_rate, kinds=kinds, follow_prob=follow_prob,
+                           ground_truth=ground_truth)
+    except FaultPlanError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+_fault_options = [
+    click.option("--seed", default=0, show_default=True, type=int, help="Seed of every random choice."),
+    click.option("--faults", default=None, metavar="none|PLAN.json",
+                 help='Fault plan: JSON list of {"task": "t03"|"*", "step": N, "kind": KIND}.'),
+    click.option("--fault-rate", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+                 help="Per task, probability of one fault at a hash-chosen eligible step."),
+    click.option("--fault-kinds", default=None, metavar="K1,K2", help=f"Kinds --fault-rate may pick: {', '.join(KINDS)}."),
+    click.option("--follow-prob", default=0.8, show_default=True, type=click.FloatRange(0, 1),
+                 help="Probability that the model follows a CORRECTION naming the fault's target."),
+    click.option("--ground-truth", default=None, type=click.Path(dir_okay=False),
+                 help="Append every injected fault to this JSONL file (labels; the product never reads it)."),
+]
+
+
+def fault_options(fn):
+    for option in reversed(_fault_options):
+        fn = option(fn)
+    return fn
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
+@fault_options
+@click.option("--latency-ms", default=0.0, show_default=True, type=float, help="Added delay per completion.")
+def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth, latency_ms):
+    """Start the scripted OpenAI-compatible LLM server (a test/demo component).
+
+    Prints `tracefix sim: serving on http://HOST:PORT/v1` once it listens. Models:
+    bank-agent (plays the banking demo's agents), plus any registered ones.
+    """
+    from .sim import SimConfig, SimServer
+
+    config = SimConfig(host=host, port=port, seed=seed, latency_ms=latency_ms,
+                       faults=_fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth))
+    server = SimServer(config)
+    base_url = server.start()
+    click.echo(f"tracefix sim: serving on {base_url}")
+    sys.stdout.flush()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(3600):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def _select_tasks(spec: str) -> list[str]:
+    from .tasks import TASKS
+
+    if spec == "all":
+        return list(TASKS)
+    chosen = [t.strip() for t in spec.split(",") if t.strip()]
+    unknown = [t for t in chosen if t not in TASKS]
+    if unknown:
+        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(TASKS)}", param_hint="--tasks")
+    return chosen
+
+
+def _read_ground_truth(path: str | None) -> list[dict]:
+    if not path or not Path(path).exists():
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+@click.command("demo-run")
+@click.option("--base-url", default=None, help="An OpenAI-compatible endpoint (e.g. a running `tracefix sim`).")
+@click.option("--sim", "use_sim", is_flag=True, help="Start an in-process scripted LLM server (the default "
+              "when no --base-url is given).")
+@click.option("--tasks", "task_spec", default="all", show_default=True, metavar="all|t01,t02")
+@fault_options
+@click.option("--otlp-endpoint", default=None, help="Trace the runs to this OTLP endpoint "
+              "(also on when OTEL_EXPORTER_OTLP_ENDPOINT is set).")
+def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth,
+             otlp_endpoint):
+    """Run banking demo tasks one after another and report which succeeded.
+
+    Prints one line per task and ends with `succeeded: N/M`; failed tasks are listed with
+    the fault the scripted model injected (ground truth).
+    """
+    tasks = _select_tasks(task_spec)
+    faulty = faults not in (None, "none") or fault_rate > 0
+    if base_url and use_sim:
+        raise click.UsageError("give either --base-url or --sim, not both")
+    if base_url and faulty:
+        raise click.UsageError("fault options configure the in-process sim; with --base-url pass them to "
+                               "`tracefix sim` instead")
+    config = _fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth)
+
+    endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if endpoint:
+        import tracefix
+
+        tracefix.init(endpoint=otlp_endpoint, service_name="bank-demo") if otlp_endpoint else \
+            tracefix.init(service_name="bank-demo")
+    from .bank import evaluate, last_database, run_task  # after init, so the openai client is instrumented
+    from .sim import SimConfig, SimServer
+
+    server = None
+    if not base_url:
+        server = SimServer(SimConfig(seed=seed, faults=config))
+        base_url = server.start()
+        click.echo(f"tracefix demo-run: scripted LLM server at {base_url}")
+    ok, failures = 0, []
+    try:
+        for task_id in tasks:
+            started = time.perf_counter()
+            output = run_task(task_id, base_url=base_url, seed=seed)
+            result = evaluate(task_id, last_database(), output["final_answer"])
+            ms = (time.perf_counter() - started) * 1000
+            status = "success" if result["success"] else "FAILED "
+            ok += result["success"]
+            click.echo(f"{task_id} {status} steps={output['llm_calls']:>2} replans={output['replans']} "
+                       f"{ms:6.0f} ms  answer: {output['final_answer'][:90]}")
+            if not result["success"]:
+                failures.append(task_id)
+    finally:
+        if server is not None:
+            injected = list(server.injector.injected)
+            server.stop()
+        else:
+            injected = _read_ground_truth(ground_truth)
+    if failures:
+        click.echo("failures (ground truth):")
+        for task_id in failures:
+            labels = [g for g in injected if g["task"] == task_id]
+            if labels:
+                g = labels[-1]
+                click.echo(f"  {task_id}: step {g['step']} {g['agent']} {g['kind']}: {g['detail']}")
+            else:
+                click.echo(f"  {task_id}: no injected fault on record")
+        if ground_truth:
+            click.echo(f"ground truth written to {ground_truth}")
+    click.echo(f"succeeded: {ok}/{len(tasks)}")

@@ -1,0 +1,225 @@
+"""Fault injection and intervention following for the scripted `bank-agent` model.
+
+Faults
+    A fault plan (`[{"task": "t03", "step": 4, "kind": "wrong_argument"}]`, task "*" allowed)
+    and/or a rate (per task, with probability R, one fault of a kind the task can host, at a
+    step chosen by hash). "A fault at step k" means the model's output AT step k is the
+    faulty one. Where step k cannot host that kind (wrong agent or phase), the fault moves to
+    the next step that can, in the task's fault-free run, which the model computes once by
+    playing the whole team in-process (:func:`fault_free_steps`): before the fault a faulty
+    run equals the fault-free one, so that is exactly where the fault lands. At most one
+    fault per session; each injection appends a ground-truth line
+    `{"session", "task", "step", "agent", "kind", "detail", "target", "replay"}`.
+
+Replays
+    A replay of a recorded session sends no request for the steps before its intervention
+    step t (they come from the cassette). So a session whose first request is after the
+    scheduled step already contains its fault in the recorded prefix and gets none; one that
+    starts at or before it gets the fault when it reaches it (or the next step that can host
+    it, if an earlier intervention changed the course).
+
+Intervention following
+    A CORRECTION is a message in the acting agent's input whose content starts with
+    "CORRECTION" (any case), e.g. "CORRECTION for PaymentsAgent: call transfer with ...". With
+    probability follow_prob (a hash of seed, session, step) the model follows it, which means:
+    if the correction names the pending fault's target, the fault is suppressed at this step
+    and at any later step of this agent. The target is
+      - the tool name, for wrong_argument / missing_argument / skipped_action /
+        misread_tool_result (the tool whose result was misread);
+      - the worker name or the sub-task's action (its tool name), for wrong_instruction /
+        vague_instruction;
+      - the words "final answer", for early_final_answer.
+    A followed correction naming a tool also stops the worker from repeating its own earlier
+    failed call of that tool, and one naming a worker/action stops the orchestrator from
+    repeating its earlier instruction. A correction naming anything else changes nothing, so
+    an intervention at a step that was not at fault leaves the fault in place.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .db import BankDB
+from .policy import KINDS, Decision, decide, never_followed
+from .tasks import TASKS, get_task
+from .team import Team, is_correction
+from .tools import BankTools
+
+
+class FaultPlanError(ValueError):
+    pass
+
+
+def unit_draw(*parts: Any) -> float:
+    """A reproducible number in [0, 1) from its inputs: every random choice of the model is
+    one of these, so concurrent sessions never share a random sequence."""
+    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    step: int
+    agent: str | None
+    phase: str
+    hosts: dict  # kind -> target names
+
+
+@functools.lru_cache(maxsize=None)
+def fault_free_steps(task_id: str) -> tuple[StepInfo, ...]:
+    """Every LLM step of the task's fault-free run: agent, phase and which faults it can host."""
+    task = get_task(task_id)
+    steps: list[StepInfo] = []
+
+    def llm(agent: str, messages: list, tools: list | None) -> dict:
+        decision = decide(messages, tools, never_followed)
+        steps.append(StepInfo(len(steps), decision.agent, decision.phase,
+                              {k: tuple(t) for k, (_, t) in decision.hosts.items()}))
+        return decision.message
+
+    tools = BankTools(BankDB())
+    Team(llm, tools.call).run(task.instruction)
+    return tuple(steps)
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    task: str
+    step: int  # where it lands in the fault-free run
+    kind: str
+    agent: str | None
+    target: tuple[str, ...]
+
+
+def load_plan(source: str | Path | list | None) -> list[dict]:
+    """Validate a fault plan (a path to JSON, or the list itself)."""
+    if source is None:
+        return []
+    if isinstance(source, (str, Path)):
+        try:
+            entries = json.loads(Path(source).read_text())
+        except (OSError, ValueError) as exc:
+            raise FaultPlanError(f"cannot read fault plan {source}: {exc}") from exc
+    else:
+        entries = source
+    if not isinstance(entries, list):
+        raise FaultPlanError("a fault plan is a JSON list of {task, step, kind} objects")
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not {"task", "step", "kind"} <= set(e):
+            raise FaultPlanError(f"fault plan entry {i} needs task, step and kind: {e!r}")
+        if e["kind"] not in KINDS:
+            raise FaultPlanError(f"fault plan entry {i}: unknown kind {e['kind']!r}; kinds: {', '.join(KINDS)}")
+        if e["task"] != "*" and e["task"] not in TASKS:
+            raise FaultPlanError(f"fault plan entry {i}: unknown task {e['task']!r}")
+        if not isinstance(e["step"], int) or isinstance(e["step"], bool) or e["step"] < 0:
+            raise FaultPlanError(f"fault plan entry {i}: step must be a non-negative integer")
+    return entries
+
+
+@dataclass
+class FaultConfig:
+    seed: int = 0
+    plan: list[dict] = field(default_factory=list)
+    rate: float = 0.0
+    kinds: tuple[str, ...] = KINDS
+    follow_prob: float = 0.8
+    ground_truth: str | Path | None = None
+
+    def __post_init__(self):
+        unknown = [k for k in self.kinds if k not in KINDS]
+        if unknown:
+            raise FaultPlanError(f"unknown fault kinds {unknown}; kinds: {', '.join(KINDS)}")
+        if not 0.0 <= self.rate <= 1.0 or not 0.0 <= self.follow_prob <= 1.0:
+            raise FaultPlanError("fault rate and follow probability must lie in [0, 1]")
+
+
+def schedule(config: FaultConfig, task_id: str) -> ScheduledFault | None:
+    """The fault this task's sessions get under `config`, if any (pure function)."""
+    if task_id not in TASKS:
+        return None
+    steps = fault_free_steps(task_id)
+    for entry in config.plan:
+        if entry["task"] not in ("*", task_id):
+            continue
+        for info in steps[entry["step"]:]:
+            if entry["kind"] in info.hosts:
+                return ScheduledFault(task_id, info.step, entry["kind"], info.agent, info.hosts[entry["kind"]])
+    if config.rate > 0 and unit_draw(config.seed, task_id, "rate") < config.rate:
+        kinds = [k for k in config.kinds if any(k in i.hosts for i in steps)]
+        if kinds:
+            kind = kinds[int(unit_draw(config.seed, task_id, "kind") * len(kinds))]
+            eligible = [i for i in steps if kind in i.hosts]
+            info = eligible[int(unit_draw(config.seed, task_id, "step") * len(eligible))]
+            return ScheduledFault(task_id, info.step, kind, info.agent, info.hosts[kind])
+    return None
+
+
+def corrections(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if is_correction(m)]
+
+
+def names_any(texts: list[str], names) -> bool:
+    return any(n.lower() in t.lower() for t in texts for n in names)
+
+
+@dataclass
+class _SessionState:
+    first_step: int
+    injected: bool = False
+    suppressed: bool = False
+
+
+class FaultInjector:
+    """Decides, per request, whether the model's output is the faulty variant."""
+
+    def __init__(self, config: FaultConfig):
+        self.config = config
+        self._sessions: dict[str, _SessionState] = {}
+        self._lock = threading.Lock()
+        self.injected: list[dict] = []
+
+    def follow_draw(self, session: str, step: int | None) -> bool:
+        return unit_draw(self.config.seed, session, step, "follow") < self.config.follow_prob
+
+    def followed(self, messages: list[dict], session: str, step: int | None):
+        """followed(names) for the policy: a correction in context names one of them and
+        this step's draw says the model follows corrections."""
+        texts = corrections(messages)
+        follows = bool(texts) and self.follow_draw(session, step)
+        return lambda names: follows and names_any(texts, names)
+
+    def apply(self, decision: Decision, messages: list[dict], *, task: str | None, session: str,
+              step: int | None, replay: bool) -> dict | None:
+        """The faulty message to send instead of decision.message, or None."""
+        if task is None or step is None:
+            return None
+        fault = schedule(self.config, task)
+        if fault is None:
+            return None
+        with self._lock:
+            state = self._sessions.setdefault(session, _SessionState(first_step=step))
+            if state.injected or state.suppressed or state.first_step > fault.step:
+                return None
+            texts = corrections(messages)
+            follows = bool(texts) and self.follow_draw(session, step)
+            hosts = fault.kind in decision.hosts
+            target = decision.hosts[fault.kind][1] if hosts else list(fault.target)
+            if follows and names_any(texts, target) and (decision.agent == fault.agent or hosts):
+                state.suppressed = True
+                return None
+            if step < fault.step or not hosts:
+                return None
+            variant = decision.hosts[fault.kind][0]()
+            state.injected = True
+            record = {"session": session, "task": task, "step": step, "agent": decision.agent,
+                      "kind": fault.kind, "detail": variant.detail, "target": list(target), "replay": replay}
+            self.injected.append(record)
+            if self.config.ground_truth:
+                with open(self.config.ground_truth, "a") as fh:
+                    fh.write(json.dumps(record) + "\n")
+        return variant.message

@@ -1,0 +1,308 @@
+"""The scripted OpenAI-compatible LLM server (a test and demo component, not a real model).
+
+Serves `POST /v1/chat/completions` (non-streaming and SSE streaming with tool-call deltas
+and a final usage chunk), `GET /v1/models`, `GET /healthz` and `GET /_sim/stats` on the
+standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
+`handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
+demo's agents (:mod:`tracefix.demo.policy`) with fault injection
+(:mod:`tracefix.demo.faults`). Other parts add models with :func:`register_model`.
+
+The app identifies itself in headers, so request bodies (what tracefix records and
+fingerprints) stay clean: `X-Demo-Task`, `X-Demo-Step` (its 0-based count of LLM calls in
+the run), `X-Demo-Session`, and `X-Demo-Replay: 1` inside a replay.
+
+In-process use: ``server = SimServer(SimConfig(seed=1)); base_url = server.start(); ...;
+server.stop()``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from .faults import FaultConfig, FaultInjector, unit_draw
+from .policy import decide
+
+
+@dataclass
+class RequestContext:
+    """What a model handler knows besides the request body."""
+    session: str
+    task: str | None
+    step: int | None
+    replay: bool
+    seed: int
+    headers: dict[str, str]
+    injector: FaultInjector
+
+    def draw(self, purpose: str) -> float:
+        """A reproducible number in [0, 1) for this session, step and purpose."""
+        return unit_draw(self.seed, self.session, self.step, purpose)
+
+
+ModelHandler = Callable[[dict, RequestContext], dict]
+
+
+def bank_agent(body: dict, ctx: RequestContext) -> dict:
+    messages = body["messages"]
+    followed = ctx.injector.followed(messages, ctx.session, ctx.step)
+    decision = decide(messages, body.get("tools"), followed)
+    faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,
+                                step=ctx.step, replay=ctx.replay)
+    return faulty or decision.message
+
+
+MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent}
+
+
+def register_model(name: str, handler: ModelHandler) -> None:
+    """Serve `handler` under model `name` (e.g. demo/analyst.py registers `sim-analyst`)."""
+    MODELS[name] = handler
+
+
+def _register_optional_models() -> None:
+    # The analyst model lives in its own module (written by another part); load it when present.
+    try:
+        from . import analyst  # noqa: F401
+    except ImportError:
+        pass
+
+
+@dataclass
+class SimConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    seed: int = 0
+    latency_ms: float = 0.0
+    faults: FaultConfig = field(default_factory=FaultConfig)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def _tokens(value: Any) -> int:
+    """A deterministic token estimate: about four characters per token."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return max(1, len(text) // 4)
+
+
+def _split(text: str, parts: int) -> list[str]:
+    size = max(1, -(-len(text) // parts))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
+
+    def log_message(self, fmt: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    # --- plumbing ----------------------------------------------------------------------
+    def _send_json(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/healthz":
+            self._send_json(200, {"status": "ok"})
+        elif path == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "tracefix-sim"} for name in sorted(MODELS)]})
+        elif path == "/_sim/stats":
+            self._send_json(200, self.server.sim.stats())
+        else:
+            self._send_json(404, ApiError(404, f"no route GET {path}", code="not_found").body())
+
+    def do_POST(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0].rstrip("/")
+        body = self._read_body()
+        if path != "/v1/chat/completions":
+            self._send_json(404, ApiError(404, f"no route POST {path}", code="not_found").body())
+            return
+        try:
+            request = self._parse(body)
+            self.server.sim.complete(self, request)
+        except ApiError as exc:
+            self._send_json(exc.status, exc.body())
+        except Exception as exc:  # a bug in a model must not take the server down
+            self._send_json(500, ApiError(500, f"scripted model failed: {type(exc).__name__}: {exc}",
+                                          type_="server_error").body())
+
+    def _parse(self, body: bytes) -> dict:
+        try:
+            request = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+        if not isinstance(request, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        model = request.get("model")
+        if not isinstance(model, str) or not model:
+            raise ApiError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
+        if model not in MODELS:
+            raise ApiError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
+        messages = request.get("messages")
+        if messages is None:
+            raise ApiError(400, "missing required parameter: 'messages'", param="messages",
+                           code="missing_required_parameter")
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
+                raise ApiError(400, f"messages[{i}] must be an object with a valid role", param=f"messages[{i}]")
+        tools = request.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise ApiError(400, "'tools' must be an array", param="tools")
+        return request
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    sim: "SimServer"
+
+
+class SimServer:
+    """The scripted LLM server; usable in-process (`start()`/`stop()`) or via `tracefix sim`."""
+
+    def __init__(self, config: SimConfig | None = None):
+        self.config = config or SimConfig()
+        self.injector = FaultInjector(self.config.faults)
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stats_lock = threading.Lock()
+        self._requests = 0
+        self._by_session: dict[str, int] = {}
+        _register_optional_models()
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the sim server is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> str:
+        self._httpd = _Server((self.config.host, self.config.port), _Handler)
+        self._httpd.sim = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="tracefix-sim", daemon=True)
+        self._thread.start()
+        return self.base_url
+
+    def serve_forever(self) -> None:
+        self._httpd = _Server((self.config.host, self.config.port), _Handler)
+        self._httpd.sim = self
+        self._httpd.serve_forever()
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> "SimServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stats(self) -> dict:
+        with self._stats_lock:
+            return {"requests": self._requests, "by_session": dict(self._by_session),
+                    "faults_injected": len(self.injector.injected)}
+
+    # --- one completion ----------------------------------------------------------------
+    def context(self, headers) -> RequestContext:
+        step = headers.get("X-Demo-Step")
+        try:
+            step_index = int(step) if step is not None else None
+        except ValueError:
+            raise ApiError(400, f"X-Demo-Step must be an integer, got {step!r}") from None
+        return RequestContext(
+            session=headers.get("X-Demo-Session") or "anonymous", task=headers.get("X-Demo-Task"),
+            step=step_index, replay=headers.get("X-Demo-Replay") in ("1", "true", "yes"),
+            seed=self.config.seed, headers=dict(headers.items()), injector=self.injector)
+
+    def complete(self, handler: _Handler, request: dict) -> None:
+        ctx = self.context(handler.headers)
+        with self._stats_lock:
+            self._requests += 1
+            self._by_session[ctx.session] = self._by_session.get(ctx.session, 0) + 1
+        if self.config.latency_ms:
+            time.sleep(self.config.latency_ms / 1000)
+        message = MODELS[request["model"]](request, ctx)
+        message = {"role": "assistant", "content": message.get("content"),
+                   **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": _tokens(request["messages"]) + (_tokens(request["tools"]) if request.get("tools") else 0),
+                 "completion_tokens": _tokens(message.get("content") or message.get("tool_calls") or "")}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        response_id = "chatcmpl-" + hashlib.sha256(
+            f"{self.config.seed}|{ctx.session}|{ctx.step}|{uuid.uuid4()}".encode()).hexdigest()[:24]
+        created = int(time.time())
+        if request.get("stream"):
+            include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+            self._stream(handler, response_id, created, request["model"], message, finish,
+                         usage if include_usage else None)
+            return
+        handler._send_json(200, {
+            "id": response_id, "object": "chat.completion", "created": created, "model": request["model"],
+            "system_fingerprint": "tracefix-sim",
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "usage": usage})
+
+    @staticmethod
+    def _stream(handler: _Handler, response_id: str, created: int, model: str, message: dict,
+                finish: str, usage: dict | None) -> None:
+        def chunk(delta: dict, finish_reason: str | None = None, choices: bool = True, **extra: Any) -> bytes:
+            payload = {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                       "system_fingerprint": "tracefix-sim",
+                       "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+                       if choices else [], **extra}
+            return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        if message.get("content"):
+            events += [chunk({"content": piece}) for piece in _split(message["content"], 3)]
+        for index, call in enumerate(message.get("tool_calls") or []):
+            fn = call["function"]
+            events.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                 "function": {"name": fn["name"], "arguments": ""}}]}))
+            events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                       for piece in _split(fn["arguments"], 3)]
+        events.append(chunk({}, finish))
+        if usage is not None:
+            events.append(chunk({}, choices=False, usage=usage))
+        events.append(b"data: [DONE]\n\n")
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Content-Length", str(sum(len(e) for e in events)))
+        handler.end_headers()
+        for event in events:
+            handler.wfile.write(event)
+        handler.wfile.flush()

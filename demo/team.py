@@ -1,0 +1,145 @@
+"""How the banking team talks: the orchestrator/worker loop, independent of how the LLM is
+reached and how tools run.
+
+:mod:`tracefix.demo.bank` drives it with the openai client and instrumented tools; the
+scripted model drives the very same loop in-process to learn what a fault-free run of a task
+looks like (which step is which), so the two can never drift apart.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import Any, Callable, ContextManager
+
+from .tools import WORKER_TOOLS, tool_spec
+
+ORCHESTRATOR = "Orchestrator"
+WORKERS = tuple(WORKER_TOOLS)
+AGENTS = (ORCHESTRATOR, *WORKERS)
+MAX_ORCHESTRATOR_TURNS = 16
+MAX_WORKER_TOOL_CALLS = 6
+
+# llm(agent, messages, tools) -> assistant message dict {"role", "content", "tool_calls"?}
+LLM = Callable[[str, list, "list | None"], dict]
+# run_tool(name, arguments) -> JSON-serializable result; raises on bad input
+RunTool = Callable[[str, dict], Any]
+
+_ROLE_RE = re.compile(r"You are (?:the )?(Orchestrator|[A-Z][A-Za-z]*Agent)\b")
+
+
+def system_prompt(agent: str) -> str:
+    if agent == ORCHESTRATOR:
+        workers = "; ".join(f"{w} (tools: {', '.join(t)})" for w, t in WORKER_TOOLS.items())
+        return (f"You are the Orchestrator of a bank's support team. Your workers: {workers}. "
+                "First write a numbered PLAN. Then instruct one worker at a time, starting your message "
+                "with the worker's name, and give the identifiers and amounts it needs. Read each REPORT; "
+                "if a step failed, write a REVISED PLAN and retry (at most twice). When done, reply "
+                "'FINAL ANSWER: ...' addressed to the customer.")
+    tools = ", ".join(WORKER_TOOLS[agent])
+    return (f"You are {agent}, a worker of the bank's support team with the tools {tools}. Carry out the "
+            "Orchestrator's instruction with your tools, one call at a time, then reply with a short "
+            "REPORT of what you found or did. If the instruction does not say what to do, do nothing and "
+            "report that you could not act.")
+
+
+def role_of(messages: list[dict]) -> str | None:
+    """The agent a conversation belongs to, read from its system prompt."""
+    for m in messages:
+        if m.get("role") == "system":
+            found = _ROLE_RE.search(str(m.get("content") or ""))
+            if found:
+                return found.group(1)
+    return None
+
+
+def tools_for(agent: str) -> list[dict] | None:
+    return [tool_spec(t) for t in WORKER_TOOLS[agent]] if agent in WORKER_TOOLS else None
+
+
+def classify_orchestrator_output(text: str) -> tuple[str, str | None, str]:
+    """(kind, worker, text): kind is "final", "plan" or "instruct". Robust to replaced
+    outputs written by someone else: a plan is anything that looks like a numbered plan,
+    an instruction anything naming a worker, everything else is the answer."""
+    text = (text or "").strip()
+    final = re.search(r"FINAL ANSWER:\s*(.*)", text, re.S | re.I)
+    if final:
+        return "final", None, final.group(1).strip()
+    if re.match(r"(REVISED\s+)?PLAN\b", text, re.I) or (
+            re.search(r"^\s*1\.", text, re.M) and re.search(r"^\s*2\.", text, re.M)):
+        return "plan", None, text
+    named = [(text.find(w), w) for w in WORKERS if w in text]
+    if named:
+        return "instruct", min(named)[1], text
+    return "final", None, text
+
+
+def is_correction(message: dict) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and content.lstrip().upper().startswith("CORRECTION")
+
+
+def tool_error_text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class Team:
+    """One run of the Orchestrator and its workers on one task instruction."""
+
+    def __init__(self, llm: LLM, run_tool: RunTool,
+                 agent_scope: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()):
+        self.llm = llm
+        self.run_tool = run_tool
+        self.agent_scope = agent_scope
+        self.replans = 0
+
+    def run(self, instruction: str) -> str:
+        orchestrator = [{"role": "system", "content": system_prompt(ORCHESTRATOR)},
+                        {"role": "user", "content": f"Task: {instruction}"}]
+        # Workers keep their conversation across instructions, as a stateful agent would.
+        workers = {w: [{"role": "system", "content": system_prompt(w)}] for w in WORKERS}
+        for _ in range(MAX_ORCHESTRATOR_TURNS):
+            with self.agent_scope(ORCHESTRATOR):
+                message = self.llm(ORCHESTRATOR, list(orchestrator), None)
+            orchestrator.append(message)
+            kind, worker, text = classify_orchestrator_output(message.get("content") or "")
+            if kind == "final":
+                return text
+            if kind == "plan":
+                if re.match(r"REVISED", text, re.I):
+                    self.replans += 1
+                continue
+            report = self._run_worker(worker, workers[worker], text)
+            orchestrator.append({"role": "user", "content": report})
+        return f"I could not complete the request: the Orchestrator gave no answer in {MAX_ORCHESTRATOR_TURNS} turns."
+
+    def _run_worker(self, worker: str, messages: list[dict], instruction: str) -> str:
+        messages.append({"role": "user", "content": instruction})
+        tools = tools_for(worker)
+        calls = 0
+        with self.agent_scope(worker):
+            while True:
+                message = self.llm(worker, list(messages), tools)
+                messages.append(message)
+                if not message.get("tool_calls"):
+                    content = (message.get("content") or "").strip()
+                    return content if content.startswith("REPORT") else f"REPORT from {worker}: {content}"
+                if calls >= MAX_WORKER_TOOL_CALLS:
+                    return f"REPORT from {worker}: FAILED. I gave up after {calls} tool calls."
+                for call in message["tool_calls"]:
+                    messages.append({"role": "tool", "tool_call_id": call["id"],
+                                     "content": self._tool_content(call["function"])})
+                    calls += 1
+
+    def _tool_content(self, function: dict) -> str:
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+            if not isinstance(arguments, dict):
+                raise ValueError("tool arguments must be a JSON object")
+        except ValueError as exc:
+            return json.dumps({"error": f"{function.get('name')}: invalid arguments: {exc}"})
+        try:
+            result = self.run_tool(function["name"], arguments)
+        except Exception as exc:  # a tool error is what the agent observes, not a crash of the app
+            return json.dumps({"error": tool_error_text(exc)})
+        return json.dumps(result)
