@@ -1,0 +1,98 @@
+"""An acknowledged export survives kill -9; back-pressure answers 429 instead of growing memory."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+
+import procs
+from test_ingest import _otlp_request, post
+
+
+def _flood(url: str, acked: list[str], stop: threading.Event, statuses: list[int], spans: int = 20) -> None:
+    while not stop.is_set():
+        sid = f"k9-{uuid.uuid4().hex[:12]}"
+        try:
+            status, _, _ = post(url, _otlp_request(sid, spans), token=None)
+        except OSError:
+            return  # the server died under us: this request was never acknowledged
+        statuses.append(status)
+        if status == 200:
+            acked.append(sid)
+
+
+def test_kill_9_under_load_keeps_every_acknowledged_span(tmp_path):
+    db = tmp_path / "k9.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off")
+    acked: list[str] = []
+    statuses: list[int] = []
+    stop = threading.Event()
+    threads = [threading.Thread(target=_flood, args=(serve.match["http"] + "/v1/traces", acked, stop, statuses))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 20
+    while len(acked) < 40 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    serve.popen.send_signal(signal.SIGKILL)
+    serve.popen.wait()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert len(acked) >= 40, statuses[:20]
+
+    serve = procs.start_serve(db, "--diagnose", "off")  # the file opens: the WAL replays
+    try:
+        from tracefix.collector.access import HttpAccess
+
+        api = HttpAccess(serve.match["http"])
+        missing = [sid for sid in acked if len(api.get_spans(sid)) != 20]
+        assert missing == [], f"{len(missing)} of {len(acked)} acknowledged requests lost"
+        assert [s["index"] for s in api.get_session(acked[-1])["steps"]] == list(range(20))
+    finally:
+        assert serve.stop() == 0, serve.output()
+
+
+def test_sigterm_drains_and_exits_zero(tmp_path):
+    db = tmp_path / "term.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off")
+    sid = "term-1"
+    assert post(serve.match["http"] + "/v1/traces", _otlp_request(sid, 5), token=None)[0] == 200
+    assert serve.stop() == 0
+    assert "stopped" in serve.output()
+    from tracefix.collector.access import connect
+
+    with connect(db=str(db), server="http://127.0.0.1:9") as store:  # no server: the file itself
+        assert store.kind == "file"
+        assert len(store.get_spans(sid)) == 5
+
+
+def test_full_queue_answers_429_with_retry_after(tmp_path):
+    db = tmp_path / "bp.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "50")
+    try:
+        statuses: list[int] = []
+        retry_after: list[str] = []
+        lock = threading.Lock()
+
+        def blast():
+            for _ in range(15):
+                status, _, headers = post(serve.match["http"] + "/v1/traces",
+                                          _otlp_request(f"bp-{uuid.uuid4().hex[:10]}", 40), token=None)
+                with lock:
+                    statuses.append(status)
+                    if status == 429:
+                        retry_after.append(headers.get("retry-after"))
+
+        threads = [threading.Thread(target=blast) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(statuses) <= {200, 429}
+        assert 200 in statuses
+        assert 429 in statuses, "six concurrent exporters against a 50-span queue must meet back-pressure"
+        assert set(retry_after) == {"1"}
+    finally:
+        serve.stop()
