@@ -490,7 +490,7 @@ def _finish_row(batch: Batch, row: dict) -> None:
         row["output_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion",
                                            "gen_ai.usage.completion_tokens"))
         fr = _first(attrs, sc.GEN_AI_RESPONSE_FINISH_REASONS, "gen_ai.completion.0.finish_reason",
-                    "llm.response.finish_reason")
+                    "llm.finish_reason", "llm.response.finish_reason")
         if isinstance(fr, (list, tuple)):
             fr = fr[0] if fr else None
         row["finish_reason"] = fr

@@ -338,12 +338,27 @@ class Store:
 
     def _task_of(self, con, session_id: str) -> str | None:
         sess = con.execute("SELECT metadata, inputs FROM sessions WHERE session_id = ?", [session_id]).fetchone()
-        first = con.execute("""SELECT m.message FROM steps st JOIN spans sp USING (trace_id, span_id)
-                               JOIN messages m ON list_contains(sp.input_keys, m.key)
-                               WHERE st.session_id = ? AND st.idx = 0""", [session_id]).fetchall()
-        msgs = [json.loads(r[0]) for r in first]
+        msgs = self._first_messages(con, [session_id]).get(session_id, [])
         return document.task_of(document.loads(sess[0]) if sess else None, document.loads(sess[1]) if sess else None,
                                 msgs)
+
+    def _first_messages(self, con, session_ids: list[str]) -> dict[str, list[dict]]:
+        """The input messages of each session's step 0 (where the task usually is)."""
+        rows = con.execute(
+            """WITH first AS (SELECT st.session_id, unnest(sp.input_keys) AS key,
+                                     generate_subscripts(sp.input_keys, 1) AS pos, sp.output_key
+                              FROM steps st JOIN spans sp USING (trace_id, span_id)
+                              WHERE st.idx = 0 AND st.session_id IN (SELECT unnest(?::VARCHAR[]))
+                              UNION ALL
+                              SELECT st.session_id, sp.output_key, 0, NULL FROM steps st JOIN spans sp
+                              USING (trace_id, span_id) WHERE st.idx = 0 AND sp.kind = 'message'
+                              AND st.session_id IN (SELECT unnest(?::VARCHAR[])))
+               SELECT first.session_id, m.message FROM first JOIN messages m USING (key)
+               ORDER BY first.session_id, first.pos""", [session_ids, session_ids]).fetchall()
+        out: dict[str, list[dict]] = {}
+        for sid, message in rows:
+            out.setdefault(sid, []).append(json.loads(message))
+        return out
 
     def fan_out_alerts(self, webhooks: list[str], public_url: str) -> int:
         """Give alerts recorded without a server (CLI on the file) a delivery per webhook."""
@@ -524,6 +539,7 @@ class Store:
                 FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
                 ORDER BY page.started_ns DESC NULLS LAST, page.session_id""",
             [*params, int(limit), int(offset)]).fetchall()
+        firsts = self._first_messages(cur, [r[0] for r in rows]) if rows else {}
         out = []
         for r in rows:
             out.append({
@@ -533,7 +549,7 @@ class Store:
                 "replayable": bool(r[9]), "source": r[10], "steps": r[11] or 0, "agents": sorted(r[12] or []),
                 "models": sorted(r[13] or []), "errors": r[14] or 0, "spans": r[15] or 0,
                 "feedback_score": r[16], "feedback_count": r[17] or 0,
-                "task": document.task_of(document.loads(r[18]), document.loads(r[19]), []),
+                "task": document.task_of(document.loads(r[18]), document.loads(r[19]), firsts.get(r[0], [])),
             })
         return out
 
