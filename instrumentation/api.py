@@ -167,8 +167,11 @@ class _SessionScope(_Scope):
             controller = runtime.replay
             if self._replay_claim is not None and controller is not None:
                 controller.before_session_end(state)
-            for key, value, digest in state.changed_snapshots():
-                add_snapshot_event(span, key, value, digest, state.next_step, state)
+            # the state after the last step: its own event name, because it belongs to no step
+            for key, value in state.tracked_objects().items():
+                snap = value.snapshot()
+                add_snapshot_event(span, key, snap, state_hash(snap), state.next_step, state,
+                                   name=sc.SNAPSHOT_FINAL_EVENT)
             evaluation = _run_evaluator(state)
             capture = runtime.settings.capture_content
             attrs: dict[str, Any] = {

@@ -41,8 +41,12 @@ class TracefixHandle:
         return {"exported": sum(getattr(e, "exported", 0) for e in self.exporters),
                 "dropped": sum(getattr(e, "dropped", 0) for e in self.exporters)}
 
-    def shutdown(self, timeout_millis: int = 30000) -> None:
-        """Flush, stop exporting, restore the patched SDK methods. init() may be called again."""
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """Restore the patched SDK methods, flush and stop exporting; init() may be called again.
+
+        Bounded: after `timeout_millis` (default TRACEFIX_EXIT_TIMEOUT seconds, 5) the
+        caller moves on and unsent spans are dropped, so a down collector cannot hang exit.
+        """
         global _handle
         with _lock:
             if self.closed:
@@ -55,25 +59,27 @@ class TracefixHandle:
                 self.instrumentor.uninstrument()
         except Exception:
             logger.warning("tracefix: could not restore the SDK methods", exc_info=True)
+        runtime.set_tracer(None)
+        if timeout_millis is None:
+            timeout_millis = int(float(os.environ.get("TRACEFIX_EXIT_TIMEOUT", "5")) * 1000)
+        worker = threading.Thread(target=self._stop_processors, args=(timeout_millis,),
+                                  name="tracefix-shutdown", daemon=True)
+        worker.start()
+        worker.join(timeout_millis / 1000 + 0.5)
+        if worker.is_alive():
+            logger.warning("tracefix: span export did not finish within %.1fs; unsent spans are dropped",
+                           timeout_millis / 1000)
+
+    def _stop_processors(self, timeout_millis: int) -> None:
         self.force_flush(timeout_millis)
         for processor in self.processors:
             try:
                 processor.shutdown()
             except Exception:
                 logger.warning("tracefix: span processor shutdown failed", exc_info=True)
-        runtime.set_tracer(None)
 
     def _at_exit(self) -> None:
-        """Bounded flush at interpreter exit: a down collector must not hang the app's exit."""
-        if self.closed:
-            return
-        timeout_s = float(os.environ.get("TRACEFIX_EXIT_TIMEOUT", "5"))
-        worker = threading.Thread(target=self.shutdown, kwargs={"timeout_millis": int(timeout_s * 1000)},
-                                  name="tracefix-exit-flush", daemon=True)
-        worker.start()
-        worker.join(timeout_s + 1)
-        if worker.is_alive():
-            logger.warning("tracefix: exit flush did not finish in %.1fs; remaining spans are dropped", timeout_s)
+        self.shutdown()
 
 
 def _parse_headers(headers: dict | str | None) -> dict | None:

@@ -70,5 +70,8 @@ GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
 GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
 GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+SNAPSHOT_FINAL_EVENT = "tracefix.snapshot.final"  # span event on the session root at its end; attrs as
+# SNAPSHOT_EVENT, tracefix.step = number of steps: the state after the last step (a replay
+# without intervention restores it before the evaluator runs)
 STREAM = "tracefix.request.stream"  # bool: the call asked for a stream
 STREAM_ABANDONED = "tracefix.stream.abandoned"  # bool: the stream was dropped unfinished

@@ -35,7 +35,7 @@ def set_span_attributes(span: Any, attrs: dict[str, Any], state: SessionState | 
 
 
 def add_snapshot_event(span: Any, key: str, state_value: Any, digest: str, step: int | None,
-                       session: SessionState | None) -> None:
+                       session: SessionState | None, name: str = sc.SNAPSHOT_EVENT) -> None:
     """A `tracefix.snapshot` event; its own tracefix.step says which step boundary it belongs to."""
     attrs: dict[str, Any] = {sc.SNAPSHOT_KEY: key, sc.SNAPSHOT_HASH: digest}
     if step is not None:
@@ -49,4 +49,4 @@ def add_snapshot_event(span: Any, key: str, state_value: Any, digest: str, step:
             attrs[sc.TRUNCATED] = True
         else:
             attrs[sc.SNAPSHOT_STATE] = text
-    span.add_event(sc.SNAPSHOT_EVENT, attributes=attrs)
+    span.add_event(name, attributes=attrs)

@@ -75,7 +75,7 @@ def test_session_decorator_records_entrypoint_inputs_output_and_evaluation(spans
     assert tool_span.parent.span_id == agent_span.context.span_id
     assert agent_span.parent.span_id == root.context.span_id
     # the final state of the tracked counter is recorded at the session's end
-    final = [e for e in root.events if e.name == sc.SNAPSHOT_EVENT]
+    final = [e for e in root.events if e.name == sc.SNAPSHOT_FINAL_EVENT]
     assert json.loads(final[0].attributes[sc.SNAPSHOT_STATE]) == {"value": 2}
 
 
