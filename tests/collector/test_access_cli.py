@@ -1,0 +1,126 @@
+"""The access layer and the CLI verbs: the same answers through a running collector and
+through the DuckDB file; analysis/replay results and imported sessions round-trip; the
+diagnosis queue runs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from conftest import TOKEN
+from test_ingest import _otlp_request, post
+
+import procs
+
+
+def tracefix(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*procs.TRACEFIX, *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TRACEFIX_SERVER": "", "TRACEFIX_TOKEN": "", **(env or {})})
+
+
+@pytest.fixture()
+def seeded(collector):
+    sid = f"cli-{uuid.uuid4().hex[:8]}"
+    assert post(collector.match["http"] + "/v1/traces", _otlp_request(sid, 3))[0] == 200
+    return sid
+
+
+def test_cli_verbs_go_through_the_running_server(collector, api, seeded):
+    server = ["--server", collector.match["http"], "--token", TOKEN]
+    listed = tracefix("sessions", *server, "--json", "--limit", "1000")
+    assert listed.returncode == 0, listed.stderr
+    assert seeded in [s["session_id"] for s in json.loads(listed.stdout)]
+    table = tracefix("sessions", *server)
+    assert "SESSION" in table.stdout and "STEPS" in table.stdout
+
+    shown = tracefix("show", seeded, *server)
+    assert shown.returncode == 0, shown.stderr
+    assert "[Step 0]" in shown.stdout and "[Step 2]" in shown.stdout and "says: a2" in shown.stdout
+    as_json = json.loads(tracefix("show", seeded, *server, "--json").stdout)
+    assert as_json == api.get_session(seeded)
+
+    fb = tracefix("feedback", seeded, "--down", "--comment", "closed the wrong account", *server, "--json")
+    assert fb.returncode == 0, fb.stderr
+    assert json.loads(fb.stdout)["alert_id"]
+    assert api.get_session(seeded)["feedback"][-1]["comment"] == "closed the wrong account"
+
+    missing = tracefix("show", "no-such-session", *server)
+    assert missing.returncode != 0 and "unknown session" in missing.stderr
+    refused = tracefix("sessions", "--server", collector.match["http"], "--token", "wrong")
+    assert refused.returncode != 0 and "401" in refused.stderr
+
+
+def test_cli_verbs_use_the_file_when_no_server_runs(tmp_path):
+    db = tmp_path / "offline.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off")
+    assert post(serve.match["http"] + "/v1/traces", _otlp_request("offline-1", 2), token=None)[0] == 200
+    assert serve.stop() == 0
+    nowhere = ["--db", str(db), "--server", "http://127.0.0.1:9"]
+    listed = json.loads(tracefix("sessions", *nowhere, "--json").stdout)
+    assert [s["session_id"] for s in listed] == ["offline-1"]
+    fb = tracefix("feedback", "offline-1", "--score", "-0.5", "--comment", "meh", *nowhere)
+    assert fb.returncode == 0 and "alert" in fb.stdout
+    shown = tracefix("show", "offline-1", *nowhere, "--json")
+    assert json.loads(shown.stdout)["feedback"][0]["score"] == -0.5
+    bad = tracefix("feedback", "nope", "--down", *nowhere)
+    assert bad.returncode != 0 and "unknown session" in bad.stderr
+
+
+def test_access_layer_round_trips_results_and_imports_both_ways(collector, tmp_path):
+    from tracefix.collector.access import HttpAccess, connect
+
+    analysis = {"session_id": "x", "scores": [{"step": 0, "isolation_forest": 0.4}], "hypotheses": []}
+    replay = {"session_id": "x", "rounds": 1, "hypotheses": [{"id": "h-1", "verdict": "refuted"}]}
+    convo = {"session_id": f"imp-{uuid.uuid4().hex[:6]}", "task": "reset my password",
+             "messages": [{"role": "user", "content": "reset my password"},
+                          {"role": "assistant", "name": "Helper", "content": "done"}], "outcome": "success"}
+    for access in (HttpAccess(collector.match["http"], TOKEN), connect(db=str(tmp_path / "file.duckdb"),
+                                                                        server="http://127.0.0.1:9")):
+        with access:
+            (sid,) = access.import_sessions([convo])
+            doc = access.get_session(sid)
+            assert [(s["kind"], s["agent"], s["output_message"]["content"]) for s in doc["steps"]] == [
+                ("message", "user", "reset my password"), ("message", "Helper", "done")]
+            assert doc["task"] == "reset my password" and doc["outcome"] == "success"
+            assert sid in [d["session_id"] for d in access.training_sessions("success")]
+            assert access.get_analysis(sid) is None and access.get_replay(sid) is None
+            access.save_analysis(sid, analysis)
+            access.save_replay(sid, replay)
+            assert access.get_analysis(sid) == analysis and access.get_replay(sid) == replay
+            with pytest.raises(KeyError):
+                access.add_feedback("no-such-session", -1)
+            assert access.get_session("no-such-session") is None
+
+
+def test_negative_feedback_job_runs_the_analysis(collector, api, seeded):
+    fb = api.add_feedback(seeded, -1, "wrong")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        (job,) = [j for j in api.list_jobs(session_id=seeded) if j["job_id"] == fb["job_id"]]
+        if job["state"] in ("done", "failed"):
+            break
+        time.sleep(0.2)
+    assert job["state"] in ("done", "failed"), job
+    if job["state"] == "done":  # the analysis part is installed: its result is stored
+        assert api.get_analysis(seeded)["session_id"] == seeded
+    else:  # a failure is recorded with its reason, and the server still serves
+        assert job["error"]
+        assert api.get_session(seeded) is not None
+
+
+def test_report_route_answers_html_or_a_clear_404(collector, seeded):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(f"{collector.match['http']}/api/v1/sessions/{seeded}/report",
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.headers["content-type"].startswith("text/html")
+            assert seeded in resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 404 and "report renderer" in json.loads(exc.read())["error"]
