@@ -208,11 +208,16 @@ class FaultInjector:
             texts = corrections(messages)
             follows = bool(texts) and self.follow_draw(session, step)
             hosts = fault.kind in decision.hosts
-            target = decision.hosts[fault.kind][1] if hosts else list(fault.target)
-            if follows and names_any(texts, target) and (decision.agent == fault.agent or hosts):
-                state.suppressed = True
+            if step < fault.step:
+                # a correction ahead of the fault, addressed to the agent that will commit it
+                if follows and decision.agent == fault.agent and names_any(texts, fault.target):
+                    state.suppressed = True
                 return None
-            if step < fault.step or not hosts:
+            if not hosts:
+                return None
+            target = decision.hosts[fault.kind][1]
+            if follows and names_any(texts, target):
+                state.suppressed = True
                 return None
             variant = decision.hosts[fault.kind][0]()
             state.injected = True

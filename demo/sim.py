@@ -80,6 +80,8 @@ class SimConfig:
     seed: int = 0
     latency_ms: float = 0.0
     faults: FaultConfig = field(default_factory=FaultConfig)
+    # Keep every exchange per session (tests compare transcripts; off by default: memory).
+    record_transcripts: bool = False
 
 
 class ApiError(Exception):
@@ -194,6 +196,7 @@ class SimServer:
         self._stats_lock = threading.Lock()
         self._requests = 0
         self._by_session: dict[str, int] = {}
+        self._transcripts: dict[str, list[dict]] = {}
         _register_optional_models()
 
     @property
@@ -206,7 +209,9 @@ class SimServer:
     def start(self) -> str:
         self._httpd = _Server((self.config.host, self.config.port), _Handler)
         self._httpd.sim = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="tracefix-sim", daemon=True)
+        # a short poll interval makes stop() quick (shutdown waits for the loop to notice)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="tracefix-sim", daemon=True)
         self._thread.start()
         return self.base_url
 
@@ -235,6 +240,11 @@ class SimServer:
             return {"requests": self._requests, "by_session": dict(self._by_session),
                     "faults_injected": len(self.injector.injected)}
 
+    def transcript(self, session: str) -> list[dict]:
+        """[{"step", "messages", "tools", "response"}] of one session (record_transcripts=True)."""
+        with self._stats_lock:
+            return list(self._transcripts.get(session, []))
+
     # --- one completion ----------------------------------------------------------------
     def context(self, headers) -> RequestContext:
         step = headers.get("X-Demo-Step")
@@ -258,6 +268,11 @@ class SimServer:
         message = {"role": "assistant", "content": message.get("content"),
                    **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if self.config.record_transcripts:
+            with self._stats_lock:
+                self._transcripts.setdefault(ctx.session, []).append(
+                    {"step": ctx.step, "messages": request["messages"], "tools": request.get("tools"),
+                     "response": message})
         usage = {"prompt_tokens": _tokens(request["messages"]) + (_tokens(request["tools"]) if request.get("tools") else 0),
                  "completion_tokens": _tokens(message.get("content") or message.get("tool_calls") or "")}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]

@@ -80,7 +80,11 @@ def is_correction(message: dict) -> bool:
 
 
 def tool_error_text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+    """"Type: message", the same text whether the tool ran or tracefix replayed its recorded
+    error (a replayed non-builtin exception arrives as RecordedToolError("Type: message"))."""
+    if type(exc).__name__ == "RecordedToolError":
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Team:

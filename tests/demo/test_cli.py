@@ -1,0 +1,64 @@
+"""`tracefix demo-run` and `tracefix sim` as a user runs them (real subprocesses)."""
+from __future__ import annotations
+
+import json
+import re
+import os
+import subprocess
+
+import procs
+
+
+def _tracefix(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*procs.TRACEFIX, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": ""})
+
+
+def test_demo_run_all_tasks_without_faults_all_succeed():
+    r = _tracefix("demo-run", "--tasks", "all", "--faults", "none")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    n = int(re.fullmatch(r"succeeded: (\d+)/(\d+)", last).group(2))
+    assert n >= 20 and last == f"succeeded: {n}/{n}"
+
+
+def test_demo_run_with_fault_rate_lists_failures_with_their_ground_truth(tmp_path):
+    gt = tmp_path / "gt.jsonl"
+    r = _tracefix("demo-run", "--tasks", "all", "--fault-rate", "0.3", "--seed", "7", "--ground-truth", str(gt))
+    assert r.returncode == 0, r.stderr
+    ok, total = map(int, re.search(r"succeeded: (\d+)/(\d+)", r.stdout).groups())
+    failed = re.findall(r"^(t\d+) FAILED", r.stdout, re.M)
+    assert 0 < len(failed) == total - ok
+    labels = [json.loads(line) for line in gt.read_text().splitlines()]
+    assert sorted({g["task"] for g in labels}) == sorted(failed)
+    for g in labels:
+        assert f"  {g['task']}: step {g['step']} {g['agent']} {g['kind']}" in r.stdout
+
+
+def test_demo_run_rejects_a_bad_fault_plan(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"task": "t01", "step": 2, "kind": "gremlins"}]))
+    r = _tracefix("demo-run", "--tasks", "t01", "--faults", str(plan))
+    assert r.returncode == 2 and "unknown kind 'gremlins'" in r.stderr
+
+
+def test_sim_with_a_fault_plan_serves_faults_to_demo_run_over_http(tmp_path):
+    plan, gt = tmp_path / "plan.json", tmp_path / "gt.jsonl"
+    plan.write_text(json.dumps([{"task": "*", "step": 6, "kind": "wrong_argument"}]))
+    sim = procs.start_sim("--faults", str(plan), "--ground-truth", str(gt))
+    try:
+        r = _tracefix("demo-run", "--base-url", sim.match["base_url"], "--tasks", "t02,t01",
+                      "--ground-truth", str(gt))
+    finally:
+        sim.stop()
+    assert "t02 FAILED" in r.stdout and "t01 success" in r.stdout  # t01 moves no money: no host step
+    assert "t02: step 6 PaymentsAgent wrong_argument" in r.stdout
+    assert r.stdout.strip().endswith("succeeded: 1/2")
+
+
+def test_sim_help_lists_its_options():
+    r = _tracefix("sim", "--help")
+    assert r.returncode == 0
+    for option in ("--port", "--seed", "--faults", "--fault-rate", "--fault-kinds", "--follow-prob",
+                   "--ground-truth", "--latency-ms"):
+        assert option in r.stdout

@@ -1,0 +1,140 @@
+"""The official openai client, unchanged, against `tracefix sim` running as a subprocess."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from tracefix.demo.team import system_prompt, tools_for
+
+WORKER_MESSAGES = [
+    {"role": "system", "content": system_prompt("AccountAgent")},
+    {"role": "user", "content": 'Look up the customer named "Alice Chen" with lookup_customer, then list their '
+                                "accounts with get_accounts."},
+]
+
+
+def _client(sim_url: str, **kw) -> openai.OpenAI:
+    return openai.OpenAI(base_url=sim_url, api_key="test", max_retries=0, **kw)
+
+
+def test_sync_non_stream_returns_tool_call_and_usage(sim_url):
+    r = _client(sim_url).chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES,
+                                                 tools=tools_for("AccountAgent"))
+    call = r.choices[0].message.tool_calls[0]
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "lookup_customer"
+    assert json.loads(call.function.arguments) == {"name": "Alice Chen"}
+    assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_sync_stream_tool_call_deltas_reassemble_to_the_non_stream_call(sim_url):
+    client = _client(sim_url)
+    plain = client.chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES,
+                                           tools=tools_for("AccountAgent"))
+    stream = client.chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES,
+                                            tools=tools_for("AccountAgent"), stream=True,
+                                            stream_options={"include_usage": True})
+    ids, names, arguments, finish, usage, argument_deltas = [], [], "", None, None, 0
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            for tc in choice.delta.tool_calls or []:
+                if tc.id:
+                    ids.append(tc.id)
+                if tc.function and tc.function.name:
+                    names.append(tc.function.name)
+                if tc.function and tc.function.arguments:
+                    arguments += tc.function.arguments
+                    argument_deltas += 1
+            finish = choice.finish_reason or finish
+    expected = plain.choices[0].message.tool_calls[0]
+    assert names == [expected.function.name] and len(ids) == 1
+    assert json.loads(arguments) == json.loads(expected.function.arguments)
+    assert argument_deltas > 1  # arguments really arrive split over several deltas
+    assert finish == "tool_calls"
+    assert usage is not None and usage.completion_tokens > 0
+
+
+def test_stream_without_include_usage_has_no_usage_chunk(sim_url):
+    chunks = list(_client(sim_url).chat.completions.create(
+        model="bank-agent", messages=[{"role": "user", "content": "hello"}], stream=True))
+    assert all(c.usage is None for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "bank-agent" in text
+
+
+async def test_async_client_stream_and_non_stream(sim_url):
+    client = openai.AsyncOpenAI(base_url=sim_url, api_key="test", max_retries=0)
+    try:
+        r = await client.chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES,
+                                                 tools=tools_for("AccountAgent"))
+        assert r.choices[0].message.tool_calls[0].function.name == "lookup_customer"
+        stream = await client.chat.completions.create(
+            model="bank-agent", messages=[{"role": "user", "content": "hi"}], stream=True,
+            stream_options={"include_usage": True})
+        text, usage = "", None
+        async for chunk in stream:
+            usage = chunk.usage or usage
+            text += "".join(c.delta.content or "" for c in chunk.choices)
+        assert "scripted demo model" in text and usage.total_tokens > 0
+    finally:
+        await client.close()
+
+
+def test_models_endpoint_lists_bank_agent(sim_url):
+    ids = [m.id for m in _client(sim_url).models.list()]
+    assert "bank-agent" in ids
+
+
+def test_unknown_model_is_404_model_not_found(sim_url):
+    with pytest.raises(openai.NotFoundError) as info:
+        _client(sim_url).chat.completions.create(model="gpt-nope", messages=WORKER_MESSAGES)
+    assert info.value.code == "model_not_found"
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict]:
+    req = urllib.request.Request(url + "/chat/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize("body, param", [
+    (b"{not json", None),
+    (b'{"model": "bank-agent"}', "messages"),
+    (b'{"model": "bank-agent", "messages": "hi"}', "messages"),
+    (b'{"model": "bank-agent", "messages": [{"role": "wizard", "content": "x"}]}', "messages[0]"),
+    (b'{"messages": [{"role": "user", "content": "x"}]}', "model"),
+    (b"[1, 2]", None),
+])
+def test_bad_input_is_4xx_openai_error_and_server_keeps_serving(sim_url, body, param):
+    status, payload = _post(sim_url, body)
+    assert 400 <= status < 500
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+    assert payload["error"]["param"] == param
+    status, payload = _post(sim_url, json.dumps({"model": "bank-agent", "messages": WORKER_MESSAGES}).encode())
+    assert status == 200 and payload["choices"][0]["message"]["tool_calls"]
+
+
+def test_missing_messages_raises_bad_request_in_the_client(sim_url):
+    with pytest.raises(openai.BadRequestError):
+        _client(sim_url).chat.completions.create(model="bank-agent", messages=[])
+
+
+def test_stats_count_requests_per_session_header(sim_url):
+    client = _client(sim_url, default_headers={"X-Demo-Session": "stats-probe"})
+    for _ in range(3):
+        client.chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES)
+    with urllib.request.urlopen(sim_url.rsplit("/v1", 1)[0] + "/_sim/stats") as r:
+        stats = json.loads(r.read())
+    assert stats["by_session"]["stats-probe"] == 3
+    assert stats["requests"] >= 3
