@@ -131,7 +131,8 @@ def _resolve_provider(tracer_provider: Any, service_name: str | None, private: b
         return current, False
     name = service_name or os.environ.get("OTEL_SERVICE_NAME") or os.environ.get("TRACEFIX_SERVICE_NAME")
     resource = Resource.create({"service.name": name} if name else {})
-    provider = TracerProvider(resource=resource)
+    # our own bounded atexit flush replaces the SDK's unbounded one (a down collector would hold exit)
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     if not private and type(current).__name__ == "ProxyTracerProvider":
         trace.set_tracer_provider(provider)
         _created_global = provider

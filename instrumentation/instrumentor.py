@@ -51,9 +51,9 @@ class TracefixInstrumentor(BaseInstrumentor):
         return ()  # each SDK is optional; the ones not installed are skipped
 
     def _instrument(self, **kwargs: Any) -> None:
-        from wrapt import wrap_function_wrapper
+        import wrapt
 
-        from . import llm, runtime
+        from . import runtime
 
         provider = kwargs.get("tracer_provider")
         if provider is not None and runtime._tracer is None:
@@ -61,19 +61,36 @@ class TracefixInstrumentor(BaseInstrumentor):
 
             runtime.set_tracer(provider.get_tracer("tracefix", __version__))
         self._wrapped: list[tuple[Any, str, Any]] = []
+        self._generation = generation = getattr(self, "_generation", 0) + 1
+        # Patch each SDK when it is imported (now, if it already is): importing anthropic
+        # just to patch it would cost the app a second at init for an SDK it may not use.
+        for package in sorted({module.split(".")[0] for module, *_ in _TARGETS}):
+            def on_import(_module: Any, package: str = package) -> None:
+                if self._generation == generation:
+                    self._patch(package)
+            wrapt.register_post_import_hook(on_import, package)
+
+    def _patch(self, package: str) -> None:
+        from wrapt import wrap_function_wrapper
+
+        from . import llm
+
         for module_name, path, adapter_target, is_async in _TARGETS:
+            if module_name.split(".")[0] != package:
+                continue
             owner = _owner(module_name, path)
-            if owner is None:
+            if owner is None or any(o is owner[0] and a == owner[1] for o, a, _ in self._wrapped):
                 continue
             try:
                 adapter = _adapter(adapter_target)
                 wrapper = llm.wrap_async(adapter) if is_async else llm.wrap_sync(adapter)
-                wrap_function_wrapper(module_name, path, wrapper)
+                wrap_function_wrapper(owner[0], owner[1], wrapper)
                 self._wrapped.append((owner[0], owner[1], wrapper))
             except Exception:
                 logger.warning("tracefix: could not patch %s.%s", module_name, path, exc_info=True)
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        self._generation = getattr(self, "_generation", 0) + 1  # pending import hooks do nothing now
         for obj, attr, wrapper in reversed(getattr(self, "_wrapped", [])):
             current = vars(obj).get(attr)
             if getattr(current, "_self_wrapper", None) is wrapper:

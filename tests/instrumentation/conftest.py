@@ -22,3 +22,12 @@ def spans():
     yield exporter
     handle.shutdown()
 
+
+
+@pytest.fixture(scope="module")
+def otlp_receiver():
+    from otlp_receiver import OTLPReceiver
+
+    receiver = OTLPReceiver().start()
+    yield receiver
+    receiver.stop()
