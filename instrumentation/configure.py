@@ -142,7 +142,7 @@ def _resolve_provider(tracer_provider: Any, service_name: str | None, private: b
 def init(endpoint: str | None = None, protocol: str | None = None, headers: dict | str | None = None,
          service_name: str | None = None, capture_content: bool | None = None, tracer_provider: Any = None,
          redact: Callable | Sequence[Callable] | None = None, max_payload_bytes: int | None = None,
-         span_processor: Any = None, exporter: Any = None) -> TracefixHandle:
+         span_processor: Any = None, exporter: Any = None, _instrument: bool = True) -> TracefixHandle:
     """Set up tracing and patch the LLM SDKs; see the `tracefix` module docstring."""
     global _handle
     with _lock:
@@ -177,8 +177,8 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
             provider.add_span_processor(processor)
         runtime.set_tracer(provider.get_tracer("tracefix", __version__))
         install_from_env()
-        instrumentor = TracefixInstrumentor()
-        if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor = TracefixInstrumentor() if _instrument else None
+        if instrumentor is not None and not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument(tracer_provider=provider, skip_dep_check=True)
         handle = TracefixHandle(provider, processors, exporters, owns, instrumentor)
         atexit.register(handle._at_exit)

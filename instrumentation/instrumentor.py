@@ -43,6 +43,12 @@ def _owner(module_name: str, path: str) -> tuple[Any, str] | None:
     return (obj, attr) if hasattr(obj, attr) else None
 
 
+def _sdk_provider_configured() -> bool:
+    from opentelemetry import trace
+
+    return type(trace.get_tracer_provider()).__name__ != "ProxyTracerProvider"
+
+
 class TracefixInstrumentor(BaseInstrumentor):
     """Traces openai (chat.completions, responses; sync, async, streams) and anthropic
     (messages) calls as GenAI spans, with tracefix sessions, steps and replay."""
@@ -60,6 +66,12 @@ class TracefixInstrumentor(BaseInstrumentor):
             from . import __version__
 
             runtime.set_tracer(provider.get_tracer("tracefix", __version__))
+        elif provider is None and runtime._tracer is None and not _sdk_provider_configured():
+            # `opentelemetry-instrument` without a distro configures no SDK provider:
+            # export the way tracefix.init() would (OTEL_EXPORTER_OTLP_* decide where)
+            from .configure import init
+
+            init(_instrument=False)
         self._wrapped: list[tuple[Any, str, Any]] = []
         self._generation = generation = getattr(self, "_generation", 0) + 1
         # Patch each SDK when it is imported (now, if it already is): importing anthropic
