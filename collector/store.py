@@ -62,7 +62,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         # steps are derived from spans per touched session after each commit
         """CREATE TABLE steps (session_id VARCHAR, idx INTEGER, trace_id VARCHAR, span_id VARCHAR,
             raw_step INTEGER, started_ns BIGINT)""",
-        "CREATE TABLE trace_sessions (trace_id VARCHAR PRIMARY KEY, session_id VARCHAR)",
         """CREATE TABLE snapshots (session_id VARCHAR, trace_id VARCHAR, span_id VARCHAR, seq INTEGER,
             key VARCHAR, state VARCHAR, hash VARCHAR, step INTEGER, time_ns BIGINT,
             PRIMARY KEY (trace_id, span_id, seq))""",
@@ -109,6 +108,26 @@ SESSION_SCHEMA = pa.schema([(f, pa.float64() if f == "score" else pa.bool_() if 
 def spans_table(rows: list[dict]) -> pa.Table:
     return pa.Table.from_arrays([pa.array([r[name] for r in rows], type=typ) for name, typ in SPAN_COLUMNS],
                                 schema=SPAN_SCHEMA)
+
+
+def _merge_expressions() -> list[str]:
+    out = []
+    for f in SESSION_FIELDS[1:]:
+        if f == "started_ns":
+            out.append("started_ns = least(sessions.started_ns, u.started_ns)")
+        elif f == "ended_ns":
+            out.append("ended_ns = greatest(sessions.ended_ns, u.ended_ns)")
+        elif f == "replayable":  # false wins: one truncated span makes the session not replayable
+            out.append("replayable = CASE WHEN sessions.replayable = false OR u.replayable = false "
+                       "THEN false ELSE coalesce(u.replayable, sessions.replayable) END")
+        elif f == "source":
+            out.append("source = coalesce(sessions.source, u.source)")
+        else:
+            out.append(f"{f} = coalesce(u.{f}, sessions.{f})")
+    return out
+
+
+_MERGE_SESSION = _merge_expressions()
 
 
 def _now_ns() -> int:
@@ -193,14 +212,11 @@ class Store:
         return created
 
     def _ingest(self, con, batch: Batch, alert_threshold: float, webhooks: list[str], public_url) -> dict:
-        if batch.fallback_traces:
-            ids = list(batch.fallback_traces)
-            found = con.execute("SELECT trace_id, session_id FROM trace_sessions WHERE trace_id IN "
-                                "(SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+        if batch.fallback_traces:  # rare: foreign spans that name their session on some spans only
+            found = con.execute("SELECT trace_id, any_value(session_id) FROM spans WHERE trace_id IN "
+                                "(SELECT unnest(?::VARCHAR[])) AND session_id <> trace_id GROUP BY trace_id",
+                                [list(batch.fallback_traces)]).fetchall()
             batch.reassign(dict(found))
-        if batch.explicit_traces:
-            con.execute("INSERT OR IGNORE INTO trace_sessions SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
-                        [list(batch.explicit_traces), list(batch.explicit_traces.values())])
         if batch.messages:
             keys = list(batch.messages)
             tbl = pa.table({"key": pa.array(keys, pa.int64()),
@@ -247,31 +263,32 @@ class Store:
         return created
 
     def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> None:
+        """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
+        INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case)."""
         now = _now_ns()
-        cols = {f: [] for f in SESSION_FIELDS}
-        for sid, fields in sessions.items():
-            for f in SESSION_FIELDS:
-                cols[f].append(sid if f == "session_id" else source if f == "source"
-                               else now if f == "updated_ns" else fields.get(f))
-        tbl = pa.Table.from_arrays([pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS],
-                                   schema=SESSION_SCHEMA)
-        con.register("_sess_batch", tbl)
-        updates = []
-        for f in SESSION_FIELDS[1:]:
-            if f == "started_ns":
-                updates.append("started_ns = least(sessions.started_ns, excluded.started_ns)")
-            elif f == "ended_ns":
-                updates.append("ended_ns = greatest(sessions.ended_ns, excluded.ended_ns)")
-            elif f == "replayable":  # false wins: one truncated span makes the session not replayable
-                updates.append("replayable = CASE WHEN sessions.replayable = false OR excluded.replayable = false "
-                               "THEN false ELSE coalesce(excluded.replayable, sessions.replayable) END")
-            elif f == "source":
-                updates.append("source = coalesce(sessions.source, excluded.source)")
-            else:
-                updates.append(f"{f} = coalesce(excluded.{f}, sessions.{f})")
-        con.execute(f"INSERT INTO sessions SELECT * FROM _sess_batch ON CONFLICT (session_id) DO UPDATE SET "
-                    + ", ".join(updates))
-        con.unregister("_sess_batch")
+        ids = list(sessions)
+        known = {r[0] for r in con.execute("SELECT session_id FROM sessions WHERE session_id IN "
+                                           "(SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()}
+        for part, table in ((([i for i in ids if i not in known]), "_sess_new"), ([i for i in ids if i in known], "_sess_upd")):
+            if not part:
+                continue
+            cols = {f: [] for f in SESSION_FIELDS}
+            for sid in part:
+                fields = sessions[sid]
+                for f in SESSION_FIELDS:
+                    cols[f].append(sid if f == "session_id" else source if f == "source"
+                                   else now if f == "updated_ns" else fields.get(f))
+            tbl = pa.Table.from_arrays([pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS],
+                                       schema=SESSION_SCHEMA)
+            con.register(table, tbl)
+            try:
+                if table == "_sess_new":
+                    con.execute("INSERT INTO sessions SELECT * FROM _sess_new")
+                else:
+                    con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
+                                + " FROM _sess_upd u WHERE sessions.session_id = u.session_id")
+            finally:
+                con.unregister(table)
 
     def _derive_steps(self, con, session_ids: list[str]) -> None:
         """Number a session's decisions 0..n-1: by tracefix.step when present, else start time."""

@@ -164,3 +164,19 @@ def test_otlp_json_with_gzip_is_accepted(collector, api):
     assert step["input_messages"] == [{"role": "user", "content": "hello"}]
     assert step["output_message"]["content"] == "hi there"
     assert step["input_tokens"] == 12
+
+
+def test_span_without_session_attribute_joins_its_traces_session_across_requests(collector, api):
+    sid = f"late-{uuid.uuid4().hex[:8]}"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("agent run", attributes={"session.id": sid}):
+        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
+            pass
+    root, child = sorted(exporter.get_finished_spans(), key=lambda s: s.parent is not None)
+    assert post(collector.match["http"] + "/v1/traces", encode_spans([root]).SerializeToString())[0] == 200
+    assert post(collector.match["http"] + "/v1/traces", encode_spans([child]).SerializeToString())[0] == 200
+    assert {s["name"] for s in api.get_spans(sid)} == {"agent run", "chat m"}
+    assert len(api.get_session(sid)["steps"]) == 1

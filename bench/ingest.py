@@ -1,0 +1,151 @@
+"""Sustained OTLP/HTTP protobuf ingest into `tracefix serve`, against a bare DuckDB Arrow
+insert loop on the same rows, measured in one run.
+
+    .venv/bin/python bench/ingest.py [--exporters 4] [--sessions 12] [--steps 100]
+
+Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
+as protobuf, each request acknowledged only after commit; a 429 is retried after its
+Retry-After. Printed: spans/s acknowledged (and verified stored after shutdown), spans/s of
+the bare loop (Arrow tables of the same normalized rows inserted into a table without
+indexes), and their ratio. Targets: >= 20,000 spans/s and >= 50% of the bare loop.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing as mp
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from agent_spans import request, session_spans  # noqa: E402
+
+
+def build_bodies(worker: int, sessions: int, steps: int) -> list[tuple[bytes, int]]:
+    rng = random.Random(worker)
+    bodies = []
+    for i in range(sessions):
+        spans = session_spans(f"bench-{worker}-{i}-{os.urandom(4).hex()}", steps, rng, growing=False, window=4)
+        bodies.append((request(spans).SerializeToString(), len(spans)))
+    return bodies
+
+
+def exporter(worker: int, url: str, sessions: int, steps: int, ready, go, results) -> None:
+    bodies = build_bodies(worker, sessions, steps)
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    ready.put(worker)
+    go.wait()
+    acked = retries = 0
+    for body, n in bodies:
+        while True:
+            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status == 200:
+                acked += n
+                break
+            if resp.status in (429, 503):
+                retries += 1
+                time.sleep(float(resp.getheader("Retry-After", "0.1")) / 10)  # stay busy: short waits
+                continue
+            raise RuntimeError(f"export failed: HTTP {resp.status}")
+    results.put((worker, acked, retries, time.perf_counter()))
+
+
+def run_served(exporters: int, sessions: int, steps: int) -> tuple[float, int, int]:
+    import procs
+    from tracefix.collector.store import Store
+
+    tmp = Path(tempfile.mkdtemp(prefix="tracefix-bench-"))
+    db = tmp / "ingest.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "200000")
+    ctx = mp.get_context("fork")
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs_ = [ctx.Process(target=exporter, args=(w, serve.match["http"], sessions, steps, ready, go, results))
+              for w in range(exporters)]
+    for p in procs_:
+        p.start()
+    for _ in procs_:
+        ready.get(timeout=600)
+    t0 = time.perf_counter()
+    go.set()
+    done = [results.get(timeout=600) for _ in procs_]
+    elapsed = max(d[3] for d in done) - t0
+    for p in procs_:
+        p.join()
+    acked = sum(d[1] for d in done)
+    retries = sum(d[2] for d in done)
+    assert serve.stop() == 0, serve.output()
+    store = Store(db)
+    stored = store.stats()["spans"]
+    store.close()
+    return acked / elapsed, acked, stored if stored else 0, retries
+
+
+def run_bare(exporters: int, sessions: int, steps: int, batch_spans: int) -> float:
+    """The same rows (normalized outside the timing) inserted as Arrow tables into DuckDB."""
+    import duckdb
+    import pyarrow as pa
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tracefix.collector.normalize import normalize_request
+    from tracefix.collector.store import SPAN_COLUMNS, spans_table
+
+    batches = []
+    for w in range(exporters):
+        for body, _ in build_bodies(w, sessions, steps):
+            batches.append(normalize_request(ExportTraceServiceRequest.FromString(body)))
+    tmp = Path(tempfile.mkdtemp(prefix="tracefix-bench-bare-"))
+    con = duckdb.connect(str(tmp / "bare.duckdb"))
+    sql_types = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN",
+                 pa.list_(pa.int64()): "BIGINT[]"}
+    con.execute("CREATE TABLE spans (" + ", ".join(f"{n} {sql_types[t]}" for n, t in SPAN_COLUMNS) + ")")
+    con.execute("CREATE TABLE messages (key BIGINT, sha256 VARCHAR, message VARCHAR)")
+    n = 0
+    t0 = time.perf_counter()
+    for b in batches:
+        tbl = spans_table(b.spans)
+        keys = list(b.messages)
+        msgs = pa.table({"key": pa.array(keys, pa.int64()), "sha256": [b.messages[k][0] for k in keys],
+                         "message": [b.messages[k][1] for k in keys]})
+        con.execute("INSERT INTO spans SELECT * FROM tbl")
+        con.execute("INSERT INTO messages SELECT * FROM msgs")
+        n += len(b.spans)
+    elapsed = time.perf_counter() - t0
+    con.close()
+    return n / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exporters", type=int, default=4)
+    ap.add_argument("--sessions", type=int, default=12, help="sessions (one request each) per exporter")
+    ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each side; medians are compared")
+    args = ap.parse_args()
+    served, bare = [], []
+    for i in range(args.repeat):
+        rate, acked, stored, retries = run_served(args.exporters, args.sessions, args.steps)
+        if stored != acked:
+            raise SystemExit(f"stored {stored} spans but acknowledged {acked}")
+        served.append(rate)
+        bare.append(run_bare(args.exporters, args.sessions, args.steps, batch_spans=3 * args.steps + 1))
+        print(f"run {i + 1}: served {rate:,.0f} spans/s ({acked} acknowledged and stored, {retries} 429 retries); "
+              f"bare DuckDB Arrow inserts {bare[-1]:,.0f} spans/s")
+    s, b = statistics.median(served), statistics.median(bare)
+    print(f"tracefix serve (OTLP/HTTP protobuf, {args.exporters} exporters): {s:,.0f} spans/s (median)")
+    print(f"bare DuckDB Arrow insert loop, same rows:                  {b:,.0f} spans/s (median)")
+    print(f"ratio served/bare: {s / b:.2f}   targets: >= 20,000 spans/s and >= 0.50")
+
+
+if __name__ == "__main__":
+    main()
