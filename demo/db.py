@@ -89,7 +89,7 @@ INITIAL_STATE: dict[str, Any] = {
         {"id": "TX-0001", "kind": "deposit", "account_id": "ACC-1001", "amount_cents": 200000},
         {"id": "TX-0002", "kind": "transfer", "from": "ACC-1001", "to": "ACC-1003", "amount_cents": 7500},
         {"id": "TX-0003", "kind": "deposit", "account_id": "ACC-1013", "amount_cents": 50000},
-        {"id": "TX-0004", "kind": "transfer", "from": "ACC-1011", "to": "ACC-1012", "amount_cents": 25000},
+        {"id": "TX-0004", "kind": "deposit", "account_id": "ACC-1011", "amount_cents": 25000},
     ],
     "next_tx": 5,
 }

@@ -126,6 +126,21 @@ class Facts:
         for aid, tx in re.findall(r"latest transaction of (ACC-\d{4}): (\S+)", report):
             self.last_tx[aid] = tx
 
+    def believe(self, sub: Subtask, report: str) -> None:
+        """File a read-only sub-task's reported value under the account it asked about."""
+        if sub.reads is None:
+            return
+        try:
+            intended = self.resolve(sub.reads)
+        except Unresolved:
+            return
+        balance = re.search(r"balance ([\d.]+)", report)
+        latest = re.search(r"latest transaction of ACC-\d{4}: (\S+)", report)
+        if sub.action == "get_balance" and balance:
+            self.accounts.setdefault(intended, {})["balance"] = balance.group(1)
+        if sub.action == "get_transactions" and latest:
+            self.last_tx[intended] = latest.group(1)
+
     def account(self, name: str, kind: str) -> str:
         cid = self.customers.get(name)
         for aid, a in sorted(self.accounts.items()):
@@ -200,8 +215,10 @@ def _orchestrator(messages: list[dict], followed: Followed) -> Decision:
         elif _is_report(m):
             report = str(m["content"])
             if not _failed(report):
-                progress += 1
                 facts.learn(report)
+                if progress < len(task.subtasks):
+                    facts.believe(task.subtasks[progress], report)
+                progress += 1
         last = m
 
     if not spoke:

@@ -19,6 +19,10 @@ class Subtask:
     instruction: str  # template, see module docstring
     summary: str  # one plan line
     action: str  # the tool this sub-task is about (names it in corrections)
+    # For read-only sub-tasks: the account (template) the report is taken to describe. The
+    # orchestrator files the reported value under the account it *asked about*, so a report
+    # about another account (after a wrong instruction) is believed, as an LLM would.
+    reads: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ def transfer(src: str, dst: str, amount: str, what: str) -> Subtask:
 
 def balance(acct: str, what: str) -> Subtask:
     return Subtask("AccountAgent", f"Get the current balance of account {acct} with get_balance and report it.",
-                   f"AccountAgent: check the balance of {what}.", "get_balance")
+                   f"AccountAgent: check the balance of {what}.", "get_balance", reads=acct)
 
 
 def deposit(check: str, acct: str, what: str) -> Subtask:
@@ -64,7 +68,7 @@ def close(acct: str, what: str) -> Subtask:
 def history(acct: str, what: str) -> Subtask:
     return Subtask("PaymentsAgent",
                    f"List the recent transactions of account {acct} with get_transactions and report them.",
-                   f"PaymentsAgent: list the recent transactions of {what}.", "get_transactions")
+                   f"PaymentsAgent: list the recent transactions of {what}.", "get_transactions", reads=acct)
 
 
 def T(name: str, kind: str) -> str:  # noqa: N802 - reads like the template it builds
@@ -111,12 +115,12 @@ TASK_LIST: list[Task] = [
          (lookup(F), history(T(F, "checking"), "Frank's checking")),
          f"The most recent transaction on Frank Hill's checking {T(F, 'checking')} is "
          "{lasttx:Frank Hill:checking}.",
-         (), ("TX-0004",)),
+         (), ("TX-0004", "ACC-1011")),
     Task("t07", "Grace Ito asks for the current balance of each of her accounts and her total.",
          (lookup(G), balance(T(G, "checking"), "Grace's checking"), balance(T(G, "savings"), "Grace's savings")),
          f"Grace Ito: checking {T(G, 'checking')} ${B(G, 'checking')}, savings {T(G, 'savings')} "
          f"${B(G, 'savings')}; total ${{total:{G}}}.",
-         (), ("3025.00", "7800.00", "10825.00")),
+         (), ("checking ACC-1013 $3025.00", "savings ACC-1014 $7800.00", "10825.00")),
     Task("t08", "Move $400 from Carol Evans's savings account to her checking account and report her checking "
                 "balance.",
          (lookup(C), transfer(T(C, "savings"), T(C, "checking"), "400.00", "$400 from Carol's savings to checking")),

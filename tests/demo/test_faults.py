@@ -10,6 +10,7 @@ from demo_sims import running_sim
 from tracefix.demo.bank import evaluate, last_database, run_task
 from tracefix.demo.faults import FaultConfig, FaultPlanError, fault_free_steps, load_plan, schedule
 from tracefix.demo.policy import KINDS
+from tracefix.demo.tasks import TASKS
 
 
 def _run(server, task_id: str) -> tuple[dict, dict, str]:
@@ -187,3 +188,16 @@ def test_a_replay_starting_after_the_fault_step_gets_no_second_fault(tmp_path):
     with running_sim(plan=MISSING, ground_truth=gt) as server:
         _ask(server, "t13", 6, _messages_at("t13", 6), session="late-start")
     assert _gt(gt) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_fails_every_task_that_can_host_it(tmp_path, kind):
+    """The first step of each task that can host `kind` gets it, and the task fails."""
+    hosting = [t for t in TASKS if any(kind in i.hosts for i in fault_free_steps(t))]
+    assert len(hosting) >= 10
+    gt = tmp_path / "gt.jsonl"
+    with running_sim(plan=[{"task": t, "step": 0, "kind": kind} for t in hosting], ground_truth=gt) as server:
+        results = {t: _run(server, t)[1]["success"] for t in hosting}
+    assert not any(results.values()), [t for t, ok in results.items() if ok]
+    labels = {g["task"]: g["step"] for g in _gt(gt)}
+    assert labels == {t: next(i.step for i in fault_free_steps(t) if kind in i.hosts) for t in hosting}
