@@ -146,4 +146,6 @@ class Team:
             result = self.run_tool(function["name"], arguments)
         except Exception as exc:  # a tool error is what the agent observes, not a crash of the app
             return json.dumps({"error": tool_error_text(exc)})
-        return json.dumps(result)
+        # Sorted keys: a result replayed from a recording (whatever its key order) gives the
+        # same message text, so the next LLM call's fingerprint matches the recorded one.
+        return json.dumps(result, sort_keys=True)
