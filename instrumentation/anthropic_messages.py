@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .llm import Request, Summary, is_given, request_params
+from .llm import Request, Summary, rehydrate_model, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "system", "tools", "stream", "extra_headers", "extra_query", "extra_body",
@@ -111,7 +111,7 @@ class AnthropicMessages:
     def rehydrate(self, raw: dict) -> Any:
         from anthropic.types import Message
 
-        return Message.model_validate(raw)
+        return rehydrate_model(Message, raw)
 
     def synthesize(self, text: str, model: str | None) -> dict:
         return {"id": "msg_tracefix_intervention", "type": "message", "role": "assistant",
@@ -128,22 +128,22 @@ class AnthropicMessages:
 
         usage = raw.get("usage") or {}
         start = {**raw, "content": [], "stop_reason": None, "stop_sequence": None}
-        events: list = [RawMessageStartEvent.model_validate({"type": "message_start", "message": start})]
+        events: list = [rehydrate_model(RawMessageStartEvent, {"type": "message_start", "message": start})]
         for index, block in enumerate(raw.get("content") or []):
             if block.get("type") == "tool_use":
-                events.append(RawContentBlockStartEvent.model_validate(
+                events.append(rehydrate_model(RawContentBlockStartEvent, 
                     {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}))
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input") or {})}
             else:
-                events.append(RawContentBlockStartEvent.model_validate(
+                events.append(rehydrate_model(RawContentBlockStartEvent, 
                     {"type": "content_block_start", "index": index, "content_block": {**block, "text": ""}}))
                 delta = {"type": "text_delta", "text": block.get("text") or ""}
-            events.append(RawContentBlockDeltaEvent.model_validate(
+            events.append(rehydrate_model(RawContentBlockDeltaEvent, 
                 {"type": "content_block_delta", "index": index, "delta": delta}))
-            events.append(RawContentBlockStopEvent.model_validate({"type": "content_block_stop", "index": index}))
-        events.append(RawMessageDeltaEvent.model_validate(
+            events.append(rehydrate_model(RawContentBlockStopEvent, {"type": "content_block_stop", "index": index}))
+        events.append(rehydrate_model(RawMessageDeltaEvent, 
             {"type": "message_delta", "delta": {"stop_reason": raw.get("stop_reason"),
                                                 "stop_sequence": raw.get("stop_sequence")},
              "usage": {"output_tokens": usage.get("output_tokens", 0)}}))
-        events.append(RawMessageStopEvent.model_validate({"type": "message_stop"}))
+        events.append(rehydrate_model(RawMessageStopEvent, {"type": "message_stop"}))
         return AsyncRecordedStream(events) if is_async else RecordedStream(events)

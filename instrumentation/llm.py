@@ -63,6 +63,15 @@ def decode_arguments(arguments: Any) -> Any:
     return arguments
 
 
+def rehydrate_model(model_cls: Any, raw: dict) -> Any:
+    """`raw` as the SDK's own type: validated when it validates, else built leniently the
+    way the SDK builds live responses (a field a newer SDK requires must not break replay)."""
+    try:
+        return model_cls.model_validate(raw)
+    except Exception:
+        return model_cls.construct(**raw)
+
+
 def is_given(value: Any) -> bool:
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import Request, Summary, decode_arguments, is_given, request_params
+from .llm import Request, Summary, rehydrate_model, decode_arguments, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "tools", "stream", "extra_headers", "extra_query", "extra_body", "timeout")
@@ -126,7 +126,7 @@ class OpenAIChat:
     def rehydrate(self, raw: dict) -> Any:
         from openai.types.chat import ChatCompletion
 
-        return ChatCompletion.model_validate(raw)
+        return rehydrate_model(ChatCompletion, raw)
 
     def synthesize(self, text: str, model: str | None) -> dict:
         return {"id": "chatcmpl-tracefix-intervention", "object": "chat.completion", "created": int(time.time()),
@@ -165,5 +165,5 @@ class OpenAIChat:
         options = kwargs.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage") and raw.get("usage"):
             chunks.append({**head, "choices": [], "usage": raw["usage"]})
-        objects = [ChatCompletionChunk.model_validate(c) for c in chunks]
+        objects = [rehydrate_model(ChatCompletionChunk, c) for c in chunks]
         return AsyncRecordedStream(objects) if is_async else RecordedStream(objects)

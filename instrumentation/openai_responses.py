@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import Request, Summary, decode_arguments, is_given, request_params
+from .llm import Request, Summary, rehydrate_model, decode_arguments, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "input", "instructions", "tools", "stream", "extra_headers", "extra_query", "extra_body",
@@ -102,7 +102,7 @@ class OpenAIResponses:
     def rehydrate(self, raw: dict) -> Any:
         from openai.types.responses import Response
 
-        return Response.model_validate(raw)
+        return rehydrate_model(Response, raw)
 
     def synthesize(self, text: str, model: str | None) -> dict:
         return {"id": "resp_tracefix_intervention", "object": "response", "created_at": time.time(),
@@ -121,8 +121,8 @@ class OpenAIResponses:
 
         from .streaming import AsyncRecordedStream, RecordedStream
 
-        events = [ResponseCreatedEvent.model_validate({"type": "response.created", "sequence_number": 0,
-                                                       "response": {**raw, "status": "in_progress"}}),
-                  ResponseCompletedEvent.model_validate({"type": "response.completed", "sequence_number": 1,
-                                                         "response": raw})]
+        events = [rehydrate_model(ResponseCreatedEvent, {"type": "response.created", "sequence_number": 0,
+                                                         "response": {**raw, "status": "in_progress"}}),
+                  rehydrate_model(ResponseCompletedEvent, {"type": "response.completed", "sequence_number": 1,
+                                                           "response": raw})]
         return AsyncRecordedStream(events) if is_async else RecordedStream(events)

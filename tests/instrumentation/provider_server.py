@@ -1,0 +1,135 @@
+"""A scripted HTTP server speaking the Anthropic Messages and OpenAI Responses wire formats
+(the demo's scripted server speaks chat completions only). Deterministic: with `tools` in
+the request and no tool result yet it asks for the first tool, else it answers text."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "The balance is 120.50."
+
+
+def _has_tool_result(body: dict) -> bool:
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        if isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "tool_result" for c in content):
+            return True
+    items = body.get("input")
+    return isinstance(items, list) and any(isinstance(i, dict) and i.get("type") == "function_call_output"
+                                           for i in items)
+
+
+def anthropic_message(body: dict) -> dict:
+    if body.get("tools") and not _has_tool_result(body):
+        tool = body["tools"][0]
+        content = [{"type": "tool_use", "id": "toolu_01", "name": tool["name"], "input": {"account_id": "ACC-1"}}]
+        stop = "tool_use"
+    else:
+        content, stop = [{"type": "text", "text": ANSWER}], "end_turn"
+    return {"id": "msg_01", "type": "message", "role": "assistant", "model": body["model"], "content": content,
+            "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 21, "output_tokens": 9}}
+
+
+def anthropic_events(message: dict) -> list[tuple[str, dict]]:
+    start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 21, "output_tokens": 1}}
+    events = [("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "text", "text": ""}}))
+            for piece in (block["text"][:10], block["text"][10:]):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                       "delta": {"type": "text_delta", "text": piece}}))
+        else:
+            events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {**block, "input": {}}}))
+            text = json.dumps(block["input"])
+            for piece in (text[:5], text[5:]):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                       "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
+                                                                        "stop_sequence": None},
+                                     "usage": {"output_tokens": 9}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def openai_response(body: dict) -> dict:
+    if body.get("tools") and not _has_tool_result(body):
+        output = [{"type": "function_call", "id": "fc_01", "call_id": "call_r1", "name": body["tools"][0]["name"],
+                   "arguments": json.dumps({"account_id": "ACC-1"}), "status": "completed"}]
+    else:
+        output = [{"type": "message", "id": "msg_r1", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": ANSWER, "annotations": []}]}]
+    return {"id": "resp_01", "object": "response", "created_at": 1700000000, "model": body["model"],
+            "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
+            "tools": body.get("tools") or [],
+            "usage": {"input_tokens": 30, "output_tokens": 7, "total_tokens": 37,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+class ProviderServer:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                server.requests.append((self.path, body))
+                if self.path.endswith("/messages"):
+                    message = anthropic_message(body)
+                    if body.get("stream"):
+                        return self._sse(anthropic_events(message))
+                    return self._json(message)
+                if self.path.endswith("/responses"):
+                    response = openai_response(body)
+                    if body.get("stream"):
+                        return self._sse([("response.created", {"type": "response.created", "sequence_number": 0,
+                                                                "response": {**response, "status": "in_progress",
+                                                                             "output": []}}),
+                                          ("response.completed", {"type": "response.completed",
+                                                                  "sequence_number": 1, "response": response})])
+                    return self._json(response)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _json(self, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _sse(self, events: list[tuple[str, dict]]) -> None:
+                data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n" for name, payload in events)
+                if self.path.endswith("/responses"):
+                    data += "data: [DONE]\n\n"
+                encoded = data.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(encoded)))
+                self.end_headers()
+                self.wfile.write(encoded)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
