@@ -46,6 +46,7 @@ class RequestContext:
 
 
 ModelHandler = Callable[[dict, RequestContext], dict]
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 def bank_agent(body: dict, ctx: RequestContext) -> dict:
@@ -123,7 +124,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
+                if len(body) > MAX_BODY_BYTES:
+                    raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", code="request_too_large")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise ApiError(400, "invalid Content-Length header") from None
+        if length > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", code="request_too_large")
         return self.rfile.read(length) if length > 0 else b""
 
     def do_GET(self) -> None:  # noqa: N802
@@ -140,7 +157,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0].rstrip("/")
-        body = self._read_body()
+        try:
+            body = self._read_body()
+        except (ApiError, ValueError) as exc:
+            error = exc if isinstance(exc, ApiError) else ApiError(400, f"unreadable request body: {exc}")
+            self.close_connection = True  # the rest of the stream cannot be trusted
+            self._send_json(error.status, error.body())
+            return
         if path != "/v1/chat/completions":
             self._send_json(404, ApiError(404, f"no route POST {path}", code="not_found").body())
             return

@@ -138,3 +138,22 @@ def test_stats_count_requests_per_session_header(sim_url):
         stats = json.loads(r.read())
     assert stats["by_session"]["stats-probe"] == 3
     assert stats["requests"] >= 3
+
+
+def test_oversized_and_chunked_bodies(sim_url):
+    import http.client
+    from urllib.parse import urlparse
+
+    u = urlparse(sim_url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    conn.request("POST", "/v1/chat/completions", body=b"", headers={"Content-Length": str(64 * 1024 * 1024)})
+    r = conn.getresponse()
+    assert r.status == 413 and json.loads(r.read())["error"]["code"] == "request_too_large"
+    conn.close()
+    body = json.dumps({"model": "bank-agent", "messages": WORKER_MESSAGES}).encode()
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    conn.request("POST", "/v1/chat/completions", body=iter([body[:50], body[50:]]),
+                 headers={"Content-Type": "application/json"}, encode_chunked=True)
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["choices"][0]["message"]["tool_calls"]
+    conn.close()
