@@ -22,7 +22,7 @@ import threading
 import uuid
 from typing import Any
 
-from . import _compat as tracefix
+import tracefix
 from .db import BankDB
 from .tasks import get_task
 from .team import Team
