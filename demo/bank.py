@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 import tracefix
+
 from .db import BankDB
 from .tasks import get_task
 from .team import Team
