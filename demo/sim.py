@@ -49,8 +49,15 @@ ModelHandler = Callable[[dict, RequestContext], dict]
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
+def _text(content: Any) -> Any:
+    """Message content as plain text: the parts of a content array joined (the policy reads text)."""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content
+
+
 def bank_agent(body: dict, ctx: RequestContext) -> dict:
-    messages = body["messages"]
+    messages = [{**m, "content": _text(m.get("content"))} for m in body["messages"]]
     followed = ctx.injector.followed(messages, ctx.session, ctx.step)
     decision = decide(messages, body.get("tools"), followed)
     faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,
@@ -93,6 +100,10 @@ class ApiError(Exception):
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def _model_card(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "tracefix-sim"}
 
 
 def _tokens(value: Any) -> int:
@@ -148,12 +159,31 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send_json(200, {"status": "ok"})
         elif path == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "tracefix-sim"} for name in sorted(MODELS)]})
+            self._send_json(200, {"object": "list", "data": [_model_card(name) for name in sorted(MODELS)]})
+        elif path.startswith("/v1/models/"):
+            name = path[len("/v1/models/"):]
+            if name in MODELS:
+                self._send_json(200, _model_card(name))
+            else:
+                self._send_json(404, ApiError(404, f"The model '{name}' does not exist", param="model",
+                                              code="model_not_found").body())
         elif path == "/_sim/stats":
             self._send_json(200, self.server.sim.stats())
         else:
             self._send_json(404, ApiError(404, f"no route GET {path}", code="not_found").body())
+
+    def _method_not_allowed(self) -> None:
+        self._read_body_quietly()
+        self._send_json(405, ApiError(405, f"method {self.command} not allowed on {self.path}",
+                                      code="method_not_allowed").body())
+
+    def _read_body_quietly(self) -> None:
+        try:
+            self._read_body()
+        except (ApiError, ValueError):
+            self.close_connection = True
+
+    do_PUT = do_DELETE = do_PATCH = _method_not_allowed  # noqa: N815
 
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0].rstrip("/")

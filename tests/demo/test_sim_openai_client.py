@@ -157,3 +157,20 @@ def test_oversized_and_chunked_bodies(sim_url):
     r = conn.getresponse()
     assert r.status == 200 and json.loads(r.read())["choices"][0]["message"]["tool_calls"]
     conn.close()
+
+
+def test_retrieve_model_and_content_parts(sim_url):
+    client = _client(sim_url)
+    assert client.models.retrieve("bank-agent").id == "bank-agent"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-nope")
+    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in WORKER_MESSAGES]
+    r = client.chat.completions.create(model="bank-agent", messages=parts, tools=tools_for("AccountAgent"))
+    assert r.choices[0].message.tool_calls[0].function.name == "lookup_customer"
+
+
+def test_other_methods_are_405_json(sim_url):
+    req = urllib.request.Request(sim_url + "/chat/completions", data=b"{}", method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=5)
+    assert info.value.code == 405 and json.loads(info.value.read())["error"]["code"] == "method_not_allowed"
