@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from .graph import ARTIFACT, DEPENDENCY_TYPES, LOOP, SAME_ERROR, TransitionGraph
-from .units import TransitionUnit, extract_artifacts
+from .units import TransitionUnit
 
 FEATURE_NAMES: tuple[str, ...] = (
     # structural
@@ -22,17 +22,12 @@ FEATURE_NAMES: tuple[str, ...] = (
     # attribute
     "error", "tool_exception", "tool_error_result", "empty_result",
     "status_feedback_inconsistent", "repeated_call", "unsupported_values",
-    "n_tool_calls", "latency_z", "input_tokens_z", "output_tokens_z",
+    "unacted_claim", "n_tool_calls", "latency_z", "input_tokens_z", "output_tokens_z",
     "output_length_log", "output_length_z", "agent_switch",
     # macro
     "macro_error_ratio", "macro_length", "macro_position", "run_position",
     "first_error", "steps_to_next_error",
 )
-
-# Artifacts any task text mentions are "given"; everything else a step uses must come from
-# somewhere earlier in the run, or it is unsupported (misread, invented).
-_TASK_KEYS = ("task",)
-
 
 def _zscores(values: list[float]) -> list[float]:
     n = len(values)
@@ -71,42 +66,26 @@ def macro_blocks(units: list[TransitionUnit]) -> list[tuple[int, int]]:
     return blocks
 
 
-def unsupported_values(units: list[TransitionUnit], task: str | None) -> list[int]:
-    """Per step: how many values it consumed that no earlier step, its own observation or the
-    task had shown it. A misread result or an invented id shows up here."""
-    seen = extract_artifacts(task or "")
-    counts = []
-    for u in units:
-        visible = seen | extract_artifacts(u.observation)
-        # Values in the step's text that it also produced in its own feedback do not count.
-        used = set()
-        for call in u.action["calls"]:
-            used |= extract_artifacts(_args_text(call["arguments"]))
-        if not u.action["calls"] and u.kind == "llm":
-            used |= extract_artifacts(u.action["text"])
-        counts.append(len(used - visible))
-        seen |= u.artifacts_produced | u.artifacts_consumed
-    return counts
-
-
-def _args_text(args: Any) -> str:
-    from .units import _values_text
-
-    return _values_text(args)
+def unacted_claims(units: list[TransitionUnit]) -> list[float]:
+    """1.0 for a text step that reports success while its agent, an agent that does use
+    tools, called none since it was last handed work: a claim without an action."""
+    tool_users = {u.agent for u in units if u.action["calls"]}
+    out = [0.0] * len(units)
+    acted: dict[str, bool] = {}
+    for i, u in enumerate(units):
+        if i > 0 and units[i - 1].agent != u.agent:
+            acted[u.agent] = False  # handed work anew
+        if u.action["calls"]:
+            acted[u.agent] = True
+        elif u.agent in tool_users and u.claims_success and not u.claims_failure and not acted.get(u.agent, False):
+            out[i] = 1.0
+    return out
 
 
 def session_task(doc: dict) -> str | None:
-    """The task text: the document's `task`, else the first user message of step 0."""
-    if doc.get("task"):
-        return str(doc["task"])
-    steps = doc.get("steps") or []
-    if steps:
-        for msg in steps[0].get("input_messages") or []:
-            if msg.get("role") == "user":
-                content = msg.get("content")
-                return content if isinstance(content, str) else str(content)
-    inputs = doc.get("inputs") or {}
-    return " ".join(str(v) for v in inputs.values()) if inputs else None
+    from .units import session_task as task_of
+
+    return task_of(doc)
 
 
 def step_features(graph: TransitionGraph, task: str | None = None) -> list[list[float]]:
@@ -120,7 +99,8 @@ def step_features(graph: TransitionGraph, task: str | None = None) -> list[list[
     out_tok_z = _zscores([math.log1p(u.output_tokens) for u in units])
     len_log = [math.log1p(u.output_length) for u in units]
     len_z = _zscores(len_log)
-    unsupported = unsupported_values(units, task)
+    unsupported = [len(u.unsupported) for u in units]
+    unacted = unacted_claims(units)
     macro_of: list[tuple[int, int]] = [(0, 0)] * n
     for start, end in macro_blocks(units):
         for i in range(start, end):
@@ -154,7 +134,7 @@ def step_features(graph: TransitionGraph, task: str | None = None) -> list[list[
             (k - min(e.src for e in ins)) / max(n, 1) if ins else 0.0,
             float(has_error), float(u.outcome == "exception"), float(u.outcome == "error_result"),
             float(u.outcome == "empty_result"), float(bool(inconsistent)), float(repeated),
-            float(unsupported[k]), float(len(u.action["calls"])),
+            float(unsupported[k]), unacted[k], float(len(u.action["calls"])),
             latency_z[k], in_tok_z[k], out_tok_z[k], len_log[k], len_z[k],
             float(k > 0 and units[k - 1].agent != u.agent),
             sum(1 for b in block if b.status == "error") / len(block), float(len(block)),

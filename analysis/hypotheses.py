@@ -14,12 +14,16 @@ from typing import Any, Sequence
 
 from .features import FEATURE_NAMES
 from .frontier import union_groups
-from .graph import ARTIFACT, LOOP, SAME_ERROR, TransitionGraph
-from .units import extract_artifacts
+from .graph import TransitionGraph
+from .symptoms import find_symptoms
 
-# How much each kind of evidence adds to a step's detector score (both in [0, 1]).
-ORIGIN_WEIGHT = 0.6  # the step a symptom's dependency path leads back to
+# How much each kind of evidence adds to a step's detector score (which lies in [0, 1]).
+DETECTOR_WEIGHT = 1.0
+ORIGIN_WEIGHTS = (1.2, 0.8, 0.5, 0.3)  # origin of the 1st, 2nd, ... symptom (failures cascade)
 FRONTIER_WEIGHT = 0.2  # flagged by at least one detector's frontier
+UNSUPPORTED_WEIGHT = 0.6  # acts on a value its input never showed it
+UNACTED_CLAIM_WEIGHT = 0.6  # reports success without having acted
+FINAL_ANSWER_WEIGHT = 0.4  # the answer of a failed run with no earlier symptom
 MAX_HYPOTHESES = 5
 
 
@@ -36,59 +40,6 @@ def combined_scores(scores_by_detector: dict[str, Sequence[float]], n: int) -> l
         return [0.0] * n
     norm = [_normalized(s) for s in scores_by_detector.values()]
     return [sum(col[k] for col in norm) / len(norm) for k in range(n)]
-
-
-def symptom_steps(graph: TransitionGraph, failed: bool) -> list[int]:
-    """Where the failure shows: the first step of each distinct error, and the final step of
-    a failed run (its wrong or missing answer)."""
-    out: list[int] = []
-    seen: set[str] = set()
-    for u in graph.units:
-        if u.status == "error" and u.error_signature not in seen:
-            seen.add(u.error_signature or "")
-            out.append(u.index)
-    if failed and graph.units and graph.units[-1].index not in out:
-        out.append(graph.units[-1].index)
-    return out
-
-
-def suspicious_artifacts(graph: TransitionGraph, step: int) -> set[str]:
-    """The values a symptom step is likely wrong about: those its error message names, else
-    every value it consumed."""
-    u = graph.units[step]
-    consumed = u.artifacts_consumed
-    if u.error_text:
-        named = extract_artifacts(u.error_text) & consumed
-        if named:
-            return named
-    return set(consumed)
-
-
-def trace_back(graph: TransitionGraph, symptom: int, max_hops: int = 50) -> list[int]:
-    """Dependency path from `symptom` back to where its trouble started: [symptom, ..., origin].
-
-    Follows, most specific first: a repeated error to its previous occurrence, a repeated
-    call to the previous identical call, then the suspicious artifact to the latest step
-    that produced it (and that step's own source of the same value), always moving back in
-    time.
-    """
-    path = [symptom]
-    current = symptom
-    wanted = suspicious_artifacts(graph, symptom)
-    for _ in range(max_hops):
-        ins = graph.in_edges(current, (SAME_ERROR, LOOP, ARTIFACT))
-        prev = [e for e in ins if e.type == SAME_ERROR] or [e for e in ins if e.type == LOOP]
-        if not prev and wanted:
-            prev = [e for e in ins if e.type == ARTIFACT and e.label in wanted]
-        if not prev:
-            break
-        # The latest source: the value's most recent hand-over, walked one hop at a time.
-        edge = max(prev, key=lambda e: e.src)
-        if edge.type == ARTIFACT:
-            wanted = {edge.label}
-        current = edge.src
-        path.append(current)
-    return path
 
 
 def top_features(features: Any, step: int, k: int = 3) -> dict[str, float]:
@@ -109,29 +60,63 @@ def top_features(features: Any, step: int, k: int = 3) -> dict[str, float]:
 def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequence[float]],
                     frontier: dict[str, list[int]], features: Any, failed: bool = True,
                     limit: int = MAX_HYPOTHESES) -> list[dict[str, Any]]:
-    """Ranked hypotheses (docs/contracts.md section 3, `hypotheses`), source "detectors"."""
+    """Ranked hypotheses (docs/contracts.md section 3, `hypotheses`), source "detectors".
+
+    Candidates: each frontier group's peak, each symptom's origin, and steps with the two
+    silent-failure signals (a value nobody showed the step; a success claim without an
+    action). Score: the detectors' combined score plus the weight of each piece of
+    evidence, so a step supported by both the detectors and the dependency graph wins.
+    """
+    import numpy as np
+
     n = len(graph)
     if n == 0:
         return []
+    X = np.asarray(features, dtype=float).reshape(n, len(FEATURE_NAMES))
     base = combined_scores(scores_by_detector, n)
     candidates: dict[int, dict[str, Any]] = {}
 
     def candidate(step: int) -> dict[str, Any]:
-        return candidates.setdefault(step, {"step": step, "group": [step], "paths": [], "origin_of": []})
+        return candidates.setdefault(step, {"step": step, "group": [step], "bonus": 0.0, "why": [],
+                                            "paths": [], "symptoms": []})
 
     for group in union_groups(frontier):
         peak = max(group["steps"], key=lambda s: (base[s], -s))
         candidate(peak)["group"] = group["steps"]
-    for symptom in symptom_steps(graph, failed):
-        path = trace_back(graph, symptom)
-        c = candidate(path[-1])
-        c["paths"].append(path)
-        c["origin_of"].append(symptom)
+    symptoms = find_symptoms(graph, failed)
+    unsupported = X[:, FEATURE_NAMES.index("unsupported_values")]
+    unacted = X[:, FEATURE_NAMES.index("unacted_claim")]
+    silent_suspects = [k for k in range(n) if unsupported[k] > 0 or unacted[k] > 0]
+    origins_seen: list[int] = []
+    for symptom in symptoms:
+        c = candidate(symptom.origin)
+        if symptom.kind == "final_answer" and origins_seen:
+            continue  # an earlier symptom already explains the wrong answer
+        if symptom.kind == "final_answer":
+            # A silent suspect earlier in the run explains a wrong answer better than the answer.
+            weight = FINAL_ANSWER_WEIGHT if not silent_suspects else FINAL_ANSWER_WEIGHT / 3
+        else:
+            if symptom.origin in origins_seen:
+                continue
+            weight = ORIGIN_WEIGHTS[min(len(origins_seen), len(ORIGIN_WEIGHTS) - 1)]
+            origins_seen.append(symptom.origin)
+        c["bonus"] += weight
+        c["paths"].append(symptom.path)
+        c["symptoms"].append({"step": symptom.step, "kind": symptom.kind, "reason": symptom.reason})
+    if failed:
+        for k in range(n):
+            if unsupported[k] > 0:
+                c = candidate(k)
+                c["bonus"] += UNSUPPORTED_WEIGHT
+                c["why"].append(f"acts on {int(unsupported[k])} value(s) its input never showed it")
+            if unacted[k] > 0:
+                c = candidate(k)
+                c["bonus"] += UNACTED_CLAIM_WEIGHT
+                c["why"].append("reports success without having called a tool")
 
     flagged = {s for steps in frontier.values() for s in steps}
     for step, c in candidates.items():
-        c["score"] = base[step] + (ORIGIN_WEIGHT if c["origin_of"] else 0.0) + \
-            (FRONTIER_WEIGHT if step in flagged else 0.0)
+        c["score"] = DETECTOR_WEIGHT * base[step] + c["bonus"] + (FRONTIER_WEIGHT if step in flagged else 0.0)
     ranked = sorted(candidates.values(), key=lambda c: (-c["score"], c["step"]))[:limit]
     top = ranked[0]["score"] if ranked else 1.0
     out = []
@@ -147,8 +132,10 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
             "evidence": {
                 "detectors": detectors,
                 "scores": {name: round(float(s[c["step"]]), 4) for name, s in scores_by_detector.items()},
-                "features": top_features(features, c["step"]),
+                "features": top_features(X, c["step"]),
                 "path": path,
+                "symptoms": c["symptoms"],
+                "signals": c["why"],
                 "group": c["group"],
                 "tool": u.tool,
                 "error": u.error_text,
@@ -161,17 +148,19 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
 def _rationale(graph: TransitionGraph, c: dict, detectors: list[str]) -> str:
     u = graph.units[c["step"]]
     parts = []
+    for s in c["symptoms"]:
+        if s["step"] == u.index:
+            parts.append(f"{s['kind'].replace('_', ' ')} here ({s['reason']})")
+        else:
+            parts.append(f"origin of the {s['kind'].replace('_', ' ')} at step {s['step']} ({s['reason']})")
+    parts += c["why"]
     if detectors:
-        parts.append(f"is anomalous to {' and '.join(detectors)}")
-    if c["origin_of"]:
-        parts.append("is where the dependency path from the symptom at step"
-                     f"{'s' if len(c['origin_of']) > 1 else ''} "
-                     f"{', '.join(map(str, c['origin_of']))} leads back")
-    if u.error_text:
+        parts.append(f"anomalous to {' and '.join(detectors)}")
+    if u.error_text and not any(s["step"] == u.index for s in c["symptoms"]):
         parts.append(f"failed with {u.error_text!r}")
     if not parts:
         parts.append("peaks within its frontier group")
-    return f"Step {u.index} ({u.agent}, {u.phase}) " + "; ".join(parts) + "."
+    return f"Step {u.index} ({u.agent}, {u.phase}): " + "; ".join(parts) + "."
 
 
 def evidence_packet(graph: TransitionGraph, hypothesis: dict[str, Any], context: int = 1) -> dict[str, Any]:

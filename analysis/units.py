@@ -41,7 +41,8 @@ _ARTIFACT_PATTERNS = [
     ("id", re.compile(r"\b[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*\b")),
     ("number", re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.-])")),
 ]
-_QUOTED = re.compile(r"'([^']{1,80})'|\"([^\"]{1,80})\"")
+# Quoted values; an apostrophe inside a word ("Erin's") does not open a quote.
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,80})'(?!\w)|\"([^\"\n]{1,80})\"")
 # Numbers this small are list markers, counts and booleans: linking on them is noise.
 _MIN_NUMBER_LEN = 2
 
@@ -63,8 +64,12 @@ class TransitionUnit:
     call_signatures: list[str]  # "tool(canonical args)" per call, for loop detection
     error_signature: str | None
     error_text: str | None
+    # produced: values the step hands on (its tool results, its text); consumed: values its
+    # own action carries (call arguments, text); context: values its input showed it.
     artifacts_produced: set[str] = field(default_factory=set)
     artifacts_consumed: set[str] = field(default_factory=set)
+    # Values the action carries that neither the task nor the step's input showed it.
+    unsupported: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -196,6 +201,55 @@ def _is_empty_result(result: Any) -> bool:
     return result is None or result == "" or result == [] or result == {}
 
 
+# How much of a growing prompt is read for the step's context: enough for the current
+# sub-task, bounded so long sessions stay linear.
+_CONTEXT_MESSAGES = 40
+_CONTEXT_CHARS = 40_000
+
+
+def _context_text(input_messages: list[dict]) -> str:
+    """The text the agent could see in its input (recent messages, tool calls included)."""
+    parts: list[str] = []
+    size = 0
+    for msg in reversed((input_messages or [])[-_CONTEXT_MESSAGES:]):
+        text = _content_text(msg.get("content"))
+        for tc in msg.get("tool_calls") or []:
+            text += " " + str((tc.get("function") or {}).get("arguments") or "")
+        parts.append(text)
+        size += len(text)
+        if size > _CONTEXT_CHARS:
+            break
+    return "\n".join(reversed(parts))[-_CONTEXT_CHARS:]
+
+
+def unsupported_in(used: set[str], context: str) -> list[str]:
+    """The values of `used` that `context` never mentions (as an artifact or a whole token)."""
+    if not used:
+        return []
+    known = extract_artifacts(context)
+    out = []
+    for value in sorted(used):
+        if value in known:
+            continue
+        if re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w])", context):
+            continue
+        out.append(value)
+    return out
+
+
+def _used_values(calls: list[dict], text: str) -> set[str]:
+    """What the action asserts: its call arguments, or the text of a text-only step."""
+    if calls:
+        return extract_artifacts(_values_text([c["arguments"] for c in calls]))
+    return extract_artifacts(text)
+
+
+def _text_signature(agent: str, text: str) -> str | None:
+    """A text-only step said again word for word (an instruction re-sent) is a loop too."""
+    norm = " ".join(text.split())
+    return f"{agent} says {norm[:300]}" if len(norm) >= 20 else None
+
+
 def _observation(input_messages: list[dict]) -> str:
     """What the agent newly saw: the input messages after its last own assistant turn.
     Reading only the tail keeps a step O(1) however long the growing prompt is."""
@@ -239,20 +293,43 @@ def _phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
     return "act" if role == "assistant" else "instruct"
 
 
+def session_task(doc: dict) -> str | None:
+    """The task text: the document's `task`, else the first user message of step 0."""
+    if doc.get("task"):
+        return str(doc["task"])
+    steps = doc.get("steps") or []
+    if steps:
+        for msg in steps[0].get("input_messages") or []:
+            if msg.get("role") == "user":
+                return _content_text(msg.get("content"))
+    inputs = doc.get("inputs") or {}
+    return " ".join(str(v) for v in inputs.values()) if inputs else None
+
+
 def build_units(doc: dict) -> list[TransitionUnit]:
     """All transition units of a session document, in step order."""
     steps = sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0))
+    task = session_task(doc)
     units: list[TransitionUnit] = []
     n = len(steps)
+    said: list[str] = []  # message logs: what was said before, the context of the next message
     for pos, step in enumerate(steps):
         is_last = pos == n - 1
-        kind = step.get("kind") or "llm"
-        units.append(_unit_from_message(step, pos, is_last) if kind == "message"
-                     else _unit_from_llm(step, pos, is_last))
+        if (step.get("kind") or "llm") == "message":
+            unit = _unit_from_message(step, pos, is_last)
+            context = (task or "") + "\n" + "\n".join(said)[-_CONTEXT_CHARS:]
+            if unit.tool is None:  # a tool's output reports the world; only agents can invent
+                unit.unsupported = unsupported_in(_used_values([], unit.action["text"]), context)
+            said.append(unit.action["text"])
+            if len(said) > _CONTEXT_MESSAGES:
+                del said[0]
+        else:
+            unit = _unit_from_llm(step, pos, is_last, task)
+        units.append(unit)
     return units
 
 
-def _unit_from_llm(step: dict, pos: int, is_last: bool) -> TransitionUnit:
+def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> TransitionUnit:
     out = step.get("output_message") or {}
     text = _content_text(out.get("content"))
     reasoning = _content_text(out.get("reasoning_content") or out.get("reasoning") or "")
@@ -295,9 +372,12 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool) -> TransitionUnit:
         observation=_observation(step.get("input_messages") or []), belief=reasoning or text,
         action={"text": text, "calls": calls}, feedback=feedback,
         tool=calls[0]["name"] if calls else None, tools=[c["name"] for c in calls],
-        call_signatures=[f"{c['name']}({_compact(c['arguments'])})" for c in calls],
+        call_signatures=[f"{c['name']}({_compact(c['arguments'])})" for c in calls]
+        or [sig for sig in [_text_signature(agent, text)] if sig],
         error_signature=normalize_error(error_text), error_text=str(error_text) if error_text else None,
         artifacts_produced=produced, artifacts_consumed=consumed,
+        unsupported=unsupported_in(_used_values(calls, text),
+                                   (task or "") + "\n" + _context_text(step.get("input_messages") or [])),
         latency_ms=float(step.get("duration_ms") or 0.0),
         input_tokens=int(step.get("input_tokens") or 0), output_tokens=int(step.get("output_tokens") or 0),
         output_length=len(text) + sum(len(s) for s in (_compact(c["arguments"]) for c in calls)),
@@ -328,7 +408,7 @@ def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
         observation="", belief=text, action={"text": text, "calls": []},
         feedback=[{"tool": agent, "result": text, "error": error_text}] if is_tool_output else [],
         tool=agent if is_tool_output else None, tools=[agent] if is_tool_output else [],
-        call_signatures=[f"{agent}:{text.strip()[:200]}"] if not is_tool_output and text.strip() else [],
+        call_signatures=[sig for sig in [_text_signature(agent, text)] if sig] if not is_tool_output else [],
         error_signature=normalize_error(error_text), error_text=error_text,
         artifacts_produced=artifacts, artifacts_consumed=artifacts,
         latency_ms=float(step.get("duration_ms") or 0.0),

@@ -1,0 +1,157 @@
+"""A labelled corpus of banking-demo sessions, recorded the way a user records them.
+
+The scripted LLM server runs in-process with fault plans; the banking app runs in-process
+under tracefix's instrumentation, exporting OTLP/HTTP to a real `tracefix serve` (a
+subprocess on loopback) whose store the analysis then reads through the access layer.
+Each injected fault comes back from the sim's ground truth with its session and step.
+
+    with DemoCorpus(workdir) as corpus:
+        ok = corpus.run_clean(["t01", "t02"])                       # successful sessions
+        bad = corpus.run_faulted([("t03", "wrong_argument", 2)])    # (task, kind, from step)
+        docs = corpus.documents(ok + [b["session"] for b in bad])
+
+Used by bench/localization.py and tests/analysis (a test and benchmark helper, not product).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+SERVE_READY = re.compile(r"http=(http://127\.0\.0\.1:\d+) grpc=")
+
+
+def start_serve(db: Path, timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
+    """`tracefix serve` on free loopback ports, analysis off (we analyze ourselves)."""
+    cmd = [sys.executable, "-m", "tracefix.cli", "serve", "--http-port", "0", "--grpc-port", "0", "--db", str(db),
+           "--diagnose", "off"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    found: list[str] = []
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            m = SERVE_READY.search(line)
+            if m and not found:
+                found.append(m.group(1))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(timeout) or not found:
+        proc.kill()
+        raise RuntimeError("tracefix serve did not start:\n" + "".join(lines))
+    url = found[0]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("tracefix serve never became healthy:\n" + "".join(lines))
+        time.sleep(0.05)
+
+
+class DemoCorpus:
+    def __init__(self, workdir: str | Path, sim_seed: int = 1):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.sim_seed = sim_seed
+        self.proc: subprocess.Popen | None = None
+        self.server_url: str | None = None
+        self.access = None
+        self._handle = None
+
+    def __enter__(self) -> "DemoCorpus":
+        import tracefix
+        from tracefix.collector.access import connect
+
+        self.proc, self.server_url = start_serve(self.workdir / "store" / "corpus.duckdb")
+        self._handle = tracefix.init(endpoint=self.server_url, service_name="bank-demo")
+        self.access = connect(server=self.server_url)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            self._handle.force_flush()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def _run(self, tasks: list[str], config: Any, seed: int) -> tuple[list[str], list[dict]]:
+        import tracefix
+        from tracefix.demo.bank import run_task
+        from tracefix.demo.sim import SimConfig, SimServer
+
+        server = SimServer(SimConfig(seed=self.sim_seed, faults=config))
+        base_url = server.start()
+        sessions: list[str] = []
+        try:
+            for task_id in tasks:
+                seen = set(self._session_ids_from(server))
+                run_task(task_id, base_url=base_url, seed=seed)
+                new = [s for s in self._session_ids_from(server) if s not in seen]
+                sessions += new
+        finally:
+            injected = list(server.injector.injected)
+            server.stop()
+        return sessions, injected
+
+    @staticmethod
+    def _session_ids_from(server: Any) -> list[str]:
+        return list(server.stats()["by_session"])  # the X-Demo-Session header = tracefix session id
+
+    def run_clean(self, tasks: list[str], seed: int = 0) -> list[str]:
+        from tracefix.demo.faults import FaultConfig
+
+        sessions, _ = self._run(tasks, FaultConfig(seed=self.sim_seed), seed)
+        return sessions
+
+    def run_faulted(self, plan: list[tuple[str, str, int]], seed: int = 0) -> list[dict]:
+        """Run each (task, kind, from_step) once with that one fault; returns the ground-truth
+        records of the faults actually injected ({"session", "task", "step", "agent", "kind", ...})."""
+        from tracefix.demo.faults import FaultConfig
+
+        truth: list[dict] = []
+        for task_id, kind, step in plan:
+            config = FaultConfig(seed=self.sim_seed, plan=[{"task": task_id, "step": step, "kind": kind}])
+            _, injected = self._run([task_id], config, seed)
+            truth += injected
+        return truth
+
+    def documents(self, session_ids: list[str], timeout: float = 60.0) -> dict[str, dict]:
+        """The stored session documents, once each has its outcome (its root span arrived)."""
+        self._handle.force_flush()
+        deadline = time.monotonic() + timeout
+        docs: dict[str, dict] = {}
+        pending = list(dict.fromkeys(session_ids))
+        while pending:
+            still = []
+            for sid in pending:
+                doc = self.access.get_session(sid)
+                if doc and doc.get("outcome") is not None and doc.get("steps"):
+                    docs[sid] = doc
+                else:
+                    still.append(sid)
+            pending = still
+            if pending:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{len(pending)} session(s) never fully arrived: {pending[:3]}")
+                time.sleep(0.1)
+        return docs

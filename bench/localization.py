@@ -1,0 +1,170 @@
+"""Fault localization on the banking demo: top-1, hit@3 and step error of the first
+hypothesis, against random / recency / frequency baselines, per fault kind, over seeds.
+
+    .venv/bin/python bench/localization.py [--seeds 1,2,3] [--per-kind 6] [--epochs 30]
+
+Per seed: record every task fault-free (successful sessions: the HGT's training set) and,
+for each fault kind, `--per-kind` tasks with that fault injected from a random step (the
+sim writes where it landed: the ground truth). All sessions travel the real path: the
+instrumented app exports OTLP to `tracefix serve`, the analysis reads the store. The HGT
+is trained on that seed's successful sessions; every failed faulted session is analyzed.
+
+Baselines, computed on the same sessions:
+  random     a uniformly random step (top-1 and hit@3 are their expectations)
+  recency    the last step with an error (else the last step)
+  frequency  the centre of the densest error region (window of 3; else the last step)
+Targets: hit@3 >= 0.8, top-1 >= 0.5, better than every baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from demo_corpus import DemoCorpus  # noqa: E402
+
+
+def recency_baseline(units) -> int:
+    errors = [u.index for u in units if u.status == "error"]
+    return errors[-1] if errors else units[-1].index
+
+
+def frequency_baseline(units, window: int = 3) -> int:
+    errors = [1 if u.status == "error" else 0 for u in units]
+    if not any(errors):
+        return units[-1].index
+    best, best_start = -1, 0
+    for start in range(0, max(len(units) - window + 1, 1)):
+        count = sum(errors[start:start + window])
+        if count > best:
+            best, best_start = count, start
+    region = [i for i in range(best_start, min(best_start + window, len(units))) if errors[i]]
+    return region[len(region) // 2]
+
+
+def evaluate(predictions: list[list[int]], truth: int, n: int) -> dict:
+    first = predictions[0] if predictions else -1
+    return {"top1": float(first == truth), "hit3": float(truth in predictions[:3]),
+            "err": abs(first - truth) if first >= 0 else n}
+
+
+def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path) -> list[dict]:
+    from tracefix.analysis.pipeline import analyze_document, train_on_documents
+    from tracefix.analysis.units import build_units
+    from tracefix.demo.faults import fault_free_steps
+    from tracefix.demo.policy import KINDS
+    from tracefix.demo.tasks import TASKS
+
+    rng = random.Random(seed)
+    tasks = list(TASKS)
+    t0 = time.perf_counter()
+    clean_ids = corpus.run_clean(tasks, seed=seed)
+    plan = []
+    for kind in KINDS:
+        hosts = [t for t in tasks if any(kind in s.hosts for s in fault_free_steps(t))]
+        for task_id in rng.sample(hosts, min(per_kind, len(hosts))):
+            plan.append((task_id, kind, rng.randrange(len(fault_free_steps(task_id)))))
+    truth = corpus.run_faulted(plan, seed=seed)
+    docs = corpus.documents(clean_ids + [t["session"] for t in truth])
+    record_s = time.perf_counter() - t0
+
+    train_docs = [docs[s] for s in clean_ids if docs[s].get("outcome") == "success"]
+    t0 = time.perf_counter()
+    model, _ = train_on_documents(train_docs, epochs=epochs, out=model_dir / f"seed{seed}")
+    train_s = time.perf_counter() - t0
+
+    rows = []
+    t0 = time.perf_counter()
+    for label in truth:
+        doc = docs[label["session"]]
+        if doc.get("outcome") != "failure":
+            continue  # the fault did not make the task fail: nothing to localize
+        result = analyze_document(doc, model)
+        units = build_units(doc)
+        n = len(units)
+        gt = label["step"]
+        preds = [h["step"] for h in result["hypotheses"]]
+        row = {"seed": seed, "kind": label["kind"], "n": n, "truth": gt, "pred": preds[:3],
+               "ours": evaluate(preds, gt, n),
+               "recency": evaluate([recency_baseline(units)], gt, n),
+               "frequency": evaluate([frequency_baseline(units)], gt, n),
+               "random": {"top1": 1 / n, "hit3": min(3, n) / n, "err": abs(rng.randrange(n) - gt)}}
+        rows.append(row)
+    analyze_s = time.perf_counter() - t0
+    print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
+          f"{len(rows)} failed; trained on {len(train_docs)} in {train_s:.1f}s; analyzed in {analyze_s:.1f}s",
+          flush=True)
+    return rows
+
+
+METHODS = ("ours", "random", "recency", "frequency")
+
+
+def summarize(rows: list[dict], seeds: list[int]) -> None:
+    def metric(subset: list[dict], method: str, key: str) -> float:
+        values = [r[method][key] for r in subset]
+        if not values:
+            return float("nan")
+        return statistics.median(values) if key == "err" else sum(values) / len(values)
+
+    def spread(method: str, key: str, subset_rows: list[dict]) -> str:
+        per_seed = [metric([r for r in subset_rows if r["seed"] == s], method, key) for s in seeds]
+        per_seed = [v for v in per_seed if v == v]
+        if len(per_seed) < 2:
+            return ""
+        return f" [{min(per_seed):.2f}-{max(per_seed):.2f}]"
+
+    kinds = sorted({r["kind"] for r in rows})
+    print()
+    print(f"{'kind':<20} {'n':>3}  " + "  ".join(f"{m + ' top1/hit3/err':>26}" for m in METHODS))
+    for kind in kinds + ["ALL"]:
+        subset = rows if kind == "ALL" else [r for r in rows if r["kind"] == kind]
+        cells = []
+        for m in METHODS:
+            cells.append(f"{metric(subset, m, 'top1'):.2f}/{metric(subset, m, 'hit3'):.2f}/{metric(subset, m, 'err'):.1f}")
+        print(f"{kind:<20} {len(subset):>3}  " + "  ".join(f"{c:>26}" for c in cells))
+    print()
+    print("overall, spread over seeds [min-max of per-seed values]:")
+    for m in METHODS:
+        print(f"  {m:<10} top-1 {metric(rows, m, 'top1'):.3f}{spread(m, 'top1', rows)}  "
+              f"hit@3 {metric(rows, m, 'hit3'):.3f}{spread(m, 'hit3', rows)}  "
+              f"median step error {metric(rows, m, 'err'):.1f}{spread(m, 'err', rows)}")
+    ours_top1, ours_hit3 = metric(rows, "ours", "top1"), metric(rows, "ours", "hit3")
+    print()
+    print("ratios vs baselines (ours / baseline):")
+    for m in METHODS[1:]:
+        b1, b3 = metric(rows, m, "top1"), metric(rows, m, "hit3")
+        print(f"  {m:<10} top-1 x{ours_top1 / b1 if b1 else float('inf'):.2f}  hit@3 x{ours_hit3 / b3 if b3 else float('inf'):.2f}")
+    beats = all(ours_top1 > metric(rows, m, "top1") and ours_hit3 > metric(rows, m, "hit3") for m in METHODS[1:])
+    print(f"targets: hit@3 >= 0.8 {'met' if ours_hit3 >= 0.8 else 'MISSED'} ({ours_hit3:.3f}); "
+          f"top-1 >= 0.5 {'met' if ours_top1 >= 0.5 else 'MISSED'} ({ours_top1:.3f}); "
+          f"better than every baseline: {'yes' if beats else 'NO'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--per-kind", type=int, default=6, help="faulted tasks per fault kind and seed")
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--show", action="store_true", help="print every session's truth and top-3")
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:
+        for seed in seeds:
+            rows += run_seed(corpus, seed, args.per_kind, args.epochs, Path(tmp) / "models")
+    if args.show:
+        for r in rows:
+            print(f"  seed {r['seed']} {r['kind']:<20} n={r['n']:>2} truth={r['truth']:>2} top3={r['pred']}")
+    summarize(rows, seeds)
+
+
+if __name__ == "__main__":
+    main()
