@@ -42,6 +42,13 @@ def _kv(key: str, value) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=str(value)))
 
 
+TOOLS = json.dumps([{"type": "function", "function": {
+    "name": name, "description": f"{name.replace('_', ' ')} for a customer of the bank; " + "details " * 12,
+    "parameters": {"type": "object", "properties": {"account_id": {"type": "string", "description": "ACC-nnnn"},
+                                                     "amount": {"type": "number"}}, "required": ["account_id"]}}}
+    for name in ("lookup_customer", "get_accounts", "get_balance", "transfer", "close_account")])
+
+
 def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: bool = True,
                   window: int = 6, t0: int = 1_700_000_000_000_000_000) -> list[Span]:
     """Spans of one agent session. With `growing`, each LLM call resends the whole history
@@ -60,6 +67,9 @@ def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: b
         out = {"role": "assistant", "content": _text(rng, rng.randrange(150, 600)),
                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "transfer", "arguments": args}}]}
         sent = history if growing else history[:1] + history[-window:]
+        raw = json.dumps({"id": f"chatcmpl-{rng.randrange(1 << 60):x}", "object": "chat.completion",
+                          "model": "bank-agent", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": out}],
+                          "usage": {"prompt_tokens": 40 * len(sent), "completion_tokens": 60}})
         agent_id, chat_id, tool_id = os.urandom(8), os.urandom(8), os.urandom(8)
         common = [_kv("tracefix.session.id", session_id), _kv("gen_ai.conversation.id", session_id),
                   _kv("tracefix.step", step)]
@@ -72,11 +82,17 @@ def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: b
                               _kv("gen_ai.operation.name", "chat"), _kv("gen_ai.provider.name", "openai"),
                               _kv("gen_ai.request.model", "bank-agent"), _kv("gen_ai.response.model", "bank-agent"),
                               _kv("gen_ai.agent.name", agent), *common,
+                              _kv("gen_ai.tool.definitions", TOOLS), _kv("tracefix.response.raw", raw),
                               _kv("gen_ai.input.messages", json.dumps(sent)),
                               _kv("gen_ai.output.messages", json.dumps([out])),
                               _kv("gen_ai.response.finish_reasons", ["tool_calls"]),
                               _kv("gen_ai.usage.input_tokens", 40 * len(sent)), _kv("gen_ai.usage.output_tokens", 60),
-                              _kv("tracefix.call.seq", 2 * step)]))
+                              _kv("tracefix.call.seq", 2 * step)],
+                          events=[Span.Event(time_unix_nano=t, name="tracefix.snapshot", attributes=[
+                              _kv("tracefix.snapshot.key", "db"),
+                              _kv("tracefix.snapshot.state", json.dumps({"accounts": {
+                                  f"ACC-{1000 + a}": {"balance_cents": 1000 * a + step} for a in range(12)}}))])]
+                          if step % 10 == 0 else []))
         result = json.dumps({"ok": True, "balance": rng.randrange(0, 100000) / 100})
         spans.append(Span(trace_id=trace_id, span_id=tool_id, parent_span_id=agent_id, name="execute_tool transfer",
                           kind=1, start_time_unix_nano=t + 5_100_000, end_time_unix_nano=t + 5_300_000, attributes=[

@@ -77,14 +77,18 @@ def _tool_result(text: str | None) -> Any:
     return loads(text)
 
 
-def span_dict(row: tuple, messages: dict[int, dict]) -> dict:
+def span_dict(row: tuple, texts: dict[int, str]) -> dict:
+    """A stored span with its attributes whole: content-addressed values are put back
+    (message lists as canonical JSON, tool definitions byte for byte)."""
     (trace_id, span_id, parent, session_id, service, name, span_kind, kind, start_ns, end_ns, status_code,
-     status_message, attributes, events, resource, scope, dialect, input_keys, output_key) = row
+     status_message, attributes, events, resource, scope, dialect, input_keys, output_key, tools_key) = row
     attrs = json.loads(attributes) if attributes else {}
-    if dialect == "genai":  # put back the content-addressed message lists
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = json.dumps([messages.get(k) for k in (input_keys or [])], ensure_ascii=False)
+    if dialect == "genai":
+        attrs[sc.GEN_AI_INPUT_MESSAGES] = "[" + ",".join(texts.get(k, "null") for k in (input_keys or [])) + "]"
         if output_key is not None:
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = json.dumps([messages.get(output_key)], ensure_ascii=False)
+            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = "[" + texts.get(output_key, "null") + "]"
+    if tools_key is not None:
+        attrs[sc.GEN_AI_TOOL_DEFINITIONS] = texts.get(tools_key)
     return {
         "trace_id": trace_id, "span_id": span_id, "parent_span_id": parent, "session_id": session_id,
         "service": service, "name": name, "span_kind": span_kind, "kind": kind,

@@ -74,7 +74,7 @@ def batch_from_documents(docs: list[dict]) -> tuple[Batch, list[str]]:
                 "tool_name": None, "tool_call_id": None, "tool_arguments": None, "tool_result": None,
                 "error": extra.get("error"), "replay_source": None, "truncated": False, "scope": "tracefix.import",
                 "resource": json.dumps({"service.name": doc.get("service") or "import"}),
-                "attributes": json.dumps({"message.index": i}), "events": None,
+                "attributes": json.dumps({"message.index": i}), "events": None, "tools_key": None,
             })
         fields = {
             "service": doc.get("service") or "import", "name": doc.get("name"),

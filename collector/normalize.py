@@ -165,6 +165,14 @@ def message_key(canonical_json: str) -> tuple[int, str]:
     return int.from_bytes(digest[:8], "big", signed=True), digest.hex()
 
 
+def add_blob(batch: Batch, text: str) -> int:
+    """Content-address a repeated attribute value (the request's tool definitions) as-is."""
+    key, sha = message_key(text)
+    if key not in batch.messages:
+        batch.messages[key] = (sha, text)
+    return key
+
+
 def add_messages(batch: Batch, messages: list[dict]) -> list[int]:
     keys = []
     for msg in messages:
@@ -467,6 +475,7 @@ def _span_row(span, batch: Batch, service, resource_json, scope, max_chars) -> t
         "truncated": bool(attrs.get(sc.TRUNCATED, False)),
         "scope": scope,
         "resource": resource_json,
+        "tools_key": None,
         "_attrs": attrs,
         "_events": events,
     }
@@ -494,8 +503,14 @@ def _finish_row(batch: Batch, row: dict) -> None:
         if isinstance(fr, (list, tuple)):
             fr = fr[0] if fr else None
         row["finish_reason"] = fr
-        if dialect == "genai":  # rebuilt from the messages table by get_spans
-            attrs = {k: v for k, v in attrs.items() if k not in CONTENT_ADDRESSED_KEYS}
+        tools = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
+        if isinstance(tools, str):  # the same tool list rides along on every call
+            row["tools_key"] = add_blob(batch, tools)
+        stripped = CONTENT_ADDRESSED_KEYS if dialect == "genai" else ()
+        if row["tools_key"] is not None:
+            stripped = (*stripped, sc.GEN_AI_TOOL_DEFINITIONS)
+        if stripped:  # rebuilt from the messages table by get_spans
+            attrs = {k: v for k, v in attrs.items() if k not in stripped}
     elif kind == "tool":
         row["tool_name"] = _first(attrs, sc.GEN_AI_TOOL_NAME, "tool.name", "traceloop.entity.name") or row["name"]
         row["tool_call_id"] = _first(attrs, sc.GEN_AI_TOOL_CALL_ID, "tool_call.id")

@@ -82,6 +82,9 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             tool_name, tool_call_id, tool_arguments, tool_result, error, start_ns, end_ns
             FROM spans WHERE kind = 'tool'""",
     ]),
+    (2, "content-addressed tool definitions of LLM spans", [
+        "ALTER TABLE spans ADD COLUMN tools_key BIGINT",
+    ]),
 ]
 
 SPAN_COLUMNS = [
@@ -95,7 +98,7 @@ SPAN_COLUMNS = [
     ("tool_name", pa.string()), ("tool_call_id", pa.string()), ("tool_arguments", pa.string()),
     ("tool_result", pa.string()), ("error", pa.string()), ("replay_source", pa.string()),
     ("truncated", pa.bool_()), ("scope", pa.string()), ("resource", pa.string()),
-    ("attributes", pa.string()), ("events", pa.string()),
+    ("attributes", pa.string()), ("events", pa.string()), ("tools_key", pa.int64()),
 ]
 SPAN_SCHEMA = pa.schema(SPAN_COLUMNS)
 SESSION_FIELDS = ["session_id", "service", "name", "entrypoint", "inputs", "user_id", "metadata", "outcome",
@@ -575,18 +578,23 @@ class Store:
         rows = cur.execute(
             """SELECT trace_id, span_id, parent_span_id, session_id, service, name, span_kind, kind, start_ns, end_ns,
                       status_code, status_message, attributes, events, resource, scope, message_dialect,
-                      input_keys, output_key
+                      input_keys, output_key, tools_key
                FROM spans WHERE session_id = ? ORDER BY start_ns, span_id""", [session_id]).fetchall()
-        messages = self._messages({k for r in rows if r[16] == "genai" for k in (r[17] or [])}
-                                  | {r[18] for r in rows if r[16] == "genai" and r[18] is not None}, cur)
-        return [document.span_dict(r, messages) for r in rows]
+        keys = {k for r in rows if r[16] == "genai" for k in (r[17] or [])}
+        keys |= {r[18] for r in rows if r[16] == "genai" and r[18] is not None}
+        keys |= {r[19] for r in rows if r[19] is not None}
+        texts = self._message_texts(keys, cur)
+        return [document.span_dict(r, texts) for r in rows]
 
-    def _messages(self, keys: set[int], cur=None) -> dict[int, dict]:
+    def _message_texts(self, keys: set[int], cur=None) -> dict[int, str]:
         if not keys:
             return {}
         rows = (cur or self._read()).execute(
             "SELECT key, message FROM messages WHERE key IN (SELECT unnest(?::BIGINT[]))", [list(keys)]).fetchall()
-        return {k: json.loads(m) for k, m in rows}
+        return dict(rows)
+
+    def _messages(self, keys: set[int], cur=None) -> dict[int, dict]:
+        return {k: json.loads(m) for k, m in self._message_texts(keys, cur).items()}
 
     def get_session(self, session_id: str) -> dict | None:
         cur = self._read()

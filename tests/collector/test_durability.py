@@ -1,6 +1,7 @@
 """An acknowledged export survives kill -9; back-pressure answers 429 instead of growing memory."""
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -54,11 +55,23 @@ def test_kill_9_under_load_keeps_every_acknowledged_span(tmp_path):
         assert serve.stop() == 0, serve.output()
 
 
-def test_sigterm_drains_and_exits_zero(tmp_path):
+def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from test_ingest import record_agent_session
+
     db = tmp_path / "term.duckdb"
     serve = procs.start_serve(db, "--diagnose", "off")
     sid = "term-1"
     assert post(serve.match["http"] + "/v1/traces", _otlp_request(sid, 5), token=None)[0] == 200
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    record_agent_session(provider.get_tracer("t"), "growing", steps=6)
+    body = encode_spans(exporter.get_finished_spans()).SerializeToString()
+    assert post(serve.match["http"] + "/v1/traces", body, token=None)[0] == 200
     assert serve.stop() == 0
     assert "stopped" in serve.output()
     from tracefix.collector.access import connect
@@ -66,6 +79,14 @@ def test_sigterm_drains_and_exits_zero(tmp_path):
     with connect(db=str(db), server="http://127.0.0.1:9") as store:  # no server: the file itself
         assert store.kind == "file"
         assert len(store.get_spans(sid)) == 5
+        doc = store.get_session("growing")
+        sent = sum(len(s["input_messages"]) + 1 for s in doc["steps"])
+        distinct = {json.dumps(m, sort_keys=True) for s in doc["steps"]
+                    for m in [*s["input_messages"], s["output_message"]]}
+        assert sent == 2 * 6 + 2 * (0 + 1 + 2 + 3 + 4 + 5) + 6  # what the six LLM calls carried
+        # content addressing: each distinct message once; 'term-1' adds its 5 questions and 5
+        # answers (its system prompt is the same message as the growing session's)
+        assert store.store.stats()["messages"] == len(distinct) + 5 + 5
 
 
 def test_full_queue_answers_429_with_retry_after(tmp_path):

@@ -45,6 +45,10 @@ def test_instrumented_banking_app_sessions_are_complete(collector, api, sim_url,
         asked = {tc["id"] for tc in (s["output_message"] or {}).get("tool_calls") or []}
         assert {tc["id"] for tc in s["tool_calls"]} <= asked
     assert doc["output"]["final_answer"] in steps[-1]["output_message"]["content"]
+    chats = [s for s in api.get_spans(doc["session_id"]) if s["kind"] == "llm"]
+    defs = [c["attributes"]["gen_ai.tool.definitions"] for c in chats if "gen_ai.tool.definitions" in c["attributes"]]
+    assert defs, "tool definitions are stored once and given back whole"
+    assert "lookup_customer" in {t["function"]["name"] for t in json.loads(defs[0])}
 
 
 @contextlib.contextmanager
