@@ -1,0 +1,177 @@
+"""The two pictures of a root-cause report, as PNG bytes: the critical transition graph
+and the per-step score timeline of both detectors.
+
+Both read only the analysis result (docs/contracts.md §3). They draw on a bare
+``matplotlib.figure.Figure`` with the Agg canvas instead of ``pyplot``: no display, no
+global figure registry, so the collector can render reports from several request threads
+at once.
+"""
+from __future__ import annotations
+
+import io
+
+# Lanes and colours are part of the report's visual language; the legend repeats them.
+PHASE_COLORS = {
+    "plan": "#6c8ebf",
+    "instruct": "#9673a6",
+    "act": "#82b366",
+    "answer": "#d6b656",
+}
+OTHER_PHASE_COLOR = "#a0a0a0"
+EDGE_STYLES = {  # type -> (colour, width, curvature)
+    "temporal": ("#b8b8b8", 1.0, 0.0),
+    "artifact": ("#3b7dd8", 1.3, 0.35),
+    "error": ("#d62728", 1.5, -0.35),
+    "loop": ("#ff7f0e", 1.5, 0.5),
+}
+OTHER_EDGE_STYLE = ("#7f7f7f", 1.0, 0.25)
+FRONTIER_COLOR = "#d62728"
+DETECTOR_COLORS = {"isolation_forest": "#1f77b4", "hgt": "#9467bd"}
+DETECTOR_LABELS = {"isolation_forest": "IsolationForest (run-local)", "hgt": "HGT (normal-behaviour model)"}
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def frontier_steps(analysis: dict) -> set[int]:
+    """The union of every detector's frontier (the steps the report highlights)."""
+    return {int(s) for steps in (analysis.get("frontier") or {}).values() for s in steps or []}
+
+
+def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
+    """The critical transition graph: one lane per agent, steps left to right, typed
+    dependency edges drawn as arcs, the anomalous frontier ringed in red and the top
+    hypothesis' step (``highlight``) starred. None when the analysis has no graph."""
+    import networkx as nx
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    graph = analysis.get("graph") or {}
+    nodes = graph.get("nodes") or []
+    if not nodes:
+        return None
+    g = nx.MultiDiGraph()
+    for node in nodes:
+        g.add_node(int(node["step"]), **node)
+    for edge in graph.get("edges") or []:
+        if edge.get("src") in g and edge.get("dst") in g:
+            g.add_edge(int(edge["src"]), int(edge["dst"]), type=edge.get("type") or "other")
+
+    # A lane per agent in order of first appearance reads like a swimlane diagram, which is
+    # what a person expects of a multi-agent trace; a force layout scatters the time axis.
+    lanes: dict[str, int] = {}
+    for step in sorted(g.nodes):
+        lanes.setdefault(g.nodes[step].get("agent") or "?", len(lanes))
+    pos = {s: (float(s), -float(lanes[g.nodes[s].get("agent") or "?"])) for s in g.nodes}
+
+    n = len(g.nodes)
+    fig = _figure(min(max(7.0, 0.32 * n + 2.5), 22.0), 1.1 + 0.85 * len(lanes))
+    ax = fig.add_subplot()
+    frontier = frontier_steps(analysis) & set(g.nodes)
+    node_size = 220 if n <= 40 else 120 if n <= 120 else 50
+
+    types_seen = []
+    for etype in sorted({d["type"] for _, _, d in g.edges(data=True)}, key=lambda t: (t != "temporal", t)):
+        color, width, rad = EDGE_STYLES.get(etype, OTHER_EDGE_STYLE)
+        edgelist = [(u, v) for u, v, d in g.edges(data=True) if d["type"] == etype]
+        nx.draw_networkx_edges(g, pos, edgelist=edgelist, ax=ax, edge_color=color, width=width,
+                               arrows=True, arrowsize=8, node_size=node_size,
+                               connectionstyle=f"arc3,rad={rad}")
+        types_seen.append((etype, color))
+
+    if frontier:
+        nx.draw_networkx_nodes(g, pos, nodelist=sorted(frontier), ax=ax, node_size=node_size * 2.6,
+                               node_color="none", edgecolors=FRONTIER_COLOR, linewidths=2.2)
+    colors = [PHASE_COLORS.get(g.nodes[s].get("phase"), OTHER_PHASE_COLOR) for s in g.nodes]
+    edgecolors = ["#d62728" if g.nodes[s].get("status") not in (None, "ok") else "#333333" for s in g.nodes]
+    widths = [2.0 if g.nodes[s].get("status") not in (None, "ok") else 0.6 for s in g.nodes]
+    nx.draw_networkx_nodes(g, pos, nodelist=list(g.nodes), ax=ax, node_size=node_size,
+                           node_color=colors, edgecolors=edgecolors, linewidths=widths)
+    if n <= 80:
+        nx.draw_networkx_labels(g, pos, labels={s: str(s) for s in g.nodes}, ax=ax, font_size=7)
+    if highlight is not None and highlight in pos:
+        x, y = pos[highlight]
+        ax.plot([x], [y + 0.32], marker="*", markersize=13, color="#d62728", zorder=5)
+
+    ax.set_yticks([-i for i in lanes.values()], list(lanes))
+    # networkx's drawing helpers switch tick labels off; the lanes need them back.
+    ax.tick_params(axis="y", left=False, labelleft=True, length=0, labelsize=8)
+    ax.tick_params(axis="x", bottom=True, labelbottom=True, labelsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_ylim(-len(lanes) + 0.4, 0.75)
+    ax.set_xlim(min(g.nodes) - 0.8, max(g.nodes) + 0.8)
+    for spine in ("top", "right", "left"):
+        ax.spines[spine].set_visible(False)
+
+    phases = sorted({g.nodes[s].get("phase") for s in g.nodes if g.nodes[s].get("phase")})
+    handles = [Line2D([], [], marker="o", linestyle="", markerfacecolor=PHASE_COLORS.get(p, OTHER_PHASE_COLOR),
+                      markeredgecolor="#333333", label=p) for p in phases]
+    handles += [Line2D([], [], color=c, label=f"{t} edge") for t, c in types_seen]
+    if frontier:
+        handles.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="none",
+                              markeredgecolor=FRONTIER_COLOR, markeredgewidth=2, markersize=10,
+                              label="anomalous frontier"))
+    if highlight is not None and highlight in pos:
+        handles.append(Line2D([], [], marker="*", linestyle="", color="#d62728", markersize=10,
+                              label="top hypothesis"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    return _png(fig)
+
+
+def scores_png(analysis: dict, *, trials: list[dict] | None = None,
+               hypothesis_steps: list[int] | None = None) -> bytes | None:
+    """Per-step scores of each detector on a shared step axis, one panel per detector
+    (their scales differ), frontier steps shaded, trial starts dashed, hypotheses marked.
+    None when the analysis has no scores."""
+    scores = analysis.get("scores") or []
+    if not scores:
+        return None
+    detectors = [d for d in (analysis.get("detectors") or []) if any(s.get(d) is not None for s in scores)]
+    if not detectors:
+        detectors = [d for d in DETECTOR_COLORS if any(s.get(d) is not None for s in scores)]
+    if not detectors:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    frontier = analysis.get("frontier") or {}
+    steps = [int(s["step"]) for s in scores]
+    fig = _figure(min(max(7.0, 0.22 * len(steps) + 3.0), 20.0), 1.2 + 1.6 * len(detectors))
+    axes = fig.subplots(len(detectors), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, detector in zip(axes, detectors):
+        points = [(int(s["step"]), float(s[detector])) for s in scores if s.get(detector) is not None]
+        xs, ys = zip(*points)
+        color = DETECTOR_COLORS.get(detector, "#333333")
+        ax.plot(xs, ys, color=color, linewidth=1.4, marker="o", markersize=3.5)
+        for step in frontier.get(detector) or []:
+            ax.axvspan(step - 0.45, step + 0.45, color=FRONTIER_COLOR, alpha=0.15, linewidth=0)
+        for trial in (trials or [])[1:]:
+            ax.axvline(trial.get("start", 0) - 0.5, color="#555555", linestyle="--", linewidth=0.8)
+        ax.set_ylabel("score", fontsize=8)
+        ax.set_title(DETECTOR_LABELS.get(detector, detector), fontsize=9, loc="left")
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="y", alpha=0.3)
+        for spine in ("top", "right"):
+            ax.spines[spine].set_visible(False)
+    for rank, step in enumerate(hypothesis_steps or [], start=1):
+        for ax in axes:
+            ax.axvline(step, color="#d62728", linewidth=0.9, alpha=0.7)
+        axes[0].annotate(f"H{rank}", xy=(step, 1.0), xycoords=("data", "axes fraction"),
+                         xytext=(2, 2), textcoords="offset points", fontsize=7, color="#d62728")
+    axes[-1].set_xlabel("step (shaded: anomalous frontier; dashed: a new trial starts; red line: hypothesis)",
+                        fontsize=8)
+    axes[-1].set_xlim(min(steps) - 0.7, max(steps) + 0.7)
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    return _png(fig)

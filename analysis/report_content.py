@@ -1,0 +1,441 @@
+"""What a root-cause report says, independent of how it is rendered.
+
+The HTML and Markdown renderers (``tracefix.analysis.report``) both read from here: the
+session facts, the one-paragraph summary, a short line per step, the trials, which
+stages used an LLM, and the per-run comparison of a replay with the original session
+from the intervention step on. Inputs are the contract shapes of docs/contracts.md: the
+session document (§1), the analysis result (§3) and the replay result (§5). Any of the
+latter two may be missing (not analyzed or not replayed yet), and any field of a shape
+may be absent in a partial result; nothing here raises on that.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+
+VERDICT_WORDS = {
+    "validated": "validated",
+    "partially_validated": "partially validated",
+    "refuted": "refuted",
+    "inconclusive": "inconclusive",
+}
+# Order in which verdicts make a hypothesis the report's headline.
+VERDICT_STRENGTH = {"validated": 0, "partially_validated": 1, "inconclusive": 2, "refuted": 3}
+STAGE_NAMES = {
+    "segmentation": "trial segmentation",
+    "attribution": "failure attribution",
+    "intervention": "intervention writing",
+    "judging": "judging replays",
+    "fulfilment": "judging whether an edit was followed",
+    "progress": "judging progress",
+}
+HOW_WORDS = {"llm": "LLM", "fallback": "deterministic fallback", "template": "deterministic template",
+             "evaluator": "the agent's evaluator", "heuristic": "heuristic", "milestones": "milestones",
+             "ground_truth": "ground truth", "none": "not needed"}
+EVIDENCE_SHOWN = ("detectors", "features", "path", "tool", "error", "symptoms", "hgt_expected")
+
+
+def to_json(value, *, indent: int | None = 2) -> str:
+    """JSON for display: readable, never raising on odd values."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=indent, ensure_ascii=False, default=str, sort_keys=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def clip(text: str, limit: int) -> str:
+    """Cut long text for display and say how much was cut (never silently)."""
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" … ({len(text) - limit} more characters)"
+
+
+def one_line(text, limit: int = 160) -> str:
+    return clip(" ".join(str(text or "").split()), limit)
+
+
+def fmt_duration(ms) -> str:
+    if ms is None:
+        return "—"
+    seconds = float(ms) / 1000.0
+    if seconds < 1:
+        return f"{float(ms):.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def fmt_score(value, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    try:
+        return f"{float(value):.{digits}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def yes_no(value) -> str:
+    return "—" if value is None else "yes" if value else "no"
+
+
+def sentence(text) -> str:
+    """Text that can be followed by a sentence of our own: no doubled full stop."""
+    return one_line(text, 220).rstrip(" .")
+
+
+def verdict_word(verdict) -> str:
+    return VERDICT_WORDS.get(verdict or "", str(verdict or "not tested"))
+
+
+# --- the session ---------------------------------------------------------------------------
+
+def task_text(doc: dict) -> str:
+    if doc.get("task"):
+        return re.sub(r"^\s*task:\s*", "", str(doc["task"]), flags=re.I)
+    inputs = doc.get("inputs") or {}
+    if inputs:
+        return f"{doc.get('entrypoint') or 'entrypoint'}({', '.join(f'{k}={v!r}' for k, v in inputs.items())})"
+    return "(no task recorded)"
+
+
+def outcome_text(doc: dict) -> str:
+    outcome = doc.get("outcome") or "unknown"
+    score = doc.get("score")
+    return outcome if score is None else f"{outcome} (score {fmt_score(score)})"
+
+
+def final_answer(output) -> str:
+    if isinstance(output, dict) and "final_answer" in output:
+        return str(output["final_answer"])
+    if output is None:
+        return ""
+    return to_json(output, indent=None)
+
+
+def facts(doc: dict) -> list[tuple[str, str]]:
+    """The session at a glance, as (label, value) rows."""
+    tokens = doc.get("tokens") or {}
+    rows = [
+        ("Session", str(doc.get("session_id") or "?")),
+        ("Task", task_text(doc)),
+        ("Outcome", outcome_text(doc)),
+        ("Final answer", final_answer(doc.get("output")) or "—"),
+        ("Service", str(doc.get("service") or "—")),
+        ("Entrypoint", str(doc.get("entrypoint") or "—")),
+        ("Agents", ", ".join(map(str, doc.get("agents") or [])) or "—"),
+        ("Models", ", ".join(map(str, doc.get("models") or [])) or "—"),
+        ("Tokens", f"{tokens.get('input', 0) or 0:,} in / {tokens.get('output', 0) or 0:,} out"),
+        ("Time", f"{fmt_duration(doc.get('duration_ms'))}, {len(doc.get('steps') or [])} steps"
+                 + (f", started {doc['started_at']}" if doc.get("started_at") else "")),
+    ]
+    if doc.get("parent_session_id"):
+        rows.append(("Replay of", str(doc["parent_session_id"])))
+    return rows
+
+
+def feedback_lines(doc: dict) -> list[str]:
+    out = []
+    for fb in doc.get("feedback") or []:
+        score = fb.get("score")
+        thumb = "thumbs-down" if score is not None and float(score) < 0 else "thumbs-up" if score is not None and float(score) > 0 else "neutral"
+        comment = f": “{fb['comment']}”" if fb.get("comment") else ""
+        when = f" ({fb['created_at']})" if fb.get("created_at") else ""
+        out.append(f"{thumb} (score {fmt_score(score, 1)}){comment}{when}")
+    return out
+
+
+def milestones(doc: dict) -> list[tuple[str, bool]]:
+    evaluation = doc.get("evaluation") or {}
+    return [(str(m.get("name")), bool(m.get("achieved"))) for m in evaluation.get("milestones") or []
+            if isinstance(m, dict)]
+
+
+# --- steps -----------------------------------------------------------------------------------
+
+def step_action(step: dict) -> str:
+    """What the step did, in one line: its tool calls, or the start of its text."""
+    calls = step.get("tool_calls") or []
+    if calls:
+        parts = []
+        for call in calls:
+            args = call.get("arguments")
+            parts.append(f"{call.get('name')}({one_line(to_json(args, indent=None), 80) if args not in (None, {}) else ''})")
+        return "calls " + ", ".join(parts)
+    out = step.get("output_message") or {}
+    text = out.get("content") if isinstance(out, dict) else None
+    if text:
+        return one_line(text, 140)
+    if step.get("kind") == "message":
+        msgs = step.get("input_messages") or []
+        if msgs:
+            return one_line(msgs[-1].get("content"), 140)
+    return "(no output)"
+
+
+def step_errors(step: dict) -> list[str]:
+    errors = [str(step["error"])] if step.get("error") else []
+    errors += [f"{c.get('name')}: {c['error']}" for c in step.get("tool_calls") or [] if c.get("error")]
+    return errors
+
+
+def new_input_messages(steps: list[dict], i: int) -> tuple[list[dict], int]:
+    """The input messages of step i that the previous call of the same agent did not
+    already send, and how many earlier ones are hidden. An agent resends its growing
+    history every call; repeating it at every step buries what changed."""
+    msgs = steps[i].get("input_messages") or []
+    agent = steps[i].get("agent")
+    for j in range(i - 1, -1, -1):
+        if steps[j].get("agent") != agent:
+            continue
+        prev = list(steps[j].get("input_messages") or [])
+        out = steps[j].get("output_message")
+        for candidate in (prev + [out] if out else prev, prev):
+            if candidate and len(candidate) <= len(msgs) and msgs[:len(candidate)] == candidate:
+                return msgs[len(candidate):], len(candidate)
+        break
+    return msgs, 0
+
+
+def transcript_lines(steps: list[dict], start: int) -> list[tuple[int, str]]:
+    """A compact transcript from step ``start`` on: (step index, line). Lines carry no step
+    number, so a replay that inserts one step does not make every later line differ."""
+    lines: list[tuple[int, str]] = []
+    for step in steps:
+        index = int(step.get("index", 0))
+        if index < start:
+            continue
+        agent = step.get("agent") or "?"
+        out = step.get("output_message") or {}
+        text = out.get("content") if isinstance(out, dict) else None
+        if step.get("kind") == "message" and not text:
+            text = ((step.get("input_messages") or [{}])[-1] or {}).get("content")
+        if text:
+            lines.append((index, f"{agent}: {one_line(text, 220)}"))
+        for call in step.get("tool_calls") or []:
+            lines.append((index, f"{agent} → {call.get('name')}({one_line(to_json(call.get('arguments'), indent=None), 140)})"))
+            if call.get("error"):
+                lines.append((index, f"    ✗ {one_line(call['error'], 180)}"))
+            else:
+                lines.append((index, f"    = {one_line(to_json(call.get('result'), indent=None), 180)}"))
+        if step.get("error"):
+            lines.append((index, f"    ✗ {one_line(step['error'], 180)}"))
+        if not text and not step.get("tool_calls") and not step.get("error"):
+            lines.append((index, f"{agent}: (no output)"))
+    return lines
+
+
+@dataclass
+class Trial:
+    index: int
+    start: int
+    end: int
+    failed: bool | None
+    plan_step: int | None = None
+
+
+def trials(doc: dict, replay: dict | None) -> list[Trial]:
+    """The replay's plan–execution trials, or one trial spanning the session."""
+    steps = doc.get("steps") or []
+    last = max((int(s.get("index", 0)) for s in steps), default=0)
+    found = [Trial(int(t.get("index", i)), int(t.get("start", 0)), int(t.get("end", last)),
+                   t.get("failed"), t.get("plan_step"))
+             for i, t in enumerate((replay or {}).get("trials") or [])]
+    return sorted(found, key=lambda t: t.start) or [Trial(0, 0, last, None)]
+
+
+# --- diagnosis -------------------------------------------------------------------------------
+
+def score_by_step(analysis: dict | None) -> dict[int, dict]:
+    return {int(s["step"]): s for s in (analysis or {}).get("scores") or [] if "step" in s}
+
+
+def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for detector, steps in ((analysis or {}).get("frontier") or {}).items():
+        for s in steps or []:
+            out.setdefault(int(s), []).append(detector)
+    return out
+
+
+def replay_hypotheses(replay: dict | None) -> list[dict]:
+    """Tested hypotheses, strongest verdict first (then by success count)."""
+    hyps = list((replay or {}).get("hypotheses") or [])
+
+    def key(h):
+        runs = h.get("runs") or []
+        return (VERDICT_STRENGTH.get(h.get("verdict"), 9), -sum(1 for r in runs if r.get("success")),
+                h.get("round") or 0, h.get("step") or 0)
+    return sorted(hyps, key=key)
+
+
+def evidence_items(evidence: dict, escape=str) -> list[tuple[str, str]]:
+    """The evidence fields a person reads first, as (label, text) pairs; ``escape`` is
+    applied to every piece of recorded text (the HTML renderer passes html.escape)."""
+    items = []
+    if evidence.get("detectors"):
+        items.append(("detectors", ", ".join(escape(d) for d in evidence["detectors"])))
+    feats = evidence.get("features") or {}
+    if isinstance(feats, dict) and feats:
+        items.append(("features", ", ".join(f"{escape(k)}={escape(fmt_score(v))}" for k, v in list(feats.items())[:8])))
+    if evidence.get("path"):
+        items.append(("dependency path", " → ".join(escape(s) for s in evidence["path"])))
+    if evidence.get("tool"):
+        items.append(("tool", escape(evidence["tool"])))
+    if evidence.get("error"):
+        items.append(("error", escape(one_line(evidence["error"], 240))))
+    symptoms = [s for s in evidence.get("symptoms") or [] if isinstance(s, dict)]
+    if symptoms:
+        items.append(("symptoms", "; ".join(escape(f"step {s.get('step')}: {s.get('reason') or s.get('kind')}")
+                                            for s in symptoms[:4])))
+    expected = evidence.get("hgt_expected") or {}
+    surprises = [f"{attr} {v.get('actual')} (expected {v.get('expected')}, p={fmt_score(v.get('p_actual'))})"
+                 for attr, v in expected.items() if isinstance(v, dict) and v.get("expected") != v.get("actual")]
+    if surprises:
+        items.append(("HGT surprise", escape("; ".join(surprises))))
+    return items
+
+
+def evidence_rest(evidence: dict) -> dict:
+    return {k: v for k, v in evidence.items() if k not in EVIDENCE_SHOWN and v not in (None, "", [], {})}
+
+
+def before_label(iv: dict) -> str:
+    return {"replace_output": "before: the original output at step t",
+            "add_message": "before: the last input message at step t (the edit is added after it)",
+            "replace_tool_result": "before: the original tool result"}.get(iv.get("kind"), "before (original)")
+
+
+def after_label(iv: dict) -> str:
+    return {"replace_output": "after: the output put in its place",
+            "add_message": "after: the message added to the input of step t",
+            "replace_tool_result": "after: the tool result put in its place"}.get(iv.get("kind"), "after (the edit)")
+
+
+def how_word(how) -> str:
+    return " + ".join(HOW_WORDS.get(part, part) for part in str(how).split("+"))
+
+
+def stage_rows(analysis: dict | None, replay: dict | None) -> list[tuple[str, str]]:
+    """(stage, how it ran) for every stage of the diagnosis."""
+    rows = []
+    if analysis:
+        detectors = ", ".join(analysis.get("detectors") or []) or "none"
+        rows.append(("anomaly scoring", f"detectors ({detectors}); no LLM"))
+        rows.append(("hypothesis ranking", "LLM analyst" if analysis.get("llm_used") else "deterministic fallback (detector ranking)"))
+    else:
+        rows.append(("analysis", "not run"))
+    stages = (replay or {}).get("stages") or {}
+    if replay:
+        for key, how in stages.items():
+            label = STAGE_NAMES.get(key, key.replace("_", " "))
+            rows.append((label, how_word(how)))
+        rows.append(("replay", f"{len(replay.get('hypotheses') or [])} interventions, "
+                               f"{sum(len(h.get('runs') or []) for h in replay.get('hypotheses') or [])} runs"))
+    else:
+        rows.append(("replay", "not run"))
+    return rows
+
+
+def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
+    """One paragraph: what most likely went wrong, what fix was verified, what was refuted."""
+    parts = []
+    task = one_line(task_text(doc), 140)
+    complaint = next((fb.get("comment") for fb in doc.get("feedback") or [] if fb.get("comment")), None)
+    head = f"The session “{task}” ended with outcome {doc.get('outcome') or 'unknown'}"
+    if complaint:
+        head += f"; the user reported “{one_line(complaint, 140)}”"
+    parts.append(head + ".")
+
+    tested = replay_hypotheses(replay)
+    confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
+    refuted = [h for h in tested if h.get("verdict") == "refuted"]
+    inconclusive = [h for h in tested if h.get("verdict") == "inconclusive"]
+    ranked = (analysis or {}).get("hypotheses") or []
+
+    if confirmed:
+        best = confirmed[0]
+        iv = best.get("intervention") or {}
+        parts.append(
+            f"Most likely root cause: step {best.get('step')} ({best.get('agent') or 'unknown agent'})"
+            + (f" — {sentence(best.get('reason'))}" if best.get("reason") else "") + ".")
+        parts.append(
+            f"Fix {verdict_word(best.get('verdict'))} by replay: {iv.get('category') or iv.get('kind') or 'an edit'} "
+            f"at step {iv.get('step', best.get('step'))}, “{one_line(iv.get('text'), 160)}” "
+            f"({best.get('verdict_reason') or 'see runs'}).")
+    elif ranked:
+        top = ranked[0]
+        parts.append(
+            f"Most likely root cause (not verified by replay): step {top.get('step')} "
+            f"({top.get('agent') or 'unknown agent'})"
+            + (f" — {sentence(top.get('rationale'))}" if top.get("rationale") else "") + ".")
+        if not tested:
+            parts.append("No intervention was replayed, so no fix is verified.")
+        else:
+            parts.append("No replayed intervention fixed the session.")
+    else:
+        parts.append("No failure hypothesis is available yet (the session was not analyzed).")
+    if refuted:
+        parts.append("Refuted: " + "; ".join(f"step {h.get('step')} ({h.get('agent') or '?'})" for h in refuted) + ".")
+    if inconclusive:
+        parts.append("Inconclusive: " + "; ".join(f"step {h.get('step')} ({h.get('agent') or '?'})"
+                                                  for h in inconclusive) + ".")
+    fallback = [STAGE_NAMES.get(k, k) for k, v in ((replay or {}).get("stages") or {}).items()
+                if "fallback" in str(v).split("+")]
+    if analysis and not analysis.get("llm_used"):
+        fallback.insert(0, "hypothesis ranking")
+    if fallback:
+        parts.append("Deterministic fallbacks (no LLM) were used for " + ", ".join(fallback) + ".")
+    return " ".join(parts)
+
+
+# --- replays against the original -------------------------------------------------------------
+
+@dataclass
+class RunComparison:
+    """One replay run beside the original session from the intervention step on."""
+    number: int
+    run: dict
+    child: dict | None
+    original: list[tuple[int, str]]
+    replayed: list[tuple[int, str]]
+    # difflib opcodes over the two line lists ("equal", "replace", "delete", "insert").
+    opcodes: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+
+    @property
+    def changed_lines(self) -> set[int]:
+        """Indexes into ``replayed`` that differ from the original."""
+        return {j for tag, _, _, j1, j2 in self.opcodes if tag != "equal" for j in range(j1, j2)}
+
+    @property
+    def dropped_lines(self) -> set[int]:
+        """Indexes into ``original`` that the replay did not reproduce."""
+        return {i for tag, i1, i2, _, _ in self.opcodes if tag != "equal" for i in range(i1, i2)}
+
+    def unified_diff(self) -> list[str]:
+        return list(difflib.unified_diff(
+            [line for _, line in self.original], [line for _, line in self.replayed],
+            fromfile="original", tofile=f"replay {self.number}", lineterm="", n=2))
+
+
+def compare_runs(doc: dict, hypothesis: dict, children: dict | None) -> list[RunComparison]:
+    iv = hypothesis.get("intervention") or {}
+    t = int(iv.get("step", hypothesis.get("step") or 0))
+    original = transcript_lines(doc.get("steps") or [], t)
+    out = []
+    for number, run in enumerate(hypothesis.get("runs") or [], start=1):
+        child = (children or {}).get(run.get("child_session_id") or "")
+        replayed = transcript_lines((child or {}).get("steps") or [], t) if child else []
+        matcher = difflib.SequenceMatcher(None, [l for _, l in original], [l for _, l in replayed], autojunk=False)
+        out.append(RunComparison(number, run, child, original, replayed, matcher.get_opcodes()))
+    return out
+
+
+def child_session_ids(replay: dict | None) -> list[str]:
+    """Every child session a replay result refers to (for fetching their documents)."""
+    return [r["child_session_id"] for h in (replay or {}).get("hypotheses") or []
+            for r in h.get("runs") or [] if r.get("child_session_id")]
