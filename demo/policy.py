@@ -262,6 +262,8 @@ def _orchestrator(messages: list[dict], followed: Followed) -> Decision:
     decision.hosts["vague_instruction"] = (lambda: Variant(
         text_message(f"{sub.worker}: please handle the next part of the customer's request as discussed."),
         f"instruction to {sub.worker} for {sub.action} named no action, account or amount"), targets)
+    if progress == 0:
+        return decision  # an early answer comes after some work was done, not before any
     decision.hosts["early_final_answer"] = (lambda: Variant(
         text_message("FINAL ANSWER: All requested actions for the customer have been completed."),
         f"answered before sub-task {progress + 1} of {len(task.subtasks)} ({sub.action}) was done"),
