@@ -125,6 +125,14 @@ class _SessionScope(_Scope):
         return wrapper
 
     def _start(self) -> SessionState:
+        try:
+            return self._open()
+        except Exception:
+            warn_once("session-start", "tracefix: could not open a session; the code runs untraced", exc_info=True)
+            self._nested = True  # nothing to finish
+            return SessionState(session_id=self.session_id or uuid.uuid4().hex, name=self.name or "session")
+
+    def _open(self) -> SessionState:
         outer = current_session()
         if outer is not None:  # a session inside a session is the same session
             self._nested = True
@@ -249,12 +257,13 @@ class _AgentScope(_Scope):
 
     def _start(self) -> "_AgentScope":
         state = current_session()
-        span = runtime.tracer().start_span(f"invoke_agent {self.name}")
         try:
+            span = runtime.tracer().start_span(f"invoke_agent {self.name}")
             set_span_attributes(span, {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
                                        **common_attributes(state, self.name)}, state)
         except Exception:
-            warn_once("agent-start", "tracefix: could not annotate agent span", exc_info=True)
+            warn_once("agent-start", "tracefix: could not open an agent span", exc_info=True)
+            span = trace.INVALID_SPAN
         self._span = span
         self._tokens = (otel_context.attach(trace.set_span_in_context(span)), _agent.set(self.name))
         return self

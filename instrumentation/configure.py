@@ -172,6 +172,8 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
             wrapped = RedactingSpanExporter(otlp_exporter(endpoint, protocol, headers), chain)
             exporters.append(wrapped)
             processors.append(BatchSpanProcessor(wrapped))
+        if not owns:
+            _redact_existing_processors(provider, chain)
         provider.add_span_processor(SessionAttributesProcessor())
         for processor in processors:
             provider.add_span_processor(processor)
@@ -184,6 +186,22 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
         atexit.register(handle._at_exit)
         _handle = handle
         return handle
+
+
+def _redact_existing_processors(provider: Any, chain: Any) -> None:
+    """Put redaction in front of the processors an app configured on its own provider, so
+    secrets do not leave through its exporters either (SDK internals: guarded)."""
+    from .redaction import RedactingSpanProcessor
+
+    try:
+        multi = provider._active_span_processor
+        with multi._lock:
+            multi._span_processors = tuple(
+                p if isinstance(p, RedactingSpanProcessor) else RedactingSpanProcessor(p, chain)
+                for p in multi._span_processors)
+    except Exception:
+        logger.warning("tracefix: could not add redaction to the app's own span processors; spans they export "
+                       "are not redacted", exc_info=True)
 
 
 def current_handle() -> TracefixHandle | None:

@@ -247,3 +247,21 @@ def test_a_failure_inside_tracefix_never_breaks_the_call(spans, client):
         r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
     assert r.choices[0].message.content
     assert only_chat_span(spans).attributes[sc.GEN_AI_RESPONSE_ID] == r.id
+
+
+def test_attaching_to_the_apps_provider_redacts_its_own_exporters_too(client):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    app_exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(app_exporter))  # configured by the app, before tracefix
+    handle = tracefix.init(tracer_provider=provider)
+    try:
+        with tracefix.session("attached", session_id="s-attached"):
+            client.chat.completions.create(model=MODEL, messages=[
+                {"role": "user", "content": "here is my key sk-proj-abcdefghijklmnop"}])
+    finally:
+        handle.shutdown()
+    span = only_chat_span(app_exporter)
+    assert span.attributes[sc.SESSION_ID] == "s-attached"
+    assert "sk-proj-abcdefghijklmnop" not in span.attributes[sc.GEN_AI_INPUT_MESSAGES]
