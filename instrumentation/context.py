@@ -79,7 +79,8 @@ class SessionState:
 
         An exact match wins; otherwise the tool's arguments may hold extra parameters the
         model did not send (defaults, injected objects) as long as every argument the
-        model sent agrees.
+        model sent agrees; otherwise the only call for this tool in the latest step that
+        asked for it.
         """
         with self.lock:
             candidates = [p for p in reversed(self.pending) if p.name == name]
@@ -88,8 +89,12 @@ class SessionState:
                 chosen = next((p for p in candidates if isinstance(p.arguments, dict)
                                and all(k in arguments and arguments[k] == v for k, v in p.arguments.items())),
                               None)
-            if chosen is None and len(candidates) == 1 and not isinstance(candidates[0].arguments, dict):
-                chosen = candidates[0]
+            if chosen is None and candidates:
+                # arguments the app reshaped (types coerced, renamed): link anyway when the
+                # latest step that asked for this tool asked for it exactly once
+                latest = [p for p in candidates if p.step == candidates[0].step]
+                if len(latest) == 1:
+                    chosen = latest[0]
             if chosen is not None:
                 self.pending.remove(chosen)
             return chosen

@@ -158,3 +158,18 @@ def test_track_rejects_objects_without_snapshot_and_restore():
 def test_replay_is_inactive_without_tracefix_replay():
     assert tracefix.replay_active() is False
     assert tracefix.current_session_id() is None
+
+
+def test_tool_calls_are_matched_by_name_and_arguments_latest_response_first():
+    from tracefix.context import SessionState
+
+    state = SessionState(session_id="s", name="n")
+    state.add_tool_calls(0, [("call_a", "transfer", {"amount": 5}), ("call_b", "transfer", {"amount": 7})])
+    state.add_tool_calls(1, [("call_c", "transfer", {"amount": 5})])
+    assert state.claim_tool_call("transfer", {"amount": 7}).call_id == "call_b"
+    assert state.claim_tool_call("transfer", {"amount": 5}).call_id == "call_c"  # the latest response first
+    # extra parameters the model did not send (defaults) still match
+    assert state.claim_tool_call("transfer", {"amount": 5, "memo": None}).call_id == "call_a"
+    assert state.claim_tool_call("transfer", {"amount": 5}) is None  # each call is claimed once
+    state.add_tool_calls(2, [("call_d", "lookup", {"name": "Alice"})])
+    assert state.claim_tool_call("lookup", {"name": "alice"}).call_id == "call_d"  # reshaped, but the only one
