@@ -81,10 +81,12 @@ class SyncStreamProxy(_StreamProxyBase):
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        # an exception from the consumer's own code in the block is not the LLM call's
+        # error (errors from the stream itself were recorded by __next__)
         try:
             return self.__wrapped__.__exit__(exc_type, exc, tb)
         finally:
-            self._self_finish(exc)
+            self._self_finish()
 
     def close(self) -> None:
         try:
@@ -117,7 +119,7 @@ class AsyncStreamProxy(_StreamProxyBase):
         try:
             return await self.__wrapped__.__aexit__(exc_type, exc, tb)
         finally:
-            self._self_finish(exc)
+            self._self_finish()
 
     async def close(self) -> None:
         try:
