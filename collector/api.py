@@ -91,15 +91,33 @@ def build_app(collector: "Collector") -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans})
 
+    def decode_traces(body: bytes, ctype: str | None, encoding: str | None):
+        body = otlp.decompress(body, encoding, cfg.max_body_bytes)
+        batch = normalize_request(otlp.decode(body, ctype), max_attribute_chars=cfg.max_attribute_chars)
+        batch.wire_bytes = len(body)
+        return batch
+
+    inflight = {"bytes": 0}  # request bodies being read or decoded right now
+
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
         mt = otlp.media_type(ctype)
         if mt not in (otlp.PROTOBUF, otlp.JSON):
             raise otlp.OtlpError(415, f"unsupported Content-Type {ctype!r}: use {otlp.PROTOBUF} or {otlp.JSON}")
-        body = await read_body(request, cfg.max_body_bytes)
-        body = otlp.decompress(body, request.headers.get("content-encoding"), cfg.max_body_bytes)
-        req = otlp.decode(body, ctype)
-        batch = normalize_request(req, max_attribute_chars=cfg.max_attribute_chars)
+        declared = request.headers.get("content-length", "")
+        reserve = int(declared) if declared.isdigit() else cfg.max_body_bytes
+        if inflight["bytes"] and inflight["bytes"] + reserve > cfg.max_inflight_bytes:
+            raise QueueFull(f"{inflight['bytes']} bytes of requests being decoded")
+        inflight["bytes"] += reserve
+        try:
+            body = await read_body(request, cfg.max_body_bytes)
+            encoding = request.headers.get("content-encoding")
+            if len(body) > 256 * 1024:  # big bodies decode off the event loop so /healthz stays live
+                batch = await run_in_threadpool(decode_traces, body, ctype, encoding)
+            else:
+                batch = decode_traces(body, ctype, encoding)
+        finally:
+            inflight["bytes"] -= reserve
         message = "; ".join(batch.errors)
         if batch.rejected and not batch.spans:
             raise otlp.OtlpError(400, f"all {batch.rejected} spans rejected: {message}")

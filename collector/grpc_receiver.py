@@ -34,6 +34,7 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             if not hmac.compare_digest(header.encode(), f"Bearer {cfg.token}".encode()):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         batch = normalize_request(request, max_attribute_chars=cfg.max_attribute_chars)
+        batch.wire_bytes = request.ByteSize()
         message = "; ".join(batch.errors)
         if batch.rejected and not batch.spans:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"all {batch.rejected} spans rejected: {message}")

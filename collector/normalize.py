@@ -84,6 +84,7 @@ class Batch:
     evaluations: list[Evaluation] = field(default_factory=list)
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+    wire_bytes: int = 0  # size of the request it came from (the writer's memory bound)
     # traces whose spans carried no session attribute: their session id is the trace id
     # until the store finds the trace's real session (`reassign`)
     fallback_traces: set[str] = field(default_factory=set)
@@ -114,6 +115,7 @@ class Batch:
         self.evaluations.extend(other.evaluations)
         self.rejected += other.rejected
         self.errors.extend(other.errors)
+        self.wire_bytes += other.wire_bytes
         self.fallback_traces |= other.fallback_traces
         self.explicit_traces.update(other.explicit_traces)
 

@@ -42,6 +42,7 @@ class Config:
     max_body_bytes: int = 32 * 1024 * 1024
     max_attribute_chars: int = 8 * 1024 * 1024
     max_pending_spans: int = 50_000
+    max_inflight_bytes: int = 256 * 1024 * 1024  # OTLP/HTTP bodies being read/decoded at once
 
 
 class Collector:

@@ -34,10 +34,13 @@ class WriterClosed(RuntimeError):
 
 
 class Writer:
-    def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_transaction_spans: int = 20_000,
+    def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_pending_bytes: int = 256 << 20,
+                 max_transaction_spans: int = 20_000,
                  on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None):
         self.store = store
         self.max_pending_spans = max_pending_spans
+        self.max_pending_bytes = max_pending_bytes
+        self._pending_bytes = 0
         self.max_transaction_spans = max_transaction_spans
         self.on_created = on_created
         self.ingest_options = ingest_options or {}
@@ -62,9 +65,11 @@ class Writer:
                 raise WriterClosed("the collector is shutting down")
             # an oversized single request is still admitted when the queue is empty, so it can
             # never be refused forever
-            if self._pending_spans and self._pending_spans + n > self.max_pending_spans:
-                raise QueueFull(f"{self._pending_spans} spans waiting to be written")
+            if self._pending_spans and (self._pending_spans + n > self.max_pending_spans
+                                        or self._pending_bytes + batch.wire_bytes > self.max_pending_bytes):
+                raise QueueFull(f"{self._pending_spans} spans ({self._pending_bytes >> 20} MiB) waiting to be written")
             self._pending_spans += n
+            self._pending_bytes += batch.wire_bytes
             self._items.append(("batch", batch, fut))
             self._cond.notify()
         return fut
@@ -144,6 +149,7 @@ class Writer:
                         results.append((fut, one_exc))
         with self._cond:
             self._pending_spans -= n_spans
+            self._pending_bytes -= sum(b.wire_bytes for _, b, _ in taken)
         self.transactions += 1
         for fut, exc in results:
             if exc is None:
