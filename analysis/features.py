@@ -99,7 +99,7 @@ def step_features(graph: TransitionGraph, task: str | None = None) -> list[list[
     out_tok_z = _zscores([math.log1p(u.output_tokens) for u in units])
     len_log = [math.log1p(u.output_length) for u in units]
     len_z = _zscores(len_log)
-    unsupported = [len(u.unsupported) for u in units]
+    unsupported = [len(u.unsupported) + len(u.misattributed) for u in units]
     unacted = unacted_claims(units)
     macro_of: list[tuple[int, int]] = [(0, 0)] * n
     for start, end in macro_blocks(units):

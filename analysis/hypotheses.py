@@ -21,8 +21,8 @@ from .symptoms import find_symptoms
 DETECTOR_WEIGHT = 1.0
 ORIGIN_WEIGHTS = (1.2, 0.8, 0.5, 0.3)  # origin of the 1st, 2nd, ... symptom (failures cascade)
 FRONTIER_WEIGHT = 0.2  # flagged by at least one detector's frontier
-UNSUPPORTED_WEIGHT = 0.6  # acts on a value its input never showed it
-UNACTED_CLAIM_WEIGHT = 0.6  # reports success without having acted
+UNSUPPORTED_WEIGHT = 1.0  # acts on a value its input never showed it
+UNACTED_CLAIM_WEIGHT = 1.0  # reports success without having acted
 FINAL_ANSWER_WEIGHT = 0.4  # the answer of a failed run with no earlier symptom
 MAX_HYPOTHESES = 5
 
@@ -106,9 +106,13 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
     if failed:
         for k in range(n):
             if unsupported[k] > 0:
+                u = graph.units[k]
                 c = candidate(k)
                 c["bonus"] += UNSUPPORTED_WEIGHT
-                c["why"].append(f"acts on {int(unsupported[k])} value(s) its input never showed it")
+                if u.unsupported:
+                    c["why"].append(f"uses {', '.join(u.unsupported[:3])}, which its input never showed it")
+                if u.misattributed:
+                    c["why"].append(f"attaches {', '.join(u.misattributed[:3])} to the wrong record of its tool results")
             if unacted[k] > 0:
                 c = candidate(k)
                 c["bonus"] += UNACTED_CLAIM_WEIGHT

@@ -70,6 +70,9 @@ class TransitionUnit:
     artifacts_consumed: set[str] = field(default_factory=set)
     # Values the action carries that neither the task nor the step's input showed it.
     unsupported: list[str] = field(default_factory=list)
+    # Words a text step attaches to one record that belong to another record of its own
+    # tool results ("ACC-1 savings" when the result says ACC-1 is checking, ACC-2 savings).
+    misattributed: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -325,8 +328,60 @@ def build_units(doc: dict) -> list[TransitionUnit]:
                 del said[0]
         else:
             unit = _unit_from_llm(step, pos, is_last, task)
+            if not unit.action["calls"] and unit.action["text"]:
+                unit.misattributed = misattributed_values(unit.action["text"], _own_results(units, unit.agent))
         units.append(unit)
     return units
+
+
+def _own_results(units: list[TransitionUnit], agent: str) -> list[Any]:
+    """Tool results of `agent`'s calls since it was last handed work (its current block)."""
+    out: list[Any] = []
+    for u in reversed(units):
+        if u.agent != agent:
+            break
+        out += [f["result"] for f in u.feedback if f.get("result") is not None]
+    return out
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z_-]{2,}")
+
+
+def _records(obj: Any, out: list[dict]) -> list[dict]:
+    """Every dict in a JSON value, each with its own scalar values only."""
+    if isinstance(obj, dict):
+        out.append({k: v for k, v in obj.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)})
+        for v in obj.values():
+            _records(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _records(v, out)
+    return out
+
+
+def misattributed_values(text: str, results: list[Any]) -> list[str]:
+    """Words that a line of `text` attaches to a record of `results` (named by an id unique
+    to that record) but that belong to a sibling record and not to it."""
+    records = [r for r in _records(results, []) if r]
+    if len(records) < 2:
+        return []
+    ids = [extract_artifacts(" ".join(str(v) for v in r.values())) for r in records]
+    owners: dict[str, list[int]] = {}
+    for i, found in enumerate(ids):
+        for a in found:
+            owners.setdefault(a, []).append(i)
+    words = [{str(v).lower() for v in r.values() if isinstance(v, str) and _WORD.fullmatch(v)} for r in records]
+    out: list[str] = []
+    for line in re.split(r"\n|\s-\s|;", text):
+        named = {i for a in extract_artifacts(line) for i in owners.get(a, []) if len(owners[a]) == 1}
+        if len(named) != 1:
+            continue
+        (i,) = named
+        said = {w.lower() for w in _WORD.findall(line)}
+        for j in range(len(records)):
+            if j != i and set(records[j]) == set(records[i]):  # a sibling: same kind of record
+                out += sorted((words[j] - words[i]) & said)
+    return sorted(set(out))
 
 
 def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> TransitionUnit:
