@@ -1,0 +1,50 @@
+"""tracefix.collector: `tracefix serve`, the process that stores agent traces and alerts.
+
+Usage::
+
+    tracefix serve --db ./.tracefix/tracefix.duckdb --webhook https://hooks.slack.com/...
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_agent.py   # any OTel GenAI instrumentation
+    tracefix sessions --feedback negative ; tracefix show SESSION ; tracefix feedback SESSION --down
+
+Receivers
+    OTLP/HTTP ``POST /v1/traces`` (protobuf or JSON, gzip; port ``--http-port``, default 4318)
+    and OTLP/gRPC ``TraceService/Export`` (``--grpc-port``, default 4317). A request is
+    answered only after its spans are committed. Partial success for spans that cannot be
+    stored (bad ids, an attribute over 8 M characters); 400 when nothing in it can be;
+    413 above ``--max-body-mb`` (also after gunzip); 415 for other content types; 429 with
+    ``Retry-After`` / ``RESOURCE_EXHAUSTED`` when ``--max-queue-spans`` spans (or 256 MiB)
+    wait for the writer. Spans are normalized from tracefix/GenAI, OpenInference and
+    OpenLLMetry conventions; a span without a session attribute joins its trace's session,
+    else the trace id is the session id. The same span sent twice is stored once.
+
+Store (``tracefix.collector.store``, the only SQL)
+    One DuckDB file (``--db`` / ``TRACEFIX_DB``), numbered migrations in ``schema_version``.
+    Chat messages and tool definitions are content-addressed (``messages``); spans keep
+    their other attributes whole; steps are re-derived per touched session after each
+    commit. One writer thread owns the write connection (``tracefix.collector.writer``).
+
+HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on all but /healthz)
+    ``GET /healthz`` -> {"status", "db", "pending_spans"}
+    ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
+        -> {"sessions": [summary]}
+    ``GET /api/v1/sessions/{id}`` -> session document (docs/contracts.md §1)
+    ``GET /api/v1/sessions/{id}/spans`` -> {"spans": [span]}
+    ``POST /api/v1/feedback`` {session_id, score, comment} -> 201 feedback (+ alert_id, job_id)
+    ``GET|POST /api/v1/sessions/{id}/analysis`` and ``.../replay`` (contracts §3, §5, stored as-is)
+    ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)
+    ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
+    ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
+    ``GET|POST /api/v1/jobs`` (diagnosis queue), ``GET /api/v1/alerts`` (outbox and deliveries)
+
+Alerts and diagnosis
+    Feedback with score below ``--alert-threshold`` (default 0; also a
+    ``gen_ai.evaluation.result`` span event) writes, in its transaction, an alert per
+    ``--webhook`` and a diagnosis job. Webhooks get a Slack-compatible ``text`` plus
+    ``alert_id, session_id, score, task, final_answer, comment, link`` (link =
+    ``--public-url`` + /api/v1/sessions/{id}/report) and an ``Idempotency-Key`` header;
+    delivery retries with exponential backoff (cap ``--alert-retry-max``) across restarts.
+    ``--diagnose full|analysis|off`` chooses what the job runs (analysis, then replay when
+    the session is replayable).
+
+Access from other code: ``tracefix.collector.access.connect(server=None, db=None, token=None)``.
+"""
