@@ -192,9 +192,11 @@ def test_a_replay_starting_after_the_fault_step_gets_no_second_fault(tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_fails_every_task_that_can_host_it(tmp_path, kind):
-    """The first step of each task that can host `kind` gets it, and the task fails."""
+    """The first step of each task that can host `kind` gets it, and the task fails (eight
+    tasks spread over the list per kind, to keep the suite fast)."""
     hosting = [t for t in TASKS if any(kind in i.hosts for i in fault_free_steps(t))]
     assert len(hosting) >= 10
+    hosting = hosting[::-(-len(hosting) // 8)]
     gt = tmp_path / "gt.jsonl"
     with running_sim(plan=[{"task": t, "step": 0, "kind": kind} for t in hosting], ground_truth=gt) as server:
         results = {t: _run(server, t)[1]["success"] for t in hosting}
