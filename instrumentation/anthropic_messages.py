@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .llm import Request, Summary, rehydrate_model, is_given, request_params
+from .llm import Request, Summary, parsed, rehydrate_model, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "system", "tools", "stream", "extra_headers", "extra_query", "extra_body",
@@ -83,7 +83,7 @@ class AnthropicMessages:
         return hasattr(result, "__next__") or hasattr(result, "__anext__")
 
     def response_raw(self, result: Any) -> dict:
-        return result.model_dump(mode="json", exclude_unset=True)
+        return parsed(result).model_dump(mode="json", exclude_unset=True)
 
     def summarize(self, raw: dict) -> Summary:
         text, tool_calls, pending = [], [], []

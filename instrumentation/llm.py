@@ -63,6 +63,14 @@ def decode_arguments(arguments: Any) -> Any:
     return arguments
 
 
+def parsed(result: Any) -> Any:
+    """The response model of a call made through `.with_raw_response` (an APIResponse whose
+    parse() is cached by the SDK), else the result itself."""
+    if not hasattr(result, "model_dump") and callable(getattr(result, "parse", None)):
+        return result.parse()
+    return result
+
+
 def rehydrate_model(model_cls: Any, raw: dict) -> Any:
     """`raw` as the SDK's own type: validated when it validates, else built leniently the
     way the SDK builds live responses (a field a newer SDK requires must not break replay)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import Request, Summary, rehydrate_model, decode_arguments, is_given, request_params
+from .llm import Request, Summary, parsed, rehydrate_model, decode_arguments, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "tools", "stream", "extra_headers", "extra_query", "extra_body", "timeout")
@@ -102,7 +102,7 @@ class OpenAIChat:
         return hasattr(result, "__next__") or hasattr(result, "__anext__")
 
     def response_raw(self, result: Any) -> dict:
-        return result.model_dump(mode="json", exclude_unset=True)
+        return parsed(result).model_dump(mode="json", exclude_unset=True)
 
     def summarize(self, raw: dict) -> Summary:
         choices = raw.get("choices") or []

@@ -265,3 +265,10 @@ def test_attaching_to_the_apps_provider_redacts_its_own_exporters_too(client):
     span = only_chat_span(app_exporter)
     assert span.attributes[sc.SESSION_ID] == "s-attached"
     assert "sk-proj-abcdefghijklmnop" not in span.attributes[sc.GEN_AI_INPUT_MESSAGES]
+
+
+def test_with_raw_response_calls_are_recorded_too(spans, client):
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    completion = raw.parse()
+    assert raw.status_code == 200
+    assert only_chat_span(spans).attributes[sc.GEN_AI_RESPONSE_ID] == completion.id
