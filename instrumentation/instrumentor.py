@@ -72,6 +72,14 @@ class TracefixInstrumentor(BaseInstrumentor):
             from .configure import init
 
             init(_instrument=False)
+        elif provider is None and runtime._tracer is None:
+            # a distro configured the SDK: secrets still must not leave through its exporters
+            from opentelemetry import trace
+
+            from .configure import _redact_existing_processors
+            from .redaction import RedactionChain
+
+            _redact_existing_processors(trace.get_tracer_provider(), RedactionChain())
         self._wrapped: list[tuple[Any, str, Any]] = []
         self._generation = generation = getattr(self, "_generation", 0) + 1
         # Patch each SDK when it is imported (now, if it already is): importing anthropic
