@@ -121,3 +121,24 @@ def test_collector_down_neither_breaks_nor_hangs_the_app_and_drops_are_counted(s
     # shutdown gives the exporter 1 s; spans still in its retry loop are dropped, and said so
     assert elapsed < 15
     assert "did not finish" in proc.stderr or "dropped 2" in proc.stdout
+
+
+def test_instrumentor_on_an_sdk_provider_configured_elsewhere_redacts_its_exporters():
+    code = """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        exporter, provider = InMemorySpanExporter(), TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)   # what a distro / the app did first
+        from tracefix.instrumentor import TracefixInstrumentor
+        TracefixInstrumentor().instrument()
+        import tracefix
+        with tracefix.session("distro", metadata={"token": "Bearer abcdef123456"}):
+            pass
+        print(exporter.get_finished_spans()[0].attributes["tracefix.session.metadata"])
+    """
+    proc = run_script(code, {})
+    assert proc.returncode == 0, proc.stderr
+    assert "abcdef123456" not in proc.stdout and "[REDACTED]" in proc.stdout
