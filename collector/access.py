@@ -135,6 +135,7 @@ class StoreAccess(_Base):
     through the single writer thread; without, the store is written directly (CLI on a file)."""
 
     kind = "file"
+    otlp_endpoint: str | None = None  # set inside `tracefix serve`: its own OTLP/HTTP address
 
     def __init__(self, store, writer=None, owns_store: bool = False):
         self.store = store

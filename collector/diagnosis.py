@@ -72,6 +72,7 @@ class DiagnosisWorker:
 
         writer = self.collector.writer
         access = StoreAccess(self.collector.store, writer)
+        access.otlp_endpoint = self.collector.http_url  # where replay children export their spans
         while not self._stop.is_set():
             try:
                 job = writer.run(lambda s: s.claim_job())

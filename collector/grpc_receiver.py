@@ -59,7 +59,10 @@ def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Serve
                          options=[("grpc.max_receive_message_length", limit),
                                   ("grpc.so_reuseport", 0)])
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(collector), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # newer grpcio raises instead of returning 0
+        raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}: {exc}") from exc
     if bound == 0:
         raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
     server.start()

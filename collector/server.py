@@ -141,6 +141,11 @@ class Collector:
 def serve_forever(config: Config) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s tracefix serve %(levelname)s %(message)s")
+    if config.token:  # replay children started by the diagnosis worker export back to us with it
+        auth = f"authorization=Bearer {config.token}"
+        current = os.environ.get("OTEL_EXPORTER_OTLP_HEADERS")
+        if not current or "authorization=" not in current.lower():
+            os.environ["OTEL_EXPORTER_OTLP_HEADERS"] = f"{current},{auth}" if current else auth
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
