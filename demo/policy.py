@@ -363,32 +363,42 @@ def _calls(messages: list[dict]) -> list[Call]:
 def _report(agent: str, calls: list[Call], extra: list[str] = ()) -> str:
     lines = [f"REPORT from {agent}: done."]
     for c in calls:
-        r = c.result
-        if c.error or not isinstance(r, dict):
+        if c.error:
             continue
-        if c.name == "lookup_customer":
-            lines.append(f'- customer "{r["name"]}": {r["customer_id"]}')
-        elif c.name == "get_accounts":
-            lines += [f"- account {a['account_id']} of {r['customer_id']}: {a['type']}, balance {a['balance']}, "
-                      f"{a['status']}" for a in r["accounts"]]
-        elif c.name == "get_balance":
-            lines.append(f"- account {r['account_id']}: balance {r['balance']}, {r['status']}")
-        elif c.name == "transfer":
-            lines += [f"- transfer {r['transaction_id']}: {r['amount']} from {r['from_account']} to {r['to_account']}",
-                      f"- account {r['from_account']}: balance {r['from_balance']}",
-                      f"- account {r['to_account']}: balance {r['to_balance']}"]
-        elif c.name == "deposit_check":
-            lines += [f"- deposit {r['transaction_id']}: {r['amount']} into {r['account_id']}",
-                      f"- account {r['account_id']}: balance {r['balance']}"]
-        elif c.name == "close_account":
-            lines.append(f"- account {r['account_id']}: closed")
-        elif c.name == "get_transactions":
-            txs = r["transactions"]
-            listed = "; ".join(f"{t['transaction_id']} {t['kind']} {t['amount']}" for t in txs) or "none"
-            lines += [f"- transactions of {r['account_id']}: {listed}",
-                      f"- latest transaction of {r['account_id']}: {txs[-1]['transaction_id'] if txs else 'none'}"]
+        try:
+            lines += _result_lines(c)
+        except (KeyError, TypeError, IndexError, AttributeError):
+            # a result of another shape (e.g. replaced in a replay): pass it on verbatim
+            lines.append(f"- {c.name} returned {json.dumps(c.result, sort_keys=True)}")
     lines += list(extra)
     return "\n".join(lines)
+
+
+def _result_lines(c: Call) -> list[str]:
+    """What a worker reports about one successful call (raises on a result of another shape)."""
+    r = c.result
+    if c.name == "lookup_customer":
+        return [f'- customer "{r["name"]}": {r["customer_id"]}']
+    if c.name == "get_accounts":
+        return [f"- account {a['account_id']} of {r['customer_id']}: {a['type']}, balance {a['balance']}, "
+                f"{a['status']}" for a in r["accounts"]]
+    if c.name == "get_balance":
+        return [f"- account {r['account_id']}: balance {r['balance']}, {r['status']}"]
+    if c.name == "transfer":
+        return [f"- transfer {r['transaction_id']}: {r['amount']} from {r['from_account']} to {r['to_account']}",
+                f"- account {r['from_account']}: balance {r['from_balance']}",
+                f"- account {r['to_account']}: balance {r['to_balance']}"]
+    if c.name == "deposit_check":
+        return [f"- deposit {r['transaction_id']}: {r['amount']} into {r['account_id']}",
+                f"- account {r['account_id']}: balance {r['balance']}"]
+    if c.name == "close_account":
+        return [f"- account {r['account_id']}: closed"]
+    if c.name == "get_transactions":
+        txs = r["transactions"]
+        listed = "; ".join(f"{t['transaction_id']} {t['kind']} {t['amount']}" for t in txs) or "none"
+        return [f"- transactions of {r['account_id']}: {listed}",
+                f"- latest transaction of {r['account_id']}: {txs[-1]['transaction_id'] if txs else 'none'}"]
+    return [f"- {c.name} returned {json.dumps(r, sort_keys=True)}"]
 
 
 def _misread(calls: list[Call]) -> tuple[list[Call], str, str] | None:
@@ -397,6 +407,10 @@ def _misread(calls: list[Call]) -> tuple[list[Call], str, str] | None:
         r = c.result
         if c.error or not isinstance(r, dict):
             continue
+        try:
+            _result_lines(c)
+        except (KeyError, TypeError, IndexError, AttributeError):
+            continue  # not the shape this tool returns: nothing to misread
         wrong = json.loads(json.dumps(r))
         if c.name == "get_accounts" and len(r["accounts"]) >= 2:
             kinds = [a["type"] for a in r["accounts"]]
@@ -446,7 +460,12 @@ def _worker(agent: str, messages: list[dict], followed: Followed) -> Decision:
             continue
         args = dict(intent.args)
         if intent.tool == "get_accounts" and args["customer_id"] is None:
-            args["customer_id"] = (done.get("lookup_customer") or {}).get("customer_id")
+            found = done.get("lookup_customer")
+            args["customer_id"] = found.get("customer_id") if isinstance(found, dict) else None
+            if not isinstance(args["customer_id"], str):
+                return Decision(agent, "report", text_message(
+                    f"REPORT from {agent}: FAILED. lookup_customer returned no customer id, so I cannot "
+                    "call get_accounts."))
         # In-context repetition: an earlier failed call to this tool, never since succeeded.
         history = [c for c in before + segment if c.name == intent.tool]
         if history and history[-1].error and not followed([intent.tool]):

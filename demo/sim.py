@@ -1,7 +1,7 @@
 """The scripted OpenAI-compatible LLM server (a test and demo component, not a real model).
 
 Serves `POST /v1/chat/completions` (non-streaming and SSE streaming with tool-call deltas
-and a final usage chunk), `GET /v1/models`, `GET /healthz` and `GET /_sim/stats` on the
+and a final usage chunk), `GET /v1/models[/{id}]`, `GET /healthz` and `GET /_sim/stats` on the
 standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
 `handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
 demo's agents (:mod:`tracefix.demo.policy`) with fault injection
@@ -225,12 +225,34 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "'messages' must be a non-empty array", param="messages")
         for i, m in enumerate(messages):
-            if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
-                raise ApiError(400, f"messages[{i}] must be an object with a valid role", param=f"messages[{i}]")
+            _check_message(i, m)
         tools = request.get("tools")
-        if tools is not None and not isinstance(tools, list):
-            raise ApiError(400, "'tools' must be an array", param="tools")
+        if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+            raise ApiError(400, "'tools' must be an array of objects", param="tools")
         return request
+
+
+def _check_message(i: int, m: Any) -> None:
+    """The shape checks the OpenAI API makes, so models only ever see well-formed messages."""
+    where = f"messages[{i}]"
+    if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
+        raise ApiError(400, f"{where} must be an object with a valid role", param=where)
+    content = m.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise ApiError(400, f"{where}.content must be a string or an array of parts", param=f"{where}.content")
+    calls = m.get("tool_calls")
+    if calls is not None:
+        if m["role"] != "assistant" or not isinstance(calls, list):
+            raise ApiError(400, f"{where}.tool_calls must be an array on an assistant message",
+                           param=f"{where}.tool_calls")
+        for j, call in enumerate(calls):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                    or not isinstance(fn.get("arguments", ""), str) or not isinstance(call.get("id", ""), str):
+                raise ApiError(400, f"{where}.tool_calls[{j}] needs an id and a function with a name and "
+                               "string arguments", param=f"{where}.tool_calls[{j}]")
+    if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
+        raise ApiError(400, f"{where}.tool_call_id is required on a tool message", param=f"{where}.tool_call_id")
 
 
 class _Server(ThreadingHTTPServer):
@@ -267,11 +289,6 @@ class SimServer:
                                         name="tracefix-sim", daemon=True)
         self._thread.start()
         return self.base_url
-
-    def serve_forever(self) -> None:
-        self._httpd = _Server((self.config.host, self.config.port), _Handler)
-        self._httpd.sim = self
-        self._httpd.serve_forever()
 
     def stop(self) -> None:
         if self._httpd is not None:
