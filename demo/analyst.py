@@ -162,3 +162,17 @@ def answer(messages: list[dict]) -> str:
     except ValueError:
         data = {}
     return json.dumps(HANDLERS[stage](data if isinstance(data, dict) else {}))
+
+
+def handle(body: dict, ctx=None) -> dict:
+    """The scripted server's model handler (`register_model` signature)."""
+    return {"role": "assistant", "content": answer(body.get("messages") or [])}
+
+
+def _register() -> None:
+    from .sim import register_model
+
+    register_model(MODEL, handle)
+
+
+_register()

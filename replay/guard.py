@@ -50,8 +50,13 @@ class Guard:
         hint = intervention.get("text") or ""
         if hint.startswith("CORRECTION for"):
             hint = hint.split(":", 1)[-1].strip()
+        hint = hint[:300]
+        if expect.get("tool") and f"`{expect['tool']}`" not in hint:
+            # The reminder must name the action it wants, or it is just noise.
+            with_argument = f" with the `{expect['argument']}` argument" if expect.get("argument") else ""
+            hint = f"{hint} Expected next: call `{expect['tool']}`{with_argument}.".strip()
         return cls(agent=expect.get("agent") or intervention.get("agent"), tool=expect.get("tool"),
-                   argument=expect.get("argument"), hint=hint[:300], start_step=intervention["step"], **limits)
+                   argument=expect.get("argument"), hint=hint, start_step=intervention["step"], **limits)
 
     def to_json(self) -> dict:
         return {"agent": self.agent, "tool": self.tool, "argument": self.argument, "hint": self.hint,

@@ -97,6 +97,12 @@ def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
             elif args.get(argument) != old_args.get(argument):
                 return True
         return False
+    if action == "replaced":
+        new_t = new_by_index.get(t)
+        applied = new_t is not None and (new_t.get("replay_source") == "intervention" or (
+            intervention.get("kind") == "replace_output"
+            and _norm((new_t.get("output_message") or {}).get("content")) == _norm(intervention.get("text"))))
+        return applied and any(s["index"] > t for s in new_steps)
     if action == "continue":
         return any(s["index"] >= t and s.get("tool_calls") for s in new_steps)
     new_t, old_t = new_by_index.get(t), old_by_index.get(t)

@@ -213,6 +213,7 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
                 jobs.append(runner.ReplayJob(key=h["id"], run_index=i, cassette=cassette, intervention=wire,
                                              parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
                                              overrides=dict(overrides or {}), guard=guard_config,
+                                             service=doc.get("service"),
                                              timeout_s=timeout_s))
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         results = runner.run_all(jobs, concurrency=concurrency, workdir=workdir,
@@ -277,4 +278,6 @@ def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, label
             "judged_by": {"success": s_by, "fulfilled": f_by, "progress": p_by},
             "counts": report.get("counts") or {}, "divergence": report.get("divergence"),
             "output": report.get("output"), "wall_s": r["wall_s"], "error": error,
-            "guard": report.get("guard")}
+            "guard": report.get("guard"),
+            # where to look when something went wrong (the child's own output)
+            **({"log": r["log"]} if error or report.get("divergence") else {})}

@@ -33,6 +33,7 @@ class ReplayJob:
     otlp_endpoint: str | None
     overrides: dict = field(default_factory=dict)
     guard: dict | None = None
+    service: str | None = None  # the parent's service name, so replays list beside it
     timeout_s: float = DEFAULT_TIMEOUT_S
     child_session_id: str = field(default_factory=lambda: "s-replay-" + uuid.uuid4().hex[:16])
 
@@ -59,6 +60,7 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
         "guard": bool(job.guard),
         # read by tracefix.replay.child, ignored by the instrumentation
         "otlp_endpoint": job.otlp_endpoint, "input_overrides": job.overrides, "guard_config": job.guard,
+        "service": job.service,
     }
     replay_path.write_text(json.dumps(replay, default=str))
     env = {**os.environ, "TRACEFIX_REPLAY": str(replay_path), "PYTHONUNBUFFERED": "1"}

@@ -2,7 +2,7 @@
 import copy
 
 import pytest
-from sessions import analysis_for, failed_deposit_session, llm_step
+from replay_docs import analysis_for, failed_deposit_session, llm_step
 
 from tracefix.replay import attribution, interventions, judge, trials
 from tracefix.replay.guard import Guard

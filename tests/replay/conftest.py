@@ -1,0 +1,66 @@
+"""Real processes for the replay tests: a collector, two scripted LLM servers sharing one
+fault plan (one follows corrections, one never does), and a failed demo session recorded
+through the instrumented banking app."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import procs
+import pytest
+
+# One injected fault, after two successful tool calls: the PaymentsAgent's deposit_check
+# (step 6 of task t04) loses its `check_number` argument.
+FAULT_PLAN = [{"task": "t04", "step": 6, "kind": "missing_argument"}]
+
+
+@dataclass
+class Lab:
+    serve_url: str
+    follow_url: str  # sim whose model always follows a CORRECTION naming the fault's target
+    ignore_url: str  # same fault plan, never follows
+    session_id: str  # the recorded failed session
+    fault_step: int  # from the sim's ground-truth file (the product never reads it)
+    ground_truth: Path
+    workdir: Path
+
+    def access(self):
+        from tracefix.collector.access import connect
+
+        return connect(server=self.serve_url)
+
+
+def sim_requests(base_url: str, session: str) -> int:
+    root = base_url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(root + "/_sim/stats", timeout=5) as r:
+        return json.load(r)["by_session"].get(session, 0)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    d = tmp_path_factory.mktemp("replay")
+    plan, truth = d / "plan.json", d / "truth.jsonl"
+    plan.write_text(json.dumps(FAULT_PLAN))
+    started = []
+    try:
+        follow = procs.start_sim("--seed", "1", "--faults", str(plan), "--follow-prob", "1.0",
+                                 "--ground-truth", str(truth))
+        started.append(follow)
+        ignore = procs.start_sim("--seed", "1", "--faults", str(plan), "--follow-prob", "0.0")
+        started.append(ignore)
+        serve = procs.start_serve(d / "store.duckdb", "--diagnose", "off")
+        started.append(serve)
+        follow_url, serve_url = follow.match["base_url"], serve.match["http"]
+        subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", follow_url, "--tasks", "t04",
+                        "--otlp-endpoint", serve_url], check=True, timeout=120, capture_output=True)
+        injected = [json.loads(line) for line in truth.read_text().splitlines()]
+        assert len(injected) == 1, injected
+        yield Lab(serve_url, follow_url, ignore.match["base_url"], injected[0]["session"], injected[0]["step"],
+                  truth, d)
+    finally:
+        for p in reversed(started):
+            p.stop()

@@ -1,0 +1,179 @@
+"""DoVer replays of a recorded failed demo session, end to end over real processes:
+`tracefix serve`, two scripted LLM servers (one follows corrections, one never does), the
+instrumented banking app recorded once, and replay children exporting to the collector."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import sim_requests
+
+from tracefix.replay.llm import ProductLLM
+from tracefix.replay.pipeline import ReplayError, check_replayable, diagnose
+
+
+def run_diagnose(lab, tmp_path, **kw):
+    with lab.access() as access:
+        return diagnose(access, lab.session_id, llm=kw.pop("llm", False), otlp_endpoint=lab.serve_url,
+                        workdir=tmp_path, **kw)
+
+
+def child_doc(lab, run):
+    with lab.access() as access:
+        return access.get_session(run["child_session_id"])
+
+
+def assert_prefix_from_cassette(lab, sim_url, run, t):
+    """Steps before t: recorded responses and tool results, no request, no tool execution."""
+    counts = run["counts"]
+    assert run["divergence"] is None
+    assert counts["llm_cassette"] == t
+    assert counts["tool_cassette"] == 2  # lookup_customer and get_accounts before the fault
+    assert sim_requests(sim_url, run["child_session_id"]) == counts["llm_live"] > 0
+    doc = child_doc(lab, run)
+    assert doc["parent_session_id"] == lab.session_id
+    assert {s["replay_source"] for s in doc["steps"] if s["index"] < t} == {"cassette"}
+    assert doc["steps"][t]["replay_source"] in ("intervention", "live")
+
+
+def test_concurrent_replays_validate_a_correct_fix_and_stay_inconclusive_when_ignored(lab, tmp_path):
+    """Two diagnoses of the same session at once (4 children alive): the follow-everything
+    sim validates the correction, the follow-nothing sim leaves it unfulfilled."""
+    t = lab.fault_step
+    results = {}
+
+    def go(name, **kw):
+        results[name] = run_diagnose(lab, tmp_path / name, hypotheses=[{"step": t}], runs=3, concurrency=2, **kw)
+
+    threads = [threading.Thread(target=go, args=("follow",)),
+               threading.Thread(target=go, args=("ignore",), kwargs={"overrides": {"base_url": lab.ignore_url}})]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+    followed = results["follow"]["hypotheses"][0]
+    iv = followed["intervention"]
+    assert iv["step"] == t and iv["kind"] == "add_message"
+    assert iv["text"].startswith("CORRECTION for PaymentsAgent:")
+    assert "deposit_check" in iv["text"] and "check_number" in iv["text"]
+    assert followed["verdict"] == "validated", followed["verdict_reason"]
+    for run in followed["runs"]:
+        assert run["success"] is True and run["fulfilled"] is True and run["error"] is None
+        assert run["judged_by"] == {"success": "evaluator", "fulfilled": "heuristic", "progress": "milestones"}
+        assert run["progress"] > 0
+        assert_prefix_from_cassette(lab, lab.follow_url, run, t)
+
+    ignored = results["ignore"]["hypotheses"][0]
+    assert ignored["intervention"]["text"] == iv["text"]
+    assert ignored["verdict"] == "inconclusive", ignored["verdict_reason"]
+    for run in ignored["runs"]:
+        assert run["success"] is False and run["fulfilled"] is False
+        assert_prefix_from_cassette(lab, lab.ignore_url, run, t)
+
+    children = [r["child_session_id"] for h in (followed, ignored) for r in h["runs"]]
+    assert len(set(children)) == 6
+    # each replay hit only the sim it was pointed at
+    assert all(sim_requests(lab.ignore_url, c) == 0 for c in children[:3])
+    assert all(sim_requests(lab.follow_url, c) == 0 for c in children[3:])
+    assert results["follow"]["stages"]["segmentation"] == "fallback"
+
+
+def test_followed_intervention_at_a_step_that_was_not_at_fault_is_refuted(lab, tmp_path):
+    """Rewrite the orchestrator's (correct) instruction before the fault: the rewrite is
+    carried out, the fault still happens, the run still fails -> refuted (DoVer 4.2)."""
+    with lab.access() as access:
+        parent = access.get_session(lab.session_id)
+    t = lab.fault_step - 1
+    assert parent["steps"][t]["agent"] == "Orchestrator"
+    original = parent["steps"][t]["output_message"]["content"]
+    rewrite = original + " Report back exactly what the tool returns."
+    result = run_diagnose(lab, tmp_path, runs=3, concurrency=2, hypotheses=[{
+        "step": t, "reason": "the instruction may have been unclear",
+        "intervention": {"kind": "replace_output", "category": "orchestrator_instruction", "text": rewrite}}])
+    h = result["hypotheses"][0]
+    assert h["intervention"]["before"].startswith(original[:40])
+    assert h["verdict"] == "refuted", h["verdict_reason"]
+    for run in h["runs"]:
+        assert run["success"] is False and run["fulfilled"] is True
+        assert run["counts"]["llm_intervention"] == 1
+        assert child_doc(lab, run)["steps"][t]["output_message"]["content"] == rewrite
+    assert result["stages"]["attribution"] == "user" and result["stages"]["intervention"] == "user"
+
+
+def test_divergence_is_reported_when_the_entrypoint_takes_another_path(lab, tmp_path):
+    # Another task: the very first request no longer matches the recording.
+    result = run_diagnose(lab, tmp_path, runs=1, hypotheses=[{"step": lab.fault_step}],
+                          overrides={"task_id": "t01"})
+    run = result["hypotheses"][0]["runs"][0]
+    assert run["divergence"]["step"] == 0 and run["divergence"]["kind"] == "llm"
+    assert run["counts"]["llm_cassette"] == 0
+    assert sim_requests(lab.follow_url, run["child_session_id"]) == run["counts"]["llm_live"]
+
+
+def test_guard_keeps_a_weak_correction_alive(lab, tmp_path):
+    """A correction that does not name the tool is ignored at t; the guard's reminder, which
+    names the expected call, gets it done on the retry."""
+    weak = {"kind": "add_message", "text": "CORRECTION for PaymentsAgent: be more careful this time.",
+            "expect": {"agent": "PaymentsAgent", "action": "call_tool", "tool": "deposit_check",
+                       "argument": "check_number"}}
+    hyp = [{"step": lab.fault_step, "intervention": weak}]
+    plain = run_diagnose(lab, tmp_path / "plain", runs=1, hypotheses=hyp)["hypotheses"][0]
+    guarded = run_diagnose(lab, tmp_path / "guarded", runs=1, hypotheses=hyp, guard=True)["hypotheses"][0]
+    assert plain["runs"][0]["success"] is False
+    assert guarded["runs"][0]["success"] is True, guarded["runs"][0]
+    fired = guarded["runs"][0]["guard"]["fired"]
+    assert 1 <= len(fired) <= 3 and fired[0]["signal"] == "expected_action_missing"
+    assert "deposit_check" in fired[0]["text"]
+
+
+def test_llm_path_through_the_scripted_analyst(lab, tmp_path):
+    llm = ProductLLM(base_url=lab.follow_url, model="sim-analyst")
+    result = run_diagnose(lab, tmp_path, llm=llm, runs=1, concurrency=2)
+    assert result["stages"]["segmentation"] == "llm"
+    assert result["stages"]["attribution"] == "llm"
+    assert result["stages"]["intervention"] == "llm"
+    assert result["stages"]["fulfilment"] == "llm"
+    assert result["llm"]["requests"] >= 1 + 2 * len(result["hypotheses"])
+    assert len(result["trials"]) >= 2
+    first = result["hypotheses"][0]
+    assert first["source"] == "llm" and first["step"] == lab.fault_step
+    assert first["intervention"]["source"] == "llm" and "deposit_check" in first["intervention"]["text"]
+    assert first["verdict"] == "validated"
+
+
+def test_cli_prints_trials_hypotheses_runs_and_verdicts(lab):
+    out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
+                          "--step", str(lab.fault_step), "--runs", "1"],
+                         capture_output=True, text=True, timeout=180, env=_no_llm_env())
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "stages: segmentation=fallback" in text and "deterministic fallbacks" in text
+    assert f"hypothesis (round 1, user): step {lab.fault_step} PaymentsAgent" in text
+    assert "intervention (add_message/correction, template): CORRECTION for PaymentsAgent" in text
+    assert "run 1: success, followed" in text and "verdict: VALIDATED" in text, text
+    with lab.access() as access:  # stored and served by the collector
+        stored = access.get_replay(lab.session_id)
+    assert stored["hypotheses"][0]["step"] == lab.fault_step
+
+
+def test_cli_json_and_clear_errors(lab):
+    out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", "no-such-session", "--server", lab.serve_url,
+                          "--json"], capture_output=True, text=True, timeout=60, env=_no_llm_env())
+    assert out.returncode != 0 and "no session 'no-such-session'" in out.stderr
+
+
+def test_sessions_without_entrypoint_are_refused():
+    with pytest.raises(ReplayError, match="entrypoint and inputs"):
+        check_replayable({"session_id": "s", "steps": [{}], "entrypoint": None, "inputs": None}, "s")
+    with pytest.raises(ReplayError, match="truncated"):
+        check_replayable({"session_id": "s", "steps": [{}], "entrypoint": "m:f", "inputs": {}, "replayable": False}, "s")
+
+
+def _no_llm_env():
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")}
