@@ -67,9 +67,13 @@ def macro_blocks(units: list[TransitionUnit]) -> list[tuple[int, int]]:
 
 
 def unacted_claims(units: list[TransitionUnit]) -> list[float]:
-    """1.0 for a text step that reports success while its agent, an agent that does use
-    tools, called none since it was last handed work: a claim without an action."""
+    """1.0 for a text step that reports success while its agent, a worker (an agent that
+    calls tools in this run, or any agent not named like a coordinator), called none since
+    it was last handed work: a claim without an action. Message logs carry no calls: 0."""
+    from .units import is_coordinator
+
     tool_users = {u.agent for u in units if u.action["calls"]}
+    tool_users |= {u.agent for u in units if u.kind == "llm" and not is_coordinator(u.agent)}
     out = [0.0] * len(units)
     acted: dict[str, bool] = {}
     for i, u in enumerate(units):

@@ -266,6 +266,11 @@ def _observation(input_messages: list[dict]) -> str:
     return "\n".join(reversed(tail))
 
 
+def is_coordinator(agent: str | None) -> bool:
+    """An agent named like one that plans and instructs others rather than acting."""
+    return bool(_COORDINATOR.search(agent or ""))
+
+
 def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, finish_reason: str | None) -> str:
     coordinator = bool(_COORDINATOR.search(agent or ""))
     if calls:

@@ -27,10 +27,10 @@ from typing import Any
 SERVE_READY = re.compile(r"http=(http://127\.0\.0\.1:\d+) grpc=")
 
 
-def start_serve(db: Path, timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
-    """`tracefix serve` on free loopback ports, analysis off (we analyze ourselves)."""
+def start_serve(db: Path, diagnose: str = "off", timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
+    """`tracefix serve` on free loopback ports; by default no diagnosis jobs (we analyze ourselves)."""
     cmd = [sys.executable, "-m", "tracefix.cli", "serve", "--http-port", "0", "--grpc-port", "0", "--db", str(db),
-           "--diagnose", "off"]
+           "--diagnose", diagnose]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     found: list[str] = []
@@ -66,8 +66,9 @@ def start_serve(db: Path, timeout: float = 60.0) -> tuple[subprocess.Popen, str]
 
 
 class DemoCorpus:
-    def __init__(self, workdir: str | Path, sim_seed: int = 1):
+    def __init__(self, workdir: str | Path, sim_seed: int = 1, diagnose: str = "off"):
         self.workdir = Path(workdir)
+        self.diagnose = diagnose
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.sim_seed = sim_seed
         self.proc: subprocess.Popen | None = None
@@ -79,7 +80,7 @@ class DemoCorpus:
         import tracefix
         from tracefix.collector.access import connect
 
-        self.proc, self.server_url = start_serve(self.workdir / "store" / "corpus.duckdb")
+        self.proc, self.server_url = start_serve(self.workdir / "store" / "corpus.duckdb", self.diagnose)
         self._handle = tracefix.init(endpoint=self.server_url, service_name="bank-demo")
         self.access = connect(server=self.server_url)
         return self
