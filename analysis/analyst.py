@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# First line names the stage, the convention of the product's prompts (tracefix.replay.prompts),
+# so a scripted stand-in model can tell the stages apart.
 SYSTEM = (
+    "tracefix-stage: analysis\n"
     "You are a failure analyst for multi-agent LLM systems. You get the task, how the run "
     "ended, and evidence packets for candidate steps flagged by anomaly detectors. Each packet "
     "shows one-line summaries of the candidate step, its neighbours and the dependency path "
