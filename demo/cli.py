@@ -122,8 +122,7 @@ def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds
     if endpoint:
         import tracefix
 
-        tracefix.init(endpoint=otlp_endpoint, service_name="bank-demo") if otlp_endpoint else \
-            tracefix.init(service_name="bank-demo")
+        tracefix.init(endpoint=otlp_endpoint, service_name="bank-demo")  # None: the OTEL_* variables
     from .bank import evaluate, last_database, run_task  # after init, so the openai client is instrumented
     from .sim import SimConfig, SimServer
 
@@ -132,11 +131,16 @@ def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds
         server = SimServer(SimConfig(seed=seed, faults=config))
         base_url = server.start()
         click.echo(f"tracefix demo-run: scripted LLM server at {base_url}")
-    ok, failures = 0, []
+    ok, failures, errors = 0, [], 0
     try:
         for task_id in tasks:
             started = time.perf_counter()
-            output = run_task(task_id, base_url=base_url, seed=seed)
+            try:
+                output = run_task(task_id, base_url=base_url, seed=seed)
+            except Exception as exc:  # e.g. the endpoint is unreachable: say so, go on with the next task
+                errors += 1
+                click.echo(f"{task_id} ERROR   {type(exc).__name__}: {exc}")
+                continue
             result = evaluate(task_id, last_database(), output["final_answer"])
             ms = (time.perf_counter() - started) * 1000
             status = "success" if result["success"] else "FAILED "
@@ -163,3 +167,5 @@ def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds
         if ground_truth:
             click.echo(f"ground truth written to {ground_truth}")
     click.echo(f"succeeded: {ok}/{len(tasks)}")
+    if errors:
+        raise click.ClickException(f"{errors} task(s) could not run (see the ERROR lines above)")

@@ -62,3 +62,14 @@ def test_sim_help_lists_its_options():
     for option in ("--port", "--seed", "--faults", "--fault-rate", "--fault-kinds", "--follow-prob",
                    "--ground-truth", "--latency-ms"):
         assert option in r.stdout
+
+
+def test_demo_run_against_an_unreachable_endpoint_reports_errors_and_exits_nonzero():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = _tracefix("demo-run", "--base-url", f"http://127.0.0.1:{port}/v1", "--tasks", "t01")
+    assert r.returncode == 1
+    assert "t01 ERROR   APIConnectionError" in r.stdout and "could not run" in r.stderr
