@@ -18,13 +18,14 @@ PHASE_COLORS = {
     "answer": "#d6b656",
 }
 OTHER_PHASE_COLOR = "#a0a0a0"
-EDGE_STYLES = {  # type -> (colour, width, curvature)
-    "temporal": ("#b8b8b8", 1.0, 0.0),
-    "artifact": ("#3b7dd8", 1.3, 0.35),
-    "error": ("#d62728", 1.5, -0.35),
-    "loop": ("#ff7f0e", 1.5, 0.5),
+# Edge types of analysis/graph.py: type -> (colour, width, curvature, legend label).
+EDGE_STYLES = {
+    "temporal": ("#b8b8b8", 1.0, 0.0, "next step"),
+    "artifact": ("#3b7dd8", 1.3, 0.35, "shared artifact"),
+    "same_error": ("#d62728", 1.5, -0.35, "same error"),
+    "loop": ("#ff7f0e", 1.5, 0.5, "repeated call"),
 }
-OTHER_EDGE_STYLE = ("#7f7f7f", 1.0, 0.25)
+OTHER_EDGE_STYLE = ("#7f7f7f", 1.0, 0.25, None)
 FRONTIER_COLOR = "#d62728"
 DETECTOR_COLORS = {"isolation_forest": "#1f77b4", "hgt": "#9467bd"}
 DETECTOR_LABELS = {"isolation_forest": "IsolationForest (run-local)", "hgt": "HGT (normal-behaviour model)"}
@@ -84,19 +85,19 @@ def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
 
     types_seen = []
     for etype in sorted({d["type"] for _, _, d in g.edges(data=True)}, key=lambda t: (t != "temporal", t)):
-        color, width, rad = EDGE_STYLES.get(etype, OTHER_EDGE_STYLE)
+        color, width, rad, label = EDGE_STYLES.get(etype, OTHER_EDGE_STYLE)
         edgelist = [(u, v) for u, v, d in g.edges(data=True) if d["type"] == etype]
         nx.draw_networkx_edges(g, pos, edgelist=edgelist, ax=ax, edge_color=color, width=width,
                                arrows=True, arrowsize=8, node_size=node_size,
                                connectionstyle=f"arc3,rad={rad}")
-        types_seen.append((etype, color))
+        types_seen.append((label or etype.replace("_", " "), color))
 
     if frontier:
         nx.draw_networkx_nodes(g, pos, nodelist=sorted(frontier), ax=ax, node_size=node_size * 2.6,
                                node_color="none", edgecolors=FRONTIER_COLOR, linewidths=2.2)
     colors = [PHASE_COLORS.get(g.nodes[s].get("phase"), OTHER_PHASE_COLOR) for s in g.nodes]
-    edgecolors = ["#d62728" if g.nodes[s].get("status") not in (None, "ok") else "#333333" for s in g.nodes]
-    widths = [2.0 if g.nodes[s].get("status") not in (None, "ok") else 0.6 for s in g.nodes]
+    edgecolors = ["#d62728" if g.nodes[s].get("status") == "error" else "#333333" for s in g.nodes]
+    widths = [2.0 if g.nodes[s].get("status") == "error" else 0.6 for s in g.nodes]
     nx.draw_networkx_nodes(g, pos, nodelist=list(g.nodes), ax=ax, node_size=node_size,
                            node_color=colors, edgecolors=edgecolors, linewidths=widths)
     if n <= 80:
@@ -119,7 +120,10 @@ def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
     phases = sorted({g.nodes[s].get("phase") for s in g.nodes if g.nodes[s].get("phase")})
     handles = [Line2D([], [], marker="o", linestyle="", markerfacecolor=PHASE_COLORS.get(p, OTHER_PHASE_COLOR),
                       markeredgecolor="#333333", label=p) for p in phases]
-    handles += [Line2D([], [], color=c, label=f"{t} edge") for t, c in types_seen]
+    handles += [Line2D([], [], color=c, label=label) for label, c in types_seen]
+    if any(g.nodes[s].get("status") == "error" for s in g.nodes):
+        handles.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="white", markeredgecolor="#d62728",
+                              markeredgewidth=2, label="step with an error"))
     if frontier:
         handles.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="none",
                               markeredgecolor=FRONTIER_COLOR, markeredgewidth=2, markersize=10,

@@ -189,7 +189,7 @@ def _html_hypotheses(analysis, replay) -> str:
     for h in hyps:
         tested = " ".join(_verdict_badge(v) for v in verdicts.get(h.get("step"), [])) or '<span class="muted">not replayed</span>'
         rows.append(
-            f"<tr><td>{_e(h.get('rank'))}</td><td><a href=\"#step-{_e(h.get('step'))}\">step {_e(h.get('step'))}</a></td>"
+            f"<tr><td>{_e(h.get('rank'))}</td><td style=\"white-space:nowrap\"><a href=\"#step-{_e(h.get('step'))}\">step {_e(h.get('step'))}</a></td>"
             f"<td>{_e(h.get('agent'))}</td><td>{_e(rc.fmt_score(h.get('score')))}</td><td>{_e(h.get('source'))}</td>"
             f"<td>{_e(h.get('rationale'))}<div class=\"sub\">{_evidence_html(h.get('evidence') or {})}</div></td>"
             f"<td>{tested}</td></tr>")

@@ -1,0 +1,545 @@
+"""`tracefix demo`: the whole product, end to end, on the bundled banking testbed.
+
+    tracefix demo [--tasks N] [--fault-rate R] [--seed S] [--out DIR] [--keep]
+
+1. starts a local webhook receiver, the scripted LLM server (`tracefix sim`, with a fault
+   plan that makes a few tasks fail through different kinds of faults) and `tracefix serve`
+   on a temporary store, each on a free loopback port;
+2. runs N banking tasks under tracefix's instrumentation, exporting OTLP to the collector;
+3. trains the normal-behaviour model (HGT) on the sessions that succeeded;
+4. sends a thumbs-down on each failed session, which raises an alert (received by the
+   local webhook) and queues a diagnosis job inside `tracefix serve` (analysis, then replay);
+5. waits for the jobs, writes one HTML report per failed session and an index page, and
+   prints a summary table beside the injected faults.
+
+The injected fault of each session comes from the sim's ground-truth file: the demo reads
+it to show how the diagnosis compares with the truth; the product itself never does. The
+command exits non-zero when any stage failed, and stops every process it started on the
+way out, Ctrl-C included.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import click
+
+# Kinds in the order the fault plan assigns them, so a small demo shows different failures.
+PLAN_KINDS = ("missing_argument", "wrong_argument", "wrong_instruction", "skipped_action",
+              "misread_tool_result", "vague_instruction", "early_final_answer")
+SIM_READY = re.compile(r"serving on (http://127\.0\.0\.1:\d+/v1)")
+SERVE_READY = re.compile(r"http=(http://127\.0\.0\.1:\d+) grpc=")
+FINISHED_JOB_STATES = ("done", "failed")
+
+
+class StageFailed(RuntimeError):
+    """A stage of the demo could not do its work; the message says which and why."""
+
+
+# --- processes ----------------------------------------------------------------------------
+
+class Child:
+    """A `tracefix ...` subprocess whose output goes to a log file and whose first line
+    matching `ready` tells us its address."""
+
+    def __init__(self, name: str, args: list[str], ready: re.Pattern, log: Path, env: dict | None = None):
+        self.name = name
+        self.log = log
+        self.popen = subprocess.Popen([sys.executable, "-m", "tracefix.cli", *args], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {}),
+                                                                                 "PYTHONUNBUFFERED": "1"})
+        self._found: list[re.Match] = []
+        self._seen = threading.Event()
+        threading.Thread(target=self._pump, args=(ready,), name=f"{name}-output", daemon=True).start()
+
+    def _pump(self, ready: re.Pattern) -> None:
+        with self.log.open("w", encoding="utf-8") as out:
+            for line in self.popen.stdout:  # keep draining so the child never blocks on a full pipe
+                out.write(line)
+                out.flush()
+                if not self._found:
+                    m = ready.search(line)
+                    if m:
+                        self._found.append(m)
+                        self._seen.set()
+        self._seen.set()
+
+    def address(self, timeout: float = 90.0) -> str:
+        if not self._seen.wait(timeout) or not self._found:
+            raise StageFailed(f"{self.name} did not start (see {self.log}):\n{self.tail()}")
+        url = self._found[0].group(1)
+        health = url.rsplit("/v1", 1)[0] + "/healthz"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(health, timeout=2) as r:
+                    if r.status == 200:
+                        return url
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.popen.poll() is not None:
+                raise StageFailed(f"{self.name} never answered {health} (see {self.log}):\n{self.tail()}")
+            time.sleep(0.05)
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebhookReceiver:
+    """A local HTTP endpoint that keeps every alert POSTed to it (what a Slack webhook would get)."""
+
+    def __init__(self):
+        self.alerts: list[dict] = []
+        self._arrived = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    alert = json.loads(body)
+                except ValueError:
+                    alert = {"raw": body.decode("utf-8", "replace")}
+                with receiver._arrived:
+                    receiver.alerts.append(alert)
+                    receiver._arrived.notify_all()
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):  # the demo prints its own progress
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        threading.Thread(target=self.server.serve_forever, name="webhook-receiver", daemon=True).start()
+
+    def wait_for(self, session_ids: set[str], timeout: float) -> set[str]:
+        """The session ids that got an alert within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                got = {a.get("session_id") for a in self.alerts} & session_ids
+                left = deadline - time.monotonic()
+                if got == session_ids or left <= 0:
+                    return got
+                self._arrived.wait(left)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# --- the plan -----------------------------------------------------------------------------
+
+def fault_plan(tasks: list[str], fault_rate: float, seed: int) -> list[dict]:
+    """One fault for round(N * rate) of the tasks (at least one when the rate is positive),
+    each of a different kind while kinds last, at a seeded early step (the sim moves it to
+    the next step that can host that kind)."""
+    if fault_rate <= 0 or not tasks:
+        return []
+    rng = random.Random(seed)
+    count = min(len(tasks), max(1, round(len(tasks) * fault_rate)))
+    # Spread the faulty tasks over the run so successes come before, between and after them.
+    chosen = sorted(rng.sample(range(len(tasks)), count))
+    offset = rng.randrange(len(PLAN_KINDS))
+    return [{"task": tasks[i], "step": rng.randint(1, 4), "kind": PLAN_KINDS[(offset + n) % len(PLAN_KINDS)]}
+            for n, i in enumerate(chosen)]
+
+
+def read_ground_truth(path: Path) -> dict[str, dict]:
+    """The injected faults by session id (benchmark labels: the demo shows them, the product never reads them)."""
+    if not path.exists():
+        return {}
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["session"]: r for r in records if not r.get("replay")}
+
+
+def complaint(doc: dict) -> str:
+    """What the user would say: the first thing they asked for that did not happen."""
+    missed = [m.get("name") for m in (doc.get("evaluation") or {}).get("milestones") or [] if not m.get("achieved")]
+    return f"not done right: expected {missed[0]}" if missed else "the answer is wrong"
+
+
+# --- the run ------------------------------------------------------------------------------
+
+@dataclass
+class FailedSession:
+    session_id: str
+    task_id: str
+    doc: dict
+    fault: dict | None = None
+    job: dict | None = None
+    analysis: dict | None = None
+    replay: dict | None = None
+    report: Path | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def top_step(self) -> int | None:
+        hyps = (self.analysis or {}).get("hypotheses") or []
+        return hyps[0].get("step") if hyps else None
+
+    @property
+    def top3(self) -> list[int]:
+        return [h.get("step") for h in ((self.analysis or {}).get("hypotheses") or [])[:3]]
+
+    @property
+    def best(self) -> dict | None:
+        from tracefix.analysis.report_content import replay_hypotheses
+
+        tested = replay_hypotheses(self.replay)
+        return tested[0] if tested else None
+
+
+class Demo:
+    def __init__(self, console, progress, *, tasks: list[str], fault_rate: float, seed: int, out: Path, work: Path,
+                 epochs: int, llm: str, follow_prob: float, deadline_s: float):
+        self.console = console
+        self.progress = progress
+        self.tasks = tasks
+        self.fault_rate = fault_rate
+        self.seed = seed
+        self.out = out
+        self.work = work
+        self.epochs = epochs
+        self.llm = llm
+        self.follow_prob = follow_prob
+        self.deadline = time.monotonic() + deadline_s
+        self.problems: list[str] = []
+        self.sim_url = ""
+        self.serve_url = ""
+        self.sessions: dict[str, str] = {}  # session id -> task id
+        self.outcomes: dict[str, dict] = {}
+        self.failed: list[FailedSession] = []
+        self.trained_on = 0
+        self.model_version = None
+        self.handle = None
+
+    def say(self, text: str) -> None:
+        self.progress.console.print(text)
+
+    def time_left(self) -> float:
+        return max(5.0, self.deadline - time.monotonic())
+
+    # stage 1
+    def start(self, stack: ExitStack) -> None:
+        receiver = WebhookReceiver()
+        stack.callback(receiver.stop)
+        self.receiver = receiver
+        plan = fault_plan(self.tasks, self.fault_rate, self.seed)
+        plan_path = self.work / "fault-plan.json"
+        plan_path.write_text(json.dumps(plan, indent=2))
+        self.truth_path = self.work / "ground-truth.jsonl"
+        sim = Child("tracefix sim", ["sim", "--port", "0", "--seed", str(self.seed), "--faults", str(plan_path),
+                                     "--follow-prob", str(self.follow_prob), "--ground-truth", str(self.truth_path)],
+                    SIM_READY, self.work / "sim.log")
+        stack.callback(sim.stop)
+        self.model_dir = self.work / "models"
+        # Replays inside serve export to this collector; naming its port up front lets us
+        # tell the replay worker where that is.
+        http_port = free_port()
+        env = {"TRACEFIX_MODEL_DIR": str(self.model_dir),
+               "TRACEFIX_OTLP_ENDPOINT": f"http://127.0.0.1:{http_port}"}
+        for key in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN"):
+            env[key] = ""  # the demo's own collector, whatever the shell has configured
+        self.sim_url = sim.address()
+        if self.llm == "sim":
+            env.update(TRACEFIX_LLM_BASE_URL=self.sim_url, TRACEFIX_LLM_MODEL="sim-analyst",
+                       TRACEFIX_LLM_API_KEY="unused")
+        elif self.llm == "none":
+            env.update(TRACEFIX_LLM_BASE_URL="", TRACEFIX_LLM_MODEL="", TRACEFIX_LLM_API_KEY="")
+        serve = Child("tracefix serve", ["serve", "--http-port", str(http_port), "--grpc-port", "0",
+                                         "--db", str(self.work / "tracefix.duckdb"), "--webhook", receiver.url],
+                      SERVE_READY, self.work / "serve.log", env=env)
+        stack.callback(serve.stop)
+        self.serve = serve
+        self.serve_url = serve.address()
+        from tracefix.collector.access import connect
+
+        self.access = connect(server=self.serve_url)
+        stack.callback(self.access.close)
+        faults = ", ".join(f"{p['task']}:{p['kind']}" for p in plan) or "none"
+        self.say(f"[green]✓[/] scripted LLM server: {self.sim_url}")
+        self.say(f"[green]✓[/] collector (tracefix serve): {self.serve_url}")
+        self.say(f"[green]✓[/] webhook receiver: {receiver.url}")
+        self.say(f"  fault plan: {faults}")
+
+    # stage 2
+    def run_tasks(self) -> None:
+        import tracefix
+        from tracefix.demo.bank import run_task
+
+        self.handle = handle = tracefix.init(endpoint=self.serve_url, service_name="bank-demo")
+        bar = self.progress.add_task("running banking tasks", total=len(self.tasks))
+        stats_url = self.sim_url.rsplit("/v1", 1)[0] + "/_sim/stats"
+        for task_id in self.tasks:
+            seen = set(_get_json(stats_url)["by_session"])
+            try:
+                run_task(task_id, base_url=self.sim_url, seed=self.seed)
+            except Exception as exc:  # the app failing loudly is a failed session, not a failed demo
+                self.say(f"  [yellow]{task_id} raised {type(exc).__name__}: {exc}[/]")
+            for sid in set(_get_json(stats_url)["by_session"]) - seen:
+                self.sessions[sid] = task_id
+            self.progress.advance(bar)
+        handle.force_flush()
+        # A session is complete once its root span (with the evaluator's outcome) is stored.
+        pending = set(self.sessions)
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:
+            for sid in list(pending):
+                doc = self.access.get_session(sid)
+                if doc and doc.get("outcome") is not None and doc.get("steps"):
+                    self.outcomes[sid] = doc
+                    pending.discard(sid)
+            if pending:
+                time.sleep(0.2)
+        if pending:
+            raise StageFailed(f"{len(pending)} session(s) never reached the collector: {sorted(pending)[:3]}")
+        truth = read_ground_truth(self.truth_path)
+        ok = sum(1 for d in self.outcomes.values() if d.get("outcome") == "success")
+        for sid, doc in sorted(self.outcomes.items(), key=lambda kv: self.tasks.index(self.sessions[kv[0]])):
+            if doc.get("outcome") != "success":
+                self.failed.append(FailedSession(sid, self.sessions[sid], doc, truth.get(sid)))
+        self.say(f"[green]✓[/] {len(self.outcomes)} sessions recorded: {ok} succeeded, {len(self.failed)} failed")
+        unexplained = [f.task_id for f in self.failed if f.fault is None]
+        if unexplained:
+            self.problems.append(f"tasks failed without an injected fault: {', '.join(unexplained)}")
+        if not self.failed:
+            raise StageFailed("no session failed, so there is nothing to diagnose (raise --fault-rate)")
+
+    # stage 3
+    def train(self) -> None:
+        from tracefix.analysis.pipeline import train_model
+
+        bar = self.progress.add_task("training the normal-behaviour model (HGT)", total=self.epochs)
+
+        def on_epoch(record: dict) -> None:
+            self.progress.update(bar, completed=record.get("epoch", 0), total=record.get("epochs", self.epochs))
+
+        try:
+            detector, path = train_model(self.access, epochs=self.epochs, out=self.model_dir, progress=on_epoch)
+        except ValueError as exc:
+            raise StageFailed(f"training failed: {exc}") from exc
+        self.trained_on = getattr(detector, "trained_on", 0)
+        self.model_version = getattr(detector, "version", path.stem)
+        self.say(f"[green]✓[/] model {self.model_version} trained on {self.trained_on} successful sessions")
+
+    # stage 4
+    def thumbs_down(self) -> None:
+        import tracefix
+
+        for failed in self.failed:
+            answer = tracefix.feedback(failed.session_id, -1.0, comment=complaint(failed.doc), server=self.serve_url)
+            if not answer.get("job_id"):
+                self.problems.append(f"feedback on {failed.session_id} queued no diagnosis job: {answer}")
+        ids = {f.session_id for f in self.failed}
+        got = self.receiver.wait_for(ids, timeout=min(60.0, self.time_left()))
+        if got != ids:
+            self.problems.append(f"no alert reached the webhook for {len(ids - got)} session(s)")
+        self.say(f"[green]✓[/] thumbs-down sent on {len(ids)} sessions; {len(got)} alerts received on the webhook")
+
+    # stage 5
+    def wait_for_diagnosis(self) -> None:
+        ids = {f.session_id for f in self.failed}
+        bar = self.progress.add_task("diagnosing (analysis, then replay)", total=len(ids))
+        done: dict[str, dict] = {}
+        while len(done) < len(ids):
+            for job in self.access.list_jobs():
+                if job["session_id"] in ids and job["state"] in FINISHED_JOB_STATES:
+                    done.setdefault(job["session_id"], job)
+            self.progress.update(bar, completed=len(done))
+            if len(done) < len(ids):
+                if time.monotonic() > self.deadline:
+                    raise StageFailed(f"diagnosis jobs still running after the time limit ({len(ids) - len(done)} left; "
+                                      f"see {self.serve.log})")
+                if self.serve.popen.poll() is not None:
+                    raise StageFailed(f"tracefix serve exited during the diagnosis:\n{self.serve.tail()}")
+                time.sleep(0.5)
+        for failed in self.failed:
+            failed.job = done[failed.session_id]
+            if failed.job.get("state") != "done":
+                failed.problems.append(f"diagnosis failed: {failed.job.get('error')}")
+            failed.analysis = self.access.get_analysis(failed.session_id)
+            failed.replay = self.access.get_replay(failed.session_id)
+            if failed.analysis is None:
+                failed.problems.append("no analysis stored")
+            if failed.replay is None:
+                failed.problems.append("no replay stored")
+        ok = sum(1 for f in self.failed if not f.problems)
+        self.say(f"[green]✓[/] {ok}/{len(self.failed)} diagnoses complete")
+
+    # stage 6
+    def write_reports(self) -> Path:
+        from tracefix.analysis.report import render_index
+        from tracefix.analysis.report_content import one_line, task_text
+        from tracefix.analysis.report_cli import write_report
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        entries = []
+        for failed in self.failed:
+            name = f"{failed.task_id}-{failed.session_id[:12]}.html"
+            try:
+                failed.report = write_report(self.access, failed.session_id, self.out / name)
+            except Exception as exc:
+                failed.problems.append(f"report failed: {type(exc).__name__}: {exc}")
+            best = failed.best
+            fault = failed.fault
+            iv = (best or {}).get("intervention") or {}
+            fix = (f"{iv.get('category') or iv.get('kind')} at step {iv.get('step')}: {one_line(iv.get('text'), 120)}"
+                   if iv else "")
+            entries.append({
+                "href": name, "session_id": failed.session_id,
+                "task": f"{failed.task_id}: {task_text(failed.doc)}", "top_step": failed.top_step,
+                "verdict": best.get("verdict") if best else None,
+                "note": "; ".join(failed.problems) or fix,
+                "extra": {"injected fault (ground truth)": f"{fault['kind']} at step {fault['step']}" if fault else "—"},
+            })
+        ok = sum(1 for d in self.outcomes.values() if d.get("outcome") == "success")
+        intro = (f"{len(self.outcomes)} banking tasks ran against the scripted LLM server (seed {self.seed}); "
+                 f"{ok} succeeded and {len(self.failed)} failed through injected faults. The HGT model was trained "
+                 f"on {self.trained_on} successful sessions; each failed session got a thumbs-down, which raised an "
+                 "alert and a diagnosis (analysis, then replay with interventions). The injected fault comes from "
+                 "the testbed's ground-truth file, shown here for comparison only.")
+        index = self.out / "index.html"
+        index.write_text(render_index(entries, title="tracefix demo: root-cause reports", intro=intro),
+                         encoding="utf-8")
+        return index
+
+    def summary_table(self):
+        from rich.table import Table
+
+        table = Table(title="failed sessions", title_justify="left")
+        for col in ("session", "task", "injected fault (step)", "top hypothesis", "in top 3", "best verdict"):
+            table.add_column(col, overflow="fold")
+        for f in self.failed:
+            best = f.best
+            fault = f.fault
+            verdict = (f"{best.get('verdict')} @ {best.get('step')}" if best else "—")
+            table.add_row(f.session_id[:12], f.task_id,
+                          f"{fault['kind']} ({fault['step']})" if fault else "—",
+                          "—" if f.top_step is None else str(f.top_step),
+                          ("yes" if fault and fault["step"] in f.top3 else "no") if fault else "—",
+                          verdict + (" [red](problem)[/]" if f.problems else ""))
+        return table
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+@click.command()
+@click.option("--tasks", "n_tasks", default=10, show_default=True, type=click.IntRange(1, 22),
+              help="How many banking tasks to run (t01..tN).")
+@click.option("--fault-rate", default=0.3, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="Share of the tasks that get one injected fault (at least one when positive).")
+@click.option("--seed", default=7, show_default=True, type=int, help="Seed of the testbed and the fault plan.")
+@click.option("--out", default="tracefix-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the reports and index.html.")
+@click.option("--keep", is_flag=True, help="Keep the store, model and process logs (under OUT/work) instead of "
+              "a temporary folder that is removed at the end.")
+@click.option("--epochs", default=30, show_default=True, type=click.IntRange(1, 500),
+              help="Training epochs of the HGT model.")
+@click.option("--llm", type=click.Choice(["env", "none", "sim"]), default="env", show_default=True,
+              help="LLM for tracefix's own stages: env = TRACEFIX_LLM_* if set (else the deterministic "
+                   "fallbacks), none = fallbacks only, sim = the scripted server's sim-analyst model.")
+@click.option("--follow-prob", default=0.8, show_default=True, type=click.FloatRange(0, 1),
+              help="Probability that the scripted model follows a correction (testbed setting).")
+@click.option("--time-limit", default=540, show_default=True, type=float, help="Seconds before the demo gives up.")
+def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_limit):
+    """Run the whole pipeline end to end on the banking demo.
+
+    Starts the scripted LLM server and `tracefix serve`, runs the banking tasks traced
+    (some fail through injected faults), trains the model on the successful ones, sends a
+    thumbs-down on each failure, waits for the alerts and the diagnoses (analysis, then
+    replay), writes a report per failed session and an index, and prints a summary table.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    # Wide enough for the summary table when the output is a pipe or a CI log.
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    out_dir = Path(out).resolve()
+    work = out_dir / "work" if keep else Path(tempfile.mkdtemp(prefix="tracefix-demo-"))
+    if keep and work.exists():
+        shutil.rmtree(work)  # a fresh store each run: old sessions would skew training
+    work.mkdir(parents=True, exist_ok=True)
+    tasks = [f"t{i:02d}" for i in range(1, n_tasks + 1)]
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    started = time.monotonic()
+    code = 0
+    demo_run = None
+    try:
+        with ExitStack() as stack, Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                            MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+            demo_run = Demo(console, progress, tasks=tasks, fault_rate=fault_rate, seed=seed, out=out_dir, work=work,
+                            epochs=epochs, llm=llm, follow_prob=follow_prob, deadline_s=time_limit)
+            demo_run.start(stack)
+            demo_run.run_tasks()
+            demo_run.train()
+            demo_run.thumbs_down()
+            demo_run.wait_for_diagnosis()
+            index = demo_run.write_reports()
+        console.print(demo_run.summary_table())
+        validated = sum(1 for f in demo_run.failed if f.best and f.best.get("verdict") == "validated")
+        hits = sum(1 for f in demo_run.failed if f.fault and f.fault["step"] in f.top3)
+        console.print(f"injected fault step in the top 3 hypotheses: {hits}/{len(demo_run.failed)}; "
+                      f"sessions with a validated fix: {validated}/{len(demo_run.failed)}")
+        problems = demo_run.problems + [f"{f.session_id}: {p}" for f in demo_run.failed for p in f.problems]
+        for p in problems:
+            console.print(f"[red]problem:[/] {p}")
+        code = 1 if problems else 0
+        console.print(f"reports: {index}")
+        console.print(f"demo finished in {time.monotonic() - started:.0f} s" + (f"; store and logs kept in {work}" if keep else ""))
+    except StageFailed as exc:
+        console.print(f"[red]demo failed:[/] {exc}")
+        code = 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: stopping the demo's processes[/]")
+        code = 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if demo_run is not None and demo_run.handle is not None:
+            demo_run.handle.shutdown(timeout_millis=2000)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    sys.exit(code)

@@ -1,0 +1,69 @@
+"""`tracefix demo` end to end, in reduced size, as a user runs it: a subprocess that starts
+its own scripted LLM server and collector, records, trains, alerts, diagnoses and writes
+reports. The report files are checked for their parts, and the demo's processes for being
+gone once it exits."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+VERDICT_BADGE = re.compile(r'class="badge v-(validated|partially_validated|refuted|inconclusive)"')
+# The two subprocesses the demo starts print their address; both answer /healthz while they run.
+ADDRESS = re.compile(r"(scripted LLM server|collector \(tracefix serve\)): (http://127\.0\.0\.1:\d+)")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "reports"
+    result = subprocess.run(
+        [sys.executable, "-m", "tracefix.cli", "demo", "--tasks", "5", "--fault-rate", "0.4", "--seed", "7",
+         "--epochs", "8", "--llm", "none", "--out", str(out)],
+        capture_output=True, text=True, timeout=420)
+    return result, out
+
+
+def test_demo_exits_zero_with_a_summary_table_and_the_index_path(demo):
+    result, out = demo
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "failed sessions" in result.stdout and "injected fault" in result.stdout
+    assert f"reports: {out / 'index.html'}" in result.stdout.replace("\n", "")
+    assert re.search(r"5 sessions recorded: 3 succeeded, 2 failed", result.stdout), result.stdout
+
+
+def test_demo_writes_a_report_per_failed_session_linked_from_the_index(demo):
+    _, out = demo
+    index = (out / "index.html").read_text(encoding="utf-8")
+    reports = sorted(out.glob("t*.html"))
+    assert len(reports) == 2
+    for report in reports:
+        assert f'href="{report.name}"' in index
+    assert len(VERDICT_BADGE.findall(index)) == 2  # a verdict per failed session
+    assert "injected fault (ground truth)" in index
+
+
+def test_each_report_has_steps_graph_hypotheses_and_replayed_verdicts(demo):
+    _, out = demo
+    for report in sorted(out.glob("t*.html")):
+        html = report.read_text(encoding="utf-8")
+        assert 'id="step-0"' in html and "<details class=\"step" in html, report.name
+        assert html.count("data:image/png;base64,") == 2, "transition graph and score timeline"
+        assert "Failure hypotheses, ranked" in html and "hypothesis #1" in html
+        assert VERDICT_BADGE.search(html), "every tested intervention carries its verdict"
+        # 3 replays per intervention, each compared with the original from step t on
+        assert "Replay 3 ·" in html and "Side by side from step t" in html
+        assert "is not available" not in html, "every child session of the replays was found"
+        assert "thumbs-down" in html  # the feedback that started the diagnosis
+        assert "deterministic fallback" in html  # --llm none: the report says which stages had no LLM
+
+
+def test_demo_stops_every_process_it_started(demo):
+    result, _ = demo
+    addresses = dict(ADDRESS.findall(result.stdout))
+    assert len(addresses) == 2, result.stdout[:2000]
+    for url in addresses.values():
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/healthz", timeout=2)
