@@ -51,7 +51,8 @@ def fault_options(fn):
 @click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
 @fault_options
 @click.option("--latency-ms", default=0.0, show_default=True, type=float, help="Added delay per completion.")
-def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth, latency_ms):
+@click.option("--transcripts", is_flag=True, help="Keep every exchange; serve it at GET /_sim/sessions/SESSION.")
+def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth, latency_ms, transcripts):
     """Start the scripted OpenAI-compatible LLM server (a test/demo component).
 
     Prints `tracefix sim: serving on http://HOST:PORT/v1` once it listens. Models:
@@ -59,7 +60,7 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
     """
     from .sim import SimConfig, SimServer
 
-    config = SimConfig(host=host, port=port, seed=seed, latency_ms=latency_ms,
+    config = SimConfig(host=host, port=port, seed=seed, latency_ms=latency_ms, record_transcripts=transcripts,
                        faults=_fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth))
     server = SimServer(config)
     base_url = server.start()

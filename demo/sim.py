@@ -1,7 +1,8 @@
 """The scripted OpenAI-compatible LLM server (a test and demo component, not a real model).
 
 Serves `POST /v1/chat/completions` (non-streaming and SSE streaming with tool-call deltas
-and a final usage chunk), `GET /v1/models[/{id}]`, `GET /healthz` and `GET /_sim/stats` on the
+and a final usage chunk), `GET /v1/models[/{id}]`, `GET /healthz`, `GET /_sim/stats` and, with
+transcripts on, `GET /_sim/sessions/{session}` (every exchange and injected fault) on the
 standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
 `handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
 demo's agents (:mod:`tracefix.demo.policy`) with fault injection
@@ -169,6 +170,14 @@ class _Handler(BaseHTTPRequestHandler):
                                               code="model_not_found").body())
         elif path == "/_sim/stats":
             self._send_json(200, self.server.sim.stats())
+        elif path.startswith("/_sim/sessions/"):
+            sim, session = self.server.sim, path[len("/_sim/sessions/"):]
+            if not sim.config.record_transcripts:
+                self._send_json(404, ApiError(404, "transcripts are off: start the sim with --transcripts",
+                                              code="not_found").body())
+            else:
+                self._send_json(200, {"session": session, "exchanges": sim.transcript(session),
+                                      "faults": [g for g in sim.injector.injected if g["session"] == session]})
         else:
             self._send_json(404, ApiError(404, f"no route GET {path}", code="not_found").body())
 

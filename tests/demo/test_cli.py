@@ -5,6 +5,7 @@ import json
 import re
 import os
 import subprocess
+import urllib.request
 
 import procs
 
@@ -45,15 +46,22 @@ def test_demo_run_rejects_a_bad_fault_plan(tmp_path):
 def test_sim_with_a_fault_plan_serves_faults_to_demo_run_over_http(tmp_path):
     plan, gt = tmp_path / "plan.json", tmp_path / "gt.jsonl"
     plan.write_text(json.dumps([{"task": "*", "step": 6, "kind": "wrong_argument"}]))
-    sim = procs.start_sim("--faults", str(plan), "--ground-truth", str(gt))
+    sim = procs.start_sim("--faults", str(plan), "--ground-truth", str(gt), "--transcripts")
     try:
         r = _tracefix("demo-run", "--base-url", sim.match["base_url"], "--tasks", "t02,t01",
                       "--ground-truth", str(gt))
+        (label,) = [json.loads(line) for line in gt.read_text().splitlines()]
+        root = sim.match["base_url"].rsplit("/v1", 1)[0]
+        with urllib.request.urlopen(f"{root}/_sim/sessions/{label['session']}", timeout=5) as resp:
+            seen = json.load(resp)
     finally:
         sim.stop()
     assert "t02 FAILED" in r.stdout and "t01 success" in r.stdout  # t01 moves no money: no host step
     assert "t02: step 6 PaymentsAgent wrong_argument" in r.stdout
     assert r.stdout.strip().endswith("succeeded: 1/2")
+    assert seen["faults"] == [label] and len(seen["exchanges"]) > 6
+    faulty = json.loads(seen["exchanges"][6]["response"]["tool_calls"][0]["function"]["arguments"])
+    assert faulty["to_account"] != "ACC-1002"  # the transfer went elsewhere
 
 
 def test_sim_help_lists_its_options():
