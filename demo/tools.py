@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from .db import (AccountClosed, BankDB, CheckNotDepositable, InsufficientFunds, InvalidArgument,
+from .db import (BankDB, CheckNotDepositable, InsufficientFunds, InvalidArgument,
                  MissingArgument, NonZeroBalance, UnknownCustomer, dollars)
 
 ACCOUNT_RE = re.compile(r"^ACC-\d{4}$")

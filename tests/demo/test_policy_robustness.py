@@ -39,7 +39,7 @@ message = st.one_of(
 conversations = st.lists(message, min_size=1, max_size=12)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations)
 def test_policy_always_returns_an_assistant_message(messages):
     decision = decide(messages)
@@ -50,7 +50,7 @@ def test_policy_always_returns_an_assistant_message(messages):
         assert variant().message["role"] == "assistant" and target
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(conversations)
 def test_server_never_answers_500(clean_sim, messages):
@@ -71,7 +71,7 @@ results = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_s
                        max_leaves=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(st.sampled_from(TASK_LIST), st.integers(0, 3), st.sampled_from(["AccountAgent", "PaymentsAgent"]),
        st.sampled_from(["lookup_customer", "get_accounts", "get_balance", "transfer", "deposit_check",
                         "get_transactions", "close_account"]), results)
