@@ -42,6 +42,8 @@ def main() -> int:
     from tracefix import runtime
 
     init_kwargs = {"endpoint": config["otlp_endpoint"]} if config.get("otlp_endpoint") else {}
+    if config.get("otlp_headers"):
+        init_kwargs["headers"] = config["otlp_headers"]
     if config.get("service"):
         init_kwargs["service_name"] = config["service"]
     handle = tracefix.init(**init_kwargs)

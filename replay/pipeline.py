@@ -73,6 +73,10 @@ def prefix_violation(report: dict, child_doc: dict | None, doc: dict, t: int) ->
     counts = report.get("counts") or {}
     if counts and counts.get("llm_cassette", 0) < limit:
         return f"only {counts.get('llm_cassette', 0)} LLM calls came from the cassette before step {limit}"
+    recorded_tools = sum(len(s.get("tool_calls") or []) for s in doc.get("steps") or [] if s["index"] < limit)
+    if counts and counts.get("tool_cassette", 0) < recorded_tools:
+        return (f"{recorded_tools} tool calls before step {limit} were recorded but only "
+                f"{counts.get('tool_cassette', 0)} came from the cassette: a tool ran live in the prefix")
     for step in (child_doc or {}).get("steps") or []:
         if step["index"] < limit and step.get("replay_source") not in (None, "cassette"):
             return f"step {step['index']} (before the intervention at {t}) ran {step.get('replay_source')}"
@@ -158,6 +162,8 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
     doc = check_replayable(access.get_session(session_id), session_id)
     llm = resolve_llm(llm)
     otlp_endpoint = resolve_endpoint(access, otlp_endpoint)
+    token = getattr(access, "token", None)  # a collector with --token wants it on OTLP too
+    otlp_headers = {"authorization": f"Bearer {token}"} if token else None
     notes: list[str] = []
     analysis = load_analysis(access, session_id, notes)
     spans = access.get_spans(session_id)
@@ -213,7 +219,7 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
                 jobs.append(runner.ReplayJob(key=h["id"], run_index=i, cassette=cassette, intervention=wire,
                                              parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
                                              overrides=dict(overrides or {}), guard=guard_config,
-                                             service=doc.get("service"),
+                                             service=doc.get("service"), otlp_headers=otlp_headers,
                                              timeout_s=timeout_s))
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         results = runner.run_all(jobs, concurrency=concurrency, workdir=workdir,

@@ -34,6 +34,7 @@ class ReplayJob:
     overrides: dict = field(default_factory=dict)
     guard: dict | None = None
     service: str | None = None  # the parent's service name, so replays list beside it
+    otlp_headers: dict | None = None  # e.g. the collector's bearer token
     timeout_s: float = DEFAULT_TIMEOUT_S
     child_session_id: str = field(default_factory=lambda: "s-replay-" + uuid.uuid4().hex[:16])
 
@@ -60,9 +61,10 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
         "guard": bool(job.guard),
         # read by tracefix.replay.child, ignored by the instrumentation
         "otlp_endpoint": job.otlp_endpoint, "input_overrides": job.overrides, "guard_config": job.guard,
-        "service": job.service,
+        "service": job.service, "otlp_headers": job.otlp_headers,
     }
     replay_path.write_text(json.dumps(replay, default=str))
+    replay_path.chmod(0o600)  # it may carry the collector token
     env = {**os.environ, "TRACEFIX_REPLAY": str(replay_path), "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()
     error = None

@@ -182,3 +182,17 @@ def test_instruction_template_quotes_the_plan_line_it_should_carry_out():
         s["index"] = i
     iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "Orchestrator", "evidence": {}})
     assert '"PaymentsAgent: deposit the check"' in iv["text"]
+
+
+def test_prefix_violation_is_detected_from_the_child_counts():
+    from tracefix.replay.pipeline import prefix_violation
+
+    doc = failed_deposit_session()  # tool calls at steps 1 and 3 before t=4
+    clean = {"counts": {"llm_cassette": 4, "llm_live": 3, "tool_cassette": 2, "tool_live": 1}, "divergence": None}
+    assert prefix_violation(clean, None, doc, 4) is None
+    leaked = {"counts": {"llm_cassette": 4, "llm_live": 3, "tool_cassette": 1, "tool_live": 2}, "divergence": None}
+    assert "ran live in the prefix" in prefix_violation(leaked, None, doc, 4)
+    early = {"counts": {"llm_cassette": 2, "tool_cassette": 1}, "divergence": {"step": 2}}
+    assert prefix_violation(early, None, doc, 4) is None  # went live at the divergence, as it must
+    live_step = {"steps": [{"index": 0, "replay_source": "cassette"}, {"index": 1, "replay_source": "live"}]}
+    assert "step 1" in prefix_violation(clean, live_step, doc, 4)
