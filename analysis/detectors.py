@@ -173,9 +173,10 @@ def _example(graph: TransitionGraph, vocab: Vocab, masked: list[int], window: in
     return data
 
 
-def _losses(model: Any, batch: Any) -> tuple[Any, Any]:
+def _losses(model: Any, batch: Any, with_logits: bool = False) -> tuple[Any, ...]:
     """Per-node attribute loss and per-node edge loss for the masked steps of a batch.
-    Returns (attr_loss[n_step], edge_loss[n_step]); unmasked steps get 0."""
+    Returns (attr_loss[n_step], edge_loss[n_step]) (+ the attribute logits); unmasked
+    steps get 0."""
     import torch
     import torch.nn.functional as F
 
@@ -195,7 +196,7 @@ def _losses(model: Any, batch: Any) -> tuple[Any, Any]:
         edge = edge.index_add(0, src, per_pair)
         counts = torch.zeros(n, device=z.device).index_add(0, src, torch.ones_like(per_pair))
         edge = edge / counts.clamp(min=1)
-    return attr, edge
+    return (attr, edge, logits) if with_logits else (attr, edge)
 
 
 class HGTDetector:
@@ -289,33 +290,45 @@ class HGTDetector:
         if self.model_ is None:
             raise RuntimeError("HGTDetector.score called before fit or load")
         n = len(graph)
+        self._expected = None
         if n == 0:
             return np.zeros(0)
         rounds = self._rounds(graph)
         batch = Batch.from_data_list([_example(graph, self.vocab, m, self.config.window) for m in rounds]).to(self.device)
         self.model_.eval()
         with torch.no_grad():
-            attr, edge = _losses(self.model_, batch)
+            attr, edge, logits = _losses(self.model_, batch, with_logits=True)
+        masked = batch["step"].masked
+        # Each step is masked in exactly one round; keep what the model expected there, so
+        # explain() needs no further forward pass.
+        order = torch.arange(masked.size(0), device=masked.device)[masked] % n
+        rows = torch.empty(n, dtype=torch.long, device=masked.device)
+        rows[order] = torch.arange(masked.size(0), device=masked.device)[masked]
+        truth = batch["step"].cat[rows]
+        self._expected = (graph, {a: (logits[a][rows].softmax(-1).cpu(), truth[:, i].cpu())
+                                      for i, a in enumerate(CATEGORICAL)})
         surprise = ((attr + edge) / 2).cpu().numpy().reshape(len(rounds), n)
-        # Each step is masked in exactly one round; unmasked entries are 0.
-        return surprise.sum(axis=0)
+        return surprise.sum(axis=0)  # unmasked entries are 0
 
     def explain(self, graph: TransitionGraph, step: int) -> dict[str, Any]:
-        """What the model expected at `step` for each masked attribute, vs what happened."""
+        """What the model expected at `step` for each masked attribute, vs what happened
+        (from the last score() of this graph, else one forward pass with `step` masked)."""
         import torch
 
-        masked = [step]
-        data = _example(graph, self.vocab, masked, self.config.window).to(self.device)
-        with torch.no_grad(), _torch_threads():
-            z = self.model_(data.x_dict, data.edge_index_dict)
-            logits = self.model_.attr_logits(z)
+        cached = getattr(self, "_expected", None)
+        if cached is not None and cached[0] is graph:
+            per_attr = {a: (probs[step], truth[step]) for a, (probs, truth) in cached[1].items()}
+        else:
+            data = _example(graph, self.vocab, [step], self.config.window).to(self.device)
+            with torch.no_grad(), _torch_threads():
+                z = self.model_(data.x_dict, data.edge_index_dict)
+                logits = self.model_.attr_logits(z)
+            per_attr = {a: (logits[a][step].softmax(-1).cpu(), data["step"].cat[step, i].cpu())
+                        for i, a in enumerate(CATEGORICAL)}
         out = {}
-        truth = data["step"].cat[step]
-        for i, a in enumerate(CATEGORICAL):
-            probs = logits[a][step].softmax(-1)
-            best = int(probs.argmax())
+        for a, (probs, actual) in per_attr.items():
             names = ["<unknown>", "<masked>", *self.vocab.values[a]]
-            actual = int(truth[i])
+            best, actual = int(probs.argmax()), int(actual)
             out[a] = {"expected": names[best], "actual": names[actual], "p_actual": round(float(probs[actual]), 4)}
         return out
 
