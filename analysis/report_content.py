@@ -79,6 +79,10 @@ def fmt_score(value, digits: int = 2) -> str:
         return str(value)
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def yes_no(value) -> str:
     return "—" if value is None else "yes" if value else "no"
 
@@ -130,7 +134,7 @@ def facts(doc: dict) -> list[tuple[str, str]]:
         ("Agents", ", ".join(map(str, doc.get("agents") or [])) or "—"),
         ("Models", ", ".join(map(str, doc.get("models") or [])) or "—"),
         ("Tokens", f"{tokens.get('input', 0) or 0:,} in / {tokens.get('output', 0) or 0:,} out"),
-        ("Time", f"{fmt_duration(doc.get('duration_ms'))}, {len(doc.get('steps') or [])} steps"
+        ("Time", f"{fmt_duration(doc.get('duration_ms'))}, {plural(len(doc.get('steps') or []), 'step')}"
                  + (f", started {doc['started_at']}" if doc.get("started_at") else "")),
     ]
     if doc.get("parent_session_id"):
@@ -334,8 +338,8 @@ def stage_rows(analysis: dict | None, replay: dict | None) -> list[tuple[str, st
         for key, how in stages.items():
             label = STAGE_NAMES.get(key, key.replace("_", " "))
             rows.append((label, how_word(how)))
-        rows.append(("replay", f"{len(replay.get('hypotheses') or [])} interventions, "
-                               f"{sum(len(h.get('runs') or []) for h in replay.get('hypotheses') or [])} runs"))
+        rows.append(("replay", f"{plural(len(replay.get('hypotheses') or []), 'intervention')}, "
+                               + plural(sum(len(h.get('runs') or []) for h in replay.get('hypotheses') or []), 'run')))
     else:
         rows.append(("replay", "not run"))
     return rows
