@@ -29,7 +29,6 @@ def test_banking_app_end_to_end_over_otlp_http(sim_url, otlp_receiver):
     handle = tracefix.init(endpoint=otlp_receiver.endpoint, service_name="bank-demo", headers={"x-team": "qa"})
     try:
         output = run_task("t02", base_url=sim_url, seed=1)
-        session_id = None
         handle.force_flush()
     finally:
         handle.shutdown()
