@@ -1,6 +1,6 @@
 """Replay benchmark: DoVer do-then-verify on the banking demo corpus, with the fallback pipeline.
 
-    .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3]
+    .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3] [--rounds 1]
 
 Per seed: a scripted LLM server (subprocess) injects at most one fault per task (rate and
 kinds from the seed, corrections followed with probability --follow-prob), the instrumented
@@ -67,7 +67,7 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
         for sid in failed:
             doc = access.get_session(sid)
             t0 = time.perf_counter()
-            result = diagnose(access, sid, llm=False, runs=args.runs, concurrency=args.concurrency,
+            result = diagnose(access, sid, llm=False, runs=args.runs, concurrency=args.concurrency, rounds=args.rounds,
                               otlp_endpoint=server, workdir=workdir / "replays" / sid)
             elapsed = time.perf_counter() - t0
             stats = sim_stats(base_url)["by_session"]
@@ -150,6 +150,7 @@ def main() -> int:
     parser.add_argument("--follow-prob", type=float, default=0.8)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="repair-memory rounds per session")
     parser.add_argument("--json", dest="json_out", help="also write the per-session rows to this file")
     args = parser.parse_args()
     os.environ.pop("TRACEFIX_LLM_BASE_URL", None)  # the figures are for the fallback pipeline

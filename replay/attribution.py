@@ -45,6 +45,22 @@ def _first_error_step(trial: dict, steps_by_index: dict[int, dict]) -> int | Non
     return None
 
 
+def upstream_instruction(doc: dict, step: int) -> dict | None:
+    """For a worker's step, the orchestrator's instruction that started the worker's turn:
+    DoVer edits there (the message-passing layer) when a sub-agent went wrong."""
+    from tracefix.replay.trials import PLANNER_ROLE
+
+    by_index = {s["index"]: s for s in doc.get("steps") or []}
+    worker = (by_index.get(step) or {}).get("agent") or ""
+    if PLANNER_ROLE.search(worker):
+        return None
+    for k in range(step - 1, -1, -1):
+        s = by_index.get(k) or {}
+        if PLANNER_ROLE.search(s.get("agent") or ""):
+            return s if not s.get("tool_calls") else None
+    return None
+
+
 def evidence_packet(h: dict) -> dict:
     """What the LLM (and the intervention templates) see of an analysis hypothesis."""
     return {"step": h.get("step"), "agent": h.get("agent"), "rank": h.get("rank"), "score": h.get("score"),

@@ -3,11 +3,12 @@
 A later round builds on the earlier ones instead of starting over:
 
 - a trial with a validated intervention is fixed: it is not intervened on again;
-- a refuted hypothesis was wrong: its step is not tried again; the trial moves on to the
-  analysis' next candidate;
-- an inconclusive or partially validated one was not carried out (or only helped):
-  the same step is tried again with a firmer edit, and the memory notes say what was
-  already tried, so the edit does not simply repeat.
+- a refuted hypothesis was wrong: its step is not tried again;
+- an inconclusive or partially validated one was not carried out (or only helped): the
+  trial moves on to a step not tried yet (the analysis' next candidate, or the
+  orchestrator instruction that fed a worker step, DoVer's preferred place for an edit);
+  when none is left, the same step is tried again with a firmer edit, and the memory
+  notes say what was already tried, so the edit does not simply repeat.
 """
 from __future__ import annotations
 
@@ -35,18 +36,21 @@ class RepairMemory:
         return [f"round {t['round']}: at step {t['step']} tried {t['intervention']!r} -> {t['verdict']}"
                 for t in self.tried if t["step"] == step]
 
+    def tried_steps(self) -> set[int]:
+        return {t["step"] for t in self.tried}
+
     def plan_round(self, candidates: list[dict]) -> list[dict]:
-        """Of this round's candidate hypotheses, those worth replaying given what is known."""
-        fixed, refuted = self.fixed_trials(), self.refuted_steps()
-        chosen, seen_trials = [], set()
-        for h in candidates:
-            if h.get("trial") in fixed or h["step"] in refuted:
-                continue
-            if h.get("trial") in seen_trials:
-                continue  # one hypothesis per trial per round, as in DoVer
-            seen_trials.add(h.get("trial"))
-            chosen.append(h)
-        return chosen
+        """Of this round's candidate hypotheses, one per unresolved trial (as in DoVer): a step
+        not tried yet when there is one, else a retry of one that was not refuted."""
+        fixed, refuted, tried = self.fixed_trials(), self.refuted_steps(), self.tried_steps()
+        usable = [h for h in candidates if h.get("trial") not in fixed and h["step"] not in refuted]
+        chosen: dict = {}
+        for h in usable:
+            if h["step"] not in tried and h.get("trial") not in chosen:
+                chosen[h.get("trial")] = h
+        for h in usable:
+            chosen.setdefault(h.get("trial"), h)
+        return sorted(chosen.values(), key=lambda h: (h.get("trial") is None, h.get("trial"), h["step"]))
 
     def summary(self) -> dict:
         fixed = self.fixed_trials()

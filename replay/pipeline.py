@@ -141,6 +141,25 @@ def resolve_endpoint(access, endpoint: str | None) -> str:
     return endpoint
 
 
+def _with_upstream_instructions(doc: dict, candidates: list[dict], memory: RepairMemory, round_: int) -> list[dict]:
+    """Round 2+: for worker steps whose edit was not carried out or did not fix the trial,
+    the orchestrator instruction that fed them, as a new candidate."""
+    out = []
+    for tried in memory.tried:
+        if tried["verdict"] == "validated":
+            continue
+        upstream = attribution.upstream_instruction(doc, tried["step"])
+        if upstream is None:
+            continue
+        step = upstream["index"]
+        out.append({"id": attribution.hypothesis_id(doc["session_id"], round_, step, "memory"), "round": round_,
+                    "trial": tried["trial"], "step": step, "agent": upstream.get("agent"),
+                    "reason": (f"the edit at step {tried['step']} ({tried['agent']}) was {tried['verdict']}; "
+                               f"the instruction at step {step} that started that turn may be at fault"),
+                    "source": "memory", "evidence": {"step": step, "downstream_step": tried["step"]}})
+    return out
+
+
 def _stage_label(labels: set[str]) -> str:
     labels = {x for x in labels if x}
     return "+".join(sorted(labels)) if labels else "none"
@@ -191,6 +210,8 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
                 doc, trial_list, analysis, llm, round_=round_, per_trial=per_trial + round_ - 1)
             labels["attribution"].add(label)
             notes += attribution_notes
+            if round_ > 1:
+                candidates = _with_upstream_instructions(doc, candidates, memory, round_) + candidates
             chosen = memory.plan_round(candidates) if round_ > 1 else candidates
         if not chosen:
             notes.append(f"round {round_}: nothing left to try")

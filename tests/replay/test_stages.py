@@ -196,3 +196,20 @@ def test_prefix_violation_is_detected_from_the_child_counts():
     assert prefix_violation(early, None, doc, 4) is None  # went live at the divergence, as it must
     live_step = {"steps": [{"index": 0, "replay_source": "cassette"}, {"index": 1, "replay_source": "live"}]}
     assert "step 1" in prefix_violation(clean, live_step, doc, 4)
+
+
+def test_second_round_moves_from_an_unfollowed_worker_edit_to_the_instruction_that_fed_it():
+    from tracefix.replay.pipeline import _with_upstream_instructions
+
+    doc = failed_deposit_session()
+    m = RepairMemory()
+    m.record(1, {"trial": 0, "step": 3, "agent": "PaymentsAgent", "intervention": {"text": "x"},
+                 "verdict": "inconclusive"})
+    found, _, _ = trials.segment(doc, None)
+    candidates, _, _ = attribution.attribute(doc, found, analysis_for(doc, [3, 1, 6]), round_=2, per_trial=2)
+    chosen = m.plan_round(_with_upstream_instructions(doc, candidates, m, 2) + candidates)
+    first = next(h for h in chosen if h["trial"] == 0)
+    assert (first["step"], first["agent"], first["source"]) == (2, "Orchestrator", "memory")
+    # once that is tried too, the analysis' next candidate in the trial comes up
+    m.record(2, {**first, "intervention": {"text": "y"}, "verdict": "inconclusive"})
+    assert next(h for h in m.plan_round(candidates) if h["trial"] == 0)["step"] == 1
