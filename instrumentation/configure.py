@@ -6,6 +6,7 @@ init() runs, not when `tracefix` is imported.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import threading
 from typing import Any, Callable, Sequence
@@ -16,6 +17,28 @@ from .attributes import logger
 _lock = threading.RLock()
 _handle: "TracefixHandle | None" = None
 _created_global: Any = None  # the global provider init() created, if any
+
+
+@functools.cache
+def _batch_processor_class() -> type:
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    class CountingBatchSpanProcessor(BatchSpanProcessor):
+        """The SDK's batch processor, counting the spans it drops on a full queue (the
+        collector is slow or down): the app never waits for the exporter."""
+
+        queue_dropped = 0
+
+        def on_end(self, span: Any) -> None:
+            try:
+                inner = self._batch_processor
+                if len(inner._queue) >= inner._max_queue_size:
+                    self.queue_dropped += 1
+            except AttributeError:  # SDK internals moved: no count, export unaffected
+                pass
+            super().on_end(span)
+
+    return CountingBatchSpanProcessor
 
 
 class TracefixHandle:
@@ -37,9 +60,12 @@ class TracefixHandle:
         return ok
 
     def stats(self) -> dict:
-        """Spans the OTLP exporter delivered and dropped (collector down, queue full)."""
+        """Spans delivered, and dropped: refused by the collector (or unreachable) and
+        dropped on a full export queue (`queue_dropped`, included in `dropped`)."""
+        queue_dropped = sum(getattr(p, "queue_dropped", 0) for p in self.processors)
         return {"exported": sum(getattr(e, "exported", 0) for e in self.exporters),
-                "dropped": sum(getattr(e, "dropped", 0) for e in self.exporters)}
+                "dropped": sum(getattr(e, "dropped", 0) for e in self.exporters) + queue_dropped,
+                "queue_dropped": queue_dropped}
 
     def shutdown(self, timeout_millis: int | None = None) -> None:
         """Restore the patched SDK methods, flush and stop exporting; init() may be called again.
@@ -72,6 +98,9 @@ class TracefixHandle:
 
     def _stop_processors(self, timeout_millis: int) -> None:
         self.force_flush(timeout_millis)
+        queue_dropped = sum(getattr(p, "queue_dropped", 0) for p in self.processors)
+        if queue_dropped:
+            logger.warning("tracefix: %d spans were dropped because the export queue was full", queue_dropped)
         for processor in self.processors:
             try:
                 processor.shutdown()
@@ -148,14 +177,13 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
     with _lock:
         if _handle is not None and not _handle.closed:
             return _handle
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
         from . import __version__
         from .instrumentor import TracefixInstrumentor
         from .redaction import RedactingSpanExporter, RedactingSpanProcessor, RedactionChain
         from .replay_mode import install_from_env
         from .session_processor import SessionAttributesProcessor
 
+        BatchSpanProcessor = _batch_processor_class()
         runtime.settings = runtime.Settings.from_env(capture_content, max_payload_bytes)
         chain = RedactionChain(redact)
         explicit_sink = span_processor is not None or exporter is not None

@@ -141,3 +141,35 @@ def test_instrumentor_on_an_sdk_provider_configured_elsewhere_redacts_its_export
     proc = run_script(code, {})
     assert proc.returncode == 0, proc.stderr
     assert "abcdef123456" not in proc.stdout and "[REDACTED]" in proc.stdout
+
+
+def test_a_stuck_exporter_never_blocks_the_app_and_queue_drops_are_counted(monkeypatch):
+    import threading
+
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    release, inside = threading.Event(), threading.Event()
+    finished_exports = []
+
+    class StuckExporter(SpanExporter):  # a collector that does not answer
+        def export(self, spans):
+            inside.set()
+            release.wait(30)
+            finished_exports.append(len(spans))
+            return SpanExportResult.SUCCESS
+
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+    handle = tracefix.init(exporter=StuckExporter())
+    try:
+        for i in range(50):
+            with tracefix.session(f"s{i}"):
+                pass
+        inside.wait(5)
+        # all 50 sessions ran while the first export is still stuck: nobody waited for it
+        assert inside.is_set() and finished_exports == []
+        stats = handle.stats()
+    finally:
+        release.set()
+        handle.shutdown()
+    assert stats["queue_dropped"] >= 50 - 8 - 2 and stats["dropped"] >= stats["queue_dropped"]
