@@ -113,12 +113,10 @@ def test_collector_down_neither_breaks_nor_hangs_the_app_and_drops_are_counted(s
         handle.shutdown()
         print("dropped", handle.stats()["dropped"])
     """
-    started = time.monotonic()
-    proc = run_script(code, {"TRACEFIX_EXIT_TIMEOUT": "1"})
-    elapsed = time.monotonic() - started
+    # shutdown gives the exporter 1 s (a hang would trip the subprocess timeout); spans
+    # still in its retry loop are dropped, and said so
+    proc = run_script(code, {"TRACEFIX_EXIT_TIMEOUT": "1"}, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    # shutdown gives the exporter 1 s; spans still in its retry loop are dropped, and said so
-    assert elapsed < 15
     assert "did not finish" in proc.stderr or "dropped 2" in proc.stdout
 
 
