@@ -86,13 +86,7 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     return out
 
 
-def session_task(doc: dict) -> str | None:
-    from .units import session_task as task_of
-
-    return task_of(doc)
-
-
-def step_features(graph: TransitionGraph, task: str | None = None) -> list[list[float]]:
+def step_features(graph: TransitionGraph) -> list[list[float]]:
     """One row of len(FEATURE_NAMES) floats per step, in step order."""
     units = graph.units
     n = len(units)
@@ -148,9 +142,9 @@ def step_features(graph: TransitionGraph, task: str | None = None) -> list[list[
     return rows
 
 
-def feature_matrix(graph: TransitionGraph, task: str | None = None) -> Any:
+def feature_matrix(graph: TransitionGraph) -> Any:
     """step_features as a float numpy array (n x len(FEATURE_NAMES))."""
     import numpy as np
 
-    rows = step_features(graph, task)
+    rows = step_features(graph)
     return np.asarray(rows, dtype=float).reshape(len(rows), len(FEATURE_NAMES))

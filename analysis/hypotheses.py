@@ -2,9 +2,10 @@
 
 A failure surfaces late (an error, a wrong final answer) but usually starts earlier: the
 step that invented a wrong value, gave a wrong instruction, or misread a result. So besides
-each frontier group's peak step, we walk back from every symptom along dependency edges
-(the bad artifact to the step that first produced it, a repeated error to its first
-occurrence) and propose the origin. Each hypothesis keeps its evidence separate per
+each frontier group's peak step, every symptom is walked back along the transition graph
+(symptoms.py) and its origin proposed, and two silent-failure signals propose steps of their
+own: values a step acts on that its input never showed it (or attaches to the wrong record),
+and a success reported without an action. Each hypothesis keeps its evidence separate per
 detector, the features that made its step stand out, and the dependency path from the
 symptom back to it; `evidence_packet` prunes that to what an analyst needs.
 """

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
-from .features import FEATURE_NAMES, feature_matrix, session_task
+from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
 from .hypotheses import evidence_packet, rank_hypotheses
-from .units import build_units
+from .units import build_units, session_task
 
 NO_MODEL_NOTE = "no trained model found: run-local detector only (train one with `tracefix train`)"
 
@@ -111,7 +111,7 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
     units = build_units(doc)
     graph = build_graph(units)
     task = session_task(doc)
-    X = feature_matrix(graph, task)
+    X = feature_matrix(graph)
     scores: dict[str, Any] = {}
     if len(units):
         scores["isolation_forest"] = IsolationForestDetector().fit_score(X)

@@ -14,7 +14,7 @@ def graph_of(doc):
 
 def test_isolation_forest_is_deterministic_and_flags_the_failing_calls():
     doc = bank_session(3, wrong_instruction=True)
-    X = feature_matrix(graph_of(doc), doc["task"])
+    X = feature_matrix(graph_of(doc))
     assert X.shape == (len(doc["steps"]), len(FEATURE_NAMES))
     a = IsolationForestDetector().fit_score(X)
     b = IsolationForestDetector().fit_score(X)
