@@ -86,6 +86,7 @@ class TracefixHandle:
         except Exception:
             logger.warning("tracefix: could not restore the SDK methods", exc_info=True)
         runtime.set_tracer(None)
+        runtime.replay = None  # its report is written at session end (or by its own exit hook)
         if timeout_millis is None:
             timeout_millis = int(float(os.environ.get("TRACEFIX_EXIT_TIMEOUT", "5")) * 1000)
         worker = threading.Thread(target=self._stop_processors, args=(timeout_millis,),

@@ -153,3 +153,72 @@ def test_fingerprint_mismatch_is_a_divergence_and_the_run_goes_live(recorded, si
     diverged = next(s for s in otlp_receiver.session_spans("s-replay-div")
                     if s["attributes"].get(sc.GEN_AI_OPERATION_NAME) == "chat" and s["attributes"][sc.STEP] == 2)
     assert json.loads(diverged["attributes"][sc.DIVERGENCE])["step"] == 2
+
+
+def test_async_app_with_streams_replays_in_process_from_its_cassette(sim_url, tmp_path, monkeypatch):
+    """Replay mode inside the test process: async calls, an async stream and an async tool,
+    served from the cassette as the SDK's own async types, with no request to the server."""
+    import asyncio
+
+    import openai
+
+    calls = []
+
+    @tracefix.tool
+    async def lookup_customer(name: str) -> dict:
+        calls.append(name)
+        return {"customer_id": "CUST-001", "name": name}
+
+    from tracefix.demo.team import system_prompt, tools_for
+
+    async def agent_run(question: str) -> dict:
+        client = openai.AsyncOpenAI(base_url=sim_url, api_key="k", max_retries=0)
+        messages = [{"role": "system", "content": system_prompt("AccountAgent")}, {"role": "user", "content": question}]
+        first = await client.chat.completions.create(model="bank-agent", messages=messages,
+                                                     tools=tools_for("AccountAgent"))
+        call = first.choices[0].message.tool_calls[0]
+        result = await lookup_customer(**json.loads(call.function.arguments))
+        messages += [first.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
+        stream = await client.chat.completions.create(model="bank-agent", messages=messages,
+                                                      tools=tools_for("AccountAgent"), stream=True)
+        parts = []
+        async with stream:
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.tool_calls:
+                    parts.append(chunk.choices[0].delta.tool_calls[0].function.arguments or "")
+                elif chunk.choices and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+        await client.close()
+        return {"answer": "".join(parts)}
+
+    run = tracefix.session(entrypoint="tests:agent_run")(agent_run)
+    question = "AccountAgent: look up customer Alice Chen and get her accounts."
+
+    exporter = InMemorySpanExporter()
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(exporter))
+    try:
+        recorded = asyncio.run(run(question))
+    finally:
+        handle.shutdown()
+    cassette = cassette_from_spans(exporter.get_finished_spans())
+    assert len(cassette["steps"]) == 2 and calls == ["Alice Chen"]
+
+    config = tmp_path / "replay.json"
+    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": "s-async-replay",
+                                  "parent_session_id": cassette["session_id"],
+                                  "report_path": str(tmp_path / "report.json")}))
+    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
+    before = sim_requests(sim_url)
+    exporter = InMemorySpanExporter()
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(exporter))
+    try:
+        assert tracefix.replay_active()
+        replayed = asyncio.run(run(question))
+    finally:
+        handle.shutdown()
+    assert replayed == recorded and calls == ["Alice Chen"]  # the tool did not run again
+    assert sim_requests(sim_url) == before
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["counts"]["llm_cassette"] == 2 and report["counts"]["tool_cassette"] == 1
+    assert report["session_id"] == "s-async-replay" and report["output"] == recorded
