@@ -15,7 +15,9 @@ import pytest
 
 # One injected fault, after two successful tool calls: the PaymentsAgent's deposit_check
 # (step 6 of task t04) loses its `check_number` argument.
-FAULT_PLAN = [{"task": "t04", "step": 6, "kind": "missing_argument"}]
+# Task t01 gets an early final answer (used by the thumbs-down test, recorded there).
+FAULT_PLAN = [{"task": "t04", "step": 6, "kind": "missing_argument"},
+              {"task": "t01", "step": 1, "kind": "early_final_answer"}]
 
 
 @dataclass
@@ -57,7 +59,7 @@ def lab(tmp_path_factory):
         follow_url, serve_url = follow.match["base_url"], serve.match["http"]
         subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", follow_url, "--tasks", "t04",
                         "--otlp-endpoint", serve_url], check=True, timeout=120, capture_output=True)
-        injected = [json.loads(line) for line in truth.read_text().splitlines()]
+        injected = [json.loads(line) for line in truth.read_text().splitlines() if '"t04"' in line]
         assert len(injected) == 1, injected
         yield Lab(serve_url, follow_url, ignore.match["base_url"], injected[0]["session"], injected[0]["step"],
                   truth, d)

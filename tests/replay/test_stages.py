@@ -213,3 +213,15 @@ def test_second_round_moves_from_an_unfollowed_worker_edit_to_the_instruction_th
     # once that is tried too, the analysis' next candidate in the trial comes up
     m.record(2, {**first, "intervention": {"text": "y"}, "verdict": "inconclusive"})
     assert next(h for h in m.plan_round(candidates) if h["trial"] == 0)["step"] == 1
+
+
+def test_live_tools_after_t_need_a_snapshot_or_explicit_permission():
+    from tracefix.replay.pipeline import _live_tools_allowed
+
+    doc = failed_deposit_session()
+    with_snapshot = {"snapshots": [{"step": 0, "key": "db", "state": {}}]}
+    assert _live_tools_allowed(with_snapshot, doc, 3, False) is None
+    refusal = _live_tools_allowed({"snapshots": []}, doc, 3, False)
+    assert "--allow-live-tools" in refusal and "tracefix.track" in refusal
+    assert _live_tools_allowed({"snapshots": []}, doc, 3, True) is None
+    assert _live_tools_allowed({"snapshots": []}, doc, 7, False) is None  # no tool runs after step 7

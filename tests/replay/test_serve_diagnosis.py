@@ -1,0 +1,40 @@
+"""A thumbs-down on a failed session makes `tracefix serve` analyze it and replay it (DoVer)
+in its diagnosis worker; the result is served at /api/v1/sessions/{id}/replay."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import procs
+
+from tracefix.replay.verdicts import VERDICTS
+
+
+def test_thumbs_down_runs_the_replay_inside_tracefix_serve(lab, tmp_path):
+    from tracefix.collector.access import connect
+
+    serve = procs.start_serve(tmp_path / "diag.duckdb", "--diagnose", "full")
+    try:
+        url = serve.match["http"]
+        subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", lab.follow_url, "--tasks", "t01",
+                        "--otlp-endpoint", url], check=True, timeout=120, capture_output=True)
+        with connect(server=url) as access:
+            failed = access.list_sessions(outcome="failure")
+            assert len(failed) == 1
+            sid = failed[0]["session_id"]
+            access.add_feedback(sid, -1.0, "it said everything was done but nothing happened")
+            deadline, result = time.monotonic() + 240, None
+            while result is None and time.monotonic() < deadline:
+                result = access.get_replay(sid)
+                time.sleep(0.5)
+            assert result is not None, serve.output()[-3000:]
+            assert result["session_id"] == sid and result["stages"]["segmentation"] == "fallback"
+            assert result["hypotheses"] and all(h["verdict"] in VERDICTS for h in result["hypotheses"])
+            runs = [r for h in result["hypotheses"] for r in h["runs"]]
+            assert len(runs) == 3 * len(result["hypotheses"])
+            child = access.get_session(runs[0]["child_session_id"])
+            assert child["parent_session_id"] == sid and child["steps"]
+            assert access.get_analysis(sid)["session_id"] == sid
+    finally:
+        serve.stop()
