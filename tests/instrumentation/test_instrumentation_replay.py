@@ -222,3 +222,39 @@ def test_async_app_with_streams_replays_in_process_from_its_cassette(sim_url, tm
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["counts"]["llm_cassette"] == 2 and report["counts"]["tool_cassette"] == 1
     assert report["session_id"] == "s-async-replay" and report["output"] == recorded
+
+
+def test_live_hooks_add_messages_to_live_calls_after_t_only(recorded, sim_url, tmp_path, monkeypatch):
+    from tracefix import replay_mode
+    from tracefix.demo.bank import run_task
+
+    cassette, _, _ = recorded
+    t = len(cassette["steps"]) - 3
+    seen = []
+
+    def guard(step, agent, messages):
+        seen.append((step, agent, messages[-1]["role"]))
+        return [{"role": "user", "content": f"GUARD: step {step} checked"}]
+
+    config = tmp_path / "replay.json"
+    config.write_text(json.dumps({"cassette": cassette, "session_id": "s-guarded",
+                                  "intervention": {"id": "iv-g", "step": t, "kind": "add_message",
+                                                   "text": "CORRECTION: mind the amounts.", "role": "user"},
+                                  "parent_session_id": cassette["session_id"],
+                                  "report_path": str(tmp_path / "report.json")}))
+    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
+    exporter = InMemorySpanExporter()
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(exporter))
+    replay_mode.add_live_hook(guard)
+    try:
+        run_task(**{**cassette["inputs"], "base_url": sim_url})
+    finally:
+        replay_mode.clear_live_hooks()
+        handle.shutdown()
+    chats = {s.attributes[sc.STEP]: s for s in exporter.get_finished_spans()
+             if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == "chat"}
+    assert seen and all(step > t for step, _, _ in seen)  # never before or at t
+    assert seen[0][1] is not None  # the hook knows which agent is speaking
+    for step, span in chats.items():
+        last = json.loads(span.attributes[sc.GEN_AI_INPUT_MESSAGES])[-1]["content"]
+        assert (last == f"GUARD: step {step} checked") == (step > t)
