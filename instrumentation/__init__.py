@@ -32,7 +32,9 @@ tracer_provider=None, redact=None, max_payload_bytes=None, span_processor=None, 
     ``"module:qualname"`` and the bound arguments (JSON) so the session can be replayed,
     and the return value as output. A registered evaluator runs at the end. The id (uuid4
     hex unless given) reaches every span inside as ``tracefix.session.id`` and
-    ``gen_ai.conversation.id``; each LLM call gets ``tracefix.step`` (0, 1, ...).
+    ``gen_ai.conversation.id``; each LLM call gets ``tracefix.step`` (0, 1, ...). A session
+    opened inside another one is that same session. The handle (``as s``) has ``s.id`` and
+    ``s.set_output(value)``.
 ``agent(name)``
     Context manager or decorator: ``invoke_agent {name}`` span; spans inside carry
     ``gen_ai.agent.name``.
@@ -40,9 +42,11 @@ tracer_provider=None, redact=None, max_payload_bytes=None, span_processor=None, 
     Decorator for sync and async tools: ``execute_tool {name}`` span with arguments, result,
     error, and ``gen_ai.tool.call.id`` of the LLM tool call it answers (matched by name and
     arguments against the session's latest LLM responses) and that call's step.
-``track(key, obj)`` / ``snapshot(key, state)``
+``track(key, obj)`` / ``untrack(key)`` / ``snapshot(key, state)``
     Tracked objects are snapshotted at each step boundary when their state changed (event
-    ``tracefix.snapshot`` on the LLM span); ``snapshot`` records one state explicitly.
+    ``tracefix.snapshot`` on the LLM span) and once more at session end
+    (``tracefix.snapshot.final``); ``snapshot`` records one state explicitly. A replay
+    restores them (``restore(state)``).
 ``evaluator("pkg.mod:function")``
     Registers ``fn(inputs, output, tracked) -> bool | float | dict`` judging that
     entrypoint's sessions: ``tracefix.session.outcome / score / evaluation``.
