@@ -50,9 +50,12 @@ TOOLS = json.dumps([{"type": "function", "function": {
 
 
 def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: bool = True,
-                  window: int = 6, t0: int = 1_700_000_000_000_000_000) -> list[Span]:
+                  window: int = 6, t0: int | None = None) -> list[Span]:
     """Spans of one agent session. With `growing`, each LLM call resends the whole history
     (the demo's shape); otherwise only the last `window` messages (1-4 KB per call)."""
+    import time
+
+    t0 = time.time_ns() if t0 is None else t0
     trace_id = os.urandom(16)
     root_id = os.urandom(8)
     system = {"role": "system", "content": "You are the bank's agent team. " + _text(rng, 900)}

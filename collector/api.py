@@ -93,7 +93,8 @@ def build_app(collector: "Collector") -> Starlette:
 
     def decode_traces(body: bytes, ctype: str | None, encoding: str | None):
         body = otlp.decompress(body, encoding, cfg.max_body_bytes)
-        batch = normalize_request(otlp.decode(body, ctype), max_attribute_chars=cfg.max_attribute_chars)
+        batch = normalize_request(otlp.decode(body, ctype), max_attribute_chars=cfg.max_attribute_chars,
+                                  wire_bytes=len(body))
         batch.wire_bytes = len(body)
         return batch
 

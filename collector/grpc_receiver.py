@@ -33,8 +33,9 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             header = dict(context.invocation_metadata()).get("authorization", "")
             if not hmac.compare_digest(header.encode(), f"Bearer {cfg.token}".encode()):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        batch = normalize_request(request, max_attribute_chars=cfg.max_attribute_chars)
-        batch.wire_bytes = request.ByteSize()
+        size = request.ByteSize()
+        batch = normalize_request(request, max_attribute_chars=cfg.max_attribute_chars, wire_bytes=size)
+        batch.wire_bytes = size
         message = "; ".join(batch.errors)
         if batch.rejected and not batch.spans:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"all {batch.rejected} spans rejected: {message}")

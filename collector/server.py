@@ -43,12 +43,15 @@ class Config:
     max_attribute_chars: int = 8 * 1024 * 1024
     max_pending_spans: int = 50_000
     max_inflight_bytes: int = 256 * 1024 * 1024  # OTLP/HTTP bodies being read/decoded at once
+    # DuckDB worker threads: ingest is many small transactions, where extra workers mostly
+    # spin (1 thread: ~1.7x more spans per CPU-second in bench/ingest.py)
+    db_threads: int = 1
 
 
 class Collector:
     def __init__(self, config: Config):
         self.config = config
-        self.store = Store(config.db)
+        self.store = Store(config.db, threads=config.db_threads)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s)

@@ -30,12 +30,16 @@ class UnknownSession(KeyError):
     pass
 
 
-def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the database behind a store. `:memory:` works for throwaway stores."""
+def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False,
+               threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """Open the database behind a store. `:memory:` works for throwaway stores. `threads`
+    (or TRACEFIX_DB_THREADS) caps DuckDB's worker threads."""
     target = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
-    return duckdb.connect(target, read_only=read_only)
+    threads = threads or int(os.environ.get("TRACEFIX_DB_THREADS") or 0) or None
+    config = {"threads": threads} if threads else {}
+    return duckdb.connect(target, read_only=read_only, config=config)
 
 
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
@@ -84,6 +88,17 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ]),
     (2, "content-addressed tool definitions of LLM spans", [
         "ALTER TABLE spans ADD COLUMN tools_key BIGINT",
+    ]),
+    # An ART index on (trace_id, span_id) cost two thirds of insert throughput; duplicates are
+    # now refused by an anti-join limited to the batch's time range (zonemap-pruned), see _ingest.
+    (3, "spans without a primary key index", [
+        "DROP VIEW tool_calls",
+        "CREATE TABLE spans_v3 AS SELECT * FROM spans ORDER BY start_ns",
+        "DROP TABLE spans",
+        "ALTER TABLE spans_v3 RENAME TO spans",
+        """CREATE VIEW tool_calls AS SELECT session_id, trace_id, span_id, parent_span_id, step,
+            tool_name, tool_call_id, tool_arguments, tool_result, error, start_ns, end_ns
+            FROM spans WHERE kind = 'tool'""",
     ]),
 ]
 
@@ -138,10 +153,12 @@ def _now_ns() -> int:
 
 
 class Store:
-    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False):
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
+                 threads: int | None = None):
         self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
-        self.con = connect_db(self.path, read_only=read_only)
+        self.con = connect_db(self.path, read_only=read_only, threads=threads)
         self._local = threading.local()
+        self._known_messages: set[int] = set()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
         if not read_only:
@@ -212,7 +229,15 @@ class Store:
         """Store one batch in one transaction; returns what it created (feedback, alerts, jobs)."""
         with self._tx() as con:
             created = self._ingest(con, batch, alert_threshold, list(webhooks), public_url)
+        self._remember_messages(batch)
         return created
+
+    def _remember_messages(self, batch: Batch) -> None:
+        """Keys committed recently: a growing history mostly resends them, and skipping them
+        before the INSERT spares the index probe (the PK still guards correctness)."""
+        if len(self._known_messages) > 1_000_000:
+            self._known_messages.clear()
+        self._known_messages.update(batch.messages)
 
     def _ingest(self, con, batch: Batch, alert_threshold: float, webhooks: list[str], public_url) -> dict:
         if batch.fallback_traces:  # rare: foreign spans that name their session on some spans only
@@ -220,8 +245,8 @@ class Store:
                                 "(SELECT unnest(?::VARCHAR[])) AND session_id <> trace_id GROUP BY trace_id",
                                 [list(batch.fallback_traces)]).fetchall()
             batch.reassign(dict(found))
-        if batch.messages:
-            keys = list(batch.messages)
+        keys = [k for k in batch.messages if k not in self._known_messages]
+        if keys:
             tbl = pa.table({"key": pa.array(keys, pa.int64()),
                             "sha256": pa.array([batch.messages[k][0] for k in keys], pa.string()),
                             "message": pa.array([batch.messages[k][1] for k in keys], pa.string())})
@@ -236,8 +261,14 @@ class Store:
                 if k not in seen:
                     seen.add(k)
                     rows.append(r)
+            lo = min(r["start_ns"] for r in rows)
+            hi = max(r["start_ns"] for r in rows)
             con.register("_span_batch", spans_table(rows))
-            con.execute("INSERT OR IGNORE INTO spans SELECT * FROM _span_batch")
+            # a retried span has the same start time: only row groups overlapping the batch's
+            # time range are read (zonemaps), so this stays cheap as the table grows
+            con.execute("""INSERT INTO spans SELECT b.* FROM _span_batch b WHERE NOT EXISTS (
+                               SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
+                               AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""", [lo, hi])
             con.unregister("_span_batch")
         touched = list(batch.sessions)
         if batch.sessions:
@@ -295,7 +326,12 @@ class Store:
 
     def _derive_steps(self, con, session_ids: list[str]) -> None:
         """Number a session's decisions 0..n-1: by tracefix.step when present, else start time."""
+        lo, hi = con.execute("SELECT min(started_ns), max(started_ns) FROM sessions WHERE session_id IN "
+                             "(SELECT unnest(?::VARCHAR[]))", [session_ids]).fetchone()
+        hi_end = con.execute("SELECT max(ended_ns) FROM sessions WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+                             [session_ids]).fetchone()[0]
         con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [session_ids])
+        # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
         con.execute("""
             INSERT INTO steps
             SELECT session_id,
@@ -303,7 +339,8 @@ class Store:
                                        ORDER BY step NULLS LAST, start_ns, call_seq, span_id) - 1)::INTEGER,
                    trace_id, span_id, step, start_ns
             FROM spans
-            WHERE kind IN ('llm', 'message') AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [session_ids])
+            WHERE start_ns BETWEEN ? AND ? AND kind IN ('llm', 'message')
+              AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [lo, max(hi or 0, hi_end or 0), session_ids])
 
     # --- feedback, alerts, jobs ----------------------------------------------------------
     def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
@@ -573,13 +610,23 @@ class Store:
             })
         return out
 
+    def _time_range(self, cur, session_id: str) -> tuple[int, int]:
+        """Where a session's spans start: lets scans skip row groups by their zonemaps."""
+        row = cur.execute("SELECT started_ns, greatest(started_ns, ended_ns) FROM sessions WHERE session_id = ?",
+                          [session_id]).fetchone()
+        if row is None or row[0] is None:
+            return (-(1 << 63), (1 << 63) - 1)
+        return row[0], row[1]
+
     def get_spans(self, session_id: str) -> list[dict]:
         cur = self._read()
+        lo, hi = self._time_range(cur, session_id)
         rows = cur.execute(
             """SELECT trace_id, span_id, parent_span_id, session_id, service, name, span_kind, kind, start_ns, end_ns,
                       status_code, status_message, attributes, events, resource, scope, message_dialect,
                       input_keys, output_key, tools_key
-               FROM spans WHERE session_id = ? ORDER BY start_ns, span_id""", [session_id]).fetchall()
+               FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ? ORDER BY start_ns, span_id""",
+            [lo, hi, session_id]).fetchall()
         keys = {k for r in rows if r[16] == "genai" for k in (r[17] or [])}
         keys |= {r[18] for r in rows if r[16] == "genai" and r[18] is not None}
         keys |= {r[19] for r in rows if r[19] is not None}
@@ -606,14 +653,14 @@ class Store:
         cols = ["trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status_code",
                 "step", "call_seq", "agent", "model", "input_tokens", "output_tokens", "finish_reason", "input_keys",
                 "output_key", "tool_name", "tool_call_id", "tool_arguments", "tool_result", "error",
-                "replay_source", "truncated", "attributes"]
+                "replay_source", "truncated"]
+        lo, hi = self._time_range(cur, session_id)
         spans = [dict(zip(cols, r)) for r in cur.execute(
-            f"""SELECT {', '.join(cols[:-1])},
-                       CASE WHEN kind IN ('llm', 'message', 'session') THEN attributes END
-                FROM spans WHERE session_id = ? AND kind <> 'other' ORDER BY start_ns""", [session_id]).fetchall()]
+            f"""SELECT {', '.join(cols)} FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
+                AND kind <> 'other' ORDER BY start_ns""", [lo, hi, session_id]).fetchall()]
         # spans of kind 'other' only matter as parents (agent inheritance); fetch the links alone
-        links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE session_id = ? AND kind = 'other'",
-                                 [session_id]).fetchall())
+        links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
+                                 "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
         order = cur.execute("SELECT span_id, idx FROM steps WHERE session_id = ? ORDER BY idx", [session_id]).fetchall()
         keys = {k for s in spans for k in (s["input_keys"] or [])} | {s["output_key"] for s in spans if s["output_key"]}
         messages = self._messages(keys, cur)
