@@ -271,8 +271,9 @@ class Store:
                                AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""", [lo, hi])
             con.unregister("_span_batch")
         touched = list(batch.sessions)
+        span_range = None
         if batch.sessions:
-            self._upsert_sessions(con, batch.sessions, source="otlp")
+            span_range = self._upsert_sessions(con, batch.sessions, source="otlp")
         if batch.snapshots:
             s = batch.snapshots
             con.register("_snap_batch", pa.table({
@@ -283,7 +284,7 @@ class Store:
             con.execute("INSERT OR IGNORE INTO snapshots SELECT * FROM _snap_batch")
             con.unregister("_snap_batch")
         if touched:
-            self._derive_steps(con, touched)
+            self._derive_steps(con, touched, span_range)
         created = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
             exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()
@@ -296,13 +297,20 @@ class Store:
                 created[k].extend(res[k])
         return created
 
-    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> None:
+    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> tuple[int | None, int | None]:
         """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
-        INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case)."""
+        INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case). Returns the time
+        range the touched sessions' spans start in, after the merge."""
         now = _now_ns()
         ids = list(sessions)
-        known = {r[0] for r in con.execute("SELECT session_id FROM sessions WHERE session_id IN "
-                                           "(SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()}
+        rows = con.execute("SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id IN "
+                           "(SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+        known = {r[0] for r in rows}
+        starts = [r[1] for r in rows] + [f.get("started_ns") for f in sessions.values()]
+        ends = [r[2] for r in rows] + [f.get("ended_ns") for f in sessions.values()] + starts
+        starts = [x for x in starts if x is not None]
+        ends = [x for x in ends if x is not None]
+        span_range = (min(starts) if starts else None, max(ends) if ends else None)
         for part, table in ((([i for i in ids if i not in known]), "_sess_new"), ([i for i in ids if i in known], "_sess_upd")):
             if not part:
                 continue
@@ -323,13 +331,11 @@ class Store:
                                 + " FROM _sess_upd u WHERE sessions.session_id = u.session_id")
             finally:
                 con.unregister(table)
+        return span_range
 
-    def _derive_steps(self, con, session_ids: list[str]) -> None:
+    def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None) -> None:
         """Number a session's decisions 0..n-1: by tracefix.step when present, else start time."""
-        lo, hi = con.execute("SELECT min(started_ns), max(started_ns) FROM sessions WHERE session_id IN "
-                             "(SELECT unnest(?::VARCHAR[]))", [session_ids]).fetchone()
-        hi_end = con.execute("SELECT max(ended_ns) FROM sessions WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
-                             [session_ids]).fetchone()[0]
+        lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
         con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [session_ids])
         # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
         con.execute("""
@@ -340,7 +346,7 @@ class Store:
                    trace_id, span_id, step, start_ns
             FROM spans
             WHERE start_ns BETWEEN ? AND ? AND kind IN ('llm', 'message')
-              AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [lo, max(hi or 0, hi_end or 0), session_ids])
+              AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [lo, hi, session_ids])
 
     # --- feedback, alerts, jobs ----------------------------------------------------------
     def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
