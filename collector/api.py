@@ -58,7 +58,7 @@ async def read_json(request: Request, limit: int) -> Any:
     body = await read_body(request, limit)
     try:
         return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
 
 

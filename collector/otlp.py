@@ -84,14 +84,16 @@ def decode(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
             raise OtlpError(400, f"JSON body is not valid UTF-8: {exc}") from exc
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise OtlpError(400, f"body is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise OtlpError(400, "OTLP/JSON body must be an object with resourceSpans")
-        _hex_ids_to_base64(data)
         try:
+            _hex_ids_to_base64(data)
             return json_format.ParseDict(data, ExportTraceServiceRequest(), ignore_unknown_fields=True)
-        except (json_format.ParseError, ValueError, TypeError) as exc:
+        except OtlpError:
+            raise
+        except Exception as exc:  # ParseError, TypeError, RecursionError...: all mean a bad body
             raise OtlpError(400, f"body is not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
     raise OtlpError(415, f"unsupported Content-Type {content_type!r}: use {PROTOBUF} or {JSON}")
 

@@ -177,3 +177,19 @@ def test_fuzzed_traces_never_break_the_server(collector, body, ctype):
 
 def test_server_still_answers_after_the_abuse(collector, api, stored):
     assert_still_serving(api, stored)
+
+
+def test_deeply_nested_json_is_a_400_not_a_crash(collector, api, stored):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path in ("/v1/traces", "/api/v1/feedback"):
+        got, resp, _ = post(collector.match["http"] + path, deep, "application/json")
+        assert got == 400, (path, resp[:200])
+    nested = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "x",
+                                                            "attributes": [{"key": "k", "value": {}}]}]}]}]}
+    value = nested["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"][0]["value"]
+    for _ in range(200):  # an AnyValue nested deeper than protobuf allows
+        value["arrayValue"] = {"values": [{}]}
+        value = value["arrayValue"]["values"][0]
+    got, resp, _ = post(collector.match["http"] + "/v1/traces", json.dumps(nested).encode(), "application/json")
+    assert got == 400, resp[:300]
+    assert_still_serving(api, stored)
