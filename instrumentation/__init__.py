@@ -9,8 +9,9 @@ Usage::
     @tracefix.session                              # entrypoint + inputs recorded: replayable
     def run_task(task_id: str): ...                # openai/anthropic calls inside are traced
 
-``init()`` patches ``openai`` (``chat.completions.create`` and ``responses.create``, sync,
-async and streaming) and ``anthropic`` (``messages.create``) when they are installed.
+``init()`` patches ``openai`` (``chat.completions.create`` — and so the ``.stream()``
+helper — ``chat.completions.parse`` and ``responses.create``; sync, async and streaming)
+and ``anthropic`` (``messages.create``) when they are imported.
 
 API
 ---

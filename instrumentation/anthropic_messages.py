@@ -108,7 +108,7 @@ class AnthropicMessages:
     def new_accumulator(self) -> MessageAccumulator:
         return MessageAccumulator()
 
-    def rehydrate(self, raw: dict) -> Any:
+    def rehydrate(self, raw: dict, kwargs: dict | None = None) -> Any:
         from anthropic.types import Message
 
         return rehydrate_model(Message, raw)

@@ -18,6 +18,8 @@ from .attributes import logger
 _TARGETS: tuple[tuple[str, str, str, bool], ...] = (
     ("openai.resources.chat.completions", "Completions.create", "openai_chat:OpenAIChat", False),
     ("openai.resources.chat.completions", "AsyncCompletions.create", "openai_chat:OpenAIChat", True),
+    ("openai.resources.chat.completions", "Completions.parse", "openai_chat:OpenAIChatParse", False),
+    ("openai.resources.chat.completions", "AsyncCompletions.parse", "openai_chat:OpenAIChatParse", True),
     ("openai.resources.responses", "Responses.create", "openai_responses:OpenAIResponses", False),
     ("openai.resources.responses", "AsyncResponses.create", "openai_responses:OpenAIResponses", True),
     ("anthropic.resources.messages", "Messages.create", "anthropic_messages:AnthropicMessages", False),

@@ -156,7 +156,7 @@ class LLMCall:
         self.finish_raw(raw)
         if self.request.stream:
             return self.adapter.fake_stream(raw, self.kwargs, is_async)
-        return self.adapter.rehydrate(raw)
+        return self.adapter.rehydrate(raw, self.kwargs)
 
     # --- live --------------------------------------------------------------------------
     def activate(self) -> object:

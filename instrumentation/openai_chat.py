@@ -123,7 +123,7 @@ class OpenAIChat:
     def new_accumulator(self) -> ChatAccumulator:
         return ChatAccumulator()
 
-    def rehydrate(self, raw: dict) -> Any:
+    def rehydrate(self, raw: dict, kwargs: dict | None = None) -> Any:
         from openai.types.chat import ChatCompletion
 
         return rehydrate_model(ChatCompletion, raw)
@@ -167,3 +167,20 @@ class OpenAIChat:
             chunks.append({**head, "choices": [], "usage": raw["usage"]})
         objects = [rehydrate_model(ChatCompletionChunk, c) for c in chunks]
         return AsyncRecordedStream(objects) if is_async else RecordedStream(objects)
+
+
+class OpenAIChatParse(OpenAIChat):
+    """`chat.completions.parse` (structured outputs): traced like create; a replay hands
+    back a ParsedChatCompletion parsed against the request's response_format and tools."""
+
+    def rehydrate(self, raw: dict, kwargs: dict | None = None) -> Any:
+        completion = super().rehydrate(raw)
+        try:
+            from openai import NOT_GIVEN
+            from openai.lib._parsing._completions import parse_chat_completion
+
+            kwargs = kwargs or {}
+            return parse_chat_completion(response_format=kwargs.get("response_format", NOT_GIVEN),
+                                         input_tools=kwargs.get("tools", NOT_GIVEN), chat_completion=completion)
+        except Exception:  # SDK internals moved: the plain completion still carries the content
+            return completion

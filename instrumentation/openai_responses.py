@@ -99,7 +99,7 @@ class OpenAIResponses:
     def new_accumulator(self) -> ResponsesAccumulator:
         return ResponsesAccumulator()
 
-    def rehydrate(self, raw: dict) -> Any:
+    def rehydrate(self, raw: dict, kwargs: dict | None = None) -> Any:
         from openai.types.responses import Response
 
         return rehydrate_model(Response, raw)

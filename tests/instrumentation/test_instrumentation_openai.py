@@ -272,3 +272,19 @@ def test_with_raw_response_calls_are_recorded_too(spans, client):
     completion = raw.parse()
     assert raw.status_code == 200
     assert only_chat_span(spans).attributes[sc.GEN_AI_RESPONSE_ID] == completion.id
+
+
+def test_parse_and_the_stream_helper_are_traced_and_parse_replays_as_parsed(spans, client):
+    from openai.types.chat import ParsedChatCompletion
+
+    from tracefix.openai_chat import OpenAIChatParse
+
+    parsed = client.chat.completions.parse(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_completion()
+    chats = by_name(spans, "chat ")
+    assert len(chats) == 2
+    assert {json.loads(c.attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["content"] for c in chats} == \
+        {parsed.choices[0].message.content, final.choices[0].message.content}
+    raw = json.loads(chats[0].attributes[sc.RESPONSE_RAW])
+    assert isinstance(OpenAIChatParse().rehydrate(raw, {}), ParsedChatCompletion)
