@@ -44,7 +44,12 @@ Alerts and diagnosis
     ``--public-url`` + /api/v1/sessions/{id}/report) and an ``Idempotency-Key`` header;
     delivery retries with exponential backoff (cap ``--alert-retry-max``) across restarts.
     ``--diagnose full|analysis|off`` chooses what the job runs (analysis, then replay when
-    the session is replayable).
+    the session is replayable), ``--diagnosis-workers N`` how many run at once. Jobs left
+    running by a crash run again at the next start. Replay children export back to this
+    collector (its token is put in ``OTEL_EXPORTER_OTLP_HEADERS`` for them).
+
+Tuning: ``--db-threads`` (DuckDB workers, default 1: ingest is many small transactions),
+``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces).
 
 Access from other code: ``tracefix.collector.access.connect(server=None, db=None, token=None)``.
 """

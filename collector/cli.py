@@ -47,19 +47,21 @@ def _connect(db, server, token):
               help="Longest wait between webhook retries, seconds.")
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
               help="What a negative feedback's diagnosis job runs.")
+@click.option("--diagnosis-workers", default=1, show_default=True, type=click.IntRange(1, 16),
+              help="Diagnosis jobs run at the same time.")
 @click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
 @click.option("--max-queue-spans", default=50_000, show_default=True, type=int,
               help="Spans waiting to be written before receivers answer 429 / RESOURCE_EXHAUSTED.")
 @click.option("--db-threads", default=1, show_default=True, type=int,
               help="DuckDB worker threads (raise for large analytical reads).")
 def serve(db, host, http_port, grpc_port, token, webhooks, public_url, alert_threshold, alert_retry_max, diagnose,
-          max_body_mb, max_queue_spans, db_threads):
+          diagnosis_workers, max_body_mb, max_queue_spans, db_threads):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     from tracefix.collector.server import Config, serve_forever
 
     config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
-                    alert_retry_max_s=alert_retry_max, diagnose=diagnose,
+                    alert_retry_max_s=alert_retry_max, diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
                     db_threads=db_threads)
     try:

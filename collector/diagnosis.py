@@ -43,7 +43,10 @@ def run_diagnosis(access, session_id: str, mode: str) -> list[str]:
 
 
 class DiagnosisWorker:
-    def __init__(self, collector: "Collector", mode: str = "full", poll_s: float = 2.0):
+    """`workers` threads claim jobs one at a time (claiming goes through the writer, so two
+    threads never run the same job)."""
+
+    def __init__(self, collector: "Collector", mode: str = "full", poll_s: float = 2.0, workers: int = 1):
         if mode not in MODES:
             raise ValueError(f"--diagnose must be one of {', '.join(MODES)}")
         self.collector = collector
@@ -51,11 +54,13 @@ class DiagnosisWorker:
         self.poll_s = poll_s
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tracefix-diagnosis", daemon=True)
+        self._threads = [threading.Thread(target=self._run, name=f"tracefix-diagnosis-{i}", daemon=True)
+                         for i in range(max(1, workers))]
 
     def start(self) -> "DiagnosisWorker":
         if self.mode != "off":
-            self._thread.start()
+            for t in self._threads:
+                t.start()
         return self
 
     def wake(self) -> None:
@@ -64,8 +69,9 @@ class DiagnosisWorker:
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout)
 
     def _run(self) -> None:
         from tracefix.collector.access import StoreAccess

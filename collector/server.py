@@ -39,6 +39,7 @@ class Config:
     alert_threshold: float = 0.0
     alert_retry_max_s: float = 30.0
     diagnose: str = "full"
+    diagnosis_workers: int = 1
     max_body_bytes: int = 32 * 1024 * 1024
     max_attribute_chars: int = 8 * 1024 * 1024
     max_pending_spans: int = 50_000
@@ -55,7 +56,7 @@ class Collector:
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s)
-        self.diagnosis = DiagnosisWorker(self, mode=config.diagnose)
+        self.diagnosis = DiagnosisWorker(self, mode=config.diagnose, workers=config.diagnosis_workers)
         self.http_url: str | None = None
         self.grpc_addr: str | None = None
         self._uvicorn: uvicorn.Server | None = None

@@ -69,9 +69,10 @@ def webhook():
 
 @pytest.fixture(scope="session")
 def collector(tmp_path_factory, webhook):
-    """One collector for most tests: token required, alerts to `webhook`, diagnosis off."""
+    """One collector for most tests: token required, alerts to `webhook`, diagnosis = analysis only."""
     db = tmp_path_factory.mktemp("collector") / "tracefix.duckdb"
     p = procs.start_serve(db, "--token", TOKEN, "--webhook", webhook.url, "--diagnose", "analysis",
+                          "--diagnosis-workers", "2",
                           env={"TRACEFIX_TOKEN": ""})
     p.db = db
     yield p
