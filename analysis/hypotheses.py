@@ -112,6 +112,8 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                 c["bonus"] += UNSUPPORTED_WEIGHT
                 if u.unsupported:
                     c["why"].append(f"uses {', '.join(u.unsupported[:3])}, which its input never showed it")
+                if u.task_conflicts:
+                    c["why"].append(f"picks {', '.join(u.task_conflicts[:3])}, whose record does not match the task's wording")
                 if u.misattributed:
                     c["why"].append(f"attaches {', '.join(u.misattributed[:3])} to the wrong record of its tool results")
             if unacted[k] > 0:

@@ -73,6 +73,10 @@ class TransitionUnit:
     # Words a text step attaches to one record that belong to another record of its own
     # tool results ("ACC-1 savings" when the result says ACC-1 is checking, ACC-2 savings).
     misattributed: list[str] = field(default_factory=list)
+    # Ids the action uses whose record (in earlier tool results) differs from its sibling
+    # records only by words the task does not say, while a sibling's words are in the task
+    # (the task asks for the checking account; the step picks the savings one).
+    task_conflicts: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -321,6 +325,9 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     units: list[TransitionUnit] = []
     n = len(steps)
     said: list[str] = []  # message logs: what was said before, the context of the next message
+    results: list[Any] = []  # tool results so far, newest last
+    task_words = {w.lower() for w in _WORD.findall(task or "")}
+    conflicted: set[str] = set()
     for pos, step in enumerate(steps):
         is_last = pos == n - 1
         if (step.get("kind") or "llm") == "message":
@@ -335,8 +342,41 @@ def build_units(doc: dict) -> list[TransitionUnit]:
             unit = _unit_from_llm(step, pos, is_last, task)
             if not unit.action["calls"] and unit.action["text"]:
                 unit.misattributed = misattributed_values(unit.action["text"], _own_results(units, unit.agent))
+            if task_words and results and not is_last:
+                # Only the first step to pick a conflicting id chose it; later ones were handed it.
+                unit.task_conflicts = [v for v in task_conflicts(_used_values(unit.action["calls"], unit.action["text"]),
+                                                                 results[-_CONTEXT_MESSAGES:], task_words)
+                                       if v not in conflicted]
+                conflicted.update(unit.task_conflicts)
+            results += [f["result"] for f in unit.feedback if isinstance(f.get("result"), (dict, list))]
         units.append(unit)
     return units
+
+
+def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:
+    """The ids in `used` whose record contradicts the task's wording (see TransitionUnit)."""
+    out: set[str] = set()
+    if not used:
+        return []
+    for result in results:
+        records = [r for r in _records(result, []) if r]
+        if len(records) < 2:
+            continue
+        words = [{str(v).lower() for v in r.values() if isinstance(v, str) and _WORD.fullmatch(v)} for r in records]
+        owner_of = {}
+        for v in used:
+            owners = [i for i, r in enumerate(records) if any(str(x) == v for x in r.values())]
+            if len(owners) == 1:
+                owner_of[v] = owners[0]
+        for v, i in owner_of.items():
+            siblings = [j for j in range(len(records)) if j != i and set(records[j]) == set(records[i])]
+            if not siblings or any(j in owner_of.values() for j in siblings):
+                continue  # naming several siblings lists them; naming one chooses it
+            mine = words[i] - set().union(*(words[j] for j in siblings))
+            theirs = set().union(*(words[j] - words[i] for j in siblings))
+            if mine and not (mine & task_words) and (theirs & task_words):
+                out.add(v)
+    return sorted(out)
 
 
 def _own_results(units: list[TransitionUnit], agent: str) -> list[Any]:
