@@ -586,7 +586,8 @@ def render_index(entries: list[dict], *, title: str = "tracefix: root-cause repo
             f"<td>{_verdict_badge(entry['verdict']) if entry.get('verdict') else '<span class=muted>—</span>'}</td>"
             f"<td>{_e(entry.get('note') or '')}</td></tr>")
     body = (f"<h1>{_e(title)}</h1>" + (f'<p class="sub">{_e(intro)}</p>' if intro else "")
-            + f'<div class="card"><table><tr>{head}</tr>{"".join(rows)}</table></div>'
+            + (f'<div class="card"><table><tr>{head}</tr>{"".join(rows)}</table></div>' if rows
+               else '<div class="card muted">No reports: no session needed a diagnosis.</div>')
             + f"<footer>Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by tracefix.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>{body}</main></body></html>\n")

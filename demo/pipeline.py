@@ -60,9 +60,11 @@ class Child:
     def __init__(self, name: str, args: list[str], ready: re.Pattern, log: Path, env: dict | None = None):
         self.name = name
         self.log = log
+        # A process group of its own: whatever it starts (replay children inside serve) can be
+        # stopped with it, even if it exits without stopping them.
         self.popen = subprocess.Popen([sys.executable, "-m", "tracefix.cli", *args], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {}),
-                                                                                 "PYTHONUNBUFFERED": "1"})
+                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                      env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
         self._found: list[re.Match] = []
         self._seen = threading.Event()
         threading.Thread(target=self._pump, args=(ready,), name=f"{name}-output", daemon=True).start()
@@ -110,6 +112,10 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait()
+        try:  # what it left behind in its group
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def free_port() -> int:
@@ -339,13 +345,19 @@ class Demo:
         unexplained = [f.task_id for f in self.failed if f.fault is None]
         if unexplained:
             self.problems.append(f"tasks failed without an injected fault: {', '.join(unexplained)}")
-        if not self.failed:
-            raise StageFailed("no session failed, so there is nothing to diagnose (raise --fault-rate)")
+        if not self.failed and self.fault_rate > 0:
+            raise StageFailed("no session failed although faults were planned: see the sim's log "
+                              f"({self.work / 'sim.log'}) and the fault plan ({self.work / 'fault-plan.json'})")
 
     # stage 3
     def train(self) -> None:
         from tracefix.analysis.pipeline import train_model
 
+        if not any(d.get("outcome") == "success" for d in self.outcomes.values()):
+            # A new install has no model either; the analysis then says it ran the run-local detector only.
+            self.say("[yellow]![/] no session succeeded, so there is nothing to train on: "
+                     "the analysis runs with the run-local detector only")
+            return
         bar = self.progress.add_task("training the normal-behaviour model (HGT)", total=self.epochs)
 
         def on_epoch(record: dict) -> None:
@@ -515,9 +527,12 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
                             epochs=epochs, llm=llm, follow_prob=follow_prob, deadline_s=time_limit)
             demo_run.start(stack)
             demo_run.run_tasks()
-            demo_run.train()
-            demo_run.thumbs_down()
-            demo_run.wait_for_diagnosis()
+            if demo_run.failed:
+                demo_run.train()
+                demo_run.thumbs_down()
+                demo_run.wait_for_diagnosis()
+            else:
+                demo_run.say("no session failed (--fault-rate 0): nothing to diagnose")
             index = demo_run.write_reports()
         console.print(demo_run.summary_table())
         validated = sum(1 for f in demo_run.failed if f.best and f.best.get("verdict") == "validated")

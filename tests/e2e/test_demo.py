@@ -67,3 +67,27 @@ def test_demo_stops_every_process_it_started(demo):
     for url in addresses.values():
         with pytest.raises(OSError):
             urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/healthz", timeout=2)
+
+
+def test_demo_interrupted_stops_its_processes_and_says_so(tmp_path):
+    """SIGTERM (as Ctrl-C) while the demo runs: exit 130, the sim and the collector gone."""
+    proc = subprocess.Popen([sys.executable, "-m", "tracefix.cli", "demo", "--tasks", "3", "--out",
+                             str(tmp_path / "reports")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if "collector (tracefix serve):" in line:
+                break
+        addresses = dict(ADDRESS.findall("".join(seen)))
+        assert len(addresses) == 2, "".join(seen)
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "interrupted: stopping the demo's processes" in rest
+    for url in addresses.values():
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/healthz", timeout=2)
