@@ -269,6 +269,7 @@ def _html_interventions(doc, replay, children) -> str:
         diffs = "".join(
             f"<details><summary>Unified diff: original vs replay {c.number}</summary>"
             f"<pre>{_e(chr(10).join(c.unified_diff()) or '(no difference from step t on)')}</pre></details>"
+            if not c.same_as else f'<p class="sub">Replay {c.number}: the same transcript as replay {c.same_as}.</p>'
             for c in comparisons if c.child is not None)
         cards.append(
             f'<div class="card" id="hyp-{_e(h.get("id"))}"><h3>{_verdict_badge(h.get("verdict"))} '
@@ -500,6 +501,8 @@ def render_markdown(doc: dict, analysis: dict | None = None, replay: dict | None
             out += ["", f"Replay {cmp.number} against the original from step {_md(iv.get('step', h.get('step')))} on:", ""]
             if cmp.child is None:
                 out.append(f"(child session {_md(cmp.run.get('child_session_id'))} is not available)")
+            elif cmp.same_as:
+                out.append(f"(the same transcript as replay {cmp.same_as})")
             else:
                 out.append(_fence("\n".join(cmp.unified_diff()) or "(no difference from step t on)", "diff"))
         out.append("")

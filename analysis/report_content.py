@@ -59,6 +59,12 @@ def one_line(text, limit: int = 160) -> str:
     return clip(" ".join(str(text or "").split()), limit)
 
 
+def brief(text, limit: int = 160) -> str:
+    """One line for running prose: cut with an ellipsis (the full text is further down)."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
 def fmt_duration(ms) -> str:
     if ms is None:
         return "—"
@@ -87,9 +93,13 @@ def yes_no(value) -> str:
     return "—" if value is None else "yes" if value else "no"
 
 
+STEP_PREFIX = re.compile(r"^\s*step \d+ \([^)]*\):\s*", re.I)
+
+
 def sentence(text) -> str:
-    """Text that can be followed by a sentence of our own: no doubled full stop."""
-    return one_line(text, 220).rstrip(" .")
+    """A reason quoted after our own "step k (agent) —": without its own "Step k (agent):"
+    prefix and without a full stop that ours would double."""
+    return brief(STEP_PREFIX.sub("", str(text or "")), 220).rstrip(" .")
 
 
 def verdict_word(verdict) -> str:
@@ -348,11 +358,11 @@ def stage_rows(analysis: dict | None, replay: dict | None) -> list[tuple[str, st
 def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     """One paragraph: what most likely went wrong, what fix was verified, what was refuted."""
     parts = []
-    task = one_line(task_text(doc), 140)
+    task = brief(task_text(doc), 140)
     complaint = next((fb.get("comment") for fb in doc.get("feedback") or [] if fb.get("comment")), None)
     head = f"The session “{task}” ended with outcome {doc.get('outcome') or 'unknown'}"
     if complaint:
-        head += f"; the user reported “{one_line(complaint, 140)}”"
+        head += f"; the user reported “{brief(complaint, 140)}”"
     parts.append(head + ".")
 
     tested = replay_hypotheses(replay)
@@ -369,7 +379,7 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
             + (f" — {sentence(best.get('reason'))}" if best.get("reason") else "") + ".")
         parts.append(
             f"Fix {verdict_word(best.get('verdict'))} by replay: {iv.get('category') or iv.get('kind') or 'an edit'} "
-            f"at step {iv.get('step', best.get('step'))}, “{one_line(iv.get('text'), 160)}” "
+            f"at step {iv.get('step', best.get('step'))}, “{brief(iv.get('text'), 160)}” "
             f"({best.get('verdict_reason') or 'see runs'}).")
     elif ranked:
         top = ranked[0]
@@ -420,6 +430,8 @@ class RunComparison:
         """Indexes into ``original`` that the replay did not reproduce."""
         return {i for tag, i1, i2, _, _ in self.opcodes if tag != "equal" for i in range(i1, i2)}
 
+    same_as: int | None = None  # the number of an earlier run with the very same transcript
+
     def unified_diff(self) -> list[str]:
         return list(difflib.unified_diff(
             [line for _, line in self.original], [line for _, line in self.replayed],
@@ -435,7 +447,10 @@ def compare_runs(doc: dict, hypothesis: dict, children: dict | None) -> list[Run
         child = (children or {}).get(run.get("child_session_id") or "")
         replayed = transcript_lines((child or {}).get("steps") or [], t) if child else []
         matcher = difflib.SequenceMatcher(None, [l for _, l in original], [l for _, l in replayed], autojunk=False)
-        out.append(RunComparison(number, run, child, original, replayed, matcher.get_opcodes()))
+        cmp = RunComparison(number, run, child, original, replayed, matcher.get_opcodes())
+        if child is not None:
+            cmp.same_as = next((c.number for c in out if c.child is not None and c.replayed == replayed), None)
+        out.append(cmp)
     return out
 
 
