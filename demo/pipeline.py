@@ -25,7 +25,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -116,12 +115,6 @@ class Child:
             os.killpg(self.popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class WebhookReceiver:
@@ -276,11 +269,7 @@ class Demo:
                     SIM_READY, self.work / "sim.log")
         stack.callback(sim.stop)
         self.model_dir = self.work / "models"
-        # Replays inside serve export to this collector; naming its port up front lets us
-        # tell the replay worker where that is.
-        http_port = free_port()
-        env = {"TRACEFIX_MODEL_DIR": str(self.model_dir),
-               "TRACEFIX_OTLP_ENDPOINT": f"http://127.0.0.1:{http_port}"}
+        env = {"TRACEFIX_MODEL_DIR": str(self.model_dir)}  # where train() below writes the model
         for key in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN"):
             env[key] = ""  # the demo's own collector, whatever the shell has configured
         self.sim_url = sim.address()
@@ -289,7 +278,7 @@ class Demo:
                        TRACEFIX_LLM_API_KEY="unused")
         elif self.llm == "none":
             env.update(TRACEFIX_LLM_BASE_URL="", TRACEFIX_LLM_MODEL="", TRACEFIX_LLM_API_KEY="")
-        serve = Child("tracefix serve", ["serve", "--http-port", str(http_port), "--grpc-port", "0",
+        serve = Child("tracefix serve", ["serve", "--http-port", "0", "--grpc-port", "0",
                                          "--db", str(self.work / "tracefix.duckdb"), "--webhook", receiver.url],
                       SERVE_READY, self.work / "serve.log", env=env)
         stack.callback(serve.stop)
