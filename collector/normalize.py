@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,9 +216,6 @@ def _json_attr(value: Any) -> Any:
         except ValueError:
             return value
     return value
-
-
-_INDEXED = re.compile(r"^(?P<prefix>.+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
 
 
 def _indexed(attrs: dict, prefix: str) -> dict[int, dict[str, Any]]:
@@ -433,7 +429,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     batch = Batch()
     if wire_bytes is not None and wire_bytes <= max_attribute_chars:
         max_attribute_chars = 0  # 0: no check needed
-    pending: list[tuple[dict, dict]] = []  # (row, attrs) for spans with no explicit session
+    pending: list[dict] = []  # rows of spans with no session attribute
     known = batch.explicit_traces
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
@@ -443,19 +439,19 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
             scope = ss.scope.name or None
             for span in ss.spans:
                 try:
-                    row, attrs, sid = _span_row(span, batch, service, resource_json, scope, max_attribute_chars)
+                    row, sid = _span_row(span, service, resource_json, scope, max_attribute_chars)
                 except SpanRejected as exc:
                     batch.rejected += 1
                     if len(batch.errors) < 5:
                         batch.errors.append(str(exc))
                     continue
                 if sid is None:
-                    pending.append((row, attrs))
+                    pending.append(row)
                 else:
                     known.setdefault(row["trace_id"], sid)
                     row["session_id"] = sid
                     batch.spans.append(row)
-    for row, attrs in pending:
+    for row in pending:
         sid = known.get(row["trace_id"])
         if sid is None:
             sid = row["trace_id"]
@@ -467,7 +463,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     return batch
 
 
-def _span_row(span, batch: Batch, service, resource_json, scope, max_chars) -> tuple[dict, dict, str | None]:
+def _span_row(span, service, resource_json, scope, max_chars) -> tuple[dict, str | None]:
     if len(span.trace_id) != 16 or len(span.span_id) != 8:
         raise SpanRejected(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
     attrs = attributes(span.attributes)
@@ -511,7 +507,7 @@ def _span_row(span, batch: Batch, service, resource_json, scope, max_chars) -> t
         "_attrs": attrs,
         "_events": events,
     }
-    return row, attrs, (str(sid) if sid is not None else None)
+    return row, (str(sid) if sid is not None else None)
 
 
 def _finish_row(batch: Batch, row: dict) -> None:
