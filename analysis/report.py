@@ -342,10 +342,12 @@ def _html_step(steps, i, scores, frontier, hyp_rank, interventions) -> str:
 
     body = [f'<div class="sub">{_e(" · ".join(meta))}</div>']
     new_msgs, hidden = rc.new_input_messages(steps, i)
-    if new_msgs or hidden:
+    if new_msgs:
         label = "Input" + (f" (new since this agent's previous call; {hidden} earlier messages not repeated)" if hidden else "")
         body.append(f"<details{' open' if len(new_msgs) <= 2 else ''}><summary>{_e(label)}</summary>"
                     + "".join(_html_message(m) for m in new_msgs) + "</details>")
+    elif hidden:
+        body.append(f'<div class="sub">Input: nothing new since this agent\'s previous call ({hidden} messages).</div>')
     out = step.get("output_message")
     if out:
         body.append("<div><b>Output</b></div>" + _html_message(out))

@@ -178,16 +178,16 @@ def step_action(step: dict) -> str:
         parts = []
         for call in calls:
             args = call.get("arguments")
-            parts.append(f"{call.get('name')}({one_line(to_json(args, indent=None), 80) if args not in (None, {}) else ''})")
+            parts.append(f"{call.get('name')}({brief(to_json(args, indent=None), 80) if args not in (None, {}) else ''})")
         return "calls " + ", ".join(parts)
     out = step.get("output_message") or {}
     text = out.get("content") if isinstance(out, dict) else None
     if text:
-        return one_line(text, 140)
+        return brief(text, 140)
     if step.get("kind") == "message":
         msgs = step.get("input_messages") or []
         if msgs:
-            return one_line(msgs[-1].get("content"), 140)
+            return brief(msgs[-1].get("content"), 140)
     return "(no output)"
 
 
@@ -229,15 +229,15 @@ def transcript_lines(steps: list[dict], start: int) -> list[tuple[int, str]]:
         if step.get("kind") == "message" and not text:
             text = ((step.get("input_messages") or [{}])[-1] or {}).get("content")
         if text:
-            lines.append((index, f"{agent}: {one_line(text, 220)}"))
+            lines.append((index, f"{agent}: {brief(text, 220)}"))
         for call in step.get("tool_calls") or []:
-            lines.append((index, f"{agent} → {call.get('name')}({one_line(to_json(call.get('arguments'), indent=None), 140)})"))
+            lines.append((index, f"{agent} → {call.get('name')}({brief(to_json(call.get('arguments'), indent=None), 140)})"))
             if call.get("error"):
-                lines.append((index, f"    ✗ {one_line(call['error'], 180)}"))
+                lines.append((index, f"    ✗ {brief(call['error'], 180)}"))
             else:
-                lines.append((index, f"    = {one_line(to_json(call.get('result'), indent=None), 180)}"))
+                lines.append((index, f"    = {brief(to_json(call.get('result'), indent=None), 180)}"))
         if step.get("error"):
-            lines.append((index, f"    ✗ {one_line(step['error'], 180)}"))
+            lines.append((index, f"    ✗ {brief(step['error'], 180)}"))
         if not text and not step.get("tool_calls") and not step.get("error"):
             lines.append((index, f"{agent}: (no output)"))
     return lines
