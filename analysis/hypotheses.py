@@ -11,6 +11,7 @@ symptom back to it; `evidence_packet` prunes that to what an analyst needs.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .features import FEATURE_NAMES
@@ -18,13 +19,18 @@ from .frontier import union_groups
 from .graph import TransitionGraph
 from .symptoms import find_symptoms
 
-# How much each kind of evidence adds to a step's detector score (which lies in [0, 1]).
-DETECTOR_WEIGHT = 1.0
-ORIGIN_WEIGHTS = (1.2, 0.8, 0.5, 0.3)  # origin of the 1st, 2nd, ... symptom (failures cascade)
-FRONTIER_WEIGHT = 0.2  # flagged by at least one detector's frontier
-UNSUPPORTED_WEIGHT = 1.0  # acts on a value its input never showed it
-UNACTED_CLAIM_WEIGHT = 1.0  # reports success without having acted
-FINAL_ANSWER_WEIGHT = 0.4  # the answer of a failed run with no earlier symptom
+@dataclass(frozen=True)
+class EvidenceWeights:
+    """How much each kind of evidence adds to a step's combined detector score (in [0, 1])."""
+    detectors: float = 1.0
+    origins: tuple[float, ...] = (1.2, 0.8, 0.5, 0.3)  # origin of the 1st, 2nd, ... symptom (failures cascade)
+    frontier: float = 0.2  # flagged by at least one detector's frontier
+    unsupported: float = 1.0  # acts on a value its input never showed it, or misreads / mispicks a record
+    unacted_claim: float = 1.0  # reports success without having acted
+    final_answer: float = 0.4  # the answer of a failed run with no earlier symptom
+
+
+DEFAULT_WEIGHTS = EvidenceWeights()
 MAX_HYPOTHESES = 5
 
 
@@ -60,7 +66,7 @@ def top_features(features: Any, step: int, k: int = 3) -> dict[str, float]:
 
 def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequence[float]],
                     frontier: dict[str, list[int]], features: Any, failed: bool = True,
-                    limit: int = MAX_HYPOTHESES) -> list[dict[str, Any]]:
+                    limit: int = MAX_HYPOTHESES, weights: EvidenceWeights = DEFAULT_WEIGHTS) -> list[dict[str, Any]]:
     """Ranked hypotheses (docs/contracts.md section 3, `hypotheses`), source "detectors".
 
     Candidates: each frontier group's peak, each symptom's origin, and steps with the two
@@ -95,11 +101,11 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
             continue  # an earlier symptom already explains the wrong answer
         if symptom.kind == "final_answer":
             # A silent suspect earlier in the run explains a wrong answer better than the answer.
-            weight = FINAL_ANSWER_WEIGHT if not silent_suspects else FINAL_ANSWER_WEIGHT / 3
+            weight = weights.final_answer if not silent_suspects else weights.final_answer / 3
         else:
             if symptom.origin in origins_seen:
                 continue
-            weight = ORIGIN_WEIGHTS[min(len(origins_seen), len(ORIGIN_WEIGHTS) - 1)]
+            weight = weights.origins[min(len(origins_seen), len(weights.origins) - 1)]
             origins_seen.append(symptom.origin)
         c["bonus"] += weight
         c["paths"].append(symptom.path)
@@ -109,7 +115,7 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
             if unsupported[k] > 0:
                 u = graph.units[k]
                 c = candidate(k)
-                c["bonus"] += UNSUPPORTED_WEIGHT
+                c["bonus"] += weights.unsupported
                 if u.unsupported:
                     c["why"].append(f"uses {', '.join(u.unsupported[:3])}, which its input never showed it")
                 if u.task_conflicts:
@@ -118,12 +124,12 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                     c["why"].append(f"attaches {', '.join(u.misattributed[:3])} to the wrong record of its tool results")
             if unacted[k] > 0:
                 c = candidate(k)
-                c["bonus"] += UNACTED_CLAIM_WEIGHT
+                c["bonus"] += weights.unacted_claim
                 c["why"].append("reports success without having called a tool")
 
     flagged = {s for steps in frontier.values() for s in steps}
     for step, c in candidates.items():
-        c["score"] = DETECTOR_WEIGHT * base[step] + c["bonus"] + (FRONTIER_WEIGHT if step in flagged else 0.0)
+        c["score"] = weights.detectors * base[step] + c["bonus"] + (weights.frontier if step in flagged else 0.0)
     ranked = sorted(candidates.values(), key=lambda c: (-c["score"], c["step"]))[:limit]
     top = ranked[0]["score"] if ranked else 1.0
     out = []

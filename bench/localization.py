@@ -88,11 +88,15 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
             continue  # the fault did not make the task fail: nothing to localize
         result = analyze_document(doc, model)
         units = build_units(doc)
+        ablation = _ablations(doc, model)
         n = len(units)
         gt = label["step"]
         preds = [h["step"] for h in result["hypotheses"]]
         row = {"seed": seed, "kind": label["kind"], "n": n, "truth": gt, "pred": preds[:3],
                "ours": evaluate(preds, gt, n),
+               "detectors only": evaluate(ablation["detectors only"], gt, n),
+               "if only": evaluate(ablation["if only"], gt, n),
+               "graph evidence only": evaluate(ablation["graph evidence only"], gt, n),
                "recency": evaluate([recency_baseline(units)], gt, n),
                "frequency": evaluate([frequency_baseline(units)], gt, n),
                "random": {"top1": 1 / n, "hit3": min(3, n) / n, "err": abs(rng.randrange(n) - gt)}}
@@ -105,6 +109,34 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
 
 
 METHODS = ("ours", "random", "recency", "frequency")
+ABLATIONS = ("detectors only", "if only", "graph evidence only")
+
+
+def _ablations(doc: dict, model) -> dict[str, list[int]]:
+    """Rankings from parts of the method: the detectors' combined score alone (IF + HGT),
+    the run-local IsolationForest alone, and the graph evidence (symptom origins, silent
+    signals) without detector scores."""
+    from tracefix.analysis.detectors import IsolationForestDetector
+    from tracefix.analysis.features import feature_matrix
+    from tracefix.analysis.frontier import frontiers
+    from tracefix.analysis.graph import build_graph
+    from tracefix.analysis.hypotheses import EvidenceWeights, combined_scores, rank_hypotheses
+    from tracefix.analysis.pipeline import session_failed
+    from tracefix.analysis.units import build_units
+
+    graph = build_graph(build_units(doc))
+    X = feature_matrix(graph)
+    scores = {"isolation_forest": IsolationForestDetector().fit_score(X), "hgt": model.score(graph)}
+    n = len(graph)
+
+    def by_score(values):
+        return sorted(range(n), key=lambda k: (-values[k], k))[:5]
+
+    graph_only = rank_hypotheses(graph, scores, frontiers(scores), X, failed=session_failed(doc),
+                                 weights=EvidenceWeights(detectors=0.0, frontier=0.0))
+    return {"detectors only": by_score(combined_scores(scores, n)),
+            "if only": by_score(list(scores["isolation_forest"])),
+            "graph evidence only": [h["step"] for h in graph_only]}
 
 
 def summarize(rows: list[dict], seeds: list[int]) -> None:
@@ -136,6 +168,12 @@ def summarize(rows: list[dict], seeds: list[int]) -> None:
         print(f"  {m:<10} top-1 {metric(rows, m, 'top1'):.3f}{spread(m, 'top1', rows)}  "
               f"hit@3 {metric(rows, m, 'hit3'):.3f}{spread(m, 'hit3', rows)}  "
               f"median step error {metric(rows, m, 'err'):.1f}{spread(m, 'err', rows)}")
+    print()
+    print("ablations (same sessions):")
+    for m in ABLATIONS:
+        print(f"  {m:<20} top-1 {metric(rows, m, 'top1'):.3f}{spread(m, 'top1', rows)}  "
+              f"hit@3 {metric(rows, m, 'hit3'):.3f}{spread(m, 'hit3', rows)}  "
+              f"median step error {metric(rows, m, 'err'):.1f}")
     ours_top1, ours_hit3 = metric(rows, "ours", "top1"), metric(rows, "ours", "hit3")
     print()
     print("ratios vs baselines (ours / baseline):")
