@@ -36,6 +36,23 @@ import procs  # noqa: E402  (the test suite's process starters: ready line + hea
 VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
 
 
+def _ts(iso: str | None):
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() if iso else None
+
+
+def work_ms(doc: dict | None) -> float | None:
+    """First step start to session end: the agent's own work, without the set-up the
+    entrypoint does before its first LLM call (imports, clients)."""
+    if not doc or not doc.get("steps") or doc.get("duration_ms") is None:
+        return None
+    start, first = _ts(doc.get("started_at")), _ts(doc["steps"][0].get("started_at"))
+    if start is None or first is None:
+        return None
+    return doc["duration_ms"] - (first - start) * 1000
+
+
 def sim_stats(base_url: str) -> dict:
     with urllib.request.urlopen(base_url.rsplit("/v1", 1)[0] + "/_sim/stats", timeout=10) as r:
         return json.load(r)
@@ -76,13 +93,14 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
             fault = faults.get(sid, {})
             rows.append({
                 "seed": seed, "session": sid, "kind": fault.get("kind", "unlabelled"), "fault_step": fault.get("step"),
-                "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"),
+                "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"), "work_ms": work_ms(doc),
                 "verdicts": [h["verdict"] for h in result["hypotheses"]],
                 "hypothesis_steps": [h["step"] for h in result["hypotheses"]],
                 "stages": result["stages"], "diagnose_s": elapsed,
                 "runs": [{"wall_s": r["wall_s"], "counts": r["counts"], "divergence": r["divergence"],
                           "sim_requests": stats.get(r["child_session_id"], 0),
                           "child_ms": (children.get(r["child_session_id"]) or {}).get("duration_ms"),
+                          "child_work_ms": work_ms(children.get(r["child_session_id"])),
                           "error": r["error"]} for r in runs],
             })
             print(f"  {sid[:12]} {rows[-1]['kind']:<20} fault@{fault.get('step')} hypotheses@"
@@ -136,6 +154,9 @@ def report(rows: list[dict]) -> None:
     print(f"wall time (medians): original session {original_ms:.0f} ms; replay child process {child_wall_ms:.0f} ms "
           f"(ratio {child_wall_ms / original_ms:.1f}x, mostly interpreter start and imports); "
           f"replayed session alone {child_session_ms:.0f} ms (ratio {child_session_ms / original_ms:.2f}x)")
+    original_work, child_work = median([r["work_ms"] for r in rows]), median([run["child_work_ms"] for run in runs])
+    print(f"agent work, first step to end (medians): original {original_work:.0f} ms, replay {child_work:.0f} ms "
+          f"(ratio {child_work / original_work:.2f}x: the prefix comes from the cassette)")
     print(f"diagnosis per failed session (median): {median([r['diagnose_s'] for r in rows]):.1f} s")
     errors = [run["error"] for r in rows for run in r["runs"] if run["error"]]
     if errors:
