@@ -46,9 +46,24 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _flat_steps(steps) -> list[int]:
+    """A detector's frontier: step numbers, also when grouped in lists (contiguous groups)."""
+    out = []
+    for s in steps or []:
+        if isinstance(s, (list, tuple)):
+            out += _flat_steps(s)
+        elif isinstance(s, (int, float)) or (isinstance(s, str) and s.isdigit()):
+            out.append(int(s))
+    return out
+
+
 def frontier_steps(analysis: dict) -> set[int]:
     """The union of every detector's frontier (the steps the report highlights)."""
-    return {int(s) for steps in (analysis.get("frontier") or {}).values() for s in steps or []}
+    return {s for steps in (analysis.get("frontier") or {}).values() for s in _flat_steps(steps)}
+
+
+def frontier_of(analysis: dict, detector: str) -> list[int]:
+    return _flat_steps((analysis.get("frontier") or {}).get(detector))
 
 
 def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
@@ -65,7 +80,10 @@ def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
         return None
     g = nx.MultiDiGraph()
     for node in nodes:
-        g.add_node(int(node["step"]), **node)
+        if isinstance(node, dict) and node.get("step") is not None:
+            g.add_node(int(node["step"]), **node)
+    if not g.nodes:
+        return None
     for edge in graph.get("edges") or []:
         if edge.get("src") in g and edge.get("dst") in g:
             g.add_edge(int(edge["src"]), int(edge["dst"]), type=edge.get("type") or "other")
@@ -150,7 +168,6 @@ def scores_png(analysis: dict, *, trials: list[dict] | None = None,
         return None
     from matplotlib.ticker import MaxNLocator
 
-    frontier = analysis.get("frontier") or {}
     steps = [int(s["step"]) for s in scores]
     fig = _figure(min(max(7.0, 0.22 * len(steps) + 3.0), 20.0), 1.2 + 1.6 * len(detectors))
     axes = fig.subplots(len(detectors), 1, sharex=True, squeeze=False)[:, 0]
@@ -159,7 +176,7 @@ def scores_png(analysis: dict, *, trials: list[dict] | None = None,
         xs, ys = zip(*points)
         color = DETECTOR_COLORS.get(detector, "#333333")
         ax.plot(xs, ys, color=color, linewidth=1.4, marker="o", markersize=3.5)
-        for step in frontier.get(detector) or []:
+        for step in frontier_of(analysis, detector):
             ax.axvspan(step - 0.45, step + 0.45, color=FRONTIER_COLOR, alpha=0.15, linewidth=0)
         for trial in (trials or [])[1:]:
             ax.axvline(trial.get("start", 0) - 0.5, color="#555555", linestyle="--", linewidth=0.8)

@@ -269,10 +269,12 @@ def score_by_step(analysis: dict | None) -> dict[int, dict]:
 
 
 def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
+    from tracefix.analysis.plots import frontier_of
+
     out: dict[int, list[str]] = {}
-    for detector, steps in ((analysis or {}).get("frontier") or {}).items():
-        for s in steps or []:
-            out.setdefault(int(s), []).append(detector)
+    for detector in ((analysis or {}).get("frontier") or {}):
+        for s in frontier_of(analysis, detector):
+            out.setdefault(s, []).append(detector)
     return out
 
 
