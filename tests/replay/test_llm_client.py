@@ -48,3 +48,23 @@ def test_an_unreachable_endpoint_is_a_clear_error():
     llm = ProductLLM(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=2)
     with pytest.raises(LLMError, match="request to http://127.0.0.1:9/v1 failed"):
         llm.complete_json("success", "tracefix-stage: success", "{}")
+
+
+def test_sim_analyst_judges_fulfilment_milestones_and_success(sim_url):
+    from tracefix.replay import judge
+
+    llm = ProductLLM(base_url=sim_url, model="sim-analyst")
+    failed = {"index": 3, "agent": "PaymentsAgent", "kind": "llm", "output_message": {"content": ""},
+              "tool_calls": [{"name": "deposit_check", "arguments": {"account_id": "ACC-1"},
+                              "error": "MissingArgument: deposit_check: missing required argument 'check_number'"}]}
+    fixed = {**failed, "tool_calls": [{"name": "deposit_check", "arguments": {"account_id": "ACC-1", "check_number": "CHK-1"},
+                                       "result": {"balance": "10.00"}, "error": None}]}
+    iv = {"step": 3, "kind": "add_message", "text": "CORRECTION for PaymentsAgent: call `deposit_check` with `check_number`."}
+    doc = {"session_id": "s", "task": "deposit", "ground_truth": "10.00", "steps": [failed], "feedback": []}
+    assert judge.judge_fulfilled(iv, doc, {"steps": [fixed]}, llm) == (True, "llm")
+    assert judge.judge_fulfilled(iv, doc, {"steps": [failed]}, llm) == (False, "llm")
+    milestones = judge.MilestoneJudge(llm, doc)
+    assert milestones.progress({"steps": [fixed]}) > 0  # deposit_check now succeeds
+    doc["ground_truth"] = None
+    assert judge.judge_success({"output": {"final_answer": "Deposited, balance 10.00"}}, doc, {"steps": [fixed]}, llm) \
+        == (True, "llm")
