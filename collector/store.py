@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -24,6 +25,7 @@ from tracefix.collector import document
 from tracefix.collector.normalize import Batch
 
 DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
+_HEX = re.compile(r"[0-9a-f]{1,64}")  # span ids are hex we wrote ourselves: safe to inline in SQL
 
 
 class UnknownSession(KeyError):
@@ -407,21 +409,21 @@ class Store:
 
     def _first_messages(self, con, session_ids: list[str]) -> dict[str, list[dict]]:
         """The input messages of each session's step 0 (where the task usually is)."""
+        firsts = con.execute("SELECT session_id, span_id, started_ns FROM steps WHERE idx = 0 AND session_id IN "
+                             "(SELECT unnest(?::VARCHAR[]))", [session_ids]).fetchall()
+        span_ids = [r[1] for r in firsts if _HEX.fullmatch(r[1] or "")]
+        if not span_ids:
+            return {}
+        starts = [r[2] for r in firsts if r[2] is not None]
+        lo, hi = (min(starts), max(starts)) if starts else (-(1 << 63), (1 << 63) - 1)
         rows = con.execute(
-            """WITH first AS (SELECT st.session_id, unnest(sp.input_keys) AS key,
-                                     generate_subscripts(sp.input_keys, 1) AS pos, sp.output_key
-                              FROM steps st JOIN spans sp USING (trace_id, span_id)
-                              WHERE st.idx = 0 AND st.session_id IN (SELECT unnest(?::VARCHAR[]))
-                              UNION ALL
-                              SELECT st.session_id, sp.output_key, 0, NULL FROM steps st JOIN spans sp
-                              USING (trace_id, span_id) WHERE st.idx = 0 AND sp.kind = 'message'
-                              AND st.session_id IN (SELECT unnest(?::VARCHAR[])))
-               SELECT first.session_id, m.message FROM first JOIN messages m USING (key)
-               ORDER BY first.session_id, first.pos""", [session_ids, session_ids]).fetchall()
-        out: dict[str, list[dict]] = {}
-        for sid, message in rows:
-            out.setdefault(sid, []).append(json.loads(message))
-        return out
+            f"""SELECT session_id, kind, input_keys, output_key FROM spans
+                WHERE start_ns BETWEEN ? AND ? AND span_id IN ({", ".join(f"'{x}'" for x in span_ids)})
+                AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [lo, hi, session_ids]).fetchall()
+        wanted = {sid: (list(keys or []) + ([out] if kind == "message" and out is not None else []))
+                  for sid, kind, keys, out in rows}
+        texts = self._message_texts({k for keys in wanted.values() for k in keys}, con)
+        return {sid: [json.loads(texts[k]) for k in keys if k in texts] for sid, keys in wanted.items()}
 
     def fan_out_alerts(self, webhooks: list[str], public_url: str) -> int:
         """Give alerts recorded without a server (CLI on the file) a delivery per webhook."""
@@ -640,11 +642,15 @@ class Store:
         return [document.span_dict(r, texts) for r in rows]
 
     def _message_texts(self, keys: set[int], cur=None) -> dict[int, str]:
-        if not keys:
-            return {}
-        rows = (cur or self._read()).execute(
-            "SELECT key, message FROM messages WHERE key IN (SELECT unnest(?::BIGINT[]))", [list(keys)]).fetchall()
-        return dict(rows)
+        """Messages by key. The keys go in as a literal IN list (they are our own integers):
+        DuckDB answers that from the primary-key index, a parameter list would scan the table."""
+        cur = cur or self._read()
+        out: dict[int, str] = {}
+        keys = [int(k) for k in keys]
+        for i in range(0, len(keys), 1000):
+            chunk = ", ".join(map(str, keys[i:i + 1000]))
+            out.update(cur.execute(f"SELECT key, message FROM messages WHERE key IN ({chunk})").fetchall())
+        return out
 
     def _messages(self, keys: set[int], cur=None) -> dict[int, dict]:
         return {k: json.loads(m) for k, m in self._message_texts(keys, cur).items()}
@@ -667,7 +673,8 @@ class Store:
         # spans of kind 'other' only matter as parents (agent inheritance); fetch the links alone
         links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
                                  "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
-        order = cur.execute("SELECT span_id, idx FROM steps WHERE session_id = ? ORDER BY idx", [session_id]).fetchall()
+        order = cur.execute("SELECT span_id, idx FROM steps WHERE started_ns BETWEEN ? AND ? AND session_id = ? "
+                            "ORDER BY idx", [lo, hi, session_id]).fetchall()
         keys = {k for s in spans for k in (s["input_keys"] or [])} | {s["output_key"] for s in spans if s["output_key"]}
         messages = self._messages(keys, cur)
         snaps = cur.execute("SELECT span_id, key, state, step, time_ns FROM snapshots WHERE session_id = ? "
