@@ -202,57 +202,25 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
     rounds_run = 0
 
     for round_ in range(1, max(1, rounds) + 1):
-        if hypotheses and round_ == 1:
-            chosen = _user_hypotheses(doc, hypotheses, trial_list, round_)
-            labels["attribution"].add("user")
-        else:
-            candidates, label, attribution_notes = attribution.attribute(
-                doc, trial_list, analysis, llm, round_=round_, per_trial=per_trial + round_ - 1)
-            labels["attribution"].add(label)
-            notes += attribution_notes
-            if round_ > 1:
-                candidates = _with_upstream_instructions(doc, candidates, memory, round_) + candidates
-            chosen = memory.plan_round(candidates) if round_ > 1 else candidates
+        chosen = _hypotheses_for_round(round_, doc, trial_list, analysis, llm, memory, hypotheses, per_trial,
+                                       labels, notes)
         if not chosen:
             notes.append(f"round {round_}: nothing left to try")
             break
         rounds_run = round_
-
-        jobs: list[runner.ReplayJob] = []
+        jobs = []
         for h in chosen:
-            given = h.pop("_intervention", None)
-            if given:
-                iv, label = _user_intervention(doc, h, given), "user"
-            else:
-                iv, label, iv_note = interventions.generate(doc, h, llm, definitions=definitions.get(h["step"]),
-                                                            memory_notes=memory.notes_for(h["step"]))
-                notes += [iv_note] if iv_note else []
-            labels["intervention"].add(label)
-            h["intervention"] = iv
-            h["runs"] = []
-            refusal = _live_tools_allowed(cassette, doc, iv["step"], allow_live_tools)
-            if refusal:
-                h["refused"] = refusal
-                continue
-            guard_config = Guard.from_intervention(iv).to_json() if guard else None
-            wire = {k: v for k, v in iv.items() if k not in ("before", "expect", "source", "agent")}
-            for i in range(runs):
-                jobs.append(runner.ReplayJob(key=h["id"], run_index=i, cassette=cassette, intervention=wire,
-                                             parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
-                                             overrides=dict(overrides or {}), guard=guard_config,
-                                             service=doc.get("service"), otlp_headers=otlp_headers,
-                                             timeout_s=timeout_s))
+            jobs += _intervene(h, doc, cassette, definitions, llm, memory, labels, notes, runs=runs,
+                               guard=guard, allow_live_tools=allow_live_tools,
+                               job=dict(parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
+                                        overrides=dict(overrides or {}), service=doc.get("service"),
+                                        otlp_headers=otlp_headers, timeout_s=timeout_s))
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         results = runner.run_all(jobs, concurrency=concurrency, workdir=workdir,
                                  progress=lambda done, total: say(f"replays {done}/{total}"))
-
-        by_key: dict[str, list[dict]] = {}
-        for r in results:
-            by_key.setdefault(r["key"], []).append(r)
         for h in chosen:
-            iv = h["intervention"]
-            for r in by_key.get(h["id"], []):
-                h["runs"].append(_judge_run(r, iv, doc, access, llm, milestone_judge, labels))
+            for r in (r for r in results if r["key"] == h["id"]):
+                h["runs"].append(_judge_run(r, h["intervention"], doc, access, llm, milestone_judge, labels))
             if h.get("refused"):
                 h["verdict"], h["verdict_reason"] = "inconclusive", f"not replayed: {h.pop('refused')}"
             else:
@@ -279,6 +247,45 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
     if save:
         access.save_replay(session_id, result)
     return result
+
+
+def _hypotheses_for_round(round_: int, doc: dict, trial_list: list[dict], analysis, llm, memory: RepairMemory,
+                          given: list[dict] | None, per_trial: int, labels: dict, notes: list[str]) -> list[dict]:
+    """Round 1: the user's hypotheses, else attribution; later rounds: what memory says is
+    still worth trying (untried steps first, refuted steps and fixed trials never)."""
+    if given and round_ == 1:
+        labels["attribution"].add("user")
+        return _user_hypotheses(doc, given, trial_list, round_)
+    candidates, label, attribution_notes = attribution.attribute(
+        doc, trial_list, analysis, llm, round_=round_, per_trial=per_trial + round_ - 1)
+    labels["attribution"].add(label)
+    notes += attribution_notes
+    if round_ == 1:
+        return candidates
+    return memory.plan_round(_with_upstream_instructions(doc, candidates, memory, round_) + candidates)
+
+
+def _intervene(h: dict, doc: dict, cassette: dict, definitions: dict, llm, memory: RepairMemory, labels: dict,
+               notes: list[str], *, runs: int, guard: bool, allow_live_tools: bool, job: dict) -> list:
+    """Write the hypothesis' intervention and the replay jobs that test it (none if refused)."""
+    given = h.pop("_intervention", None)
+    if given:
+        iv, label = _user_intervention(doc, h, given), "user"
+    else:
+        iv, label, note = interventions.generate(doc, h, llm, definitions=definitions.get(h["step"]),
+                                                 memory_notes=memory.notes_for(h["step"]))
+        notes += [note] if note else []
+    labels["intervention"].add(label)
+    h["intervention"], h["runs"] = iv, []
+    refusal = _live_tools_allowed(cassette, doc, iv["step"], allow_live_tools)
+    if refusal:
+        h["refused"] = refusal
+        return []
+    guard_config = Guard.from_intervention(iv).to_json() if guard else None
+    # what the instrumentation applies (contracts §4); the rest stays in the result
+    wire = {k: v for k, v in iv.items() if k not in ("before", "expect", "source", "agent")}
+    return [runner.ReplayJob(key=h["id"], run_index=i, cassette=cassette, intervention=wire, guard=guard_config, **job)
+            for i in range(runs)]
 
 
 def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, labels: dict) -> dict:
