@@ -1,0 +1,33 @@
+"""tracefix.analysis: find where a session went wrong, without labels.
+
+    tracefix train  [--db PATH | --server URL] [--criterion success|positive] [--epochs N] [--out DIR]
+    tracefix analyze SESSION [--json] [--no-llm] [--model-dir DIR]
+    tracefix import FILE [--json]                  # message logs (JSON, JSON list, JSONL)
+
+    from tracefix.analysis.pipeline import analyze_document, analyze_session, train_model
+    result = analyze_document(session_document, model=None)   # docs/contracts.md section 3
+
+How (AgentTether section III, adapted to OTel traces):
+  units.py       steps -> transition units (observation, belief, action, feedback; status,
+                 error signature, tool, phase, artifacts, unsupported / misattributed values)
+  graph.py       critical transition graph (temporal, artifact, same-error, loop edges) and its
+                 heterogeneous view for the HGT (step + agent/tool/error/artifact nodes)
+  features.py    the per-step feature vector both detectors read (FEATURE_NAMES)
+  detectors.py   IsolationForestDetector (run-local) and HGTDetector (normal-behaviour model,
+                 self-supervised on successful sessions; versioned model files)
+  frontier.py    per-detector frontier: cut at the largest score drop, contiguous groups
+  symptoms.py    errors / failure claims / wrong final answers walked back to their origin
+  hypotheses.py  ranked hypotheses with separate evidence per detector and dependency paths
+  analyst.py     optional LLM analyst confirming the turning point (TRACEFIX_LLM_*)
+  pipeline.py    analyze_document / analyze_session / train_model
+  importer.py    message logs -> session documents
+
+Environment:
+  TRACEFIX_MODEL_DIR      where models are written and read (default: <db folder>/models)
+  TRACEFIX_TORCH_THREADS  torch intra-op threads for the HGT (default 1; 0 keeps torch's own)
+  TRACEFIX_LLM_BASE_URL / _MODEL / _API_KEY   the optional analyst (unset: detectors only)
+  TRACEFIX_SERVER / TRACEFIX_DB / TRACEFIX_TOKEN   where the CLI verbs find the store
+
+This package is imported lazily by the CLI and the collector's diagnosis worker; torch,
+torch_geometric and scikit-learn load only when a detector runs.
+"""

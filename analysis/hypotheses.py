@@ -35,7 +35,7 @@ MAX_HYPOTHESES = 5
 
 
 def _normalized(scores: Sequence[float]) -> list[float]:
-    lo, hi = min(scores), max(scores)
+    lo, hi = float(min(scores)), float(max(scores))  # plain floats: results must stay JSON
     if hi - lo < 1e-12:
         return [0.0] * len(scores)
     return [(float(s) - lo) / (hi - lo) for s in scores]

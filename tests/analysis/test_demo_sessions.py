@@ -129,3 +129,19 @@ def test_thumbs_down_in_serve_stores_hypotheses(demo_corpus, demo_model):
     assert stored["model_version"] == demo_model.version
     assert stored["hypotheses"][0]["step"] == label["step"]
     assert np.isfinite([s["hgt"] for s in stored["scores"]]).all()
+
+
+def test_cli_analyze_through_a_running_server(demo_corpus, demo_model):
+    """`tracefix analyze --server`: HTTP access, and the model found next to the server's db."""
+    import json
+    import subprocess
+    import sys
+
+    label, doc = faulted(demo_corpus, "wrong_argument")
+    proc = subprocess.run([sys.executable, "-m", "tracefix.cli", "analyze", doc["session_id"], "--json", "--no-llm",
+                           "--server", demo_corpus.server_url], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["model_version"] == demo_model.version
+    assert result["hypotheses"][0]["step"] == label["step"]
+    assert demo_corpus.access.get_analysis(doc["session_id"])["model_version"] == demo_model.version

@@ -1,0 +1,71 @@
+"""analyze_document on degenerate sessions: nothing crashes, shapes stay those of contracts §3."""
+import json
+
+import pytest
+
+from handmade import bank_session
+from tracefix.analysis.detectors import HGTDetector
+from tracefix.analysis.pipeline import NO_MODEL_NOTE, analyze_document, latest_model_path, load_model
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    from tracefix.analysis.graph import build_graph
+    from tracefix.analysis.units import build_units
+
+    return HGTDetector(epochs=2, hidden=16, heads=2).fit([build_graph(build_units(bank_session(s))) for s in range(4)])
+
+
+@pytest.mark.parametrize("doc", [
+    {"steps": []},
+    {"steps": [{"index": 0}]},
+    {"steps": [{"index": 0, "kind": "llm", "agent": "X", "output_message": {"content": None}},
+               {"index": 1, "kind": "message", "content": "hi"}]},
+    {"steps": [{"index": 0, "kind": "llm", "tool_calls": [
+        {"name": "t", "arguments": "not json", "result": None, "error": "Boom: 1"}]}]},
+], ids=["empty", "bare-step", "mixed-kinds", "bad-arguments"])
+@pytest.mark.parametrize("with_model", [False, True])
+def test_degenerate_sessions_analyze_without_crashing(doc, with_model, small_model):
+    result = analyze_document(doc, small_model if with_model else None)
+    json.dumps(result)  # storable as is
+    assert len(result["scores"]) == len(doc["steps"])
+    assert (NO_MODEL_NOTE in result["notes"]) is (not with_model)
+    assert {h["step"] for h in result["hypotheses"]} <= set(range(len(doc["steps"])))
+    for key in ("session_id", "created_at", "model_version", "detectors", "notes", "llm_used",
+                "scores", "frontier", "graph", "hypotheses"):
+        assert key in result
+
+
+def test_newest_model_file_wins_and_is_cached(small_model, tmp_path):
+    assert load_model(tmp_path) is None
+    first = small_model.save(tmp_path)
+    assert latest_model_path(tmp_path) == first
+    loaded = load_model(tmp_path)
+    assert loaded.version == small_model.version and load_model(tmp_path) is loaded
+    (tmp_path / "hgt-1-broken.pt").write_bytes(b"not a model")
+    with pytest.raises(Exception):
+        load_model(tmp_path)  # the newest file is unreadable: the caller reports it
+
+
+def test_analyze_session_notes_an_unreadable_model_and_stores_the_result(tmp_path):
+    from tracefix.analysis.importer import documents_from_text
+    from tracefix.analysis.pipeline import analyze_session
+    from tracefix.collector.access import connect
+
+    conversation = {"task": "Move $10 from ACC-1001 to ACC-1002", "messages": [
+        {"name": "Orchestrator", "role": "assistant", "content": "PaymentsAgent: transfer $10 from ACC-1001 to ACC-1002"},
+        {"name": "PaymentsAgent", "role": "assistant", "content": "transfer(ACC-1001, ACC-9999, 10)"},
+        {"name": "Computer_terminal", "role": "user", "content": "Error: UnknownAccount ACC-9999"},
+        {"name": "Orchestrator", "role": "assistant", "content": "FINAL ANSWER: done"}]}
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "hgt-1-broken.pt").write_bytes(b"junk")
+    with connect(db=str(tmp_path / "t.duckdb")) as access:
+        [sid] = access.import_sessions(documents_from_text(json.dumps(conversation)))
+        result = analyze_session(access, sid, llm=False)  # models folder next to the db file
+        assert result["detectors"] == ["isolation_forest"]
+        assert any("could not be loaded" in n for n in result["notes"])
+        assert access.get_analysis(sid)["hypotheses"] == json.loads(json.dumps(result["hypotheses"]))
+        assert result["hypotheses"][0]["step"] == 1  # the step that used the unknown account
+        with pytest.raises(KeyError, match="s-missing"):
+            analyze_session(access, "s-missing", llm=False)
