@@ -2,6 +2,7 @@
 in its diagnosis worker; the result is served at /api/v1/sessions/{id}/replay."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -38,3 +39,12 @@ def test_thumbs_down_runs_the_replay_inside_tracefix_serve(lab, tmp_path):
             assert access.get_analysis(sid)["session_id"] == sid
     finally:
         serve.stop()
+
+    # With no server running, `tracefix replay --db` starts a collector on the file for its
+    # children, replays, and stores the result there.
+    out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", sid, "--db", str(tmp_path / "diag.duckdb"),
+                          "--step", "1", "--runs", "1", "--json"], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    offline = json.loads(out.stdout)
+    assert offline["hypotheses"][0]["step"] == 1 and len(offline["hypotheses"][0]["runs"]) == 1
+    assert offline["hypotheses"][0]["runs"][0]["error"] is None
