@@ -21,7 +21,7 @@ def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "reports"
     result = subprocess.run(
         [sys.executable, "-m", "tracefix.cli", "demo", "--tasks", "5", "--fault-rate", "0.4", "--seed", "7",
-         "--epochs", "8", "--llm", "none", "--out", str(out)],
+         "--epochs", "8", "--llm", "none", "--out", str(out), "--keep"],
         capture_output=True, text=True, timeout=420)
     return result, out
 
@@ -58,6 +58,22 @@ def test_each_report_has_steps_graph_hypotheses_and_replayed_verdicts(demo):
         assert "is not available" not in html, "every child session of the replays was found"
         assert "thumbs-down" in html  # the feedback that started the diagnosis
         assert "deterministic fallback" in html  # --llm none: the report says which stages had no LLM
+
+
+def test_markdown_report_of_a_diagnosed_session_from_the_kept_store(demo, tmp_path):
+    """--keep leaves the store; `tracefix report --format md` on it shows the replays as diffs."""
+    _, out = demo
+    store = out / "work" / "tracefix.duckdb"
+    assert store.exists()
+    session = re.search(r'<a href="t\d+-\w+\.html"><code>(\w+)</code>', (out / "index.html").read_text()).group(1)
+    md_path = tmp_path / "r.md"
+    result = subprocess.run([sys.executable, "-m", "tracefix.cli", "report", session, "--db", str(store),
+                             "--out", str(md_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    md = md_path.read_text(encoding="utf-8")
+    assert "## Interventions and replays" in md and "```diff" in md and "Replay 1 against the original from step" in md
+    assert re.search(r"\| 3 \| s-replay-", md), "three runs per intervention"
+    assert (tmp_path / "r.graph.png").exists() and (tmp_path / "r.scores.png").exists()
 
 
 def test_demo_stops_every_process_it_started(demo):
