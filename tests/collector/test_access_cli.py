@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from conftest import TOKEN
+from collector_support import TOKEN
 from test_ingest import _otlp_request, post
 
 import procs

@@ -6,7 +6,7 @@ import time
 import uuid
 
 import procs
-from conftest import WebhookReceiver, free_port, tracer_provider
+from collector_support import WebhookReceiver, free_port, tracer_provider
 from test_ingest import _otlp_request, post, record_agent_session
 
 

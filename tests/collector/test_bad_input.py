@@ -7,7 +7,7 @@ import uuid
 
 import grpc
 import pytest
-from conftest import TOKEN, tracer_provider
+from collector_support import TOKEN, tracer_provider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

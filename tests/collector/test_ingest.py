@@ -8,7 +8,7 @@ import urllib.request
 import uuid
 
 import pytest
-from conftest import TOKEN, tracer_provider
+from collector_support import TOKEN, tracer_provider
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -11,7 +11,7 @@ import sys
 import uuid
 
 import pytest
-from conftest import TOKEN, tracer_provider
+from collector_support import TOKEN, tracer_provider
 from test_ingest import post
 
 QUESTION = "Task: Alice Chen asks how much money is in her savings account."

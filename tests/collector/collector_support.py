@@ -1,0 +1,79 @@
+"""Helpers of the collector tests: a real webhook receiver, free ports, SDK exporters.
+
+A uniquely named module (not conftest) so `from collector_support import ...` resolves to
+this file whatever other test folders are collected in the same run."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOKEN = "test-token"
+
+
+class WebhookReceiver:
+    """A stdlib HTTP server recording every JSON POST (the alert target)."""
+
+    def __init__(self, port: int = 0):
+        received = self.received = []
+        self.event = threading.Event()
+        event = self.event
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                received.append({"headers": dict(self.headers), "json": json.loads(body)})
+                event.set()
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, predicate, timeout: float = 20.0) -> list[dict]:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hits = [r for r in self.received if predicate(r["json"])]
+            if hits:
+                return hits
+            time.sleep(0.05)
+        return [r for r in self.received if predicate(r["json"])]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tracer_provider(collector_proc, protocol: str = "http", token: str | None = TOKEN, service: str = "test-agent"):
+    """A real SDK TracerProvider exporting OTLP to the collector (flush with force_flush)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    headers = {"authorization": f"Bearer {token}"} if token else None
+    if protocol == "http":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=collector_proc.match["http"] + "/v1/traces", headers=headers, timeout=10)
+    else:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=collector_proc.match["grpc"], insecure=True,
+                                    headers=tuple(headers.items()) if headers else None, timeout=10)
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+    return provider
