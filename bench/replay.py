@@ -98,6 +98,7 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
                 "hypothesis_steps": [h["step"] for h in result["hypotheses"]],
                 "stages": result["stages"], "diagnose_s": elapsed,
                 "runs": [{"wall_s": r["wall_s"], "counts": r["counts"], "divergence": r["divergence"],
+                          "success": r["success"], "fulfilled": r["fulfilled"], "progress": r["progress"],
                           "sim_requests": stats.get(r["child_session_id"], 0),
                           "child_ms": (children.get(r["child_session_id"]) or {}).get("duration_ms"),
                           "child_work_ms": work_ms(children.get(r["child_session_id"])),
