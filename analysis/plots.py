@@ -27,6 +27,7 @@ EDGE_STYLES = {
 }
 OTHER_EDGE_STYLE = ("#7f7f7f", 1.0, 0.25, None)
 FRONTIER_COLOR = "#d62728"
+MAX_CURVED_EDGES = 150  # per edge type; each arc is a patch matplotlib lays out one by one
 DETECTOR_COLORS = {"isolation_forest": "#1f77b4", "hgt": "#9467bd"}
 DETECTOR_LABELS = {"isolation_forest": "IsolationForest (run-local)", "hgt": "HGT (normal-behaviour model)"}
 
@@ -105,9 +106,12 @@ def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
     for etype in sorted({d["type"] for _, _, d in g.edges(data=True)}, key=lambda t: (t != "temporal", t)):
         color, width, rad, label = EDGE_STYLES.get(etype, OTHER_EDGE_STYLE)
         edgelist = [(u, v) for u, v, d in g.edges(data=True) if d["type"] == etype]
-        nx.draw_networkx_edges(g, pos, edgelist=edgelist, ax=ax, edge_color=color, width=width,
-                               arrows=True, arrowsize=8, node_size=node_size,
-                               connectionstyle=f"arc3,rad={rad}")
+        # Time runs left to right, so next-step edges need no arrowheads and can be one fast
+        # LineCollection; so can dependency arcs once there are too many to tell apart.
+        curved = etype != "temporal" and len(edgelist) <= MAX_CURVED_EDGES
+        kwargs = {"arrows": True, "arrowsize": 8, "node_size": node_size,
+                  "connectionstyle": f"arc3,rad={rad}"} if curved else {"arrows": False}
+        nx.draw_networkx_edges(g, pos, edgelist=edgelist, ax=ax, edge_color=color, width=width, **kwargs)
         types_seen.append((label or etype.replace("_", " "), color))
 
     if frontier:
