@@ -64,10 +64,15 @@ def serve(db, host, http_port, grpc_port, token, webhooks, public_url, alert_thr
                     alert_retry_max_s=alert_retry_max, diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
                     db_threads=db_threads)
+    import duckdb
+
     try:
         sys.exit(serve_forever(config))
     except OSError as exc:
         raise click.ClickException(f"cannot start: {exc}") from exc
+    except duckdb.Error as exc:
+        hint = " (another tracefix serve holds this file: one collector per database)" if "lock" in str(exc).lower() else ""
+        raise click.ClickException(f"cannot open the store {config.db}: {exc}{hint}") from exc
 
 
 def _fmt_score(v):

@@ -123,3 +123,9 @@ def test_report_route_answers_html_or_a_clear_404(collector, seeded):
             assert seeded in resp.read().decode()
     except urllib.error.HTTPError as exc:
         assert exc.code == 404 and "report renderer" in json.loads(exc.read())["error"]
+
+
+def test_second_collector_on_the_same_file_refuses_clearly(collector):
+    second = tracefix("serve", "--db", str(collector.db), "--http-port", "0", "--grpc-port", "0")
+    assert second.returncode != 0
+    assert "one collector per database" in second.stderr
