@@ -141,22 +141,33 @@ def resolve_endpoint(access, endpoint: str | None) -> str:
     return endpoint
 
 
-def _with_upstream_instructions(doc: dict, candidates: list[dict], memory: RepairMemory, round_: int) -> list[dict]:
-    """Round 2+: for worker steps whose edit was not carried out or did not fix the trial,
-    the orchestrator instruction that fed them, as a new candidate."""
+def _memory_candidates(doc: dict, trial_list: list[dict], memory: RepairMemory, round_: int) -> list[dict]:
+    """Round 2+ candidates that come from what earlier rounds learned:
+    - for a worker step whose edit was not carried out or did not fix its trial, the
+      orchestrator instruction that started that worker's turn;
+    - for the trial that ends the session, still unfixed, its final answer: the session
+      failed, so answering there may have been premature."""
+    def candidate(step: dict, trial, reason: str, evidence: dict) -> dict:
+        return {"id": attribution.hypothesis_id(doc["session_id"], round_, step["index"], "memory"), "round": round_,
+                "trial": trial, "step": step["index"], "agent": step.get("agent"), "reason": reason,
+                "source": "memory", "evidence": evidence}
+
     out = []
     for tried in memory.tried:
         if tried["verdict"] == "validated":
             continue
         upstream = attribution.upstream_instruction(doc, tried["step"])
-        if upstream is None:
-            continue
-        step = upstream["index"]
-        out.append({"id": attribution.hypothesis_id(doc["session_id"], round_, step, "memory"), "round": round_,
-                    "trial": tried["trial"], "step": step, "agent": upstream.get("agent"),
-                    "reason": (f"the edit at step {tried['step']} ({tried['agent']}) was {tried['verdict']}; "
-                               f"the instruction at step {step} that started that turn may be at fault"),
-                    "source": "memory", "evidence": {"step": step, "downstream_step": tried["step"]}})
+        if upstream is not None:
+            out.append(candidate(upstream, tried["trial"],
+                                 f"the edit at step {tried['step']} ({tried['agent']}) was {tried['verdict']}; "
+                                 f"the instruction at step {upstream['index']} that started that turn may be at fault",
+                                 {"step": upstream["index"], "downstream_step": tried["step"]}))
+    last = doc["steps"][-1]
+    final = next((t["index"] for t in trial_list if t["start"] <= last["index"] <= t["end"]), None)
+    tried_trials = {t["trial"] for t in memory.tried}
+    if final in tried_trials and final not in memory.fixed_trials() and not last.get("tool_calls"):
+        out.append(candidate(last, final, "the session ends in this answer although it failed: "
+                                          "it may have come too early", {"step": last["index"]}))
     return out
 
 
@@ -262,7 +273,7 @@ def _hypotheses_for_round(round_: int, doc: dict, trial_list: list[dict], analys
     notes += attribution_notes
     if round_ == 1:
         return candidates
-    return memory.plan_round(_with_upstream_instructions(doc, candidates, memory, round_) + candidates)
+    return memory.plan_round(_memory_candidates(doc, trial_list, memory, round_) + candidates)
 
 
 def _intervene(h: dict, doc: dict, cassette: dict, definitions: dict, llm, memory: RepairMemory, labels: dict,

@@ -199,7 +199,7 @@ def test_prefix_violation_is_detected_from_the_child_counts():
 
 
 def test_second_round_moves_from_an_unfollowed_worker_edit_to_the_instruction_that_fed_it():
-    from tracefix.replay.pipeline import _with_upstream_instructions
+    from tracefix.replay.pipeline import _memory_candidates
 
     doc = failed_deposit_session()
     m = RepairMemory()
@@ -207,7 +207,7 @@ def test_second_round_moves_from_an_unfollowed_worker_edit_to_the_instruction_th
                  "verdict": "inconclusive"})
     found, _, _ = trials.segment(doc, None)
     candidates, _, _ = attribution.attribute(doc, found, analysis_for(doc, [3, 1, 6]), round_=2, per_trial=2)
-    chosen = m.plan_round(_with_upstream_instructions(doc, candidates, m, 2) + candidates)
+    chosen = m.plan_round(_memory_candidates(doc, found, m, 2) + candidates)
     first = next(h for h in chosen if h["trial"] == 0)
     assert (first["step"], first["agent"], first["source"]) == (2, "Orchestrator", "memory")
     # once that is tried too, the analysis' next candidate in the trial comes up
@@ -225,3 +225,17 @@ def test_live_tools_after_t_need_a_snapshot_or_explicit_permission():
     assert "--allow-live-tools" in refusal and "tracefix.track" in refusal
     assert _live_tools_allowed({"snapshots": []}, doc, 3, True) is None
     assert _live_tools_allowed({"snapshots": []}, doc, 7, False) is None  # no tool runs after step 7
+
+
+def test_second_round_questions_the_final_answer_of_an_unfixed_last_trial():
+    from tracefix.replay.pipeline import _memory_candidates
+
+    doc = failed_deposit_session()
+    found, _, _ = trials.segment(doc, None)
+    m = RepairMemory()
+    m.record(1, {"trial": 1, "step": 6, "agent": "PaymentsAgent", "intervention": {"text": "x"},
+                 "verdict": "inconclusive"})
+    extra = _memory_candidates(doc, found, m, 2)
+    assert [(h["step"], h["trial"]) for h in extra] == [(5, 1), (7, 1)]  # instruction before 6; final answer
+    final = interventions.template(doc, {**extra[1], "evidence": {}})
+    assert "final answer" in final["text"]
