@@ -89,7 +89,7 @@ def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
         assert store.store.stats()["messages"] == len(distinct) + 5 + 5
 
 
-def test_full_queue_answers_429_with_retry_after(tmp_path):
+def test_full_queue_answers_429_and_resource_exhausted(tmp_path):
     db = tmp_path / "bp.duckdb"
     serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "50")
     try:
@@ -115,5 +115,33 @@ def test_full_queue_answers_429_with_retry_after(tmp_path):
         assert 200 in statuses
         assert 429 in statuses, "six concurrent exporters against a 50-span queue must meet back-pressure"
         assert set(retry_after) == {"1"}
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+
+        codes: list = []
+        channel = grpc.insecure_channel(serve.match["grpc"])
+        stub = TraceServiceStub(channel)
+
+        def blast_grpc():
+            for _ in range(10):
+                req = ExportTraceServiceRequest.FromString(_otlp_request(f"bpg-{uuid.uuid4().hex[:10]}", 40))
+                try:
+                    stub.Export(req, timeout=30)
+                    code = grpc.StatusCode.OK
+                except grpc.RpcError as exc:
+                    code = exc.code()
+                with lock:
+                    codes.append(code)
+
+        threads = [threading.Thread(target=blast_grpc) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        channel.close()
+        assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED}
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes and grpc.StatusCode.OK in codes
     finally:
         serve.stop()
