@@ -26,7 +26,9 @@ Store (``tracefix.collector.store``, the only SQL)
 HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on all but /healthz)
     ``GET /healthz`` -> {"status", "db", "pending_spans"}
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
-        -> {"sessions": [summary]}
+        -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
+        outcome, score, started_at, ended_at, duration_ms, steps, spans, errors, agents, models,
+        feedback_score (latest), feedback_count, parent_session_id, replayable, source
     ``GET /api/v1/sessions/{id}`` -> session document (docs/contracts.md §1)
     ``GET /api/v1/sessions/{id}/spans`` -> {"spans": [span]}
     ``POST /api/v1/feedback`` {session_id, score, comment} -> 201 feedback (+ alert_id, job_id)
