@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from collector_support import TOKEN
+from collector_support import TOKEN, WebhookReceiver
 from test_ingest import _otlp_request, post
 
 import procs
@@ -67,6 +67,17 @@ def test_cli_verbs_use_the_file_when_no_server_runs(tmp_path):
     assert json.loads(shown.stdout)["feedback"][0]["score"] == -0.5
     bad = tracefix("feedback", "nope", "--down", *nowhere)
     assert bad.returncode != 0 and "unknown session" in bad.stderr
+
+    # the alert recorded without a collector goes out once one starts with a webhook
+    receiver = WebhookReceiver()
+    serve = procs.start_serve(db, "--webhook", receiver.url, "--diagnose", "off")
+    try:
+        (hit,) = receiver.wait_for(lambda j: j.get("session_id") == "offline-1")
+        assert hit["json"]["comment"] == "meh"
+        assert hit["json"]["link"] == f"{serve.match['http']}/api/v1/sessions/offline-1/report"
+    finally:
+        serve.stop()
+        receiver.close()
 
 
 def test_access_layer_round_trips_results_and_imports_both_ways(collector, tmp_path):
