@@ -97,7 +97,9 @@ def step_features(graph: TransitionGraph) -> list[list[float]]:
     out_tok_z = _zscores([math.log1p(u.output_tokens) for u in units])
     len_log = [math.log1p(u.output_length) for u in units]
     len_z = _zscores(len_log)
-    unsupported = [len(u.unsupported) + len(u.misattributed) + len(u.task_conflicts) for u in units]
+    # Values not grounded in what the step saw: invented, misattributed, picked against the
+    # task's wording, or records left out of a summary.
+    unsupported = [len(u.unsupported) + len(u.misattributed) + len(u.task_conflicts) + len(u.omitted) for u in units]
     unacted = unacted_claims(units)
     macro_of: list[tuple[int, int]] = [(0, 0)] * n
     for start, end in macro_blocks(units):

@@ -120,6 +120,8 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                     c["why"].append(f"uses {', '.join(u.unsupported[:3])}, which its input never showed it")
                 if u.task_conflicts:
                     c["why"].append(f"picks {', '.join(u.task_conflicts[:3])}, whose record does not match the task's wording")
+                if u.omitted:
+                    c["why"].append(f"leaves {', '.join(u.omitted[:3])} out of its summary of its tool results")
                 if u.misattributed:
                     c["why"].append(f"attaches {', '.join(u.misattributed[:3])} to the wrong record of its tool results")
             if unacted[k] > 0:

@@ -73,6 +73,8 @@ class TransitionUnit:
     # Words a text step attaches to one record that belong to another record of its own
     # tool results ("ACC-1 savings" when the result says ACC-1 is checking, ACC-2 savings).
     misattributed: list[str] = field(default_factory=list)
+    # Records of its own tool results a text step leaves out while naming their siblings.
+    omitted: list[str] = field(default_factory=list)
     # Ids the action uses whose record (in earlier tool results) differs from its sibling
     # records only by words the task does not say, while a sibling's words are in the task
     # (the task asks for the checking account; the step picks the savings one).
@@ -341,7 +343,9 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         else:
             unit = _unit_from_llm(step, pos, is_last, task)
             if not unit.action["calls"] and unit.action["text"]:
-                unit.misattributed = misattributed_values(unit.action["text"], _own_results(units, unit.agent))
+                own = _own_results(units, unit.agent)
+                unit.misattributed = misattributed_values(unit.action["text"], own)
+                unit.omitted = omitted_records(unit.action["text"], own)
             if task_words and results and not is_last:
                 # Only the first step to pick a conflicting id chose it; later ones were handed it.
                 unit.task_conflicts = [v for v in task_conflicts(_used_values(unit.action["calls"], unit.action["text"]),
@@ -351,6 +355,30 @@ def build_units(doc: dict) -> list[TransitionUnit]:
             results += [f["result"] for f in unit.feedback if isinstance(f.get("result"), (dict, list))]
         units.append(unit)
     return units
+
+
+def omitted_records(text: str, results: list[Any]) -> list[str]:
+    """Ids of records that a summary of `results` leaves out although it names a sibling
+    record (same fields) of the same result: an incomplete or misread listing."""
+    named = extract_artifacts(text)
+    out: set[str] = set()
+    for result in results:
+        groups: dict[tuple, list[set[str]]] = {}
+        for r in _records(result, []):
+            if r:
+                groups.setdefault(tuple(sorted(r)), []).append(
+                    {str(v) for v in r.values() if isinstance(v, str) and _ID.fullmatch(str(v))})
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            unique = [ids - set().union(*(m for m in members if m is not ids)) for ids in members]
+            mentioned = [bool(u & named) for u in unique]
+            if any(mentioned):
+                out |= {sorted(u)[0] for u, said in zip(unique, mentioned) if u and not said}
+    return sorted(out)
+
+
+_ID = re.compile(r"[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*")
 
 
 def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:
