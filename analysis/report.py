@@ -572,24 +572,27 @@ def report_images(analysis: dict | None, replay: dict | None = None) -> dict[str
 def render_index(entries: list[dict], *, title: str = "tracefix: root-cause reports",
                  intro: str | None = None) -> str:
     """One page linking several reports. Each entry: ``href``, ``session_id``, ``task``,
-    ``outcome``, and optionally ``top_step``, ``verdict``, ``verified_step``, ``note``,
-    and any ``extra`` columns as a dict (label -> value)."""
+    and optionally ``top_step``, ``verdict``, ``fix`` (the best tested fix, one line),
+    ``problems`` (a list), and ``extra`` columns as a dict (label -> value)."""
     extra_cols: list[str] = []
     for entry in entries:
         for col in entry.get("extra") or {}:
             if col not in extra_cols:
                 extra_cols.append(col)
-    head = "".join(f"<th>{_e(c)}</th>" for c in ["session", "task", *extra_cols, "top hypothesis", "best verdict", "notes"])
+    head = "".join(f"<th>{_e(c)}</th>" for c in ["session", "task", *extra_cols, "top hypothesis", "best verdict",
+                                                  "best tested fix"])
     rows = []
     for entry in entries:
         extra = entry.get("extra") or {}
+        sid = str(entry.get("session_id") or "")
+        problems = "".join(f'<div class="b-bad">{_e(p)}</div>' for p in entry.get("problems") or [])
         rows.append(
-            f"<tr><td><a href=\"{_e(entry.get('href'))}\"><code>{_e(entry.get('session_id'))}</code></a></td>"
-            f"<td>{_e(rc.one_line(entry.get('task'), 140))}</td>"
+            f"<tr><td><a href=\"{_e(entry.get('href'))}\" title=\"{_e(sid)}\"><code>{_e(sid[:12])}</code></a></td>"
+            f"<td>{_e(rc.brief(entry.get('task'), 140))}</td>"
             + "".join(f"<td>{_e(extra.get(c, '—'))}</td>" for c in extra_cols)
-            + f"<td>{_e('step ' + str(entry['top_step']) if entry.get('top_step') is not None else '—')}</td>"
+            + f"<td style=\"white-space:nowrap\">{_e('step ' + str(entry['top_step']) if entry.get('top_step') is not None else '—')}</td>"
             f"<td>{_verdict_badge(entry['verdict']) if entry.get('verdict') else '<span class=muted>—</span>'}</td>"
-            f"<td>{_e(entry.get('note') or '')}</td></tr>")
+            f"<td>{_e(rc.brief(entry.get('fix'), 110))}{problems}</td></tr>")
     body = (f"<h1>{_e(title)}</h1>" + (f'<p class="sub">{_e(intro)}</p>' if intro else "")
             + (f'<div class="card"><table><tr>{head}</tr>{"".join(rows)}</table></div>' if rows
                else '<div class="card muted">No reports: no session needed a diagnosis.</div>')

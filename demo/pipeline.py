@@ -407,7 +407,7 @@ class Demo:
     # stage 6
     def write_reports(self) -> Path:
         from tracefix.analysis.report import render_index
-        from tracefix.analysis.report_content import one_line, task_text
+        from tracefix.analysis.report_content import task_text
         from tracefix.analysis.report_cli import write_report
 
         self.out.mkdir(parents=True, exist_ok=True)
@@ -421,13 +421,11 @@ class Demo:
             best = failed.best
             fault = failed.fault
             iv = (best or {}).get("intervention") or {}
-            fix = (f"{iv.get('category') or iv.get('kind')} at step {iv.get('step')}: {one_line(iv.get('text'), 120)}"
-                   if iv else "")
+            fix = f"{iv.get('category') or iv.get('kind')} at step {iv.get('step')}: {iv.get('text')}" if iv else ""
             entries.append({
                 "href": name, "session_id": failed.session_id,
                 "task": f"{failed.task_id}: {task_text(failed.doc)}", "top_step": failed.top_step,
-                "verdict": best.get("verdict") if best else None,
-                "note": "; ".join(failed.problems) or fix,
+                "verdict": best.get("verdict") if best else None, "fix": fix, "problems": failed.problems,
                 "extra": {"injected fault (ground truth)": f"{fault['kind']} at step {fault['step']}" if fault else "—"},
             })
         ok = sum(1 for d in self.outcomes.values() if d.get("outcome") == "success")

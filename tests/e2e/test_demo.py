@@ -65,7 +65,7 @@ def test_markdown_report_of_a_diagnosed_session_from_the_kept_store(demo, tmp_pa
     _, out = demo
     store = out / "work" / "tracefix.duckdb"
     assert store.exists()
-    session = re.search(r'<a href="t\d+-\w+\.html"><code>(\w+)</code>', (out / "index.html").read_text()).group(1)
+    session = re.search(r'<a href="t\d+-\w+\.html" title="(\w+)">', (out / "index.html").read_text()).group(1)
     md_path = tmp_path / "r.md"
     result = subprocess.run([sys.executable, "-m", "tracefix.cli", "report", session, "--db", str(store),
                              "--out", str(md_path)], capture_output=True, text=True, timeout=120)
