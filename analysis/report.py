@@ -182,12 +182,13 @@ def _html_hypotheses(analysis, replay) -> str:
     hyps = (analysis or {}).get("hypotheses") or []
     if not hyps:
         return '<h2>Failure hypotheses</h2><p class="muted">No hypotheses (the session was not analyzed).</p>'
-    verdicts: dict[int, list[str]] = {}
+    verdicts: dict[int, list[dict]] = {}
     for h in (replay or {}).get("hypotheses") or []:
-        verdicts.setdefault(h.get("step"), []).append(h.get("verdict"))
+        verdicts.setdefault(h.get("step"), []).append(h)
     rows = []
     for h in hyps:
-        tested = " ".join(_verdict_badge(v) for v in verdicts.get(h.get("step"), [])) or '<span class="muted">not replayed</span>'
+        tested = " ".join(f'<a href="#hyp-{_e(t.get("id"))}">{_verdict_badge(t.get("verdict"))}</a>'
+                          for t in verdicts.get(h.get("step"), [])) or '<span class="muted">not replayed</span>'
         rows.append(
             f"<tr><td>{_e(h.get('rank'))}</td><td style=\"white-space:nowrap\"><a href=\"#step-{_e(h.get('step'))}\">step {_e(h.get('step'))}</a></td>"
             f"<td>{_e(h.get('agent'))}</td><td>{_e(rc.fmt_score(h.get('score')))}</td><td>{_e(h.get('source'))}</td>"
@@ -385,8 +386,9 @@ def _html_trace(doc, analysis, replay) -> str:
         if step is not None:
             interventions.setdefault(int(step), []).append(h.get("verdict"))
     parts = ["<h2>The trace</h2>",
-             f'<p class="sub">{len(steps)} steps; click a step to open it. Trials are the plan–execution '
-             "rounds the replay segmented the session into.</p>"]
+             f'<p class="sub">{rc.plural(len(steps), "step")}; click a step to open it.'
+             + (" Trials are the plan–execution rounds the replay segmented the session into." if replay else "")
+             + "</p>"]
     trial_list = rc.trials(doc, replay)
     by_trial: dict[int, list[int]] = {t.index: [] for t in trial_list}
     for i, step in enumerate(steps):
