@@ -102,6 +102,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             tool_name, tool_call_id, tool_arguments, tool_result, error, start_ns, end_ns
             FROM spans WHERE kind = 'tool'""",
     ]),
+    # same reason as 3: snapshot rows are deduplicated by a time-pruned anti-join
+    (4, "snapshots without a primary key index", [
+        "CREATE TABLE snapshots_v4 AS SELECT * FROM snapshots ORDER BY time_ns",
+        "DROP TABLE snapshots",
+        "ALTER TABLE snapshots_v4 RENAME TO snapshots",
+    ]),
 ]
 
 SPAN_COLUMNS = [
@@ -283,7 +289,10 @@ class Store:
                 "span_id": [x.span_id for x in s], "seq": pa.array([x.seq for x in s], pa.int32()),
                 "key": [x.key for x in s], "state": [x.state for x in s], "hash": pa.array([x.hash for x in s], pa.string()),
                 "step": pa.array([x.step for x in s], pa.int32()), "time_ns": pa.array([x.time_ns for x in s], pa.int64())}))
-            con.execute("INSERT OR IGNORE INTO snapshots SELECT * FROM _snap_batch")
+            con.execute("""INSERT INTO snapshots SELECT b.* FROM _snap_batch b WHERE NOT EXISTS (
+                               SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN ? AND ?
+                               AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""",
+                        [min(x.time_ns for x in s), max(x.time_ns for x in s)])
             con.unregister("_snap_batch")
         if touched:
             self._derive_steps(con, touched, span_range)
@@ -701,7 +710,7 @@ class Store:
     def stats(self) -> dict:
         cur = self._read()
         return {t: cur.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("sessions", "spans", "messages", "steps", "feedback", "alerts", "jobs")}
+                for t in ("sessions", "spans", "messages", "steps", "snapshots", "feedback", "alerts", "jobs")}
 
 
 class _Transaction:

@@ -71,7 +71,8 @@ def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     record_agent_session(provider.get_tracer("t"), "growing", steps=6)
     body = encode_spans(exporter.get_finished_spans()).SerializeToString()
-    assert post(serve.match["http"] + "/v1/traces", body, token=None)[0] == 200
+    for _ in range(2):  # the second time is an exporter retry: nothing may be stored twice
+        assert post(serve.match["http"] + "/v1/traces", body, token=None)[0] == 200
     assert serve.stop() == 0
     assert "stopped" in serve.output()
     from tracefix.collector.access import connect
@@ -87,6 +88,8 @@ def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
         # content addressing: each distinct message once; 'term-1' adds its 5 questions and 5
         # answers (its system prompt is the same message as the growing session's)
         assert store.store.stats()["messages"] == len(distinct) + 5 + 5
+        assert len(store.get_spans("growing")) == 1 + 6 * 3
+        assert store.store.stats()["snapshots"] == 6
 
 
 def test_full_queue_answers_429_and_resource_exhausted(tmp_path):
