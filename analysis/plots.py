@@ -67,10 +67,11 @@ def frontier_of(analysis: dict, detector: str) -> list[int]:
     return _flat_steps((analysis.get("frontier") or {}).get(detector))
 
 
-def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
+def graph_png(analysis: dict, *, highlight: int | None = None, highlight_label: str = "top hypothesis") -> bytes | None:
     """The critical transition graph: one lane per agent, steps left to right, typed
-    dependency edges drawn as arcs, the anomalous frontier ringed in red and the top
-    hypothesis' step (``highlight``) starred. None when the analysis has no graph."""
+    dependency edges drawn as arcs, the anomalous frontier ringed in red and one step
+    (``highlight``: the top hypothesis, or the verified root cause) starred. None when the
+    analysis has no graph."""
     import networkx as nx
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
@@ -152,7 +153,7 @@ def graph_png(analysis: dict, *, highlight: int | None = None) -> bytes | None:
                               label="anomalous frontier"))
     if highlight is not None and highlight in pos:
         handles.append(Line2D([], [], marker="*", linestyle="", color="#d62728", markersize=10,
-                              label="top hypothesis"))
+                              label=highlight_label))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     return _png(fig)
 

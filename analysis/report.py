@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import base64
 import html
+import logging
 import re
 from datetime import datetime, timezone
 
 from tracefix.analysis import plots
 from tracefix.analysis import report_content as rc
+
+log = logging.getLogger("tracefix.analysis.report")
 
 MAX_BLOCK = 4000  # characters of one message or tool result shown in the trace
 
@@ -112,16 +115,26 @@ def _img(png: bytes | None, alt: str) -> str:
 
 
 def _images(analysis: dict | None, replay: dict | None) -> tuple[bytes | None, bytes | None]:
+    """The graph and the score timeline; a picture that cannot be drawn is left out (and
+    logged) rather than costing the reader the rest of the report."""
     if not analysis:
         return None, None
     top = ((analysis.get("hypotheses") or [{}])[0] or {}).get("step")
     tested = rc.replay_hypotheses(replay)
     confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
     highlight = confirmed[0].get("step") if confirmed else top
+    label = "verified root cause" if confirmed else "top hypothesis"
     hyp_steps = [h.get("step") for h in (analysis.get("hypotheses") or [])[:3] if h.get("step") is not None]
     trials = [{"start": t.start} for t in rc.trials({"steps": []}, replay)] if replay else None
-    return (plots.graph_png(analysis, highlight=highlight),
-            plots.scores_png(analysis, trials=trials, hypothesis_steps=hyp_steps))
+    pictures = []
+    for draw in (lambda: plots.graph_png(analysis, highlight=highlight, highlight_label=label),
+                 lambda: plots.scores_png(analysis, trials=trials, hypothesis_steps=hyp_steps)):
+        try:
+            pictures.append(draw())
+        except Exception:  # odd values from a partial analysis must not cost the whole report
+            log.exception("could not draw a report picture for session %s", analysis.get("session_id"))
+            pictures.append(None)
+    return pictures[0], pictures[1]
 
 
 # --- HTML sections ----------------------------------------------------------------------------
