@@ -418,6 +418,17 @@ def _html_trace(doc, analysis, replay) -> str:
     return "".join(parts)
 
 
+def _section(name: str, render, *args) -> str:
+    """One part of the page; a part that fails on malformed input says so in its place and
+    the rest of the report still renders."""
+    try:
+        return render(*args)
+    except Exception as exc:
+        log.exception("the %s section of a report could not be rendered", name)
+        return (f'<div class="card b-bad">The {_e(name)} part of this report could not be rendered '
+                f"({_e(type(exc).__name__)}: {_e(rc.brief(exc, 300))}).</div>")
+
+
 def render_html(doc: dict, analysis: dict | None = None, replay: dict | None = None,
                 children: dict[str, dict] | None = None) -> str:
     """The whole report as one self-contained HTML page."""
@@ -425,14 +436,15 @@ def render_html(doc: dict, analysis: dict | None = None, replay: dict | None = N
     title = f"tracefix report: {rc.one_line(rc.task_text(doc), 80)}"
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join([
-        _html_header(doc),
-        f'<div class="card summary"><b>Summary.</b> {_e(rc.summary(doc, analysis, replay))}</div>',
-        _html_facts(doc),
-        _html_hypotheses(analysis, replay),
-        _html_interventions(doc, replay, children),
-        _html_pictures(analysis, graph_png, scores_png),
-        _html_trace(doc, analysis, replay),
-        _html_stages(analysis, replay),
+        _section("header", _html_header, doc),
+        _section("summary", lambda: f'<div class="card summary"><b>Summary.</b> '
+                                    f'{_e(rc.summary(doc, analysis, replay))}</div>'),
+        _section("session", _html_facts, doc),
+        _section("hypotheses", _html_hypotheses, analysis, replay),
+        _section("interventions", _html_interventions, doc, replay, children),
+        _section("pictures", _html_pictures, analysis, graph_png, scores_png),
+        _section("trace", _html_trace, doc, analysis, replay),
+        _section("stages", _html_stages, analysis, replay),
         f"<footer>Generated {generated} by tracefix. Self-contained: no network needed to view.</footer>",
     ])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
