@@ -90,6 +90,12 @@ def run_served(exporters: int, sessions: int, steps: int) -> tuple[float, int, i
     done = [results.get(timeout=600) for _ in procs_]
     elapsed = max(d[3] for d in done) - t0
     cpu = cpu_seconds(serve.popen.pid) - cpu0
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(serve.match["http"] + "/healthz", timeout=10) as r:
+        health = json.loads(r.read())
+    print(f"  writer: {health['committed_spans']} spans in {health['transactions']} transactions")
     for p in procs_:
         p.join()
     acked = sum(d[1] for d in done)

@@ -89,7 +89,8 @@ def build_app(collector: "Collector") -> Starlette:
         return await asyncio.wrap_future(writer.call(fn))
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans})
+        return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans,
+                             "committed_spans": writer.committed_spans, "transactions": writer.transactions})
 
     def decode_traces(body: bytes, ctype: str | None, encoding: str | None):
         body = otlp.decompress(body, encoding, cfg.max_body_bytes)

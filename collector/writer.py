@@ -35,12 +35,17 @@ class WriterClosed(RuntimeError):
 
 class Writer:
     def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_pending_bytes: int = 256 << 20,
-                 max_transaction_spans: int = 20_000,
+                 max_transaction_spans: int = 20_000, linger_s: float = 0.01, linger_spans: int = 3000,
                  on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None):
         self.store = store
         self.max_pending_spans = max_pending_spans
         self.max_pending_bytes = max_pending_bytes
         self._pending_bytes = 0
+        # Under a steady stream of exports, wait a few ms for more before a transaction: a
+        # commit and each statement have a fixed cost that larger transactions share.
+        self.linger_s = linger_s
+        self.linger_spans = linger_spans
+        self._arrivals = 0  # batches submitted since the writer last took work
         self.max_transaction_spans = max_transaction_spans
         self.on_created = on_created
         self.ingest_options = ingest_options or {}
@@ -71,6 +76,7 @@ class Writer:
             self._pending_spans += n
             self._pending_bytes += batch.wire_bytes
             self._items.append(("batch", batch, fut))
+            self._arrivals += 1
             self._cond.notify()
         return fut
 
@@ -101,11 +107,20 @@ class Writer:
             first = self._items.popleft()
             taken = [first]
             if first[0] == "batch":
+                streaming = self._arrivals > 1  # others arrived while the last transaction ran
+                self._arrivals = 0
                 total = len(first[1].spans)
-                while self._items and self._items[0][0] == "batch" and total < self.max_transaction_spans:
-                    item = self._items.popleft()
-                    total += len(item[1].spans)
-                    taken.append(item)
+                deadline = time.monotonic() + self.linger_s
+                while total < self.max_transaction_spans:
+                    if self._items and self._items[0][0] == "batch":
+                        item = self._items.popleft()
+                        total += len(item[1].spans)
+                        taken.append(item)
+                        continue
+                    left = deadline - time.monotonic()
+                    if self._items or self._closing or not streaming or total >= self.linger_spans or left <= 0:
+                        break
+                    self._cond.wait(left)
             return taken
 
     def _run(self) -> None:
