@@ -21,8 +21,10 @@ from .symptoms import find_symptoms
 
 @dataclass(frozen=True)
 class EvidenceWeights:
-    """How much each kind of evidence adds to a step's combined detector score (in [0, 1])."""
-    detectors: float = 1.0
+    """How much each kind of evidence adds to a step's combined detector score (in [0, 1]).
+    Specific evidence outranks a generic anomaly: the detectors' score counts half, so it
+    orders steps the graph evidence cannot tell apart (and every step when there is none)."""
+    detectors: float = 0.5
     origins: tuple[float, ...] = (1.2, 0.8, 0.5, 0.3)  # origin of the 1st, 2nd, ... symptom (failures cascade)
     frontier: float = 0.2  # flagged by at least one detector's frontier
     unsupported: float = 1.0  # acts on a value its input never showed it, or misreads / mispicks a record
