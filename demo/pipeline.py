@@ -37,6 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import click
+from rich.markup import escape
+
+from tracefix.analysis.report_content import brief, plural
 
 # Kinds in the order the fault plan assigns them, so a small demo shows different failures.
 PLAN_KINDS = ("missing_argument", "wrong_argument", "wrong_instruction", "skipped_action",
@@ -250,6 +253,7 @@ class Demo:
         self.handle = None
 
     def say(self, text: str) -> None:
+        """A progress line (rich markup: escape whatever comes from outside)."""
         self.progress.console.print(text)
 
     def time_left(self) -> float:
@@ -307,7 +311,7 @@ class Demo:
             try:
                 run_task(task_id, base_url=self.sim_url, seed=self.seed)
             except Exception as exc:  # the app failing loudly is a failed session, not a failed demo
-                self.say(f"  [yellow]{task_id} raised {type(exc).__name__}: {exc}[/]")
+                self.say(f"  [yellow]{task_id} raised {type(exc).__name__}: {escape(str(exc))}[/]")
             for sid in set(_get_json(stats_url)["by_session"]) - seen:
                 self.sessions[sid] = task_id
             self.progress.advance(bar)
@@ -372,7 +376,12 @@ class Demo:
         got = self.receiver.wait_for(ids, timeout=min(60.0, self.time_left()))
         if got != ids:
             self.problems.append(f"no alert reached the webhook for {len(ids - got)} session(s)")
-        self.say(f"[green]✓[/] thumbs-down sent on {len(ids)} sessions; {len(got)} alerts received on the webhook")
+        self.say(f"[green]✓[/] thumbs-down sent on {plural(len(ids), 'session')}; "
+                 f"{plural(len(got), 'alert')} received on the webhook")
+        if self.receiver.alerts:  # what the team's chat would show
+            first = self.receiver.alerts[0]
+            self.say(f"  alert: {escape(brief(str(first.get('text', '')).splitlines()[0], 110))}")
+            self.say(f"         report: {escape(str(first.get('link')))}")
 
     # stage 5
     def wait_for_diagnosis(self) -> None:
@@ -528,12 +537,12 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
                       f"sessions with a validated fix: {validated}/{len(demo_run.failed)}")
         problems = demo_run.problems + [f"{f.session_id}: {p}" for f in demo_run.failed for p in f.problems]
         for p in problems:
-            console.print(f"[red]problem:[/] {p}")
+            console.print(f"[red]problem:[/] {escape(p)}")
         code = 1 if problems else 0
         console.print(f"reports: {index}")
         console.print(f"demo finished in {time.monotonic() - started:.0f} s" + (f"; store and logs kept in {work}" if keep else ""))
     except StageFailed as exc:
-        console.print(f"[red]demo failed:[/] {exc}")
+        console.print(f"[red]demo failed:[/] {escape(str(exc))}")
         code = 1
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: stopping the demo's processes[/]")
