@@ -56,9 +56,12 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
 
 def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:
     limit = collector.config.max_body_bytes
+    # maximum_concurrent_rpcs bounds memory (each RPC holds a decoded request): beyond it gRPC
+    # answers RESOURCE_EXHAUSTED itself, which exporters retry
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp-grpc"),
                          options=[("grpc.max_receive_message_length", limit),
-                                  ("grpc.so_reuseport", 0)])
+                                  ("grpc.so_reuseport", 0)],
+                         maximum_concurrent_rpcs=32)
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(collector), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")

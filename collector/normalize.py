@@ -395,7 +395,17 @@ def any_value(v) -> Any:
 
 
 def attributes(kvs) -> dict:
-    return {kv.key: any_value(kv.value) for kv in kvs}
+    out = {}
+    for kv in kvs:  # the scalar cases inline: this loop runs for every attribute of every span
+        v = kv.value
+        kind = v.WhichOneof("value")
+        if kind == "string_value":
+            out[kv.key] = v.string_value
+        elif kind == "int_value":
+            out[kv.key] = v.int_value
+        else:
+            out[kv.key] = any_value(v)
+    return out
 
 
 def _error_text(attrs: dict, status_code: int, status_message: str, events: list[dict]) -> str | None:
