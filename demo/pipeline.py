@@ -39,7 +39,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from tracefix.analysis.report_content import brief, plural
+from tracefix.analysis.report_content import brief, plural, replay_hypotheses
 
 # Kinds in the order the fault plan assigns them, so a small demo shows different failures.
 PLAN_KINDS = ("missing_argument", "wrong_argument", "wrong_instruction", "skipped_action",
@@ -222,16 +222,14 @@ class FailedSession:
 
     @property
     def best(self) -> dict | None:
-        from tracefix.analysis.report_content import replay_hypotheses
-
+        """The tested hypothesis with the strongest verdict."""
         tested = replay_hypotheses(self.replay)
         return tested[0] if tested else None
 
 
 class Demo:
-    def __init__(self, console, progress, *, tasks: list[str], fault_rate: float, seed: int, out: Path, work: Path,
+    def __init__(self, progress, *, tasks: list[str], fault_rate: float, seed: int, out: Path, work: Path,
                  epochs: int, llm: str, follow_prob: float, deadline_s: float):
-        self.console = console
         self.progress = progress
         self.tasks = tasks
         self.fault_rate = fault_rate
@@ -519,7 +517,7 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
     try:
         with ExitStack() as stack, Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                             MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-            demo_run = Demo(console, progress, tasks=tasks, fault_rate=fault_rate, seed=seed, out=out_dir, work=work,
+            demo_run = Demo(progress, tasks=tasks, fault_rate=fault_rate, seed=seed, out=out_dir, work=work,
                             epochs=epochs, llm=llm, follow_prob=follow_prob, deadline_s=time_limit)
             demo_run.start(stack)
             demo_run.run_tasks()
