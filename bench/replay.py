@@ -1,6 +1,6 @@
 """Replay benchmark: DoVer do-then-verify on the banking demo corpus, with the fallback pipeline.
 
-    .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3] [--rounds 1]
+    .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3] [--rounds 1,3]
 
 Per seed: a scripted LLM server (subprocess) injects at most one fault per task (rate and
 kinds from the seed, corrections followed with probability --follow-prob), the instrumented
@@ -14,7 +14,9 @@ Prints, over all seeds and per fault kind:
   those the replays sent (the sim's own count per replay session, checked against the
   replay reports);
 - wall time of a replay vs. the original session: the replay child process end to end, and
-  the replayed session alone (its duration as stored), as medians and ratios.
+  the replayed session alone (its duration as stored), as medians and ratios;
+- with several --rounds values, each failed session is diagnosed once per value, side by
+  side, so the flip rate with repair memory compares with the single DoVer round.
 """
 from __future__ import annotations
 
@@ -61,7 +63,6 @@ def sim_stats(base_url: str) -> dict:
 def run_seed(seed: int, args, workdir: Path) -> list[dict]:
     """Record the corpus of one seed and diagnose its failed sessions; one row per session."""
     from tracefix.collector.access import connect
-    from tracefix.replay.pipeline import diagnose
 
     truth = workdir / f"truth-{seed}.jsonl"
     sim = procs.start_sim("--seed", str(seed), "--fault-rate", str(args.fault_rate), "--follow-prob",
@@ -83,29 +84,9 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
         print(f"seed {seed}: {len(failed)} failed session(s), {len(faults)} with an injected fault", flush=True)
         for sid in failed:
             doc = access.get_session(sid)
-            t0 = time.perf_counter()
-            result = diagnose(access, sid, llm=False, runs=args.runs, concurrency=args.concurrency, rounds=args.rounds,
-                              otlp_endpoint=server, workdir=workdir / "replays" / sid)
-            elapsed = time.perf_counter() - t0
-            stats = sim_stats(base_url)["by_session"]
-            runs = [r for h in result["hypotheses"] for r in h["runs"]]
-            children = {r["child_session_id"]: access.get_session(r["child_session_id"]) for r in runs}
             fault = faults.get(sid, {})
-            rows.append({
-                "seed": seed, "session": sid, "kind": fault.get("kind", "unlabelled"), "fault_step": fault.get("step"),
-                "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"), "work_ms": work_ms(doc),
-                "verdicts": [h["verdict"] for h in result["hypotheses"]],
-                "hypothesis_steps": [h["step"] for h in result["hypotheses"]],
-                "stages": result["stages"], "diagnose_s": elapsed,
-                "runs": [{"wall_s": r["wall_s"], "counts": r["counts"], "divergence": r["divergence"],
-                          "success": r["success"], "fulfilled": r["fulfilled"], "progress": r["progress"],
-                          "sim_requests": stats.get(r["child_session_id"], 0),
-                          "child_ms": (children.get(r["child_session_id"]) or {}).get("duration_ms"),
-                          "child_work_ms": work_ms(children.get(r["child_session_id"])),
-                          "error": r["error"]} for r in runs],
-            })
-            print(f"  {sid[:12]} {rows[-1]['kind']:<20} fault@{fault.get('step')} hypotheses@"
-                  f"{rows[-1]['hypothesis_steps']} -> {rows[-1]['verdicts']} ({elapsed:.1f}s)", flush=True)
+            for rounds in args.rounds:
+                rows.append(diagnose_row(access, sid, doc, fault, rounds, args, server, base_url, workdir, seed))
         access.close()
     finally:
         serve.stop()
@@ -113,13 +94,54 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
     return rows
 
 
+def diagnose_row(access, sid: str, doc: dict, fault: dict, rounds: int, args, server: str, base_url: str,
+                 workdir: Path, seed: int) -> dict:
+    from tracefix.replay.pipeline import diagnose
+
+    t0 = time.perf_counter()
+    result = diagnose(access, sid, llm=False, runs=args.runs, concurrency=args.concurrency, rounds=rounds,
+                      otlp_endpoint=server, workdir=workdir / "replays" / f"{sid}-{rounds}")
+    elapsed = time.perf_counter() - t0
+    stats = sim_stats(base_url)["by_session"]
+    runs = [r for h in result["hypotheses"] for r in h["runs"]]
+    children = {r["child_session_id"]: access.get_session(r["child_session_id"]) for r in runs}
+    row = {
+        "seed": seed, "session": sid, "rounds": rounds, "kind": fault.get("kind", "unlabelled"),
+        "fault_step": fault.get("step"), "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"),
+        "work_ms": work_ms(doc), "verdicts": [h["verdict"] for h in result["hypotheses"]],
+        "hypothesis_steps": [h["step"] for h in result["hypotheses"]], "stages": result["stages"],
+        "diagnose_s": elapsed,
+        "runs": [{"wall_s": r["wall_s"], "counts": r["counts"], "divergence": r["divergence"],
+                  "success": r["success"], "fulfilled": r["fulfilled"], "progress": r["progress"],
+                  "sim_requests": stats.get(r["child_session_id"], 0),
+                  "child_ms": (children.get(r["child_session_id"]) or {}).get("duration_ms"),
+                  "child_work_ms": work_ms(children.get(r["child_session_id"])), "error": r["error"]}
+                 for r in runs],
+    }
+    print(f"  {sid[:12]} {row['kind']:<20} fault@{fault.get('step')} rounds={rounds} hypotheses@"
+          f"{row['hypothesis_steps']} -> {row['verdicts']} ({elapsed:.1f}s)", flush=True)
+    return row
+
+
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else float("nan")
 
 
-def report(rows: list[dict]) -> None:
-    print("\n== replay benchmark (fallback pipeline: no LLM) ==")
+def report(all_rows: list[dict]) -> None:
+    for rounds in sorted({r["rounds"] for r in all_rows}):
+        report_rounds([r for r in all_rows if r["rounds"] == rounds], rounds)
+    if len({r["rounds"] for r in all_rows}) > 1:
+        print("\n== flip rate by rounds (same sessions) ==")
+        for rounds in sorted({r["rounds"] for r in all_rows}):
+            rows = [r for r in all_rows if r["rounds"] == rounds]
+            flipped = sum(1 for r in rows if "validated" in r["verdicts"])
+            replays = sum(len(r["runs"]) for r in rows)
+            print(f"rounds={rounds}: flip rate {flipped}/{len(rows)} = {flipped / len(rows):.2f}, {replays} replays")
+
+
+def report_rounds(rows: list[dict], rounds: int) -> None:
+    print(f"\n== replay benchmark, rounds={rounds} (fallback pipeline: no LLM) ==")
     stages = Counter((k, v) for r in rows for k, v in r["stages"].items())
     print("stages: " + ", ".join(f"{k}={v} x{n}" for (k, v), n in sorted(stages.items())))
     print("LLM used by any stage: " + ("yes" if any("llm" in v for (_, v) in stages) else "no"))
@@ -172,9 +194,11 @@ def main() -> int:
     parser.add_argument("--follow-prob", type=float, default=0.8)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1, help="repair-memory rounds per session")
+    parser.add_argument("--rounds", default="1", help="repair-memory rounds per session; a list (1,3) "
+                        "diagnoses every session once per value, side by side")
     parser.add_argument("--json", dest="json_out", help="also write the per-session rows to this file")
     args = parser.parse_args()
+    args.rounds = [int(r) for r in str(args.rounds).split(",") if r.strip()]
     os.environ.pop("TRACEFIX_LLM_BASE_URL", None)  # the figures are for the fallback pipeline
     rows = []
     with tempfile.TemporaryDirectory(prefix="tracefix-bench-replay-") as tmp:
