@@ -64,8 +64,9 @@ def main() -> int:
     try:
         replay_mode.run_entrypoint(config["cassette"]["entrypoint"], inputs)
     except Exception as exc:  # the agent's own failure is a replay outcome, not a crash of ours
-        controller._session_error = f"{type(exc).__name__}: {exc}"
         logger.exception("tracefix replay: the entrypoint raised")
+        # a no-op when the session already ended (and reported) with this error
+        controller.write_report(error=f"{type(exc).__name__}: {exc}")
         code = 1
     finally:
         controller.write_report_at_exit()
