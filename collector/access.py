@@ -18,6 +18,7 @@ methods and return the same JSON shapes.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import urllib.error
 import urllib.parse
@@ -220,6 +221,9 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
     if explicit and _health(explicit, timeout=2.0) is not None:
         return HttpAccess(explicit, token)
     path = str(db or os.environ.get("TRACEFIX_DB") or os.path.join(".tracefix", "tracefix.duckdb"))
+    if explicit:
+        logging.getLogger("tracefix.collector.access").warning(
+            "no tracefix serve answers at %s; using the file %s", explicit, path)
     if not explicit:  # a collector on the default port that owns this very file
         health = _health(DEFAULT_SERVER, timeout=0.3)
         if health and health.get("db") and os.path.exists(path) and _same_file(health["db"], path):
