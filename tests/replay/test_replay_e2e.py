@@ -177,3 +177,13 @@ def _no_llm_env():
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")}
+
+
+def test_a_crashing_replay_is_an_inconclusive_run_with_its_error(lab, tmp_path):
+    result = run_diagnose(lab, tmp_path, runs=1, hypotheses=[{"step": lab.fault_step}],
+                          overrides={"task_id": "no-such-task"})
+    h = result["hypotheses"][0]
+    run = h["runs"][0]
+    assert run["error"] and "no-such-task" in run["error"]
+    assert run["success"] is not True  # the evaluator may still score the crashed run as a failure
+    assert h["verdict"] == "inconclusive" and "errored" in h["verdict_reason"]
