@@ -1,7 +1,7 @@
 """Sustained OTLP/HTTP protobuf ingest into `tracefix serve`, against a bare DuckDB Arrow
 insert loop on the same rows, measured in one run.
 
-    .venv/bin/python bench/ingest.py [--exporters 4] [--sessions 12] [--steps 100]
+    .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100]
 
 Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
 as protobuf, each request acknowledged only after commit; a 429 is retried after its
@@ -145,7 +145,7 @@ def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--exporters", type=int, default=4)
+    ap.add_argument("--exporters", type=int, default=6)
     ap.add_argument("--sessions", type=int, default=12, help="sessions (one request each) per exporter")
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each side; medians are compared")
