@@ -235,15 +235,22 @@ def unsupported_in(used: set[str], context: str) -> list[str]:
     """The values of `used` that `context` never mentions (as an artifact or a whole token)."""
     if not used:
         return []
-    known = extract_artifacts(context)
     out = []
     for value in sorted(used):
-        if value in known:
-            continue
-        if re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w])", context):
+        # A plain substring test first: cheap on a long context, and most values are there.
+        if value in context and re.search(_token_pattern(value), context):
             continue
         out.append(value)
     return out
+
+
+def _token_pattern(value: str) -> str:
+    """`value` as a whole token; a canonical number also matches its written forms
+    ("820.5" in "820.50", "200" in "200.00")."""
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", value):
+        tail = r"0*" if "." in value else r"(?:\.0+)?"
+        return r"(?<![\w.])" + re.escape(value) + tail + r"(?![\w.]\d|\d)"
+    return r"(?<![\w.])" + re.escape(value) + r"(?![\w])"
 
 
 def _used_values(calls: list[dict], text: str) -> set[str]:

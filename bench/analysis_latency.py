@@ -3,7 +3,8 @@
     .venv/bin/python bench/analysis_latency.py [--sizes 50,200,1000] [--repeats 3]
 
 Sessions are long banking-style runs (plan, instruct, look up, transfer, report, with an
-error now and then) built here so the length is exact; a model is trained on short
+error now and then; each step's prompt carries the last 120 messages, as a long-running
+agent's would) built here so the length is exact; a model is trained on short
 successful runs of the same shape first and loaded from its file, as the diagnosis worker
 does. Prints the median wall time per size, the per-step cost, and growth ratios against the
 smallest size (linear growth = ratio equal to the size ratio). Target: <= 1 s at 1000 steps.
@@ -17,17 +18,27 @@ import tempfile
 import time
 
 
+# A long-running agent's prompt holds its recent conversation, not all of it (context window).
+PROMPT_MESSAGES = 120
+
+
 def long_session(n_steps: int, seed: int = 0) -> dict:
     rng = random.Random(seed)
     steps: list[dict] = []
     accounts = [f"ACC-{rng.randint(1000, 9999)}" for _ in range(40)]
 
+    conversation: list[dict] = []  # what the agents have said so far: the growing prompt
+
     def add(agent, text="", calls=()):
         idx = len(steps)
+        prompt = [{"role": "system", "content": f"You are {agent}. " + "Follow the bank's rules. " * 20},
+                  *conversation[-PROMPT_MESSAGES:]]
+        conversation.append({"role": "assistant", "content": text or f"{agent} calls {calls[0][0]}"})
+        for _, _, result, error in calls:
+            conversation.append({"role": "tool", "content": str(error or result)})
         steps.append({
             "index": idx, "kind": "llm", "agent": agent, "duration_ms": rng.uniform(3, 30),
-            "input_messages": [{"role": "system", "content": f"You are {agent}."},
-                               {"role": "user", "content": "(context) " * 20}],
+            "input_messages": prompt,
             "output_message": {"role": "assistant", "content": text},
             "input_tokens": 100 + 12 * idx, "output_tokens": rng.randint(10, 60),
             "tool_calls": [{"id": f"call_{idx}_{i}", "name": nm, "arguments": a, "result": r, "error": e}
