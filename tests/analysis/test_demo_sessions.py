@@ -145,3 +145,17 @@ def test_cli_analyze_through_a_running_server(demo_corpus, demo_model):
     assert result["model_version"] == demo_model.version
     assert result["hypotheses"][0]["step"] == label["step"]
     assert demo_corpus.access.get_analysis(doc["session_id"])["model_version"] == demo_model.version
+
+
+def test_cli_train_through_a_running_server(demo_corpus, tmp_path):
+    """`tracefix train --server`: training sessions over HTTP, a progress line per epoch."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tracefix.cli", "train", "--server", demo_corpus.server_url,
+                           "--epochs", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "epoch 1/2" in proc.stderr and "epoch 2/2" in proc.stderr
+    successes = sum(d["outcome"] == "success" for d in demo_corpus.docs.values())
+    assert f"trained on {successes} session(s)" in proc.stdout
+    assert len(list(tmp_path.glob("hgt-1-*.pt"))) == 1
