@@ -16,6 +16,8 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING
 
+from tracefix.collector.threadnames import name_os_thread
+
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
 
@@ -55,6 +57,7 @@ class AlertDeliverer:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        name_os_thread("tf-alerts")
         store, writer = self.collector.store, self.collector.writer
         while not self._stop.is_set():
             try:

@@ -13,6 +13,8 @@ import threading
 import traceback
 from typing import TYPE_CHECKING
 
+from tracefix.collector.threadnames import name_os_thread
+
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
 
@@ -76,6 +78,7 @@ class DiagnosisWorker:
     def _run(self) -> None:
         from tracefix.collector.access import StoreAccess
 
+        name_os_thread("tf-diagnosis")
         writer = self.collector.writer
         access = StoreAccess(self.collector.store, writer)
         access.otlp_endpoint = self.collector.http_url  # where replay children export their spans

@@ -22,6 +22,7 @@ from tracefix.collector.api import build_app
 from tracefix.collector.diagnosis import DiagnosisWorker
 from tracefix.collector.grpc_receiver import start_grpc
 from tracefix.collector.store import Store
+from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import Writer
 
 log = logging.getLogger("tracefix.collector")
@@ -113,8 +114,11 @@ class Collector:
         uconfig = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                  timeout_keep_alive=30, limit_concurrency=None)
         self._uvicorn = uvicorn.Server(uconfig)
-        self._http_thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [sock]},
-                                             name="tracefix-http", daemon=True)
+        def run_http() -> None:
+            name_os_thread("tf-http")
+            self._uvicorn.run(sockets=[sock])
+
+        self._http_thread = threading.Thread(target=run_http, name="tracefix-http", daemon=True)
         self._http_thread.start()
         deadline = time.monotonic() + 30
         while not self._uvicorn.started:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from tracefix.collector.normalize import Batch
 from tracefix.collector.store import Store
+from tracefix.collector.threadnames import name_os_thread
 
 log = logging.getLogger("tracefix.collector.writer")
 
@@ -124,6 +125,7 @@ class Writer:
             return taken
 
     def _run(self) -> None:
+        name_os_thread("tf-writer")
         while True:
             taken = self._take()
             if not taken:
