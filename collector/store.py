@@ -282,8 +282,8 @@ class Store:
         span_range = None
         if batch.sessions:
             span_range = self._upsert_sessions(con, batch.sessions, source="otlp")
-        if batch.snapshots:
-            s = batch.snapshots
+        if batch.snapshots:  # one copy per (span, event) even when a retry shares the batch
+            s = list({(x.trace_id, x.span_id, x.seq): x for x in reversed(batch.snapshots)}.values())
             con.register("_snap_batch", pa.table({
                 "session_id": [x.session_id for x in s], "trace_id": [x.trace_id for x in s],
                 "span_id": [x.span_id for x in s], "seq": pa.array([x.seq for x in s], pa.int32()),
