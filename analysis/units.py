@@ -284,7 +284,7 @@ def is_coordinator(agent: str | None) -> bool:
     return bool(_COORDINATOR.search(agent or ""))
 
 
-def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, finish_reason: str | None) -> str:
+def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool) -> str:
     coordinator = bool(_COORDINATOR.search(agent or ""))
     if calls:
         if all(_DELEGATION_TOOL.search(c["name"] or "") for c in calls):
@@ -479,7 +479,7 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> Tra
             fn = tc.get("function") or {}
             calls.append({"name": fn.get("name") or "", "arguments": _decode_arguments(fn.get("arguments"))})
     agent = step.get("agent") or "agent"
-    phase = _phase_for_llm(agent, text, calls, is_last, step.get("finish_reason"))
+    phase = _phase_for_llm(agent, text, calls, is_last)
 
     errors = [f"{f['tool']}: {f['error']}" for f in feedback if f.get("error")]
     result_errors = [f"{f['tool']}: {e}" for f in feedback if not f.get("error") and (e := _result_error(f.get("result")))]
