@@ -85,7 +85,7 @@ class AlertDeliverer:
             ok, err = False, f"{type(exc).__name__}: {exc}"
         if ok:
             writer.run(lambda s: s.mark_delivery(d["alert_id"], d["webhook"], delivered=True))
-            log.warning("alert %s for session %s delivered to %s", d["alert_id"], d["payload"].get("session_id"),
+            log.info("alert %s for session %s delivered to %s", d["alert_id"], d["payload"].get("session_id"),
                         d["webhook"])
         else:
             delay = backoff_s(d["attempts"], self.base_delay, self.max_delay)

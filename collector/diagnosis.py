@@ -97,7 +97,7 @@ class DiagnosisWorker:
             error = None
             try:
                 ran = run_diagnosis(access, job["session_id"], self.mode)
-                log.warning("diagnosis %s of session %s done (%s)", job["job_id"], job["session_id"], ", ".join(ran))
+                log.info("diagnosis %s of session %s done (%s)", job["job_id"], job["session_id"], ", ".join(ran))
             except BaseException as exc:  # ImportError while a part is missing, or its bug
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("diagnosis %s of session %s failed: %s\n%s", job["job_id"], job["session_id"], error,

@@ -149,6 +149,7 @@ class Collector:
 def serve_forever(config: Config) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s tracefix serve %(levelname)s %(message)s")
+    logging.getLogger("tracefix").setLevel(logging.INFO)  # alerts, deliveries, diagnoses
     if config.token:  # replay children started by the diagnosis worker export back to us with it
         auth = f"authorization=Bearer {config.token}"
         current = os.environ.get("OTEL_EXPORTER_OTLP_HEADERS")
