@@ -53,8 +53,17 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
     except ImportFormatError as exc:
         raise click.ClickException(f"{file}: {exc}") from exc
     access = _access(server, db, token)
+    # Ids are content hashes: a conversation imported before is already stored, and importing
+    # it again would append its messages to the stored session a second time.
+    fresh, seen = [], []
+    for doc in docs:
+        if doc["session_id"] in seen or access.get_session(doc["session_id"]) is not None:
+            click.echo(f"already stored: {doc['session_id']}", err=True)
+        else:
+            fresh.append(doc)
+        seen.append(doc["session_id"])
     try:
-        ids = access.import_sessions(docs)
+        ids = access.import_sessions(fresh) if fresh else []
     except Exception as exc:
         raise click.ClickException(f"import failed, nothing created ({exc})") from exc
     if as_json:

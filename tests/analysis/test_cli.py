@@ -49,6 +49,8 @@ def test_import_train_analyze_roundtrip(workdir):
 
     ids = json.loads(run("import", str(good), "--json", "--db", db, cwd=workdir).stdout)
     assert len(ids) == 6
+    again = run("import", str(good), "--json", "--db", db, cwd=workdir)
+    assert json.loads(again.stdout) == [] and again.stderr.count("already stored") == 6
     [bad_id] = run("import", str(bad), "--db", db, cwd=workdir).stdout.split()
 
     # no model yet: run-local detector only, and the result says so
