@@ -1,5 +1,6 @@
 """analyze_document on degenerate sessions: nothing crashes, shapes stay those of contracts §3."""
 import json
+import os
 
 import pytest
 
@@ -42,7 +43,10 @@ def test_newest_model_file_wins_and_is_cached(small_model, tmp_path):
     assert latest_model_path(tmp_path) == first
     loaded = load_model(tmp_path)
     assert loaded.version == small_model.version and load_model(tmp_path) is loaded
-    (tmp_path / "hgt-1-broken.pt").write_bytes(b"not a model")
+    broken = tmp_path / "hgt-1-broken.pt"
+    broken.write_bytes(b"not a model")
+    later = first.stat().st_mtime + 10
+    os.utime(broken, (later, later))  # newer than the good file, whatever the clock resolution
     with pytest.raises(Exception):
         load_model(tmp_path)  # the newest file is unreadable: the caller reports it
 
