@@ -36,9 +36,6 @@ def _messages_of(doc: dict) -> list[tuple[dict, dict]]:
                 msg = st["input_messages"][-1]
             if msg is None:
                 continue
-            msg = dict(msg)
-            if st.get("agent") and not msg.get("name"):
-                msg["name"] = st["agent"]
             out.append((msg, {"agent": st.get("agent"), "error": st.get("error")}))
         return out
     raise ImportError_("an imported session needs a 'messages' list or a 'steps' list")
