@@ -104,6 +104,13 @@ def test_access_layer_round_trips_results_and_imports_both_ways(collector, tmp_p
             with pytest.raises(KeyError):
                 access.add_feedback("no-such-session", -1)
             assert access.get_session("no-such-session") is None
+            as_document = {"session_id": f"doc-{uuid.uuid4().hex[:6]}", "task": "t", "steps": [
+                {"kind": "message", "agent": "Planner", "output_message": {"role": "assistant", "content": "plan"}},
+                {"kind": "message", "agent": "Worker", "output_message": {"role": "assistant", "content": "did it"}}]}
+            (doc_id,) = access.import_sessions([as_document])
+            steps = access.get_session(doc_id)["steps"]
+            assert [(s["agent"], s["output_message"]) for s in steps] == [
+                ("Planner", {"role": "assistant", "content": "plan"}), ("Worker", {"role": "assistant", "content": "did it"})]
 
 
 def test_negative_feedback_job_runs_the_analysis(collector, api, seeded):
