@@ -21,7 +21,7 @@ from tracefix.collector import otlp
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.normalize import normalize_request
 from tracefix.collector.store import UnknownSession
-from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
@@ -129,6 +129,8 @@ def build_app(collector: "Collector") -> Starlette:
                 await asyncio.wrap_future(fut)
             except Exception as exc:
                 log.warning("export failed to commit: %s", exc)
+                if is_data_error(exc):
+                    return error(400, f"these spans cannot be stored: {exc}")
                 return error(503, f"could not store the spans: {exc}")
         content, media = otlp.encode_response(otlp.response(batch.rejected, message), ctype)
         return Response(content, media_type=media)

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from tracefix.collector import otlp
 from tracefix.collector.normalize import normalize_request
-from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
@@ -50,6 +50,8 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
                 fut.result(timeout=120)
             except Exception as exc:
                 log.warning("gRPC export failed to commit: %s", exc)
+                if is_data_error(exc):
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"these spans cannot be stored: {exc}")
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store the spans: {exc}")
         return otlp.response(batch.rejected, message)
 

@@ -320,11 +320,17 @@ def _first(attrs: dict, *keys: str) -> Any:
     return None
 
 
-def _int(v: Any) -> int | None:
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+
+
+def _int(v: Any, limit: int = INT64_MAX) -> int | None:
+    """An integer attribute, or None when absent, not a number or beyond the column's range."""
     try:
-        return int(v) if v is not None else None
-    except (TypeError, ValueError):
+        n = int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is not None and -limit - 1 <= n <= limit else None
 
 
 def _json_text(v: Any) -> str | None:
@@ -333,6 +339,10 @@ def _json_text(v: Any) -> str | None:
     if isinstance(v, str):
         return v
     return json.dumps(v, ensure_ascii=False)
+
+
+def _text_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)
 
 
 def session_fields(attrs: dict) -> dict:
@@ -443,7 +453,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     known = batch.explicit_traces
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
-        service = resource.get("service.name")
+        service = _text_or_none(resource.get("service.name"))
         resource_json = dumps_compact(resource, sort_keys=True)
         for ss in rs.scope_spans:
             scope = ss.scope.name or None
@@ -476,6 +486,8 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
 def _span_row(span, service, resource_json, scope, max_chars) -> tuple[dict, str | None]:
     if len(span.trace_id) != 16 or len(span.span_id) != 8:
         raise SpanRejected(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
+    if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
+        raise SpanRejected(f"span {span.name!r}: timestamps beyond the year 2262")
     attrs = attributes(span.attributes)
     if max_chars:
         _check_sizes(attrs, max_chars)
@@ -501,15 +513,15 @@ def _span_row(span, service, resource_json, scope, max_chars) -> tuple[dict, str
         "end_ns": span.end_time_unix_nano,
         "status_code": status_code,
         "status_message": span.status.message or None,
-        "step": _int(attrs.get(sc.STEP)),
-        "call_seq": _int(attrs.get(sc.CALL_SEQ)),
-        "agent": _first(attrs, sc.GEN_AI_AGENT_NAME, "agent.name")
-                 or (attrs.get("traceloop.entity.name") if kind == "agent" else None),
+        "step": _int(attrs.get(sc.STEP), INT32_MAX),
+        "call_seq": _int(attrs.get(sc.CALL_SEQ), INT32_MAX),
+        "agent": _text_or_none(_first(attrs, sc.GEN_AI_AGENT_NAME, "agent.name")
+                               or (attrs.get("traceloop.entity.name") if kind == "agent" else None)),
         "model": None, "provider": None, "input_tokens": None, "output_tokens": None,
         "finish_reason": None, "input_keys": None, "output_key": None, "message_dialect": None,
         "tool_name": None, "tool_call_id": None, "tool_arguments": None, "tool_result": None,
         "error": _error_text(attrs, status_code, span.status.message, events),
-        "replay_source": attrs.get(sc.REPLAY_SOURCE),
+        "replay_source": _text_or_none(attrs.get(sc.REPLAY_SOURCE)),
         "truncated": bool(attrs.get(sc.TRUNCATED, False)),
         "scope": scope,
         "resource": resource_json,
@@ -530,8 +542,9 @@ def _finish_row(batch: Batch, row: dict) -> None:
         row["input_keys"] = add_messages(batch, inputs)
         row["output_key"] = add_messages(batch, [output])[0] if output else None
         row["message_dialect"] = dialect
-        row["model"] = _first(attrs, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "llm.model_name")
-        row["provider"] = _first(attrs, sc.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system")
+        row["model"] = _text_or_none(_first(attrs, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "llm.model_name"))
+        row["provider"] = _text_or_none(_first(attrs, sc.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider",
+                                               "llm.system"))
         row["input_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_INPUT_TOKENS, "llm.token_count.prompt",
                                           "gen_ai.usage.prompt_tokens"))
         row["output_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion",
@@ -540,7 +553,7 @@ def _finish_row(batch: Batch, row: dict) -> None:
                     "llm.finish_reason", "llm.response.finish_reason")
         if isinstance(fr, (list, tuple)):
             fr = fr[0] if fr else None
-        row["finish_reason"] = fr
+        row["finish_reason"] = _text_or_none(fr)
         tools = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
         if isinstance(tools, str):  # the same tool list rides along on every call
             row["tools_key"] = add_blob(batch, tools)
@@ -550,8 +563,9 @@ def _finish_row(batch: Batch, row: dict) -> None:
         if stripped:  # rebuilt from the messages table by get_spans
             attrs = {k: v for k, v in attrs.items() if k not in stripped}
     elif kind == "tool":
-        row["tool_name"] = _first(attrs, sc.GEN_AI_TOOL_NAME, "tool.name", "traceloop.entity.name") or row["name"]
-        row["tool_call_id"] = _first(attrs, sc.GEN_AI_TOOL_CALL_ID, "tool_call.id")
+        row["tool_name"] = _text_or_none(_first(attrs, sc.GEN_AI_TOOL_NAME, "tool.name", "traceloop.entity.name")
+                                         or row["name"])
+        row["tool_call_id"] = _text_or_none(_first(attrs, sc.GEN_AI_TOOL_CALL_ID, "tool_call.id"))
         row["tool_arguments"] = _json_text(_first(attrs, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "tool.parameters",
                                                   "input.value", "traceloop.entity.input"))
         row["tool_result"] = _json_text(_first(attrs, sc.GEN_AI_TOOL_CALL_RESULT, "output.value",
@@ -575,7 +589,8 @@ def _finish_row(batch: Batch, row: dict) -> None:
             batch.snapshots.append(Snapshot(
                 session_id=sid, trace_id=row["trace_id"], span_id=row["span_id"], seq=seq,
                 key=str(a[sc.SNAPSHOT_KEY]), state=_json_text(a.get(sc.SNAPSHOT_STATE)) or "null",
-                hash=a.get(sc.SNAPSHOT_HASH), step=_int(a.get(sc.STEP, row["step"])), time_ns=ev["time_ns"]))
+                hash=_text_or_none(a.get(sc.SNAPSHOT_HASH)), step=_int(a.get(sc.STEP, row["step"]), INT32_MAX),
+                time_ns=min(ev["time_ns"], INT64_MAX)))
         elif ev["name"] == sc.EVALUATION_EVENT and sc.EVALUATION_SCORE in a:
             try:
                 score = float(a[sc.EVALUATION_SCORE])
@@ -583,4 +598,5 @@ def _finish_row(batch: Batch, row: dict) -> None:
                 continue
             batch.evaluations.append(Evaluation(
                 feedback_id=f"ev-{row['trace_id']}-{row['span_id']}-{seq}", session_id=sid, score=score,
-                comment=a.get(sc.EVALUATION_EXPLANATION), time_ns=ev["time_ns"] or row["end_ns"]))
+                comment=_text_or_none(a.get(sc.EVALUATION_EXPLANATION)),
+                time_ns=min(ev["time_ns"] or row["end_ns"], INT64_MAX)))

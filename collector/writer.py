@@ -34,6 +34,15 @@ class WriterClosed(RuntimeError):
     pass
 
 
+def is_data_error(exc: BaseException) -> bool:
+    """True when a write failed because of what the batch holds: retrying cannot help, so the
+    receiver answers 400 instead of a retryable 503."""
+    import duckdb
+
+    return isinstance(exc, (ValueError, TypeError, OverflowError, duckdb.ConversionException,
+                            duckdb.InvalidInputException, duckdb.ConstraintException))
+
+
 class Writer:
     def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_pending_bytes: int = 256 << 20,
                  max_transaction_spans: int = 20_000, linger_s: float = 0.01, linger_spans: int = 3000,

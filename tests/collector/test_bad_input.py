@@ -155,18 +155,37 @@ def test_feedback_on_unknown_session_is_404_and_bad_feedback_is_400(collector, a
     assert got == 400
 
 
+def _any_value(v) -> dict:
+    if isinstance(v, bool):
+        return {"bool_value": v}
+    if isinstance(v, int):
+        return {"int_value": v}
+    if isinstance(v, float):
+        return {"double_value": v}
+    return {"string_value": v}
+
+
+ATTRIBUTE_KEYS = ["gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "tracefix.step",
+                  "tracefix.call.seq", "session.id", "gen_ai.agent.name", "gen_ai.usage.input_tokens",
+                  "llm.input_messages.0.message.role", "gen_ai.prompt.0.content", "tracefix.session.root",
+                  "tracefix.session.score", "gen_ai.tool.definitions", "service.name"]
+VALUES = st.one_of(st.text(max_size=30), st.integers(-(1 << 63), (1 << 63) - 1), st.booleans(),
+                   st.floats(allow_nan=True), st.sampled_from(["chat", "execute_tool", "[{\"role\": 1}]", "{}", "[]"]))
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.one_of(
     st.binary(max_size=300),
-    st.builds(lambda name, attrs, tid: ExportTraceServiceRequest(resource_spans=[{"scope_spans": [{"spans": [
-        Span(trace_id=tid, span_id=tid[:8], name=name,
-             attributes=[{"key": k, "value": {"string_value": v}} for k, v in attrs.items()])]}]}]).SerializeToString(),
+    st.builds(lambda name, attrs, tid, start: ExportTraceServiceRequest(resource_spans=[{
+        "resource": {"attributes": [{"key": "service.name", "value": _any_value(attrs.get("service.name", "svc"))}]},
+        "scope_spans": [{"spans": [Span(trace_id=tid, span_id=tid[:8], name=name, start_time_unix_nano=start,
+                                        end_time_unix_nano=start,
+                                        attributes=[{"key": k, "value": _any_value(v)} for k, v in attrs.items()])]}]}]
+    ).SerializeToString(),
               st.text(max_size=20),
-              st.dictionaries(st.sampled_from(["gen_ai.operation.name", "gen_ai.input.messages", "tracefix.step",
-                                               "session.id", "llm.input_messages.0.message.role",
-                                               "gen_ai.prompt.0.content", "tracefix.session.root"]),
-                              st.text(max_size=30), max_size=4),
-              st.binary(min_size=0, max_size=16)),
+              st.dictionaries(st.sampled_from(ATTRIBUTE_KEYS), VALUES, max_size=5),
+              st.binary(min_size=0, max_size=16),
+              st.integers(0, (1 << 64) - 1)),
 ), ctype=st.sampled_from(["application/x-protobuf", "application/json"]))
 def test_fuzzed_traces_never_break_the_server(collector, body, ctype):
     got, resp, _ = post(collector.match["http"] + "/v1/traces", body, ctype)
