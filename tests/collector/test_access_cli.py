@@ -81,7 +81,7 @@ def test_cli_verbs_use_the_file_when_no_server_runs(tmp_path):
 
 
 def test_access_layer_round_trips_results_and_imports_both_ways(collector, tmp_path):
-    from tracefix.collector.access import HttpAccess, connect
+    from tracefix.collector.access import AccessError, HttpAccess, connect
 
     analysis = {"session_id": "x", "scores": [{"step": 0, "isolation_forest": 0.4}], "hypotheses": []}
     replay = {"session_id": "x", "rounds": 1, "hypotheses": [{"id": "h-1", "verdict": "refuted"}]}
@@ -107,6 +107,10 @@ def test_access_layer_round_trips_results_and_imports_both_ways(collector, tmp_p
             as_document = {"session_id": f"doc-{uuid.uuid4().hex[:6]}", "task": "t", "steps": [
                 {"kind": "message", "agent": "Planner", "output_message": {"role": "assistant", "content": "plan"}},
                 {"kind": "message", "agent": "Worker", "output_message": {"role": "assistant", "content": "did it"}}]}
+            for bad in ([{"messages": "not a list"}], [{"messages": [], "metadata": 5}], ["not an object"]):
+                with pytest.raises((AccessError, ValueError)) as err:  # a clear 400 / error, nothing stored
+                    access.import_sessions(bad)
+                assert "400" in str(err.value) or access.kind != "http"
             (doc_id,) = access.import_sessions([as_document])
             steps = access.get_session(doc_id)["steps"]
             assert [(s["agent"], s["output_message"]) for s in steps] == [
