@@ -210,7 +210,11 @@ def build_app(collector: "Collector") -> Starlette:
             raise UnknownSession(sid)
         analysis = await run_in_threadpool(store.get_analysis, sid)
         replay = await run_in_threadpool(store.get_replay, sid)
-        html = await run_in_threadpool(render_html, doc, analysis, replay)
+        try:
+            html = await run_in_threadpool(render_html, doc, analysis, replay)
+        except Exception as exc:  # the renderer's bug must not look like ours, nor kill the server
+            log.warning("report of session %s failed: %s", sid, exc)
+            return error(500, f"the report renderer failed: {type(exc).__name__}: {exc}")
         return HTMLResponse(html)
 
     async def import_sessions(request: Request) -> Response:
