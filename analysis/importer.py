@@ -5,7 +5,8 @@ Accepted input, as text:
   under `task` / `question` / `instruction` / `query`, optional `ground_truth`;
 - a JSON list of such objects, or a JSON list of messages (one conversation);
 - JSONL: one conversation object per line.
-Each message needs `content`; its speaker is `name`, else `role`. Anything else the
+Each message needs `content` (null is fine on an assistant message with OpenAI-format
+`tool_calls`, which are kept); its speaker is `name`, else `role`. Anything else the
 conversation object carries is kept in the session's `metadata`.
 """
 from __future__ import annotations
@@ -44,7 +45,8 @@ def parse_conversations(text: str) -> list[dict]:
     if isinstance(data, dict):
         return [data]
     if isinstance(data, list):
-        if data and all(isinstance(m, dict) and "content" in m and not _messages_of(m) for m in data):
+        if data and all(isinstance(m, dict) and ("content" in m or "tool_calls" in m) and not _messages_of(m)
+                        for m in data):
             return [{"messages": data}]  # a bare list of messages is one conversation
         for i, item in enumerate(data):
             if not isinstance(item, dict):
@@ -76,13 +78,17 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
                                 f"(keys: {', '.join(sorted(conv)) or 'none'})")
     steps = []
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or "content" not in msg:
+        if not isinstance(msg, dict) or ("content" not in msg and not msg.get("tool_calls")):
             raise ImportFormatError(f"conversation {position}, message {i}: expected an object with `content`")
         role = str(msg.get("role") or "assistant")
         speaker = str(msg.get("name") or role)
         out = {"role": role, "content": _text(msg.get("content"))}
         if msg.get("name"):
             out["name"] = str(msg["name"])
+        if isinstance(msg.get("tool_calls"), list) and msg["tool_calls"]:  # OpenAI-format logs
+            out["tool_calls"] = msg["tool_calls"]
+        if msg.get("tool_call_id"):
+            out["tool_call_id"] = str(msg["tool_call_id"])
         steps.append({
             "index": i, "kind": "message", "agent": speaker, "span_id": None, "model": None,
             "started_at": msg.get("timestamp") if isinstance(msg.get("timestamp"), str) else None,

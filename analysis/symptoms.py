@@ -66,9 +66,15 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
     if depth > MAX_DEPTH:
         return k, path, "walk-back depth limit"
     if u.status == "error":
+        if u.kind == "message" and u.feedback and not u.action["calls"]:
+            # A tool's output in a message log: the failure belongs to the call that asked for it.
+            caller = next((j for j in range(k - 1, -1, -1) if units[j].action["calls"]), None)
+            if caller is not None:
+                path.append(caller)
+                k, u = caller, units[caller]
         first = _first_occurrence(graph, k, path)
         f = units[first]
-        named = extract_artifacts(f.error_text or "") & f.artifacts_consumed
+        named = extract_artifacts(f.error_text or units[path[0]].error_text or "") & f.artifacts_consumed
         p = handover_source(units, first)
         if named and p is not None and named & units[p].artifacts_consumed:
             path.append(p)

@@ -342,8 +342,8 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         if (step.get("kind") or "llm") == "message":
             unit = _unit_from_message(step, pos, is_last)
             context = (task or "") + "\n" + "\n".join(said)[-_CONTEXT_CHARS:]
-            if unit.tool is None:  # a tool's output reports the world; only agents can invent
-                unit.unsupported = unsupported_in(_used_values([], unit.action["text"]), context)
+            if not unit.feedback:  # a tool's output reports the world; only agents can invent
+                unit.unsupported = unsupported_in(_used_values(unit.action["calls"], unit.action["text"]), context)
             said.append(unit.action["text"])
             if len(said) > _CONTEXT_MESSAGES:
                 del said[0]
@@ -535,20 +535,33 @@ def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
         outcome = "empty_result" if not text.strip() else "result"
     else:
         outcome = "none"
-    status = "error" if error_text else ("empty" if not text.strip() else "ok")
+    calls = []  # an OpenAI-format log keeps the assistant's tool calls on its message
+    for tc in (msg.get("tool_calls") or []) if not is_tool_output else []:
+        fn = tc.get("function") or tc
+        calls.append({"name": str(fn.get("name") or ""), "arguments": _decode_arguments(fn.get("arguments"))})
+    if calls and phase != "answer":
+        phase = "instruct" if all(_DELEGATION_TOOL.search(c["name"]) for c in calls) else "act"
+    status = "error" if error_text else ("empty" if not text.strip() and not calls else "ok")
     artifacts = extract_artifacts(text)
     # A message both hands values on (produced) and uses values it was given (consumed).
+    if is_tool_output:
+        tools, signatures = [agent], []
+    elif calls:
+        tools = [c["name"] for c in calls]
+        signatures = [f"{c['name']}({_compact(c['arguments'])})" for c in calls]
+    else:
+        tools, signatures = [], [sig for sig in [_text_signature(agent, text)] if sig]
     return TransitionUnit(
         index=pos, kind="message", agent=agent, phase=phase, status=status, outcome=outcome,
-        observation="", belief=text, action={"text": text, "calls": []},
+        observation="", belief=text, action={"text": text, "calls": calls},
         feedback=[{"tool": agent, "result": text, "error": error_text}] if is_tool_output else [],
-        tool=agent if is_tool_output else None, tools=[agent] if is_tool_output else [],
-        call_signatures=[sig for sig in [_text_signature(agent, text)] if sig] if not is_tool_output else [],
+        tool=tools[0] if tools else None, tools=tools,
+        call_signatures=signatures,
         error_signature=normalize_error(error_text), error_text=error_text,
-        artifacts_produced=artifacts, artifacts_consumed=artifacts,
+        artifacts_produced=artifacts, artifacts_consumed=(artifacts | _used_values(calls, "")) if calls else artifacts,
         latency_ms=float(step.get("duration_ms") or 0.0),
         input_tokens=int(step.get("input_tokens") or 0), output_tokens=int(step.get("output_tokens") or 0),
-        output_length=len(text),
+        output_length=len(text) + sum(len(_compact(c["arguments"])) for c in calls),
         claims_success=bool(_SUCCESS_CLAIM.search(text)), claims_failure=bool(_FAILURE_CLAIM.search(text)),
     )
 

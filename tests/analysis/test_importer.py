@@ -64,3 +64,28 @@ def test_json_list_of_conversations_and_bare_message_list():
 def test_bad_input_says_what_is_wrong(text, fragment):
     with pytest.raises(ImportFormatError, match=fragment):
         documents_from_text(text)
+
+
+def test_openai_format_log_keeps_tool_calls_and_finds_the_loop():
+    call = {"id": "c1", "type": "function", "function": {"name": "get_balance", "arguments": '{"account_id": "ACC-7"}'}}
+    log = {"task": "What is the balance of ACC-1007?", "messages": [
+        {"role": "user", "content": "What is the balance of ACC-1007?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Error: UnknownAccount ACC-7"},
+        {"role": "assistant", "content": None, "tool_calls": [{**call, "id": "c2"}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "Error: UnknownAccount ACC-7"},
+        {"role": "assistant", "content": "I could not find the account."},
+    ]}
+    [doc] = documents_from_text(json.dumps(log))
+    assert doc["steps"][1]["output_message"]["tool_calls"][0]["function"]["name"] == "get_balance"
+    assert doc["steps"][2]["output_message"]["tool_call_id"] == "c1"
+    from tracefix.analysis.graph import build_graph
+    from tracefix.analysis.pipeline import analyze_document
+
+    units = build_units(doc)
+    assert units[1].phase == "act" and units[1].tool == "get_balance"
+    assert units[1].unsupported == ["ACC-7"]  # the task said ACC-1007
+    graph = build_graph(units)
+    assert any(e.type == "loop" and (e.src, e.dst) == (1, 3) for e in graph.edges)
+    assert any(e.type == "same_error" and (e.src, e.dst) == (2, 4) for e in graph.edges)
+    assert analyze_document(doc, None)["hypotheses"][0]["step"] == 1
