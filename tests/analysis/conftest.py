@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the corpus helper
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # handmade sessions
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis_handmade sessions
 
 CLEAN_TASKS = ["t01", "t02", "t03", "t04", "t05", "t06", "t07", "t08", "t09", "t10"]
 # (task, kind, from step): one fault of each kind; the sim moves it to the first step that can host it
@@ -41,8 +41,3 @@ def demo_model(demo_corpus):
 
     model, path = train_model(demo_corpus.access, epochs=8)
     return model
-
-
-def faulted(corpus, kind: str) -> tuple[dict, dict]:
-    label = next(t for t in corpus.truth if t["kind"] == kind)
-    return label, corpus.docs[label["session"]]

@@ -4,11 +4,16 @@ import time
 
 import numpy as np
 
-from conftest import faulted
 from tracefix.analysis.features import FEATURE_NAMES, feature_matrix
 from tracefix.analysis.graph import build_graph, hetero_view
 from tracefix.analysis.pipeline import analyze_document
 from tracefix.analysis.units import build_units
+
+
+def faulted(corpus, kind: str) -> tuple[dict, dict]:
+    """(ground-truth label, session document) of the corpus's session with that fault."""
+    label = next(t for t in corpus.truth if t["kind"] == kind)
+    return label, corpus.docs[label["session"]]
 
 
 def clean_doc(corpus):

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from handmade import bank_session
+from analysis_handmade import bank_session
 from tracefix.analysis.detectors import HGTDetector, IsolationForestDetector
 from tracefix.analysis.features import FEATURE_NAMES, feature_matrix
 from tracefix.analysis.graph import build_graph

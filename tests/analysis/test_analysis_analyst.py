@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from handmade import bank_session
+from analysis_handmade import bank_session
 from tracefix.analysis.pipeline import analyze_document
 from tracefix.replay.llm import ProductLLM
 

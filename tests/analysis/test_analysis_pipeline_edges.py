@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from handmade import bank_session
+from analysis_handmade import bank_session
 from tracefix.analysis.detectors import HGTDetector
 from tracefix.analysis.pipeline import NO_MODEL_NOTE, analyze_document, latest_model_path, load_model
 
