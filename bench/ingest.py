@@ -114,7 +114,7 @@ def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from tracefix.collector.normalize import normalize_request
-    from tracefix.collector.store import SPAN_COLUMNS, spans_table
+    from tracefix.collector.normalize import SPAN_COLUMNS, spans_table
 
     batches = []
     for w in range(exporters):

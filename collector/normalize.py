@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from tracefix import semconv as sc
 
 try:  # orjson is 3-10x faster on the ingest path; the stdlib gives the same text otherwise
@@ -70,6 +72,29 @@ SESSION_ID_KEYS = (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID, "session.id",
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 
 
+# The spans table's columns, in order: rows are built as dicts, then as one Arrow table per
+# request (in the receiver's thread, off the single writer).
+SPAN_COLUMNS = [
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
+    ("session_id", pa.string()), ("service", pa.string()), ("name", pa.string()),
+    ("span_kind", pa.int32()), ("kind", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("status_code", pa.int32()), ("status_message", pa.string()), ("step", pa.int32()),
+    ("call_seq", pa.int32()), ("agent", pa.string()), ("model", pa.string()), ("provider", pa.string()),
+    ("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("finish_reason", pa.string()),
+    ("input_keys", pa.list_(pa.int64())), ("output_key", pa.int64()), ("message_dialect", pa.string()),
+    ("tool_name", pa.string()), ("tool_call_id", pa.string()), ("tool_arguments", pa.string()),
+    ("tool_result", pa.string()), ("error", pa.string()), ("replay_source", pa.string()),
+    ("truncated", pa.bool_()), ("scope", pa.string()), ("resource", pa.string()),
+    ("attributes", pa.string()), ("events", pa.string()), ("tools_key", pa.int64()),
+]
+SPAN_SCHEMA = pa.schema(SPAN_COLUMNS)
+
+
+def spans_table(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array([r[name] for r in rows], type=typ) for name, typ in SPAN_COLUMNS],
+                                schema=SPAN_SCHEMA)
+
+
 class SpanRejected(ValueError):
     """One span cannot be stored (reported through OTLP partial success)."""
 
@@ -112,6 +137,16 @@ class Batch:
     # until the store finds the trace's real session (`reassign`)
     fallback_traces: set[str] = field(default_factory=set)
     explicit_traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id seen
+    span_tables: list = field(default_factory=list)  # Arrow tables of `spans`, None once stale
+    merged: bool = False  # several requests: a span may repeat across them
+
+    def span_arrow(self):
+        """All spans as one Arrow table (built from the rows when a reassignment changed them)."""
+        if not self.spans:
+            return None
+        if self.span_tables and all(t is not None for t in self.span_tables):
+            return self.span_tables[0] if len(self.span_tables) == 1 else pa.concat_tables(self.span_tables)
+        return spans_table(self.spans)
 
     def reassign(self, mapping: dict[str, str]) -> None:
         """Move spans of fallback traces to the session their trace is known to belong to."""
@@ -128,9 +163,12 @@ class Batch:
             if fields:
                 merge_session(self.sessions, sid, fields)
             self.fallback_traces.discard(trace_id)
+            self.span_tables = [None]  # rows changed: rebuild the table from them
 
     def extend(self, other: "Batch") -> None:
+        self.merged = self.merged or bool(self.spans) or other.merged
         self.spans.extend(other.spans)
+        self.span_tables.extend(other.span_tables or [None])
         self.messages.update(other.messages)
         for sid, attrs in other.sessions.items():
             merge_session(self.sessions, sid, attrs)
@@ -478,8 +516,18 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
             batch.fallback_traces.add(sid)
         row["session_id"] = sid
         batch.spans.append(row)
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for row in batch.spans:  # the same span twice in one request: keep the first
+        key = (row["trace_id"], row["span_id"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(row)
+    batch.spans = unique
     for row in batch.spans:
         _finish_row(batch, row)
+    if batch.spans:
+        batch.span_tables = [spans_table(batch.spans)]
     return batch
 
 

@@ -20,9 +20,10 @@ from typing import Any, Iterable
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracefix.collector import document
-from tracefix.collector.normalize import Batch
+from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table  # noqa: F401 (re-exported)
 
 DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
 _HEX = re.compile(r"[0-9a-f]{1,64}")  # span ids are hex we wrote ourselves: safe to inline in SQL
@@ -110,30 +111,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ]),
 ]
 
-SPAN_COLUMNS = [
-    ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
-    ("session_id", pa.string()), ("service", pa.string()), ("name", pa.string()),
-    ("span_kind", pa.int32()), ("kind", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
-    ("status_code", pa.int32()), ("status_message", pa.string()), ("step", pa.int32()),
-    ("call_seq", pa.int32()), ("agent", pa.string()), ("model", pa.string()), ("provider", pa.string()),
-    ("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("finish_reason", pa.string()),
-    ("input_keys", pa.list_(pa.int64())), ("output_key", pa.int64()), ("message_dialect", pa.string()),
-    ("tool_name", pa.string()), ("tool_call_id", pa.string()), ("tool_arguments", pa.string()),
-    ("tool_result", pa.string()), ("error", pa.string()), ("replay_source", pa.string()),
-    ("truncated", pa.bool_()), ("scope", pa.string()), ("resource", pa.string()),
-    ("attributes", pa.string()), ("events", pa.string()), ("tools_key", pa.int64()),
-]
-SPAN_SCHEMA = pa.schema(SPAN_COLUMNS)
 SESSION_FIELDS = ["session_id", "service", "name", "entrypoint", "inputs", "user_id", "metadata", "outcome",
                   "score", "output", "evaluation", "replayable", "parent_session_id", "intervention_id",
                   "intervention", "started_ns", "ended_ns", "source", "updated_ns"]
 SESSION_SCHEMA = pa.schema([(f, pa.float64() if f == "score" else pa.bool_() if f == "replayable"
                              else pa.int64() if f.endswith("_ns") else pa.string()) for f in SESSION_FIELDS])
-
-
-def spans_table(rows: list[dict]) -> pa.Table:
-    return pa.Table.from_arrays([pa.array([r[name] for r in rows], type=typ) for name, typ in SPAN_COLUMNS],
-                                schema=SPAN_SCHEMA)
 
 
 def _merge_expressions() -> list[str]:
@@ -261,22 +243,17 @@ class Store:
             con.register("_msg_batch", tbl)
             con.execute("INSERT OR IGNORE INTO messages SELECT * FROM _msg_batch")
             con.unregister("_msg_batch")
-        if batch.spans:
-            seen: set[tuple[str, str]] = set()
-            rows = []
-            for r in batch.spans:  # an exporter retry inside one batch: keep the first copy
-                k = (r["trace_id"], r["span_id"])
-                if k not in seen:
-                    seen.add(k)
-                    rows.append(r)
-            lo = min(r["start_ns"] for r in rows)
-            hi = max(r["start_ns"] for r in rows)
-            con.register("_span_batch", spans_table(rows))
+        table = batch.span_arrow()
+        if table is not None and table.num_rows:
+            lo, hi = pc.min_max(table["start_ns"]).values()
+            con.register("_span_batch", table)
             # a retried span has the same start time: only row groups overlapping the batch's
-            # time range are read (zonemaps), so this stays cheap as the table grows
-            con.execute("""INSERT INTO spans SELECT b.* FROM _span_batch b WHERE NOT EXISTS (
-                               SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
-                               AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""", [lo, hi])
+            # time range are read (zonemaps), so this stays cheap as the table grows; requests
+            # merged into one transaction may repeat a span (a retry of a queued request)
+            source = "(SELECT DISTINCT ON (trace_id, span_id) * FROM _span_batch)" if batch.merged else "_span_batch"
+            con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
+                                SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
+                                AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""", [lo.as_py(), hi.as_py()])
             con.unregister("_span_batch")
         touched = list(batch.sessions)
         span_range = None
