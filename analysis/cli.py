@@ -80,8 +80,9 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
 @click.option("--model-dir", type=click.Path(file_okay=True), default=None,
               help="Folder (or file) of the HGT model; default $TRACEFIX_MODEL_DIR or <db folder>/models.")
 @click.option("--no-llm", is_flag=True, help="Do not ask the LLM analyst even if TRACEFIX_LLM_BASE_URL is set.")
+@click.option("--all-steps", is_flag=True, help="List every step, not only those near the evidence (long sessions).")
 @_store_options
-def analyze(session: str, as_json: bool, model_dir: str | None, no_llm: bool, server: str | None,
+def analyze(session: str, as_json: bool, model_dir: str | None, no_llm: bool, all_steps: bool, server: str | None,
             db: str | None, token: str | None) -> None:
     """Score a session's steps with the anomaly detectors and rank failure hypotheses.
 
@@ -97,7 +98,7 @@ def analyze(session: str, as_json: bool, model_dir: str | None, no_llm: bool, se
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))
     else:
-        click.echo(render_text(result))
+        click.echo(render_text(result, all_steps=all_steps))
 
 
 def _bar(value: float, lo: float, hi: float) -> str:
@@ -106,7 +107,12 @@ def _bar(value: float, lo: float, hi: float) -> str:
     return _BARS[min(int((value - lo) / (hi - lo) * (len(_BARS) - 1) + 0.5), len(_BARS) - 1)]
 
 
-def render_text(result: dict) -> str:
+# Longer sessions list only the steps near the evidence (the sparklines still show all).
+MAX_LISTED_STEPS = 60
+SPARKLINE_WIDTH = 100
+
+
+def render_text(result: dict, all_steps: bool = False) -> str:
     """The compact text timeline `tracefix analyze` prints."""
     detectors = result.get("detectors") or []
     rows = result.get("scores") or []
@@ -114,22 +120,34 @@ def render_text(result: dict) -> str:
     lines = [f"session {result.get('session_id')}  model {result.get('model_version') or 'none'}  "
              f"detectors: {', '.join(detectors)}"]
     if rows:
+        width = max(1, -(-len(rows) // SPARKLINE_WIDTH))  # steps per character
+        if width > 1:
+            lines.append(f"  (one character = the highest of {width} consecutive steps)")
         for name in detectors:
             values = [r.get(name, 0.0) for r in rows]
             lo, hi = min(values), max(values)
-            lines.append(f"  {name:<17} {''.join(_bar(v, lo, hi) for v in values)}")
+            peaks = [max(values[i:i + width]) for i in range(0, len(values), width)]
+            lines.append(f"  {name:<17} {''.join(_bar(v, lo, hi) for v in peaks)}")
         agent_w = min(max(len(str(r.get("agent"))) for r in rows), 18)
         header = f"  {'step':>4}  {'agent':<{agent_w}}  {'phase':<8} {'status':<6}"
         header += "".join(f" {name[:16]:>16}" for name in detectors)
         lines.append(header)
         ranges = {n: (min(r.get(n, 0.0) for r in rows), max(r.get(n, 0.0) for r in rows)) for n in detectors}
-        for r in rows:
+        shown = rows
+        if len(rows) > MAX_LISTED_STEPS and not all_steps:
+            near = {s for steps in frontier.values() for s in steps}
+            for h in result.get("hypotheses") or []:
+                near |= {h["step"], *((h.get("evidence") or {}).get("path") or [])}
+            near = {s + d for s in near for d in (-1, 0, 1)}
+            shown = [r for r in rows if r["step"] in near]
+        for r in shown:
             line = f"  {r['step']:>4}  {str(r.get('agent'))[:agent_w]:<{agent_w}}  {r.get('phase', ''):<8} {r.get('status', ''):<6}"
             for name in detectors:
                 flag = "*" if r["step"] in frontier.get(name, []) else " "
                 line += f" {r.get(name, 0.0):>9.3f} {_bar(r.get(name, 0.0), *ranges[name])}{flag:>1}    "
             lines.append(line.rstrip())
-        lines.append("  (* = on that detector's frontier)")
+        lines.append("  (* = on that detector's frontier)" + (
+            f"; {len(rows) - len(shown)} routine steps not listed (--all-steps lists them)" if len(shown) < len(rows) else ""))
     lines.append("hypotheses:")
     for h in result.get("hypotheses") or []:
         ev = h.get("evidence") or {}

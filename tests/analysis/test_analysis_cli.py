@@ -92,3 +92,22 @@ def test_import_bad_file_creates_nothing(workdir):
     ok = workdir / "ok.json"
     ok.write_text(json.dumps(conversation(2, True)))
     assert len(json.loads(run("import", str(ok), "--json", "--db", db, cwd=workdir).stdout)) == 1
+
+
+def test_text_timeline_of_a_long_session_lists_the_steps_near_the_evidence():
+    from analysis_handmade import bank_session
+    from tracefix.analysis.cli import MAX_LISTED_STEPS, render_text
+    from tracefix.analysis.pipeline import analyze_document
+
+    doc = bank_session(1)
+    for i in range(12):  # a long session: many successful transfers, then the faulty one
+        extra = bank_session(100 + i, wrong_instruction=(i == 11))["steps"]
+        doc["steps"] += [{**s, "index": len(doc["steps"]) + j} for j, s in enumerate(extra)]
+    result = analyze_document(doc, None)
+    text = render_text(result)
+    listed = [line for line in text.splitlines() if line[:7].strip().isdigit()]
+    assert len(doc["steps"]) > MAX_LISTED_STEPS and len(listed) < len(doc["steps"])
+    assert "routine steps not listed" in text
+    top = result["hypotheses"][0]["step"]
+    assert any(line.split()[0] == str(top) for line in listed)
+    assert len(render_text(result, all_steps=True).splitlines()) > len(text.splitlines())
