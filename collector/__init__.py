@@ -51,7 +51,9 @@ Alerts and diagnosis
     collector (its token is put in ``OTEL_EXPORTER_OTLP_HEADERS`` for them).
 
 Tuning: ``--db-threads`` (DuckDB workers, default 1: ingest is many small transactions),
-``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces).
+``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces),
+``TRACEFIX_DB_THREADS``, ``TRACEFIX_CHECKPOINT_THRESHOLD`` (DuckDB's WAL size that triggers a
+checkpoint, default 16MB; larger means fewer checkpoints and a longer WAL replay after a crash).
 
 Access from other code: ``tracefix.collector.access.connect(server=None, db=None, token=None)``.
 """

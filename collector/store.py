@@ -42,6 +42,8 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     threads = threads or int(os.environ.get("TRACEFIX_DB_THREADS") or 0) or None
     config = {"threads": threads} if threads else {}
+    if os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD"):
+        config["checkpoint_threshold"] = os.environ["TRACEFIX_CHECKPOINT_THRESHOLD"]
     return duckdb.connect(target, read_only=read_only, config=config)
 
 
