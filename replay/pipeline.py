@@ -56,8 +56,10 @@ def wait_for_session(access, session_id: str, timeout_s: float = 20.0) -> dict |
     last = None
     while True:
         doc = access.get_session(session_id)
+        if doc is not None and doc.get("ended_at"):
+            return doc  # its root span arrived: the session is complete (even with no steps)
         if doc is not None and doc.get("steps"):
-            if doc.get("ended_at") or (last is not None and len(last.get("steps") or []) == len(doc["steps"])):
+            if last is not None and len(last.get("steps") or []) == len(doc["steps"]):
                 return doc
             last = doc
         if time.monotonic() > deadline:
