@@ -39,10 +39,6 @@ class ReplayJob:
     child_session_id: str = field(default_factory=lambda: "s-replay-" + uuid.uuid4().hex[:16])
 
 
-def new_child_session_id() -> str:
-    return "s-replay-" + uuid.uuid4().hex[:16]
-
-
 def _tail(path: Path, limit: int = 1500) -> str:
     try:
         text = path.read_text(errors="replace")

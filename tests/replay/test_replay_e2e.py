@@ -3,7 +3,6 @@
 instrumented banking app recorded once, and replay children exporting to the collector."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
