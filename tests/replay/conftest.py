@@ -6,40 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
 
 import procs
 import pytest
+from replay_lab import Lab
 
 # One injected fault, after two successful tool calls: the PaymentsAgent's deposit_check
 # (step 6 of task t04) loses its `check_number` argument.
 # Task t01 gets an early final answer (used by the thumbs-down test, recorded there).
 FAULT_PLAN = [{"task": "t04", "step": 6, "kind": "missing_argument"},
               {"task": "t01", "step": 1, "kind": "early_final_answer"}]
-
-
-@dataclass
-class Lab:
-    serve_url: str
-    follow_url: str  # sim whose model always follows a CORRECTION naming the fault's target
-    ignore_url: str  # same fault plan, never follows
-    session_id: str  # the recorded failed session
-    fault_step: int  # from the sim's ground-truth file (the product never reads it)
-    ground_truth: Path
-    workdir: Path
-
-    def access(self):
-        from tracefix.collector.access import connect
-
-        return connect(server=self.serve_url)
-
-
-def sim_requests(base_url: str, session: str) -> int:
-    root = base_url.rsplit("/v1", 1)[0]
-    with urllib.request.urlopen(root + "/_sim/stats", timeout=5) as r:
-        return json.load(r)["by_session"].get(session, 0)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import sys
 import threading
 
 import pytest
-from conftest import sim_requests
+from replay_lab import sim_requests
 
 from tracefix.replay.llm import ProductLLM
 from tracefix.replay.pipeline import ReplayError, check_replayable, diagnose
