@@ -186,3 +186,22 @@ def test_a_crashing_replay_is_an_inconclusive_run_with_its_error(lab, tmp_path):
     assert run["error"] and "no-such-task" in run["error"]
     assert run["success"] is not True  # the evaluator may still score the crashed run as a failure
     assert h["verdict"] == "inconclusive" and "errored" in h["verdict_reason"]
+
+
+def test_a_replay_that_hangs_is_killed_at_its_timeout(lab, tmp_path):
+    import socket
+
+    # An "LLM endpoint" that accepts connections and never answers.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        result = run_diagnose(lab, tmp_path, runs=1, timeout_s=6, hypotheses=[{"step": lab.fault_step}],
+                              overrides={"base_url": url})
+    finally:
+        silent.close()
+    run = result["hypotheses"][0]["runs"][0]
+    assert "killed after its 6s timeout" in run["error"]
+    assert 6 <= run["wall_s"] < 30
+    assert result["hypotheses"][0]["verdict"] == "inconclusive"
