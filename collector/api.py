@@ -9,6 +9,7 @@ import asyncio
 import hmac
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -21,6 +22,7 @@ from tracefix.collector import otlp
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.normalize import normalize_request
 from tracefix.collector.store import UnknownSession
+from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -100,6 +102,11 @@ def build_app(collector: "Collector") -> Starlette:
         return batch
 
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
+    # Decoding is pure Python (it holds the GIL): one thread does it, in arrival order. More
+    # threads only fight the writer for the GIL (each DuckDB call the writer makes releases it
+    # and then waits out the switch interval to get it back).
+    decoder = ThreadPoolExecutor(1, thread_name_prefix="tracefix-decode",
+                                 initializer=name_os_thread, initargs=("tf-decode",))
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
@@ -115,7 +122,8 @@ def build_app(collector: "Collector") -> Starlette:
             body = await read_body(request, cfg.max_body_bytes)
             encoding = request.headers.get("content-encoding")
             if len(body) > 256 * 1024:  # big bodies decode off the event loop so /healthz stays live
-                batch = await run_in_threadpool(decode_traces, body, ctype, encoding)
+                batch = await asyncio.get_running_loop().run_in_executor(decoder, decode_traces, body, ctype,
+                                                                          encoding)
             else:
                 batch = decode_traces(body, ctype, encoding)
         finally:

@@ -446,11 +446,15 @@ def attributes(kvs) -> dict:
     out = {}
     for kv in kvs:  # the scalar cases inline: this loop runs for every attribute of every span
         v = kv.value
+        text = v.string_value  # "" unless the value is a non-empty string: most attributes are
+        if text:
+            out[kv.key] = text
+            continue
         kind = v.WhichOneof("value")
-        if kind == "string_value":
-            out[kv.key] = v.string_value
-        elif kind == "int_value":
+        if kind == "int_value":
             out[kv.key] = v.int_value
+        elif kind == "string_value":
+            out[kv.key] = text
         else:
             out[kv.key] = any_value(v)
     return out
