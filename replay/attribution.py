@@ -89,7 +89,8 @@ def fallback_hypotheses(doc: dict, trial: dict, analysis: dict | None, round_: i
 def llm_hypothesis(llm, doc: dict, trial: dict, analysis: dict | None, previous: list[dict], round_: int) -> dict | None:
     steps = [s for s in doc.get("steps") or [] if in_trial(s["index"], trial)]
     seeded = analysis_hypotheses_in(trial, analysis)
-    outcome = {"outcome": doc.get("outcome"), "output": doc.get("output"),
+    # The ground truth guides attribution (as in DoVer); only interventions must never state it.
+    outcome = {"outcome": doc.get("outcome"), "output": doc.get("output"), "ground_truth_answer": doc.get("ground_truth"),
                "feedback": [f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")]}
     system, user = prompts.attribution(doc.get("task"), trial, steps, previous,
                                        [evidence_packet(h) for h in seeded[:5]], outcome)
