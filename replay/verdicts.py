@@ -8,7 +8,8 @@
 
 With a number of runs other than 3 the thresholds scale (2 of 3 becomes ceil(2n/3)).
 A run whose progress could not be measured counts as no progress: it followed the
-intervention and did not succeed, which is DoVer's refutation.
+intervention and did not succeed, which is DoVer's refutation. When no run's success could
+be judged at all, the verdict is inconclusive.
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def verdict(runs: list[dict]) -> tuple[str, str]:
     n = len(runs)
     if n == 0:
         return "inconclusive", "no replay ran"
+    if all(r.get("success") is None for r in runs):
+        # Nothing judged success (no evaluator, ground truth or LLM judge, or every run
+        # crashed): a hypothesis can be neither confirmed nor refuted.
+        return "inconclusive", ("no replay's success could be judged (register an evaluator, record a ground "
+                                "truth or configure an LLM judge)")
     needed = max(1, math.ceil(2 * n / 3))
     succeeded = sum(1 for r in runs if r.get("success") is True)
     if succeeded >= needed:

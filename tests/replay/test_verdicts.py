@@ -38,3 +38,9 @@ def test_thresholds_scale_with_the_number_of_runs():
 
 def test_reason_counts_the_runs():
     assert verdict([run(True), run(True), run(False)])[1] == "2/3 replays succeeded"
+
+
+def test_nothing_is_refuted_when_success_could_not_be_judged():
+    unjudged = [{"success": None, "fulfilled": True, "progress": None}] * 3
+    found, reason = verdict(unjudged)
+    assert found == "inconclusive" and "could be judged" in reason
