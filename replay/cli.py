@@ -78,6 +78,9 @@ def render(result: dict) -> str:
     stages = result["stages"]
     lines.append("stages: " + ", ".join(f"{k}={v}" for k, v in stages.items())
                  + ("" if result.get("llm") else "  (no LLM configured: deterministic fallbacks)"))
+    if result.get("llm"):
+        llm = result["llm"]
+        lines.append(f"LLM: {llm['model']} at {llm['base_url']}, {llm['requests']} request(s)")
     for trial in result["trials"]:
         lines.append("")
         plan = f", plan at step {trial['plan_step']}" if trial.get("plan_step") is not None else ""

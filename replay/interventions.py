@@ -83,9 +83,7 @@ def _is_final_answer(step: dict, doc: dict) -> bool:
 
 
 def _quote(error: str | None) -> str:
-    error = (error or "").strip().replace("\n", " ")
-    # "pkg.mod.Type: message" reads as the agent saw it: "Type: message"
-    error = re.sub(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*:)", r"\1", error)
+    error = prompts.error_as_seen(error).replace("\n", " ")
     return error if len(error) <= 160 else error[:157] + "..."
 
 

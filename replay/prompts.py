@@ -9,6 +9,7 @@ step's content truncated so long sessions stay inside a context window.
 from __future__ import annotations
 
 import json
+import re
 
 STAGE_PREFIX = "tracefix-stage: "
 STAGES = ("segmentation", "attribution", "intervention", "fulfilment", "milestones", "success")
@@ -31,6 +32,11 @@ def _short(value, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def error_as_seen(error: str | None) -> str:
+    """"pkg.mod.Type: message" as the agent saw it: "Type: message"."""
+    return re.sub(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*:)", r"\1", (error or "").strip())
+
+
 def step_content(step: dict, limit: int = STEP_CHARS) -> str:
     """One line for a step: what the agent said or called, and what its tools returned."""
     if step.get("kind") == "message":
@@ -42,7 +48,7 @@ def step_content(step: dict, limit: int = STEP_CHARS) -> str:
     for call in step.get("tool_calls") or []:
         piece = f"calls {call.get('name')}({_short(call.get('arguments') or {}, 160)})"
         if call.get("error"):
-            piece += f" -> error {call['error']}"
+            piece += f" -> error {error_as_seen(call['error'])}"
         elif "result" in call:
             piece += f" -> {_short(call.get('result'), 160)}"
         parts.append(piece)
