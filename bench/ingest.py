@@ -64,9 +64,25 @@ def exporter(worker: int, url: str, sessions: int, steps: int, ready, go, result
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (a shared machine's load does not inflate it)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU so far of a process and all its descendants alive now (the server's
+    decode workers count as server time); a shared machine's load does not inflate it."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(parents.get(p, []))
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def run_served(exporters: int, sessions: int, steps: int) -> tuple[float, int, int, int, float]:

@@ -9,7 +9,6 @@ import asyncio
 import hmac
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -20,9 +19,8 @@ from starlette.routing import Route
 
 from tracefix.collector import otlp
 from tracefix.collector.imports import ImportError_
-from tracefix.collector.normalize import normalize_request
+from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.store import UnknownSession
-from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -94,19 +92,7 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans,
                              "committed_spans": writer.committed_spans, "transactions": writer.transactions})
 
-    def decode_traces(body: bytes, ctype: str | None, encoding: str | None):
-        body = otlp.decompress(body, encoding, cfg.max_body_bytes)
-        batch = normalize_request(otlp.decode(body, ctype), max_attribute_chars=cfg.max_attribute_chars,
-                                  wire_bytes=len(body))
-        batch.wire_bytes = len(body)
-        return batch
-
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
-    # Decoding is pure Python (it holds the GIL): one thread does it, in arrival order. More
-    # threads only fight the writer for the GIL (each DuckDB call the writer makes releases it
-    # and then waits out the switch interval to get it back).
-    decoder = ThreadPoolExecutor(1, thread_name_prefix="tracefix-decode",
-                                 initializer=name_os_thread, initargs=("tf-decode",))
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
@@ -120,18 +106,15 @@ def build_app(collector: "Collector") -> Starlette:
         inflight["bytes"] += reserve
         try:
             body = await read_body(request, cfg.max_body_bytes)
-            encoding = request.headers.get("content-encoding")
-            if len(body) > 256 * 1024:  # big bodies decode off the event loop so /healthz stays live
-                batch = await asyncio.get_running_loop().run_in_executor(decoder, decode_traces, body, ctype,
-                                                                          encoding)
-            else:
-                batch = decode_traces(body, ctype, encoding)
+            batch = await collector.decoder.decode(body, ctype, request.headers.get("content-encoding"))
+        except DecodeFailed as exc:
+            return error(503, str(exc))
         finally:
             inflight["bytes"] -= reserve
         message = "; ".join(batch.errors)
-        if batch.rejected and not batch.spans:
+        if batch.rejected and not batch.span_count:
             raise otlp.OtlpError(400, f"all {batch.rejected} spans rejected: {message}")
-        if batch.spans:
+        if batch.span_count:
             fut = writer.submit_batch(batch)
             try:
                 await asyncio.wrap_future(fut)

@@ -54,8 +54,11 @@ def _connect(db, server, token):
               help="Spans waiting to be written before receivers answer 429 / RESOURCE_EXHAUSTED.")
 @click.option("--db-threads", default=1, show_default=True, type=int,
               help="DuckDB worker threads (raise for large analytical reads).")
+@click.option("--decode-workers", envvar="TRACEFIX_DECODE_WORKERS", default=1, show_default=True,
+              type=click.IntRange(0, 16),
+              help="Processes decoding OTLP/HTTP bodies beside the writer (0: a thread of the server).")
 def serve(db, host, http_port, grpc_port, token, webhooks, public_url, alert_threshold, alert_retry_max, diagnose,
-          diagnosis_workers, max_body_mb, max_queue_spans, db_threads):
+          diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     from tracefix.collector.server import Config, serve_forever
 
@@ -63,7 +66,7 @@ def serve(db, host, http_port, grpc_port, token, webhooks, public_url, alert_thr
                     webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
-                    db_threads=db_threads)
+                    db_threads=db_threads, decode_workers=decode_workers)
     import duckdb
 
     try:

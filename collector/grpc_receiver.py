@@ -37,9 +37,9 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         batch = normalize_request(request, max_attribute_chars=cfg.max_attribute_chars, wire_bytes=size)
         batch.wire_bytes = size
         message = "; ".join(batch.errors)
-        if batch.rejected and not batch.spans:
+        if batch.rejected and not batch.span_count:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"all {batch.rejected} spans rejected: {message}")
-        if batch.spans:
+        if batch.span_count:
             try:
                 fut = self.collector.writer.submit_batch(batch)
             except QueueFull as exc:

@@ -137,22 +137,40 @@ class Batch:
     # until the store finds the trace's real session (`reassign`)
     fallback_traces: set[str] = field(default_factory=set)
     explicit_traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id seen
-    span_tables: list = field(default_factory=list)  # Arrow tables of `spans`, None once stale
+    span_tables: list = field(default_factory=list)  # Arrow tables of `spans` (None: build from the rows)
     merged: bool = False  # several requests: a span may repeat across them
+    # spans whose rows were left behind when the batch crossed to the writer's process (its
+    # Arrow tables hold them; pickling dict rows would cost more than building them)
+    shipped_spans: int = 0
+
+    @property
+    def span_count(self) -> int:
+        return len(self.spans) + self.shipped_spans
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if state["spans"] and state["span_tables"] and all(t is not None for t in state["span_tables"]):
+            state["shipped_spans"] += len(state["spans"])
+            state["spans"] = []
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def span_arrow(self):
-        """All spans as one Arrow table (built from the rows when a reassignment changed them)."""
-        if not self.spans:
+        """All spans as one Arrow table (built from the rows of a batch that has no tables)."""
+        if not self.span_count:
             return None
         if self.span_tables and all(t is not None for t in self.span_tables):
             return self.span_tables[0] if len(self.span_tables) == 1 else pa.concat_tables(self.span_tables)
+        if self.shipped_spans:  # cannot happen: shipped batches always carry their tables
+            raise RuntimeError("spans without rows or tables")
         return spans_table(self.spans)
 
     def reassign(self, mapping: dict[str, str]) -> None:
         """Move spans of fallback traces to the session their trace is known to belong to."""
-        for trace_id, sid in mapping.items():
-            if trace_id not in self.fallback_traces or trace_id == sid:
-                continue
+        moved = {t: sid for t, sid in mapping.items() if t in self.fallback_traces and t != sid}
+        for trace_id, sid in moved.items():
             for row in self.spans:
                 if row["trace_id"] == trace_id and row["session_id"] == trace_id:
                     row["session_id"] = sid
@@ -163,11 +181,13 @@ class Batch:
             if fields:
                 merge_session(self.sessions, sid, fields)
             self.fallback_traces.discard(trace_id)
-            self.span_tables = [None]  # rows changed: rebuild the table from them
+        if moved:
+            self.span_tables = [_reassigned(t, moved) if t is not None else None for t in self.span_tables]
 
     def extend(self, other: "Batch") -> None:
-        self.merged = self.merged or bool(self.spans) or other.merged
+        self.merged = self.merged or bool(self.span_count) or other.merged
         self.spans.extend(other.spans)
+        self.shipped_spans += other.shipped_spans
         self.span_tables.extend(other.span_tables or [None])
         self.messages.update(other.messages)
         for sid, attrs in other.sessions.items():
@@ -179,6 +199,20 @@ class Batch:
         self.wire_bytes += other.wire_bytes
         self.fallback_traces |= other.fallback_traces
         self.explicit_traces.update(other.explicit_traces)
+
+
+def _reassigned(table: pa.Table, moved: dict[str, str]) -> pa.Table:
+    """`table` with session_id = moved[trace_id] where a span's session was its trace id."""
+    import pyarrow.compute as pc
+
+    traces = pa.array(list(moved), pa.string())
+    trace_col, sid_col = table["trace_id"], table["session_id"]
+    hit = pc.and_(pc.is_in(trace_col, value_set=traces), pc.equal(sid_col, trace_col))
+    if not pc.any(hit).as_py():
+        return table
+    target = pc.take(pa.array(list(moved.values()), pa.string()), pc.index_in(trace_col, value_set=traces))
+    column = pc.if_else(hit, target, sid_col)
+    return table.set_column(table.schema.get_field_index("session_id"), "session_id", column)
 
 
 # --- messages -----------------------------------------------------------------------------

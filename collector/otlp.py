@@ -26,6 +26,9 @@ class OtlpError(Exception):
         self.status = status
         self.message = message
 
+    def __reduce__(self):  # raised in a decode worker process, re-raised in the receiver
+        return (OtlpError, (self.status, self.message))
+
 
 def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()

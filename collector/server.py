@@ -19,6 +19,7 @@ import uvicorn
 
 from tracefix.collector.alerts import AlertDeliverer
 from tracefix.collector.api import build_app
+from tracefix.collector.decoding import Decoder
 from tracefix.collector.diagnosis import DiagnosisWorker
 from tracefix.collector.grpc_receiver import start_grpc
 from tracefix.collector.store import Store
@@ -48,6 +49,8 @@ class Config:
     # DuckDB worker threads: ingest is many small transactions, where extra workers mostly
     # spin (1 thread: ~1.7x more spans per CPU-second in bench/ingest.py)
     db_threads: int = 1
+    # processes that decode OTLP/HTTP bodies beside the writer's (0: a thread of this process)
+    decode_workers: int = 1
 
 
 class Collector:
@@ -56,6 +59,8 @@ class Collector:
         self.store = Store(config.db, threads=config.db_threads)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created)
+        self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
+                               max_attribute_chars=config.max_attribute_chars)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s)
         self.diagnosis = DiagnosisWorker(self, mode=config.diagnose, workers=config.diagnosis_workers)
         self.http_url: str | None = None
@@ -91,6 +96,7 @@ class Collector:
     def start(self) -> None:
         cfg = self.config
         self.writer.ingest_options = {}  # set once the public URL is known (below)
+        self.decoder.start()
         self.writer.start()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -137,6 +143,7 @@ class Collector:
             self._grpc.stop(grace=5).wait(10)
         self.alerts.stop()
         self.diagnosis.stop()
+        self.decoder.close()
         self.writer.close()
         try:
             self.store.checkpoint()

@@ -74,7 +74,7 @@ class Writer:
     # --- producers ---------------------------------------------------------------------------
     def submit_batch(self, batch: Batch) -> Future:
         fut: Future = Future()
-        n = len(batch.spans)
+        n = batch.span_count
         with self._cond:
             if self._closing:
                 raise WriterClosed("the collector is shutting down")
@@ -119,12 +119,12 @@ class Writer:
             if first[0] == "batch":
                 streaming = self._arrivals > 1  # others arrived while the last transaction ran
                 self._arrivals = 0
-                total = len(first[1].spans)
+                total = first[1].span_count
                 deadline = time.monotonic() + self.linger_s
                 while total < self.max_transaction_spans:
                     if self._items and self._items[0][0] == "batch":
                         item = self._items.popleft()
-                        total += len(item[1].spans)
+                        total += item[1].span_count
                         taken.append(item)
                         continue
                     left = deadline - time.monotonic()
@@ -149,7 +149,7 @@ class Writer:
             self._write_batches(taken)
 
     def _write_batches(self, taken: list) -> None:
-        n_spans = sum(len(b.spans) for _, b, _ in taken)
+        n_spans = sum(b.span_count for _, b, _ in taken)
         try:
             if len(taken) == 1:
                 merged = taken[0][1]
@@ -171,7 +171,7 @@ class Writer:
                         self._announce(self.store.ingest(b, **self.ingest_options))
                         results.append((fut, None))
                     except Exception as one_exc:
-                        log.warning("a batch of %d spans failed: %s", len(b.spans), one_exc)
+                        log.warning("a batch of %d spans failed: %s", b.span_count, one_exc)
                         results.append((fut, one_exc))
         with self._cond:
             self._pending_spans -= n_spans
@@ -182,7 +182,7 @@ class Writer:
                 fut.set_result(True)
             else:
                 fut.set_exception(exc)
-        self.committed_spans += sum(len(b.spans) for (_, b, _), (_, e) in zip(taken, results) if e is None)
+        self.committed_spans += sum(b.span_count for (_, b, _), (_, e) in zip(taken, results) if e is None)
 
     def _announce(self, created: dict | None) -> None:
         if created and self.on_created and any(created.values()):

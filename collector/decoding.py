@@ -1,0 +1,120 @@
+"""OTLP/HTTP request bodies turned into `Batch`es, off the process that writes.
+
+Decoding and normalizing is pure Python: in the writer's process it competes with the
+writer for the GIL (each DuckDB call the writer makes releases the GIL and must then win it
+back). `Decoder` runs it in worker processes instead (`--decode-workers`, default 1), so on
+two cores decoding and writing overlap; batches come back pickled (Arrow tables, no dict
+rows). With 0 workers, or for small bodies, it runs on one thread of this process.
+
+A worker that dies (a crash on a hostile body) fails only the requests it held: the pool is
+rebuilt and the exporter gets a retryable 503.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from tracefix.collector import otlp
+from tracefix.collector.normalize import Batch, normalize_request
+from tracefix.collector.threadnames import name_os_thread
+
+log = logging.getLogger("tracefix.collector")
+
+INLINE_BYTES = 64 * 1024  # smaller bodies decode in the receiver: a round trip costs more
+
+
+def decode_body(body: bytes, content_type: str | None, encoding: str | None, max_body_bytes: int,
+                max_attribute_chars: int) -> Batch:
+    """Decompress, decode and normalize one request body (raises otlp.OtlpError)."""
+    body = otlp.decompress(body, encoding, max_body_bytes)
+    batch = normalize_request(otlp.decode(body, content_type), max_attribute_chars=max_attribute_chars,
+                              wire_bytes=len(body))
+    batch.wire_bytes = len(body)
+    return batch
+
+
+def _warm() -> None:
+    """First task of a worker: its imports are done by the time a request comes."""
+
+
+def _worker_started(server_pid: int) -> None:
+    name_os_thread("tf-decode-proc")
+    _die_with(server_pid)
+
+
+def _die_with(server_pid: int) -> None:
+    """Exit when the server is gone, even after a kill -9 that let it close nothing."""
+    import ctypes
+    import signal
+
+    try:  # Linux: the kernel kills us when the thread that started us ends
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == server_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="tracefix-parent-watch", daemon=True).start()
+    if os.getppid() != server_pid:
+        os._exit(0)
+
+
+class DecodeFailed(RuntimeError):
+    """The decode worker died: a retryable failure (503)."""
+
+
+class Decoder:
+    def __init__(self, *, workers: int, max_body_bytes: int, max_attribute_chars: int):
+        self.workers = workers
+        self.limits = (max_body_bytes, max_attribute_chars)
+        # one thread: more threads only fight the writer for the GIL
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="tracefix-decode",
+                                          initializer=name_os_thread, initargs=("tf-decode",))
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> "Decoder":
+        if self.workers > 0:
+            self._pool = self._new_pool()
+        return self
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # spawn: never fork this process, whose threads hold DuckDB and socket state; the
+        # workers are our children and watch that we live
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_started, initargs=(os.getpid(),))
+        for _ in range(self.workers):
+            pool.submit(_warm)
+        return pool
+
+    async def decode(self, body: bytes, content_type: str | None, encoding: str | None) -> Batch:
+        loop = asyncio.get_running_loop()
+        args = (body, content_type, encoding, *self.limits)
+        pool = self._pool
+        if pool is None or len(body) <= INLINE_BYTES:
+            if len(body) <= INLINE_BYTES:
+                return decode_body(*args)
+            return await loop.run_in_executor(self._thread, decode_body, *args)
+        try:
+            return await asyncio.wrap_future(pool.submit(decode_body, *args))
+        except BrokenProcessPool as exc:
+            with self._lock:
+                if self._pool is pool:
+                    log.warning("a decode worker died; starting a new one")
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    self._pool = self._new_pool()
+            raise DecodeFailed("the decode worker died; retry") from exc
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._thread.shutdown(wait=False)
