@@ -29,6 +29,34 @@ DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
 _HEX = re.compile(r"[0-9a-f]{1,64}")  # span ids are hex we wrote ourselves: safe to inline in SQL
 
 
+class _AbsentModules:
+    """A meta-path finder that answers "not installed" at once for modules known to be absent.
+
+    DuckDB's Python client tries `import pandas` for every parameterized statement and every
+    registered table; without pandas each try rescans sys.path (~0.1 ms, several per
+    transaction on the writer's hot path)."""
+
+    names: frozenset = frozenset()
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name in cls.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def _skip_absent_imports() -> None:
+    import importlib.util
+    import sys
+
+    if _AbsentModules in sys.meta_path:
+        return
+    absent = {m for m in ("pandas", "polars") if m not in sys.modules and importlib.util.find_spec(m) is None}
+    if absent:
+        _AbsentModules.names = frozenset(absent)
+        sys.meta_path.insert(0, _AbsentModules)
+
+
 class UnknownSession(KeyError):
     pass
 
@@ -148,6 +176,7 @@ class Store:
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
                  threads: int | None = None):
         self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+        _skip_absent_imports()
         self.con = connect_db(self.path, read_only=read_only, threads=threads)
         self._local = threading.local()
         self._known_messages: set[int] = set()
@@ -247,6 +276,7 @@ class Store:
             con.unregister("_msg_batch")
         table = batch.span_arrow()
         if table is not None and table.num_rows:
+            table = table.combine_chunks()  # one chunk per column: DuckDB scans it ~30% faster
             lo, hi = pc.min_max(table["start_ns"]).values()
             con.register("_span_batch", table)
             # a retried span has the same start time: only row groups overlapping the batch's
