@@ -57,6 +57,11 @@ def _skip_absent_imports() -> None:
         sys.meta_path.insert(0, _AbsentModules)
 
 
+def _distinct_spans(table: pa.Table) -> int:
+    """How many different spans (trace_id, span_id) an Arrow table of spans holds."""
+    return pc.count_distinct(pc.binary_join_element_wise(table["trace_id"], table["span_id"], "")).as_py()
+
+
 class UnknownSession(KeyError):
     pass
 
@@ -275,22 +280,26 @@ class Store:
             con.execute("INSERT OR IGNORE INTO messages SELECT * FROM _msg_batch")
             con.unregister("_msg_batch")
         table = batch.span_arrow()
+        # fresh: every span of the batch was new, so none of its snapshots can be stored yet
+        fresh, source = True, "_span_batch"
         if table is not None and table.num_rows:
             table = table.combine_chunks()  # one chunk per column: DuckDB scans it ~30% faster
             lo, hi = pc.min_max(table["start_ns"]).values()
+            unique = _distinct_spans(table) if batch.merged else table.num_rows
+            if unique != table.num_rows:  # requests merged into one transaction repeat a span (a retry)
+                source = "(SELECT DISTINCT ON (trace_id, span_id) * FROM _span_batch)"
             con.register("_span_batch", table)
             # a retried span has the same start time: only row groups overlapping the batch's
-            # time range are read (zonemaps), so this stays cheap as the table grows; requests
-            # merged into one transaction may repeat a span (a retry of a queued request)
-            source = "(SELECT DISTINCT ON (trace_id, span_id) * FROM _span_batch)" if batch.merged else "_span_batch"
-            con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
+            # time range are read (zonemaps), so this stays cheap as the table grows
+            inserted = con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
                                 SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
-                                AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""", [lo.as_py(), hi.as_py()])
-            con.unregister("_span_batch")
+                                AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""",
+                                   [lo.as_py(), hi.as_py()]).fetchone()[0]
+            fresh = inserted == unique
         touched = list(batch.sessions)
-        span_range = None
+        span_range, new_sessions = None, set()
         if batch.sessions:
-            span_range = self._upsert_sessions(con, batch.sessions, source="otlp")
+            span_range, new_sessions = self._upsert_sessions(con, batch.sessions, source="otlp")
         if batch.snapshots:  # one copy per (span, event) even when a retry shares the batch
             s = list({(x.trace_id, x.span_id, x.seq): x for x in reversed(batch.snapshots)}.values())
             con.register("_snap_batch", pa.table({
@@ -298,13 +307,18 @@ class Store:
                 "span_id": [x.span_id for x in s], "seq": pa.array([x.seq for x in s], pa.int32()),
                 "key": [x.key for x in s], "state": [x.state for x in s], "hash": pa.array([x.hash for x in s], pa.string()),
                 "step": pa.array([x.step for x in s], pa.int32()), "time_ns": pa.array([x.time_ns for x in s], pa.int64())}))
-            con.execute("""INSERT INTO snapshots SELECT b.* FROM _snap_batch b WHERE NOT EXISTS (
-                               SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN ? AND ?
-                               AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""",
-                        [min(x.time_ns for x in s), max(x.time_ns for x in s)])
+            if fresh:
+                con.execute("INSERT INTO snapshots SELECT * FROM _snap_batch")
+            else:
+                con.execute("""INSERT INTO snapshots SELECT b.* FROM _snap_batch b WHERE NOT EXISTS (
+                                   SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN ? AND ?
+                                   AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""",
+                            [min(x.time_ns for x in s), max(x.time_ns for x in s)])
             con.unregister("_snap_batch")
         if touched:
-            self._derive_steps(con, touched, span_range)
+            self._derive_steps(con, touched, span_range, new_sessions=new_sessions)
+        if table is not None and table.num_rows:
+            con.unregister("_span_batch")
         created = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
             exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()
@@ -317,10 +331,10 @@ class Store:
                 created[k].extend(res[k])
         return created
 
-    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> tuple[int | None, int | None]:
+    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> tuple[tuple, set[str]]:
         """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
         INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case). Returns the time
-        range the touched sessions' spans start in, after the merge."""
+        range the touched sessions' spans start in, after the merge, and the new sessions' ids."""
         now = _now_ns()
         ids = list(sessions)
         rows = con.execute("SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id IN "
@@ -351,12 +365,18 @@ class Store:
                                 + " FROM _sess_upd u WHERE sessions.session_id = u.session_id")
             finally:
                 con.unregister(table)
-        return span_range
+        return span_range, set(ids) - known
 
-    def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None) -> None:
-        """Number a session's decisions 0..n-1: by tracefix.step when present, else start time."""
+    def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
+                      new_sessions: set | frozenset = frozenset()) -> None:
+        """Number a session's decisions 0..n-1: by tracefix.step when present, else start time.
+        Sessions in `new_sessions` were created in this transaction: they have no steps to delete."""
+        if not session_ids:
+            return
         lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
-        con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [session_ids])
+        old = [sid for sid in session_ids if sid not in new_sessions]
+        if old:
+            con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [old])
         # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
         con.execute("""
             INSERT INTO steps
