@@ -12,6 +12,7 @@ This module is pure (no I/O, no SQL): `normalize_request` maps an
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -256,6 +257,7 @@ def canonical_message(msg: Any) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=8192)  # histories resend the same messages: hash each once
 def message_key(canonical_json: str) -> tuple[int, str]:
     """(signed 64-bit key, sha256 hex) of a canonical message; the key is what spans store."""
     digest = hashlib.sha256(canonical_json.encode("utf-8", "surrogatepass")).digest()
