@@ -180,3 +180,30 @@ def test_span_without_session_attribute_joins_its_traces_session_across_requests
     assert post(collector.match["http"] + "/v1/traces", encode_spans([child]).SerializeToString())[0] == 200
     assert {s["name"] for s in api.get_spans(sid)} == {"agent run", "chat m"}
     assert len(api.get_session(sid)["steps"]) == 1
+
+
+def test_large_request_decoded_by_the_worker_process_joins_its_session_once(collector, api):
+    """Bodies over 64 KiB are decoded in the decode worker process and cross back as Arrow
+    tables without rows: a late session reassignment and the dedup of a resend must still hold."""
+    sid = f"big-{uuid.uuid4().hex[:8]}"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    padding = "policy text " * 8000  # ~96 KB: over the inline-decoding limit
+    with tracer.start_as_current_span("agent run", attributes={"session.id": sid}):
+        for i in range(3):
+            with tracer.start_as_current_span(f"chat {i}", attributes={"gen_ai.operation.name": "chat",
+                                                                        "bench.padding": padding}):
+                pass
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.parent is not None)
+    root, children = spans[0], spans[1:]
+    big = encode_spans(children).SerializeToString()
+    assert len(big) > 64 * 1024
+    assert post(collector.match["http"] + "/v1/traces", encode_spans([root]).SerializeToString())[0] == 200
+    for _ in range(2):  # the second is an exporter retry
+        assert post(collector.match["http"] + "/v1/traces", big)[0] == 200
+    stored = api.get_spans(sid)
+    assert sorted(s["name"] for s in stored) == ["agent run", "chat 0", "chat 1", "chat 2"]
+    assert all(s["attributes"]["bench.padding"] == padding for s in stored if s["name"].startswith("chat"))
+    assert len(api.get_session(sid)["steps"]) == 3
