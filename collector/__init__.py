@@ -24,7 +24,7 @@ Store (``tracefix.collector.store``, the only SQL)
     commit. One writer thread owns the write connection (``tracefix.collector.writer``).
 
 HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on all but /healthz)
-    ``GET /healthz`` -> {"status", "db", "pending_spans"}
+    ``GET /healthz`` -> {"status", "db", "pending_spans", "committed_spans", "transactions", "checkpoints"}
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
         -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
         outcome, score, started_at, ended_at, duration_ms, steps, spans, errors, agents, models,
@@ -52,8 +52,11 @@ Alerts and diagnosis
 
 Tuning: ``--db-threads`` (DuckDB workers, default 1: ingest is many small transactions),
 ``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces),
-``TRACEFIX_DB_THREADS``, ``TRACEFIX_CHECKPOINT_THRESHOLD`` (DuckDB's WAL size that triggers a
-checkpoint, default 16MB; larger means fewer checkpoints and a longer WAL replay after a crash).
+``TRACEFIX_DB_THREADS``, ``TRACEFIX_CHECKPOINT_THRESHOLD`` (the WAL size that triggers a
+checkpoint, default 16MB; larger means fewer checkpoints and a longer WAL replay after a crash;
+in ``tracefix serve`` a background thread runs them beside the writer, commits never wait for one),
+``--decode-workers N`` / ``TRACEFIX_DECODE_WORKERS`` (processes that decode OTLP/HTTP bodies
+over 64 KiB beside the writer, default 1; 0 decodes on a thread of the server).
 
 Access from other code: ``tracefix.collector.access.connect(server=None, db=None, token=None)``.
 """

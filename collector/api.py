@@ -90,7 +90,8 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans,
-                             "committed_spans": writer.committed_spans, "transactions": writer.transactions})
+                             "committed_spans": writer.committed_spans, "transactions": writer.transactions,
+                             "checkpoints": collector.checkpointer.checkpoints})
 
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 

@@ -19,6 +19,7 @@ import uvicorn
 
 from tracefix.collector.alerts import AlertDeliverer
 from tracefix.collector.api import build_app
+from tracefix.collector.checkpointer import Checkpointer, commit_time_threshold
 from tracefix.collector.decoding import Decoder
 from tracefix.collector.diagnosis import DiagnosisWorker
 from tracefix.collector.grpc_receiver import start_grpc
@@ -56,7 +57,9 @@ class Config:
 class Collector:
     def __init__(self, config: Config):
         self.config = config
-        self.store = Store(config.db, threads=config.db_threads)
+        # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
+        self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold())
+        self.checkpointer = Checkpointer(self.store)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created)
         self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
@@ -97,6 +100,7 @@ class Collector:
         cfg = self.config
         self.writer.ingest_options = {}  # set once the public URL is known (below)
         self.decoder.start()
+        self.checkpointer.start()
         self.writer.start()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -145,6 +149,7 @@ class Collector:
         self.diagnosis.stop()
         self.decoder.close()
         self.writer.close()
+        self.checkpointer.stop()
         try:
             self.store.checkpoint()
         except Exception as exc:  # the WAL is durable; the next open replays it

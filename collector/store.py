@@ -66,17 +66,29 @@ class UnknownSession(KeyError):
     pass
 
 
+def checkpoint_threshold_bytes() -> int:
+    """TRACEFIX_CHECKPOINT_THRESHOLD ("16MB", "1GiB", "20000000") in bytes; DuckDB's 16 MB default."""
+    text = (os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD") or "16MB").strip().upper().replace(" ", "")
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(B|KB|MB|GB|KIB|MIB|GIB)?", text)
+    if not match:
+        raise ValueError(f"TRACEFIX_CHECKPOINT_THRESHOLD={text!r}: use a size such as 16MB")
+    unit = {None: 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
+    return int(float(match.group(1)) * unit[match.group(2)])
+
+
 def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False,
-               threads: int | None = None) -> duckdb.DuckDBPyConnection:
+               threads: int | None = None, checkpoint_threshold: str | None = None) -> duckdb.DuckDBPyConnection:
     """Open the database behind a store. `:memory:` works for throwaway stores. `threads`
-    (or TRACEFIX_DB_THREADS) caps DuckDB's worker threads."""
+    (or TRACEFIX_DB_THREADS) caps DuckDB's worker threads; `checkpoint_threshold` (or
+    TRACEFIX_CHECKPOINT_THRESHOLD) is the WAL size at which a commit checkpoints."""
     target = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     threads = threads or int(os.environ.get("TRACEFIX_DB_THREADS") or 0) or None
     config = {"threads": threads} if threads else {}
-    if os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD"):
-        config["checkpoint_threshold"] = os.environ["TRACEFIX_CHECKPOINT_THRESHOLD"]
+    threshold = checkpoint_threshold or os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD")
+    if threshold:
+        config["checkpoint_threshold"] = threshold
     return duckdb.connect(target, read_only=read_only, config=config)
 
 
@@ -179,10 +191,11 @@ def _now_ns() -> int:
 
 class Store:
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, checkpoint_threshold: str | None = None):
         self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
         _skip_absent_imports()
-        self.con = connect_db(self.path, read_only=read_only, threads=threads)
+        self.con = connect_db(self.path, read_only=read_only, threads=threads,
+                              checkpoint_threshold=checkpoint_threshold)
         self._local = threading.local()
         self._known_messages: set[int] = set()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
@@ -213,6 +226,18 @@ class Store:
 
     def schema_version(self) -> int:
         return self._read().execute("SELECT max(version) FROM schema_version").fetchone()[0]
+
+    def wal_bytes(self) -> int:
+        """Size of the write-ahead log (what a checkpoint folds into the file)."""
+        try:
+            return os.path.getsize(self.path + ".wal")
+        except OSError:
+            return 0
+
+    def checkpoint_beside(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        """CHECKPOINT on a cursor of another thread while the writer goes on committing
+        (never FORCE: that would abort the writer's and readers' transactions)."""
+        cursor.execute("CHECKPOINT")
 
     def checkpoint(self) -> None:
         """Fold the WAL into the file (a crash without it is fine: the WAL replays on open)."""

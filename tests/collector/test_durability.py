@@ -5,9 +5,11 @@ import json
 import signal
 import threading
 import time
+import urllib.request
 import uuid
 
 import procs
+import pytest
 from test_ingest import _otlp_request, post
 
 
@@ -23,9 +25,12 @@ def _flood(url: str, acked: list[str], stop: threading.Event, statuses: list[int
             acked.append(sid)
 
 
-def test_kill_9_under_load_keeps_every_acknowledged_span(tmp_path):
+@pytest.mark.parametrize("checkpoints", ["default", "constant"])
+def test_kill_9_under_load_keeps_every_acknowledged_span(tmp_path, checkpoints):
     db = tmp_path / "k9.duckdb"
-    serve = procs.start_serve(db, "--diagnose", "off")
+    # "constant": a 256 KB threshold keeps the background checkpointer busy during the flood
+    env = {"TRACEFIX_CHECKPOINT_THRESHOLD": "256KB"} if checkpoints == "constant" else {}
+    serve = procs.start_serve(db, "--diagnose", "off", env=env)
     acked: list[str] = []
     statuses: list[int] = []
     stop = threading.Event()
@@ -36,6 +41,9 @@ def test_kill_9_under_load_keeps_every_acknowledged_span(tmp_path):
     deadline = time.monotonic() + 20
     while len(acked) < 40 and time.monotonic() < deadline:
         time.sleep(0.05)
+    if checkpoints == "constant":
+        with urllib.request.urlopen(serve.match["http"] + "/healthz", timeout=10) as resp:
+            assert json.loads(resp.read())["checkpoints"] > 0
     serve.popen.send_signal(signal.SIGKILL)
     serve.popen.wait()
     stop.set()
