@@ -29,34 +29,6 @@ DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
 _HEX = re.compile(r"[0-9a-f]{1,64}")  # span ids are hex we wrote ourselves: safe to inline in SQL
 
 
-class _AbsentModules:
-    """A meta-path finder that answers "not installed" at once for modules known to be absent.
-
-    DuckDB's Python client tries `import pandas` for every parameterized statement and every
-    registered table; without pandas each try rescans sys.path (~0.1 ms, several per
-    transaction on the writer's hot path)."""
-
-    names: frozenset = frozenset()
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name in cls.names:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-def _skip_absent_imports() -> None:
-    import importlib.util
-    import sys
-
-    if _AbsentModules in sys.meta_path:
-        return
-    absent = {m for m in ("pandas", "polars") if m not in sys.modules and importlib.util.find_spec(m) is None}
-    if absent:
-        _AbsentModules.names = frozenset(absent)
-        sys.meta_path.insert(0, _AbsentModules)
-
-
 def _distinct_spans(table: pa.Table) -> int:
     """How many different spans (trace_id, span_id) an Arrow table of spans holds."""
     return pc.count_distinct(pc.binary_join_element_wise(table["trace_id"], table["span_id"], "")).as_py()
@@ -193,7 +165,6 @@ class Store:
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
                  threads: int | None = None, checkpoint_threshold: str | None = None):
         self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
-        _skip_absent_imports()
         self.con = connect_db(self.path, read_only=read_only, threads=threads,
                               checkpoint_threshold=checkpoint_threshold)
         self._local = threading.local()
