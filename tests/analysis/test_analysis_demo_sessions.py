@@ -131,7 +131,7 @@ def test_thumbs_down_in_serve_stores_hypotheses(demo_corpus, demo_model):
             break
         time.sleep(0.2)
     assert stored, "no analysis stored after the thumbs-down"
-    assert stored["model_version"] == demo_model.version
+    assert stored["model_version"] == demo_model.version, stored.get("notes")
     assert stored["hypotheses"][0]["step"] == label["step"]
     assert np.isfinite([s["hgt"] for s in stored["scores"]]).all()
 
