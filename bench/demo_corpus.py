@@ -74,20 +74,15 @@ class DemoCorpus:
         self.proc: subprocess.Popen | None = None
         self.server_url: str | None = None
         self.access = None
-        self._handle = None
 
     def __enter__(self) -> "DemoCorpus":
-        import tracefix
         from tracefix.collector.access import connect
 
         self.proc, self.server_url = start_serve(self.workdir / "store" / "corpus.duckdb", self.diagnose)
-        self._handle = tracefix.init(endpoint=self.server_url, service_name="bank-demo")
         self.access = connect(server=self.server_url)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._handle is not None:
-            self._handle.force_flush()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -103,6 +98,9 @@ class DemoCorpus:
         server = SimServer(SimConfig(seed=self.sim_seed, faults=config))
         base_url = server.start()
         sessions: list[str] = []
+        # Traced only while recording: shutdown flushes every span to the collector and
+        # restores the SDK, so code running later in this process is not traced by us.
+        handle = tracefix.init(endpoint=self.server_url, service_name="bank-demo")
         try:
             for task_id in tasks:
                 seen = set(self._session_ids_from(server))
@@ -110,6 +108,7 @@ class DemoCorpus:
                 new = [s for s in self._session_ids_from(server) if s not in seen]
                 sessions += new
         finally:
+            handle.shutdown()
             injected = list(server.injector.injected)
             server.stop()
         return sessions, injected
@@ -138,7 +137,6 @@ class DemoCorpus:
 
     def documents(self, session_ids: list[str], timeout: float = 60.0) -> dict[str, dict]:
         """The stored session documents, once each has its outcome (its root span arrived)."""
-        self._handle.force_flush()
         deadline = time.monotonic() + timeout
         docs: dict[str, dict] = {}
         pending = list(dict.fromkeys(session_ids))
