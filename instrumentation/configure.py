@@ -177,6 +177,13 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
     global _handle
     with _lock:
         if _handle is not None and not _handle.closed:
+            given = {name for name, value in (("endpoint", endpoint), ("protocol", protocol), ("headers", headers),
+                                              ("service_name", service_name), ("tracer_provider", tracer_provider),
+                                              ("span_processor", span_processor), ("exporter", exporter))
+                     if value is not None}
+            if given:  # silently dropping a caller's exporter would lose their spans without a trace
+                logger.warning("tracefix.init() is already active; %s ignored. Call shutdown() on the first "
+                               "handle to reconfigure.", ", ".join(sorted(given)))
             return _handle
         from . import __version__
         from .instrumentor import TracefixInstrumentor

@@ -10,6 +10,8 @@ import tracefix
 from tracefix import semconv as sc
 
 from instr_support import by_name
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
 def test_import_tracefix_loads_no_heavy_dependency():
@@ -173,3 +175,14 @@ def test_tool_calls_are_matched_by_name_and_arguments_latest_response_first():
     assert state.claim_tool_call("transfer", {"amount": 5}) is None  # each call is claimed once
     state.add_tool_calls(2, [("call_d", "lookup", {"name": "Alice"})])
     assert state.claim_tool_call("lookup", {"name": "alice"}).call_id == "call_d"  # reshaped, but the only one
+
+
+def test_second_init_warns_that_its_arguments_are_ignored_and_keeps_the_first(spans, caplog):
+    other = InMemorySpanExporter()
+    with caplog.at_level("WARNING", logger="tracefix"):
+        handle = tracefix.init(span_processor=SimpleSpanProcessor(other))
+    assert handle is tracefix.configure.current_handle()
+    assert any("already active" in r.getMessage() and "span_processor" in r.getMessage() for r in caplog.records)
+    with tracefix.session("still-first"):
+        pass
+    assert by_name(spans, "session still-first") and not other.get_finished_spans()
