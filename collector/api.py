@@ -192,22 +192,25 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def report(request: Request) -> Response:
         sid = request.path_params["session_id"]
+        fmt = request.query_params.get("format", "html")
+        if fmt not in ("html", "md"):
+            return error(400, f"format must be html or md, not {fmt!r}")
         try:
-            from tracefix.analysis.report import render_html
+            from tracefix.analysis.report import render_session_report
         except ImportError as exc:
             return error(404, f"the report renderer is not available in this installation ({exc}); "
                               "install tracefix[analysis]")
-        doc = await run_in_threadpool(store.get_session, sid)
-        if doc is None:
-            raise UnknownSession(sid)
-        analysis = await run_in_threadpool(store.get_analysis, sid)
-        replay = await run_in_threadpool(store.get_replay, sid)
         try:
-            html = await run_in_threadpool(render_html, doc, analysis, replay)
+            # The replays' child sessions are read too, so the report can set them beside the original.
+            text = await run_in_threadpool(render_session_report, store, sid, fmt)
+        except KeyError:
+            raise UnknownSession(sid) from None
         except Exception as exc:  # the renderer's bug must not look like ours, nor kill the server
             log.warning("report of session %s failed: %s", sid, exc)
             return error(500, f"the report renderer failed: {type(exc).__name__}: {exc}")
-        return HTMLResponse(html)
+        if fmt == "md":
+            return Response(text, media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(text)
 
     async def import_sessions(request: Request) -> Response:
         data = await read_json(request, cfg.max_body_bytes)

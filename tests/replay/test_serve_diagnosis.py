@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 
 import procs
 
@@ -37,6 +38,12 @@ def test_thumbs_down_runs_the_replay_inside_tracefix_serve(lab, tmp_path):
             child = access.get_session(runs[0]["child_session_id"])
             assert child["parent_session_id"] == sid and child["steps"]
             assert access.get_analysis(sid)["session_id"] == sid
+        # The served report sets each replay beside the original: its child sessions are read too.
+        with urllib.request.urlopen(f"{url}/api/v1/sessions/{sid}/report", timeout=60) as resp:
+            html = resp.read().decode()
+        assert runs[0]["child_session_id"] in html and "is not available" not in html
+        with urllib.request.urlopen(f"{url}/api/v1/sessions/{sid}/report?format=md", timeout=60) as resp:
+            assert resp.headers["content-type"].startswith("text/markdown") and b"## " in resp.read()
     finally:
         serve.stop()
 
