@@ -497,15 +497,23 @@ def attributes(kvs) -> dict:
 
 
 def _error_text(attrs: dict, status_code: int, status_message: str, events: list[dict]) -> str | None:
+    """The step's error as "Type: message" with the exception's own short type name
+    (docs/contracts.md §1): what the agent saw, so a replay can show it the same text.
+
+    OTel's exception event names the type module-qualified; tracefix's own status
+    description already reads "Type: message" and is preferred when present."""
+    if status_code != 2 and not any(ev["name"] == "exception" for ev in events):
+        return None
+    etype = attrs.get(sc.ERROR_TYPE)
+    if status_code == 2 and status_message and etype and status_message.startswith(f"{etype}:"):
+        return status_message
     for ev in events:
         if ev["name"] == "exception":
             a = ev["attributes"]
-            etype = a.get("exception.type") or "Exception"
-            return f"{etype}: {a.get('exception.message', '')}"
-    if status_code == 2:
-        etype = attrs.get(sc.ERROR_TYPE) or "Error"
-        return f"{etype}: {status_message}" if status_message else str(etype)
-    return None
+            short = str(a.get("exception.type") or "Exception").rsplit(".", 1)[-1]
+            return f"{short}: {a.get('exception.message', '')}"
+    short = str(etype or "Error").rsplit(".", 1)[-1]
+    return f"{short}: {status_message}" if status_message else short
 
 
 def _check_sizes(attrs: dict, limit: int) -> None:

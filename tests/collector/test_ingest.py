@@ -17,6 +17,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 SYSTEM = {"role": "system", "content": "You are the bank's orchestrator. " + "Policy text. " * 40}
 
 
+class InsufficientFunds(Exception):
+    """A tool's own exception: OTel records its type module-qualified."""
+
+
 def record_agent_session(tracer, session_id: str, steps: int = 4) -> None:
     """An agent session in tracefix/GenAI conventions: each step an LLM call that asks for a
     tool, the tool span linked by its call id; the prompt grows with every step."""
@@ -50,7 +54,7 @@ def record_agent_session(tracer, session_id: str, steps: int = 4) -> None:
                               "tracefix.session.id": session_id}
                 with tracer.start_as_current_span("execute_tool transfer", attributes=tool_attrs) as tool:
                     if step == steps - 1:
-                        tool.record_exception(ValueError("insufficient funds"))
+                        tool.record_exception(InsufficientFunds("insufficient funds"))
                         tool.set_status(2, "insufficient funds")
                     else:
                         tool.set_attribute("gen_ai.tool.call.result", json.dumps({"ok": True}))
@@ -86,7 +90,8 @@ def test_exported_session_becomes_a_document_with_steps_tools_and_snapshots(coll
                                     "arguments": {"amount": 2}, "result": {"ok": True}, "error": None}]
     assert step2["snapshots"] == {"db": {"balance": 98}}
     last = doc["steps"][3]["tool_calls"][0]
-    assert last["error"] == "ValueError: insufficient funds" and last["result"] is None
+    # "Type: message" with the short type name, as the agent saw it (contracts §1)
+    assert last["error"] == "InsufficientFunds: insufficient funds" and last["result"] is None
 
     listed = {s["session_id"]: s for s in api.list_sessions(limit=1000)}
     assert listed[sid]["steps"] == 4 and listed[sid]["service"] == "bank-demo"
