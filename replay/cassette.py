@@ -71,21 +71,6 @@ def tool_definitions(spans: list[dict]) -> dict[int, list[dict]]:
     return out
 
 
-def tool_errors_as_raised(spans: list[dict]) -> dict[str, str]:
-    """Tool call id -> the error as the instrumentation wrote it on the span status
-    ("Type: message", the exception's own short type name). The session document's error
-    comes from the exception event, whose type is module-qualified; replaying that text
-    would show the agent a different message than it saw and break every later fingerprint."""
-    out = {}
-    for span in spans:
-        attrs = span_attributes(span)
-        status = span.get("status") or {}
-        call_id = attrs.get(sc.GEN_AI_TOOL_CALL_ID)
-        if call_id and isinstance(status, dict) and status.get("code") == 2 and status.get("message"):
-            out[call_id] = status["message"]
-    return out
-
-
 def build(doc: dict, spans: list[dict]) -> dict:
     """The cassette for `doc`; raises CassetteError naming what is missing."""
     from tracefix import replay_mode  # the instrumentation's hashing, never a copy of it
@@ -96,7 +81,6 @@ def build(doc: dict, spans: list[dict]) -> dict:
     if doc.get("inputs") is None:
         raise CassetteError(f"session {doc.get('session_id')} has no recorded inputs: it cannot be replayed")
     by_step = llm_spans_by_step(spans)
-    raised = tool_errors_as_raised(spans)
     steps = []
     for step in doc.get("steps") or []:
         if step.get("kind") != "llm":
@@ -120,7 +104,7 @@ def build(doc: dict, spans: list[dict]) -> dict:
             "tool_calls": [{"id": c.get("id"), "name": c.get("name"),
                             "fingerprint": replay_mode.fingerprint_tool(c.get("name"), c.get("arguments")),
                             "result": c.get("result"),
-                            "error": raised.get(c.get("id"), c.get("error")) if c.get("error") else None}
+                            "error": c.get("error")}  # "Type: message", as the agent saw it
                            for c in step.get("tool_calls") or []],
         })
     snapshots = [{"step": step["index"], "key": key, "state": state}
