@@ -145,8 +145,35 @@ def success(data: dict) -> dict:
     return {"success": not failed, "reason": "the final answer reports a failure" if failed else "the final answer reports completion"}
 
 
+SUMMARY_LINE = re.compile(r"^\[(\d+)\] (\S+) (\w+): (.*)$", re.S)
+
+
+def analysis(data: dict) -> dict:
+    """Confirm a turning point among the analysis' evidence packets: the earliest step on the
+    top candidate's dependency path that another candidate also names, else the top candidate
+    itself (root causes come before their symptoms); the root cause is that step's summary."""
+    packets = [p for p in data.get("candidates") or [] if isinstance(p, dict) and p.get("step") is not None]
+    if not packets:
+        return {"turning_point": None, "root_cause": "", "recovery_hints": []}
+    top = packets[0]
+    named = {p["step"] for p in packets[1:]}
+    earlier = sorted(s for s in top.get("path") or [] if s in named and s < top["step"])
+    step = earlier[0] if earlier else top["step"]
+    lines = {int(m.group(1)): m for line in (p.get("steps") or [] for p in packets) for line in line
+             if (m := SUMMARY_LINE.match(line))}
+    seen = lines.get(step)
+    if seen is None:
+        return {"turning_point": step, "root_cause": f"step {step} is where the run turned", "recovery_hints": []}
+    agent, phase, what = seen.group(2), seen.group(3), seen.group(4)
+    hints = [f"have {agent} re-check its {phase} step against the task before acting"]
+    tool = re.match(r"(\w+)\(", what)
+    if tool:
+        hints.insert(0, f"check the arguments of {tool.group(1)} against the earlier tool results")
+    return {"turning_point": step, "root_cause": f"{agent} at step {step}: {what}"[:300], "recovery_hints": hints}
+
+
 HANDLERS = {"segmentation": segmentation, "attribution": attribution, "intervention": intervention,
-            "fulfilment": fulfilment, "milestones": milestones, "success": success}
+            "fulfilment": fulfilment, "milestones": milestones, "success": success, "analysis": analysis}
 
 
 def answer(messages: list[dict]) -> str:
