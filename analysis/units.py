@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracefix.attributes import from_json_text
+
 PHASES = ("plan", "instruct", "act", "answer")
 STATUSES = ("ok", "error", "empty")
 # What came back from the step's tools; "none" when the step called no tool.
@@ -180,15 +182,6 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content)
-
-
-def _decode_arguments(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
 
 
 def _result_error(result: Any) -> str | None:
@@ -471,13 +464,13 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> Tra
     calls: list[dict] = []
     feedback: list[dict] = []
     for tc in step.get("tool_calls") or []:
-        args = _decode_arguments(tc.get("arguments"))
+        args = from_json_text(tc.get("arguments"))
         calls.append({"name": tc.get("name") or "", "arguments": args})
         feedback.append({"tool": tc.get("name") or "", "result": tc.get("result"), "error": tc.get("error")})
     if not calls:  # a call requested but never executed still counts as the action
         for tc in out.get("tool_calls") or []:
             fn = tc.get("function") or {}
-            calls.append({"name": fn.get("name") or "", "arguments": _decode_arguments(fn.get("arguments"))})
+            calls.append({"name": fn.get("name") or "", "arguments": from_json_text(fn.get("arguments"))})
     agent = step.get("agent") or "agent"
     phase = _phase_for_llm(agent, text, calls, is_last)
 
@@ -538,7 +531,7 @@ def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
     calls = []  # an OpenAI-format log keeps the assistant's tool calls on its message
     for tc in (msg.get("tool_calls") or []) if not is_tool_output else []:
         fn = tc.get("function") or tc
-        calls.append({"name": str(fn.get("name") or ""), "arguments": _decode_arguments(fn.get("arguments"))})
+        calls.append({"name": str(fn.get("name") or ""), "arguments": from_json_text(fn.get("arguments"))})
     if calls and phase != "answer":
         phase = "instruct" if all(_DELEGATION_TOOL.search(c["name"]) for c in calls) else "act"
     status = "error" if error_text else ("empty" if not text.strip() and not calls else "ok")

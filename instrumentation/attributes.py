@@ -24,6 +24,17 @@ def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> Non
     logger.warning(message, *args, exc_info=exc_info)
 
 
+def from_json_text(value: Any) -> Any:
+    """What an attribute's JSON text stands for; text that is not JSON (a model's malformed
+    tool arguments, say) stays as it is, and non-strings pass through."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
 def to_jsonable(value: Any) -> Any:
     """A JSON-compatible view of `value`: pydantic models dumped, unknown objects as repr."""
     if value is None or isinstance(value, (str, int, float, bool)):

@@ -7,7 +7,6 @@ linked and replayed the same way.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,15 +51,6 @@ class Summary:
     output_tokens: int | None = None
     output_messages: list = field(default_factory=list)
     tool_calls: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, name, decoded arguments)
-
-
-def decode_arguments(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
 
 
 def parsed(result: Any) -> Any:

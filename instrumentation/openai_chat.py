@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import Request, Summary, parsed, rehydrate_model, decode_arguments, is_given, request_params
+from .attributes import from_json_text
+from .llm import Request, Summary, parsed, rehydrate_model, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "tools", "stream", "extra_headers", "extra_query", "extra_body", "timeout")
@@ -114,7 +115,7 @@ class OpenAIChat:
         if choices:
             for tc in (choices[0].get("message") or {}).get("tool_calls") or ():
                 function = tc.get("function") or {}
-                tool_calls.append((tc.get("id"), function.get("name"), decode_arguments(function.get("arguments"))))
+                tool_calls.append((tc.get("id"), function.get("name"), from_json_text(function.get("arguments"))))
         return Summary(response_model=raw.get("model"), response_id=raw.get("id"),
                        finish_reasons=[c.get("finish_reason") for c in choices],
                        input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .llm import Request, Summary, parsed, rehydrate_model, decode_arguments, is_given, request_params
+from .attributes import from_json_text
+from .llm import Request, Summary, parsed, rehydrate_model, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "input", "instructions", "tools", "stream", "extra_headers", "extra_query", "extra_body",
@@ -86,7 +87,7 @@ class OpenAIResponses:
                 call_id = item.get("call_id") or item.get("id")
                 tool_calls.append({"id": call_id, "type": "function",
                                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}})
-                pending.append((call_id, item.get("name"), decode_arguments(item.get("arguments"))))
+                pending.append((call_id, item.get("name"), from_json_text(item.get("arguments"))))
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
         if tool_calls:
             message["tool_calls"] = tool_calls

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from tracefix import semconv as sc
+from tracefix.attributes import from_json_text
 
 
 # Recorded on each LLM span by the instrumentation: copying it beats recomputing from
@@ -29,15 +30,6 @@ def span_attributes(span: dict) -> dict:
         except ValueError:
             attrs = {}
     return attrs
-
-
-def _json(value):
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _span_step(span: dict, attrs: dict) -> int | None:
@@ -65,7 +57,7 @@ def tool_definitions(spans: list[dict]) -> dict[int, list[dict]]:
     """The `tools` offered at each LLM step (used by intervention templates)."""
     out = {}
     for step, span in llm_spans_by_step(spans).items():
-        defs = _json(span_attributes(span).get(sc.GEN_AI_TOOL_DEFINITIONS))
+        defs = from_json_text(span_attributes(span).get(sc.GEN_AI_TOOL_DEFINITIONS))
         if isinstance(defs, list):
             out[step] = defs
     return out
@@ -89,12 +81,12 @@ def build(doc: dict, spans: list[dict]) -> dict:
         if span is None:
             raise CassetteError(f"step {step['index']} has no stored LLM span")
         attrs = span_attributes(span)
-        response = _json(attrs.get(sc.RESPONSE_RAW))
+        response = from_json_text(attrs.get(sc.RESPONSE_RAW))
         if not isinstance(response, dict):
             raise CassetteError(f"step {step['index']}: the full response ({sc.RESPONSE_RAW}) was not recorded; "
                                 "record with content capture on")
-        messages = _json(attrs.get(sc.GEN_AI_INPUT_MESSAGES)) or step.get("input_messages") or []
-        tools = _json(attrs.get(sc.GEN_AI_TOOL_DEFINITIONS))
+        messages = from_json_text(attrs.get(sc.GEN_AI_INPUT_MESSAGES)) or step.get("input_messages") or []
+        tools = from_json_text(attrs.get(sc.GEN_AI_TOOL_DEFINITIONS))
         model = attrs.get(sc.GEN_AI_REQUEST_MODEL) or step.get("model")
         recorded = attrs.get(REQUEST_FINGERPRINT)
         steps.append({
