@@ -34,7 +34,9 @@ def default_model_dir(db: str | Path | None = None) -> Path:
     if not db or str(db) == ":memory:":
         # Same default as the store's, so `tracefix train --server` and `tracefix serve`
         # started in one folder agree without configuration.
-        db = os.environ.get("TRACEFIX_DB") or os.path.join(".tracefix", "tracefix.duckdb")
+        from tracefix.collector import DEFAULT_DB
+
+        db = os.environ.get("TRACEFIX_DB") or DEFAULT_DB
     return Path(db).expanduser().resolve().parent / "models"
 
 

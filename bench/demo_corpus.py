@@ -14,55 +14,13 @@ Used by bench/localization.py and tests/analysis (a test and benchmark helper, n
 """
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-SERVE_READY = re.compile(r"http=(http://127\.0\.0\.1:\d+) grpc=")
-
-
-def start_serve(db: Path, diagnose: str = "off", timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
-    """`tracefix serve` on free loopback ports; by default no diagnosis jobs (we analyze ourselves)."""
-    cmd = [sys.executable, "-m", "tracefix.cli", "serve", "--http-port", "0", "--grpc-port", "0", "--db", str(db),
-           "--diagnose", diagnose]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    found: list[str] = []
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def pump() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            m = SERVE_READY.search(line)
-            if m and not found:
-                found.append(m.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(timeout) or not found:
-        proc.kill()
-        raise RuntimeError("tracefix serve did not start:\n" + "".join(lines))
-    url = found[0]
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("tracefix serve never became healthy:\n" + "".join(lines))
-        time.sleep(0.05)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import procs  # noqa: E402  (the tests' process harness, as bench/replay.py and bench/ingest.py use it)
 
 
 class DemoCorpus:
@@ -71,24 +29,22 @@ class DemoCorpus:
         self.diagnose = diagnose
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.sim_seed = sim_seed
-        self.proc: subprocess.Popen | None = None
+        self.serve: procs.Proc | None = None
         self.server_url: str | None = None
         self.access = None
 
     def __enter__(self) -> "DemoCorpus":
         from tracefix.collector.access import connect
 
-        self.proc, self.server_url = start_serve(self.workdir / "store" / "corpus.duckdb", self.diagnose)
+        # No diagnosis jobs by default: the benchmark analyzes on its own.
+        self.serve = procs.start_serve(self.workdir / "store" / "corpus.duckdb", "--diagnose", self.diagnose)
+        self.server_url = self.serve.match["http"]
         self.access = connect(server=self.server_url)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        if self.serve is not None:
+            self.serve.stop(timeout=20)
 
     def _run(self, tasks: list[str], config: Any, seed: int) -> tuple[list[str], list[dict]]:
         import tracefix

@@ -60,3 +60,7 @@ over 64 KiB beside the writer, default 1; 0 decodes on a thread of the server).
 
 Access from other code: ``tracefix.collector.access.connect(server=None, db=None, token=None)``.
 """
+
+import os as _os
+
+DEFAULT_DB = _os.path.join(".tracefix", "tracefix.duckdb")  # the embedded default store, relative to the cwd

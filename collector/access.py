@@ -25,6 +25,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from tracefix.collector import DEFAULT_DB
+
 DEFAULT_SERVER = "http://127.0.0.1:4318"
 
 
@@ -220,7 +222,7 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
     explicit = server or os.environ.get("TRACEFIX_SERVER") or None
     if explicit and _health(explicit, timeout=2.0) is not None:
         return HttpAccess(explicit, token)
-    path = str(db or os.environ.get("TRACEFIX_DB") or os.path.join(".tracefix", "tracefix.duckdb"))
+    path = str(db or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
     if explicit:
         logging.getLogger("tracefix.collector.access").warning(
             "no tracefix serve answers at %s; using the file %s", explicit, path)

@@ -22,10 +22,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracefix.collector import document
+from tracefix.collector import DEFAULT_DB, document  # noqa: F401 (DEFAULT_DB re-exported)
 from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table  # noqa: F401 (re-exported)
 
-DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
 _HEX = re.compile(r"[0-9a-f]{1,64}")  # span ids are hex we wrote ourselves: safe to inline in SQL
 
 

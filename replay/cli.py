@@ -3,50 +3,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
-import sys
-import threading
-from contextlib import contextmanager
 
 import click
 
-DEFAULT_DB = os.path.join(".tracefix", "tracefix.duckdb")
-SERVE_READY = re.compile(r"http=(http://\S+) grpc=")
-
-
-@contextmanager
-def temporary_collector(db: str):
-    """Run `tracefix serve` on `db` for the replays to export to (the collector is the only writer)."""
-    proc = subprocess.Popen([sys.executable, "-m", "tracefix.cli", "serve", "--db", db, "--http-port", "0",
-                             "--grpc-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines: list[str] = []
-    found: list[str] = []
-    ready = threading.Event()
-
-    def pump():
-        for line in proc.stdout:
-            lines.append(line)
-            m = SERVE_READY.search(line)
-            if m and not found:
-                found.append(m.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    ready.wait(60)
-    if not found:
-        proc.kill()
-        raise click.ClickException("could not start a collector on " + db + ":\n" + "".join(lines[-20:]))
-    try:
-        yield found[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+from tracefix.collector import DEFAULT_DB
+from tracefix.collector.launcher import CollectorDidNotStart, temporary_collector
 
 
 def _parse_overrides(pairs: tuple[str, ...]) -> dict:
@@ -159,6 +120,8 @@ def replay(session_id, server, db, token, runs, concurrency, rounds, per_trial, 
                 raise click.ClickException(f"no store at {path}: pass --server URL or --db PATH")
             with temporary_collector(path) as url:
                 result = run(url)
+    except CollectorDidNotStart as exc:
+        raise click.ClickException(str(exc)) from exc
     except ReplayError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
