@@ -26,7 +26,7 @@ from tracefix.collector.threadnames import name_os_thread
 
 log = logging.getLogger("tracefix.collector")
 
-INLINE_BYTES = 64 * 1024  # smaller bodies decode in the receiver: a round trip costs more
+INLINE_BYTES = 64 * 1024  # smaller uncompressed bodies decode in the receiver: a round trip costs more
 
 
 def decode_body(body: bytes, content_type: str | None, encoding: str | None, max_body_bytes: int,
@@ -100,9 +100,10 @@ class Decoder:
         loop = asyncio.get_running_loop()
         args = (body, content_type, encoding, *self.limits)
         pool = self._pool
-        if pool is None or len(body) <= INLINE_BYTES:
-            if len(body) <= INLINE_BYTES:
-                return decode_body(*args)
+        # a small gzip body may inflate to --max-body-mb: only small plain bodies decode inline
+        if len(body) <= INLINE_BYTES and (encoding or "identity").strip().lower() == "identity":
+            return decode_body(*args)
+        if pool is None:
             return await loop.run_in_executor(self._thread, decode_body, *args)
         try:
             return await asyncio.wrap_future(pool.submit(decode_body, *args))
