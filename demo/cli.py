@@ -95,6 +95,9 @@ def _read_ground_truth(path: str | None) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+DEFAULT_GROUND_TRUTH = "demo-ground-truth.jsonl"  # where a faulty demo-run keeps its labels
+
+
 @click.command("demo-run")
 @click.option("--base-url", default=None, help="An OpenAI-compatible endpoint (e.g. a running `tracefix sim`).")
 @click.option("--sim", "use_sim", is_flag=True, help="Start an in-process scripted LLM server (the default "
@@ -108,7 +111,8 @@ def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds
     """Run banking demo tasks one after another and report which succeeded.
 
     Prints one line per task and ends with `succeeded: N/M`; failed tasks are listed with
-    the fault the scripted model injected (ground truth).
+    the fault the scripted model injected (ground truth), which a run with faults also
+    appends to --ground-truth (default ./demo-ground-truth.jsonl).
     """
     tasks = _select_tasks(task_spec)
     faulty = faults not in (None, "none") or fault_rate > 0
@@ -117,6 +121,9 @@ def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds
     if base_url and faulty:
         raise click.UsageError("fault options configure the in-process sim; with --base-url pass them to "
                                "`tracefix sim` instead")
+    if faulty and not ground_truth:
+        # The labels are what a faulty run is for (benchmarks score against them): keep them.
+        ground_truth = DEFAULT_GROUND_TRUTH
     config = _fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth)
 
     endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -10,8 +10,8 @@ import urllib.request
 import procs
 
 
-def _tracefix(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*procs.TRACEFIX, *args], capture_output=True, text=True, timeout=timeout,
+def _tracefix(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([*procs.TRACEFIX, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": ""})
 
 
@@ -24,9 +24,10 @@ def test_demo_run_all_tasks_without_faults_all_succeed():
 
 
 def test_demo_run_with_fault_rate_lists_failures_with_their_ground_truth(tmp_path):
-    gt = tmp_path / "gt.jsonl"
-    r = _tracefix("demo-run", "--tasks", "all", "--fault-rate", "0.3", "--seed", "7", "--ground-truth", str(gt))
+    r = _tracefix("demo-run", "--tasks", "all", "--fault-rate", "0.3", "--seed", "7", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    gt = tmp_path / "demo-ground-truth.jsonl"  # written by default when faults are on
+    assert "ground truth written to demo-ground-truth.jsonl" in r.stdout
     ok, total = map(int, re.search(r"succeeded: (\d+)/(\d+)", r.stdout).groups())
     failed = re.findall(r"^(t\d+) FAILED", r.stdout, re.M)
     assert 0 < len(failed) == total - ok
