@@ -315,7 +315,12 @@ def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, label
         prog, p_by = None, "unmeasured"
     else:
         success, s_by = judge.judge_success(report, doc, child_doc, llm)
-        fulfilled, f_by = judge.judge_fulfilled(iv, doc, child_doc, llm)
+        if error:
+            # The run stopped (crash, timeout, safety) before the agent could show whether it
+            # carries the edit out: it neither fulfils nor refuses it, so it cannot refute.
+            fulfilled, f_by = None, "unavailable"
+        else:
+            fulfilled, f_by = judge.judge_fulfilled(iv, doc, child_doc, llm)
         prog, p_by = judge.judge_progress(report, doc, child_doc, milestone_judge)
     labels["judging"].add(s_by)
     labels["fulfilment"].add(f_by)

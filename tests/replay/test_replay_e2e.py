@@ -205,3 +205,15 @@ def test_a_replay_that_hangs_is_killed_at_its_timeout(lab, tmp_path):
     assert "killed after its 6s timeout" in run["error"]
     assert 6 <= run["wall_s"] < 30
     assert result["hypotheses"][0]["verdict"] == "inconclusive"
+
+
+def test_replays_that_crash_at_the_live_step_are_inconclusive_not_refuted(lab, tmp_path):
+    """The LLM endpoint is gone when the replay goes live: the agent never acted on the edit,
+    so the runs say nothing about the hypothesis (DoVer's inconclusive), whatever the
+    evaluator makes of the unfinished state."""
+    result = run_diagnose(lab, tmp_path, runs=3, hypotheses=[{"step": lab.fault_step}],
+                          overrides={"base_url": "http://127.0.0.1:9/v1"})  # nothing listens on port 9
+    h = result["hypotheses"][0]
+    assert all(run["error"] and "APIConnectionError" in run["error"] for run in h["runs"])
+    assert all(run["fulfilled"] is None for run in h["runs"])
+    assert h["verdict"] == "inconclusive" and "3 run(s) errored" in h["verdict_reason"]
