@@ -1,74 +1,113 @@
-"""Run `tracefix serve` as a child process for as long as a command needs a collector.
+"""Run `tracefix VERB ...` as a child process and wait until it answers.
 
-`tracefix replay --db FILE` needs one: its replay children export their spans over OTLP,
-and the collector is the only writer of the file. `serve` prints one line once both
-receivers listen (docs/contracts.md §6); we wait for that line, then for /healthz.
+`tracefix demo` runs the scripted LLM server and a collector this way, and `tracefix replay
+--db FILE` runs a collector for as long as its replays need one (their children export
+spans over OTLP, and the collector is the only writer of the file). A server prints one
+line with its address once it listens (docs/contracts.md §6); we wait for that line, then
+for its /healthz.
 """
 from __future__ import annotations
 
+import collections
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
-SERVE_READY = re.compile(r"tracefix serve: http=(?P<http>\S+) grpc=(?P<grpc>\S+)")
+SERVE_READY = re.compile(r"tracefix serve: http=(\S+) grpc=\S+")
 
 
-class CollectorDidNotStart(RuntimeError):
+class ProcessDidNotStart(RuntimeError):
     pass
+
+
+class TracefixProcess:
+    """A `tracefix ARGS` subprocess whose first output line matching `ready` gives its
+    address (group 1). Output goes to `log` when given; the last lines are kept either way
+    for error messages."""
+
+    def __init__(self, name: str, args: list[str], ready: re.Pattern, *, log: Path | None = None,
+                 env: dict | None = None):
+        self.name = name
+        self.log = log
+        # A process group of its own: whatever it starts (replay children inside serve) can be
+        # stopped with it, even if it exits without stopping them.
+        self.popen = subprocess.Popen([sys.executable, "-m", "tracefix.cli", *args], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                      env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+        self._recent: collections.deque[str] = collections.deque(maxlen=200)
+        self._found: list[re.Match] = []
+        self._seen = threading.Event()
+        threading.Thread(target=self._pump, args=(ready,), name=f"{name}-output", daemon=True).start()
+
+    def _pump(self, ready: re.Pattern) -> None:
+        out = self.log.open("w", encoding="utf-8") if self.log else None
+        try:
+            for line in self.popen.stdout:  # keep draining so the child never blocks on a full pipe
+                self._recent.append(line)
+                if out:
+                    out.write(line)
+                    out.flush()
+                if not self._found:
+                    m = ready.search(line)
+                    if m:
+                        self._found.append(m)
+                        self._seen.set()
+        finally:
+            if out:
+                out.close()
+            self._seen.set()
+
+    def address(self, timeout: float = 90.0) -> str:
+        """The address it printed, once its /healthz answers."""
+        where = f" (see {self.log})" if self.log else ""
+        if not self._seen.wait(timeout) or not self._found:
+            raise ProcessDidNotStart(f"{self.name} did not start{where}:\n{self.tail()}")
+        url = self._found[0].group(1)
+        health = url.rsplit("/v1", 1)[0] + "/healthz"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(health, timeout=2) as r:
+                    if r.status == 200:
+                        return url
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.popen.poll() is not None:
+                raise ProcessDidNotStart(f"{self.name} never answered {health}{where}:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def tail(self, lines: int = 15) -> str:
+        return "".join(list(self._recent)[-lines:]).rstrip("\n")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        try:  # what it left behind in its group
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @contextmanager
 def temporary_collector(db: str | os.PathLike, *extra_args: str, timeout: float = 60.0) -> Iterator[str]:
     """`tracefix serve --db DB` on free loopback ports; yields its HTTP base URL and stops it
     (SIGTERM: it drains and checkpoints) when the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracefix.cli", "serve", "--db", str(db), "--http-port", "0", "--grpc-port", "0",
-         *extra_args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines: list[str] = []
-    found: list[str] = []
-    ready = threading.Event()
-
-    def pump() -> None:  # keep draining so the child never blocks on a full pipe
-        for line in proc.stdout:
-            lines.append(line)
-            match = SERVE_READY.search(line)
-            if match and not found:
-                found.append(match["http"])
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True, name="tf-serve-output").start()
+    serve = TracefixProcess("tracefix serve", ["serve", "--db", str(db), "--http-port", "0", "--grpc-port", "0",
+                                               *extra_args], SERVE_READY)
     try:
-        if not ready.wait(timeout) or not found:
-            raise CollectorDidNotStart(f"could not start a collector on {db}:\n" + "".join(lines[-20:]))
-        _wait_healthy(found[0], proc, timeout, lines)
-        yield found[0]
+        yield serve.address(timeout)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float, lines: list[str]) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            raise CollectorDidNotStart(f"the collector on {url} never became healthy:\n" + "".join(lines[-20:]))
-        time.sleep(0.05)
+        serve.stop()

@@ -20,12 +20,10 @@ way out, Ctrl-C included.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,12 +38,12 @@ import click
 from rich.markup import escape
 
 from tracefix.analysis.report_content import brief, plural, replay_hypotheses
+from tracefix.collector.launcher import SERVE_READY, ProcessDidNotStart, TracefixProcess
 
 # Kinds in the order the fault plan assigns them, so a small demo shows different failures.
 PLAN_KINDS = ("missing_argument", "wrong_argument", "wrong_instruction", "skipped_action",
               "misread_tool_result", "vague_instruction", "early_final_answer")
 SIM_READY = re.compile(r"serving on (http://127\.0\.0\.1:\d+/v1)")
-SERVE_READY = re.compile(r"http=(http://127\.0\.0\.1:\d+) grpc=")
 FINISHED_JOB_STATES = ("done", "failed")
 
 
@@ -54,71 +52,6 @@ class StageFailed(RuntimeError):
 
 
 # --- processes ----------------------------------------------------------------------------
-
-class Child:
-    """A `tracefix ...` subprocess whose output goes to a log file and whose first line
-    matching `ready` tells us its address."""
-
-    def __init__(self, name: str, args: list[str], ready: re.Pattern, log: Path, env: dict | None = None):
-        self.name = name
-        self.log = log
-        # A process group of its own: whatever it starts (replay children inside serve) can be
-        # stopped with it, even if it exits without stopping them.
-        self.popen = subprocess.Popen([sys.executable, "-m", "tracefix.cli", *args], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                      env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
-        self._found: list[re.Match] = []
-        self._seen = threading.Event()
-        threading.Thread(target=self._pump, args=(ready,), name=f"{name}-output", daemon=True).start()
-
-    def _pump(self, ready: re.Pattern) -> None:
-        with self.log.open("w", encoding="utf-8") as out:
-            for line in self.popen.stdout:  # keep draining so the child never blocks on a full pipe
-                out.write(line)
-                out.flush()
-                if not self._found:
-                    m = ready.search(line)
-                    if m:
-                        self._found.append(m)
-                        self._seen.set()
-        self._seen.set()
-
-    def address(self, timeout: float = 90.0) -> str:
-        if not self._seen.wait(timeout) or not self._found:
-            raise StageFailed(f"{self.name} did not start (see {self.log}):\n{self.tail()}")
-        url = self._found[0].group(1)
-        health = url.rsplit("/v1", 1)[0] + "/healthz"
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(health, timeout=2) as r:
-                    if r.status == 200:
-                        return url
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.popen.poll() is not None:
-                raise StageFailed(f"{self.name} never answered {health} (see {self.log}):\n{self.tail()}")
-            time.sleep(0.05)
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        try:  # what it left behind in its group
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
 
 class WebhookReceiver:
     """A local HTTP endpoint that keeps every alert POSTed to it (what a Slack webhook would get)."""
@@ -266,9 +199,9 @@ class Demo:
         plan_path = self.work / "fault-plan.json"
         plan_path.write_text(json.dumps(plan, indent=2))
         self.truth_path = self.work / "ground-truth.jsonl"
-        sim = Child("tracefix sim", ["sim", "--port", "0", "--seed", str(self.seed), "--faults", str(plan_path),
+        sim = TracefixProcess("tracefix sim", ["sim", "--port", "0", "--seed", str(self.seed), "--faults", str(plan_path),
                                      "--follow-prob", str(self.follow_prob), "--ground-truth", str(self.truth_path)],
-                    SIM_READY, self.work / "sim.log")
+                    SIM_READY, log=self.work / "sim.log")
         stack.callback(sim.stop)
         self.model_dir = self.work / "models"
         env = {"TRACEFIX_MODEL_DIR": str(self.model_dir)}  # where train() below writes the model
@@ -280,9 +213,9 @@ class Demo:
                        TRACEFIX_LLM_API_KEY="unused")
         elif self.llm == "none":
             env.update(TRACEFIX_LLM_BASE_URL="", TRACEFIX_LLM_MODEL="", TRACEFIX_LLM_API_KEY="")
-        serve = Child("tracefix serve", ["serve", "--http-port", "0", "--grpc-port", "0",
+        serve = TracefixProcess("tracefix serve", ["serve", "--http-port", "0", "--grpc-port", "0",
                                          "--db", str(self.work / "tracefix.duckdb"), "--webhook", receiver.url],
-                      SERVE_READY, self.work / "serve.log", env=env)
+                      SERVE_READY, log=self.work / "serve.log", env=env)
         stack.callback(serve.stop)
         self.serve = serve
         self.serve_url = serve.address()
@@ -539,7 +472,7 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
         code = 1 if problems else 0
         console.print(f"reports: {index}")
         console.print(f"demo finished in {time.monotonic() - started:.0f} s" + (f"; store and logs kept in {work}" if keep else ""))
-    except StageFailed as exc:
+    except (StageFailed, ProcessDidNotStart) as exc:
         console.print(f"[red]demo failed:[/] {escape(str(exc))}")
         code = 1
     except KeyboardInterrupt:

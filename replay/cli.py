@@ -7,7 +7,7 @@ import os
 import click
 
 from tracefix.collector import DEFAULT_DB
-from tracefix.collector.launcher import CollectorDidNotStart, temporary_collector
+from tracefix.collector.launcher import ProcessDidNotStart, temporary_collector
 
 
 def _parse_overrides(pairs: tuple[str, ...]) -> dict:
@@ -120,7 +120,7 @@ def replay(session_id, server, db, token, runs, concurrency, rounds, per_trial, 
                 raise click.ClickException(f"no store at {path}: pass --server URL or --db PATH")
             with temporary_collector(path) as url:
                 result = run(url)
-    except CollectorDidNotStart as exc:
+    except ProcessDidNotStart as exc:
         raise click.ClickException(str(exc)) from exc
     except ReplayError as exc:
         raise click.ClickException(str(exc)) from exc
