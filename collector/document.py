@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from tracefix import semconv as sc
+from tracefix.attributes import from_json_text
 
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
 
@@ -44,15 +45,6 @@ def duration_ms(start_ns: int | None, end_ns: int | None) -> float | None:
     return round((end_ns - start_ns) / 1e6, 3)
 
 
-def loads(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def final_answer(output: Any) -> Any:
     if isinstance(output, dict):
         for key in ("final_answer", "answer", "output", "result"):
@@ -71,10 +63,6 @@ def task_of(metadata: Any, inputs: Any, first_messages: list[dict]) -> str | Non
         if msg.get("role") == "user" and isinstance(msg.get("content"), str):
             return msg["content"][:1000]
     return None
-
-
-def _tool_result(text: str | None) -> Any:
-    return loads(text)
 
 
 def span_dict(row: tuple, texts: dict[int, str]) -> dict:
@@ -191,10 +179,10 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
             idx = step_at(s["start_ns"], before=True)
         if idx is None:
             continue
-        args = loads(s["tool_arguments"])
+        args = from_json_text(s["tool_arguments"])
         steps[idx_pos[idx]]["tool_calls"].append({
             "id": s["tool_call_id"], "name": s["tool_name"], "arguments": args,
-            "result": _tool_result(s["tool_result"]), "error": s["error"], "span_id": s["span_id"],
+            "result": from_json_text(s["tool_result"]), "error": s["error"], "span_id": s["span_id"],
             "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
         })
         agent = agent_of(s["span_id"])
@@ -206,12 +194,12 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         if idx is None:
             idx = step_at(time_ns, before=False)
         if idx is not None:
-            steps[idx_pos[idx]]["snapshots"][key] = loads(state)
+            steps[idx_pos[idx]]["snapshots"][key] = from_json_text(state)
 
     truncated = any(s["truncated"] for s in spans)
-    metadata = loads(session["metadata"]) or {}
-    inputs = loads(session["inputs"])
-    output = loads(session["output"])
+    metadata = from_json_text(session["metadata"]) or {}
+    inputs = from_json_text(session["inputs"])
+    output = from_json_text(session["output"])
     first_inputs = steps[0]["input_messages"] if steps else []
     if steps and steps[0]["kind"] == "message" and steps[0]["output_message"]:
         first_inputs = [steps[0]["output_message"]]
@@ -222,10 +210,10 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         "task": task_of(metadata, inputs, first_inputs),
         "ground_truth": metadata.get("ground_truth") if isinstance(metadata, dict) else None,
         "outcome": session["outcome"], "score": session["score"], "output": output,
-        "evaluation": loads(session["evaluation"]),
+        "evaluation": from_json_text(session["evaluation"]),
         "replayable": bool(session["replayable"]) and bool(session["entrypoint"]) and not truncated,
         "parent_session_id": session["parent_session_id"], "intervention_id": session["intervention_id"],
-        "intervention": loads(session["intervention"]),
+        "intervention": from_json_text(session["intervention"]),
         "source": session["source"],
         "started_at": iso(session["started_ns"]), "ended_at": iso(session["ended_ns"]),
         "duration_ms": duration_ms(session["started_ns"], session["ended_ns"]),

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracefix.attributes import from_json_text
 from tracefix.collector import DEFAULT_DB, document  # noqa: F401 (DEFAULT_DB re-exported)
 from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table  # noqa: F401 (re-exported)
 
@@ -413,7 +414,7 @@ class Store:
         if score < alert_threshold:
             alert_id = f"al-{uuid.uuid4().hex[:16]}"
             task = self._task_of(con, session_id)
-            final_answer = document.final_answer(document.loads(row[3]))
+            final_answer = document.final_answer(from_json_text(row[3]))
             link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{session_id}/report"
             payload = {
                 "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
@@ -437,7 +438,7 @@ class Store:
     def _task_of(self, con, session_id: str) -> str | None:
         sess = con.execute("SELECT metadata, inputs FROM sessions WHERE session_id = ?", [session_id]).fetchone()
         msgs = self._first_messages(con, [session_id]).get(session_id, [])
-        return document.task_of(document.loads(sess[0]) if sess else None, document.loads(sess[1]) if sess else None,
+        return document.task_of(from_json_text(sess[0]) if sess else None, from_json_text(sess[1]) if sess else None,
                                 msgs)
 
     def _first_messages(self, con, session_ids: list[str]) -> dict[str, list[dict]]:
@@ -647,7 +648,7 @@ class Store:
                 "replayable": bool(r[9]), "source": r[10], "steps": r[11] or 0, "agents": sorted(r[12] or []),
                 "models": sorted(r[13] or []), "errors": r[14] or 0, "spans": r[15] or 0,
                 "feedback_score": r[16], "feedback_count": r[17] or 0,
-                "task": document.task_of(document.loads(r[18]), document.loads(r[19]), firsts.get(r[0], [])),
+                "task": document.task_of(from_json_text(r[18]), from_json_text(r[19]), firsts.get(r[0], [])),
             })
         return out
 

@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .attributes import canonical_json, to_jsonable
+from .attributes import canonical_json, from_json_text, to_jsonable
 
 logger = logging.getLogger("tracefix")
 
@@ -104,12 +104,7 @@ def fingerprint_from_json(model: str | None, messages_json: str, tools_json: str
 def fingerprint_tool(name: str, arguments: Any) -> str:
     """sha256 of canonical JSON {name, arguments}; arguments as recorded in
     gen_ai.tool.call.arguments (a JSON string is decoded first)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            pass
-    return _sha256({"name": name, "arguments": _drop_none(to_jsonable(arguments))})
+    return _sha256({"name": name, "arguments": _drop_none(to_jsonable(from_json_text(arguments)))})
 
 
 def add_live_hook(fn: Callable[[int, "str | None", list], list]) -> None:
@@ -136,13 +131,6 @@ class Decision:
     @property
     def serves(self) -> bool:
         return self.response is not None or self.text is not None
-
-
-def _decode_text(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
 
 
 class ReplayController:
@@ -229,14 +217,19 @@ class ReplayController:
                 return self._at_intervention_step(state, step, fingerprint, agent, messages)
             if self.live or step > self.t:
                 return self._live(step, agent, messages)
-            entry = self.steps.get(step)
-            expected = entry.get("fingerprint") if entry else None
-            if entry is None or entry.get("response") is None or (expected and expected != fingerprint):
-                divergence = self._diverge(state, step, expected, fingerprint, "llm")
-                self.counts["llm_live"] += 1
-                return Decision("live", divergence=divergence)
-            self.counts["llm_cassette"] += 1
-            return Decision("cassette", response=entry["response"])
+            return self._from_cassette(state, step, fingerprint)
+
+    def _from_cassette(self, state: Any, step: int, fingerprint: str) -> Decision:
+        """The recorded response of `step`; a missing or mismatching recording is a
+        divergence, and the run goes live from here."""
+        entry = self.steps.get(step)
+        expected = entry.get("fingerprint") if entry else None
+        if entry is None or entry.get("response") is None or (expected and expected != fingerprint):
+            divergence = self._diverge(state, step, expected, fingerprint, "llm")
+            self.counts["llm_live"] += 1
+            return Decision("live", divergence=divergence)
+        self.counts["llm_cassette"] += 1
+        return Decision("cassette", response=entry["response"])
 
     def _live(self, step: int, agent: str | None, messages: list) -> Decision:
         self.counts["llm_live"] += 1
@@ -269,14 +262,7 @@ class ReplayController:
                                                              "content": str(iv.get("text", ""))}])
         if kind == "replace_tool_result":
             self._tool_override = iv
-            entry = self.steps.get(step)
-            expected = entry.get("fingerprint") if entry else None
-            if entry is None or entry.get("response") is None or (expected and expected != fingerprint):
-                divergence = self._diverge(state, step, expected, fingerprint, "llm")
-                self.counts["llm_live"] += 1
-                return Decision("live", divergence=divergence)
-            self.counts["llm_cassette"] += 1
-            return Decision("cassette", response=entry["response"])
+            return self._from_cassette(state, step, fingerprint)
         raise ValueError(f"tracefix replay: unknown intervention kind {kind!r}")
 
     def on_tool_call(self, step: int | None, call_id: str | None, name: str, fingerprint: str) -> Decision:
@@ -285,7 +271,7 @@ class ReplayController:
             if override is not None and call_id is not None and call_id == override.get("tool_call_id"):
                 self._tool_override = None
                 self.counts["tool_intervention"] += 1
-                return Decision("intervention", result=_decode_text(override.get("text", "")))
+                return Decision("intervention", result=from_json_text(override.get("text", "")))
             if self.live or step is None or step >= self.t:
                 self.counts["tool_live"] += 1
                 return Decision("live")
