@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+
+from .units import content_text
 
 TASK_KEYS = ("task", "question", "instruction", "query", "prompt")
 MESSAGE_KEYS = ("messages", "history")
@@ -62,14 +63,6 @@ def _messages_of(obj: dict) -> list | None:
     return None
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else json.dumps(content, default=str)
-
-
 def conversation_to_document(conv: dict, position: int = 0) -> dict:
     """One conversation object -> a session document whose steps are its messages."""
     messages = _messages_of(conv)
@@ -82,7 +75,7 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
             raise ImportFormatError(f"conversation {position}, message {i}: expected an object with `content`")
         role = str(msg.get("role") or "assistant")
         speaker = str(msg.get("name") or role)
-        out = {"role": role, "content": _text(msg.get("content"))}
+        out = {"role": role, "content": content_text(msg.get("content"))}
         if msg.get("name"):
             out["name"] = str(msg["name"])
         if isinstance(msg.get("tool_calls"), list) and msg["tool_calls"]:  # OpenAI-format logs

@@ -173,15 +173,15 @@ def _compact(obj: Any) -> str:
         return str(obj)
 
 
-def _content_text(content: Any) -> str:
-    """Chat message content may be a string or a list of parts."""
+def content_text(content: Any) -> str:
+    """Chat message content as text: a string, a list of parts (joined), anything else as JSON."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
+    return json.dumps(content, default=str)
 
 
 def _result_error(result: Any) -> str | None:
@@ -214,7 +214,7 @@ def _context_text(input_messages: list[dict]) -> str:
     parts: list[str] = []
     size = 0
     for msg in reversed((input_messages or [])[-_CONTEXT_MESSAGES:]):
-        text = _content_text(msg.get("content"))
+        text = content_text(msg.get("content"))
         for tc in msg.get("tool_calls") or []:
             text += " " + str((tc.get("function") or {}).get("arguments") or "")
         parts.append(text)
@@ -266,7 +266,7 @@ def _observation(input_messages: list[dict]) -> str:
     for msg in reversed(input_messages or []):
         if msg.get("role") == "assistant":
             break
-        tail.append(_content_text(msg.get("content")))
+        tail.append(content_text(msg.get("content")))
         if len(tail) >= 8:
             break
     return "\n".join(reversed(tail))
@@ -315,7 +315,7 @@ def session_task(doc: dict) -> str | None:
     if steps:
         for msg in steps[0].get("input_messages") or []:
             if msg.get("role") == "user":
-                return _content_text(msg.get("content"))
+                return content_text(msg.get("content"))
     inputs = doc.get("inputs") or {}
     return " ".join(str(v) for v in inputs.values()) if inputs else None
 
@@ -459,8 +459,8 @@ def misattributed_values(text: str, results: list[Any]) -> list[str]:
 
 def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> TransitionUnit:
     out = step.get("output_message") or {}
-    text = _content_text(out.get("content"))
-    reasoning = _content_text(out.get("reasoning_content") or out.get("reasoning") or "")
+    text = content_text(out.get("content"))
+    reasoning = content_text(out.get("reasoning_content") or out.get("reasoning") or "")
     calls: list[dict] = []
     feedback: list[dict] = []
     for tc in step.get("tool_calls") or []:
@@ -516,7 +516,7 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> Tra
 def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
     """An imported message: the message is the action; a tool/function message is also feedback."""
     msg = step.get("output_message") or {}
-    text = _content_text(msg.get("content") if msg else step.get("content"))
+    text = content_text(msg.get("content") if msg else step.get("content"))
     role = (msg.get("role") if msg else None) or step.get("role") or ""
     agent = step.get("agent") or msg.get("name") or role or "agent"
     phase = _phase_for_message(role, agent, text, is_last)
