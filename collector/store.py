@@ -276,26 +276,36 @@ class Store:
             con.execute("INSERT OR IGNORE INTO messages SELECT * FROM _msg_batch")
             con.unregister("_msg_batch")
         table = batch.span_arrow()
+        if table is not None and not table.num_rows:
+            table = None
+        # Sessions first: a span is written in the same transaction as its session's row, so
+        # only spans of sessions that existed before can be stored already (an exporter retry).
+        # A span stored before its trace's session was known sits in the trace id's session.
+        touched = list(batch.sessions)
+        span_range, new_sessions, existed = None, set(), table is not None
+        if batch.sessions:
+            trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
+            span_range, new_sessions, existed = self._upsert_sessions(con, batch.sessions, source="otlp",
+                                                                      fallback_ids=trace_ids)
         # fresh: every span of the batch was new, so none of its snapshots can be stored yet
         fresh, source = True, "_span_batch"
-        if table is not None and table.num_rows:
+        if table is not None:
             table = table.combine_chunks()  # one chunk per column: DuckDB scans it ~30% faster
-            lo, hi = pc.min_max(table["start_ns"]).values()
             unique = _distinct_spans(table) if batch.merged else table.num_rows
             if unique != table.num_rows:  # requests merged into one transaction repeat a span (a retry)
                 source = "(SELECT DISTINCT ON (trace_id, span_id) * FROM _span_batch)"
             con.register("_span_batch", table)
-            # a retried span has the same start time: only row groups overlapping the batch's
-            # time range are read (zonemaps), so this stays cheap as the table grows
-            inserted = con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
-                                SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
-                                AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""",
-                                   [lo.as_py(), hi.as_py()]).fetchone()[0]
+            if existed:
+                # a retried span has the same start time: only row groups overlapping the batch's
+                # time range are read (zonemaps), so this stays cheap as the table grows
+                lo, hi = pc.min_max(table["start_ns"]).values()
+                inserted = con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
+                                    SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
+                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""",
+                                       [lo.as_py(), hi.as_py()]).fetchone()[0]
+            else:  # only new sessions: nothing stored to compare against
+                inserted = con.execute(f"INSERT INTO spans SELECT * FROM {source}").fetchone()[0]
             fresh = inserted == unique
-        touched = list(batch.sessions)
-        span_range, new_sessions = None, set()
-        if batch.sessions:
-            span_range, new_sessions = self._upsert_sessions(con, batch.sessions, source="otlp")
         if batch.snapshots:  # one copy per (span, event) even when a retry shares the batch
             s = list({(x.trace_id, x.span_id, x.seq): x for x in reversed(batch.snapshots)}.values())
             con.register("_snap_batch", pa.table({
@@ -312,8 +322,9 @@ class Store:
                             [min(x.time_ns for x in s), max(x.time_ns for x in s)])
             con.unregister("_snap_batch")
         if touched:
-            self._derive_steps(con, touched, span_range, new_sessions=new_sessions)
-        if table is not None and table.num_rows:
+            self._derive_steps(con, touched, span_range, new_sessions=new_sessions,
+                               batch_source=source if table is not None else None)
+        if table is not None:
             con.unregister("_span_batch")
         created = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
@@ -327,14 +338,19 @@ class Store:
                 created[k].extend(res[k])
         return created
 
-    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str) -> tuple[tuple, set[str]]:
+    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str,
+                         fallback_ids: Iterable[str] = ()) -> tuple[tuple, set[str], bool]:
         """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
         INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case). Returns the time
-        range the touched sessions' spans start in, after the merge, and the new sessions' ids."""
+        range the touched sessions' spans start in, after the merge, the new sessions' ids, and
+        whether any of them or of `fallback_ids` (the batch's trace ids) was stored before."""
         now = _now_ns()
         ids = list(sessions)
         rows = con.execute("SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id IN "
-                           "(SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+                           "(SELECT unnest(?::VARCHAR[]))", [ids + [t for t in fallback_ids if t not in sessions]]
+                           ).fetchall()
+        existed = bool(rows)
+        rows = [r for r in rows if r[0] in sessions]
         known = {r[0] for r in rows}
         starts = [r[1] for r in rows] + [f.get("started_ns") for f in sessions.values()]
         ends = [r[2] for r in rows] + [f.get("ended_ns") for f in sessions.values()] + starts
@@ -361,28 +377,38 @@ class Store:
                                 + " FROM _sess_upd u WHERE sessions.session_id = u.session_id")
             finally:
                 con.unregister(table)
-        return span_range, set(ids) - known
+        return span_range, set(ids) - known, existed
 
     def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
-                      new_sessions: set | frozenset = frozenset()) -> None:
+                      new_sessions: set | frozenset = frozenset(), batch_source: str | None = None) -> None:
         """Number a session's decisions 0..n-1: by tracefix.step when present, else start time.
-        Sessions in `new_sessions` were created in this transaction: they have no steps to delete."""
+        Sessions in `new_sessions` were created in this transaction: they have no steps to
+        delete, and all their spans are in `batch_source` (this batch's spans), so the spans
+        table is read only for sessions that existed before."""
         if not session_ids:
             return
-        lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
-        old = [sid for sid in session_ids if sid not in new_sessions]
-        if old:
-            con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [old])
-        # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
-        con.execute("""
-            INSERT INTO steps
-            SELECT session_id,
+        numbered = """SELECT session_id,
                    (row_number() OVER (PARTITION BY session_id
                                        ORDER BY step NULLS LAST, start_ns, call_seq, span_id) - 1)::INTEGER,
                    trace_id, span_id, step, start_ns
-            FROM spans
-            WHERE start_ns BETWEEN ? AND ? AND kind IN ('llm', 'message')
-              AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [lo, hi, session_ids])
+            FROM {source} WHERE kind IN ('llm', 'message') AND {where}"""
+        if batch_source is None:
+            new_sessions = frozenset()
+        old = [sid for sid in session_ids if sid not in new_sessions]
+        new = [sid for sid in session_ids if sid in new_sessions]
+        if new and not old:  # the usual case: the batch brought new sessions only
+            con.execute("INSERT INTO steps " + numbered.format(source=batch_source, where="true"))
+        elif new:
+            con.execute("INSERT INTO steps " + numbered.format(
+                source=batch_source, where="session_id IN (SELECT unnest(?::VARCHAR[]))"), [new])
+        if not old:
+            return
+        con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [old])
+        # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
+        lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
+        con.execute("INSERT INTO steps " + numbered.format(
+            source="spans", where="start_ns BETWEEN ? AND ? AND session_id IN (SELECT unnest(?::VARCHAR[]))"),
+            [lo, hi, old])
 
     # --- feedback, alerts, jobs ----------------------------------------------------------
     def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
