@@ -65,6 +65,7 @@ SESSION_ATTRS = {
     sc.INTERVENTION_ID: "intervention_id",
     sc.INTERVENTION: "intervention",
 }
+SESSION_ATTR_KEYS = frozenset(SESSION_ATTRS)
 JSON_SESSION_FIELDS = {"inputs", "metadata", "evaluation", "output", "intervention"}
 
 SESSION_ID_KEYS = (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID, "session.id",
@@ -72,9 +73,23 @@ SESSION_ID_KEYS = (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID, "session.id",
 
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 
+# Where each dialect puts a column's value, in order of preference.
+AGENT_KEYS = (sc.GEN_AI_AGENT_NAME, "agent.name")
+MODEL_KEYS = (sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "llm.model_name")
+PROVIDER_KEYS = (sc.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system")
+INPUT_TOKEN_KEYS = (sc.GEN_AI_USAGE_INPUT_TOKENS, "llm.token_count.prompt", "gen_ai.usage.prompt_tokens")
+OUTPUT_TOKEN_KEYS = (sc.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion", "gen_ai.usage.completion_tokens")
+FINISH_REASON_KEYS = (sc.GEN_AI_RESPONSE_FINISH_REASONS, "gen_ai.completion.0.finish_reason", "llm.finish_reason",
+                      "llm.response.finish_reason")
+TOOL_NAME_KEYS = (sc.GEN_AI_TOOL_NAME, "tool.name", "traceloop.entity.name")
+TOOL_CALL_ID_KEYS = (sc.GEN_AI_TOOL_CALL_ID, "tool_call.id")
+TOOL_ARGUMENTS_KEYS = (sc.GEN_AI_TOOL_CALL_ARGUMENTS, "tool.parameters", "input.value", "traceloop.entity.input")
+TOOL_RESULT_KEYS = (sc.GEN_AI_TOOL_CALL_RESULT, "output.value", "traceloop.entity.output")
 
-# The spans table's columns, in order: rows are built as dicts, then as one Arrow table per
-# request (in the receiver's thread, off the single writer).
+
+# The spans table's columns, in order. `normalize_request` builds one tuple per span in this
+# order and one Arrow table per request (in the decode worker, off the single writer); dict
+# rows with these keys are the other way in (imports) and out (`Batch.spans`).
 SPAN_COLUMNS = [
     ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
     ("session_id", pa.string()), ("service", pa.string()), ("name", pa.string()),
@@ -92,7 +107,15 @@ SPAN_SCHEMA = pa.schema(SPAN_COLUMNS)
 
 
 def spans_table(rows: list[dict]) -> pa.Table:
+    """The Arrow table of dict rows."""
     return pa.Table.from_arrays([pa.array([r[name] for r in rows], type=typ) for name, typ in SPAN_COLUMNS],
+                                schema=SPAN_SCHEMA)
+
+
+def tuples_table(rows: list[tuple]) -> pa.Table:
+    """The Arrow table of rows given as tuples in SPAN_COLUMNS order."""
+    columns = zip(*rows) if rows else ([] for _ in SPAN_COLUMNS)
+    return pa.Table.from_arrays([pa.array(col, type=typ) for col, (_, typ) in zip(columns, SPAN_COLUMNS)],
                                 schema=SPAN_SCHEMA)
 
 
@@ -124,9 +147,13 @@ class Evaluation:
 
 @dataclass
 class Batch:
-    """Everything one export request contributes, ready for one transaction."""
+    """Everything one export request contributes, ready for one transaction.
 
-    spans: list[dict] = field(default_factory=list)
+    Spans live in Arrow tables (`span_tables`, what the store inserts) and/or as dict rows
+    (`rows`): `normalize_request` builds only the table, imports build only rows, and
+    `spans` gives every span as a dict row, building the rows from the tables on first use."""
+
+    rows: list[dict] = field(default_factory=list)
     messages: dict[int, tuple[str, str]] = field(default_factory=dict)  # key -> (sha256, json)
     sessions: dict[str, dict] = field(default_factory=dict)
     snapshots: list[Snapshot] = field(default_factory=list)
@@ -138,21 +165,32 @@ class Batch:
     # until the store finds the trace's real session (`reassign`)
     fallback_traces: set[str] = field(default_factory=set)
     explicit_traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id seen
-    span_tables: list = field(default_factory=list)  # Arrow tables of `spans` (None: build from the rows)
+    # Arrow tables of the spans, in order (None: a part held only as `rows`); when none is
+    # None they hold every span
+    span_tables: list = field(default_factory=list)
     merged: bool = False  # several requests: a span may repeat across them
-    # spans whose rows were left behind when the batch crossed to the writer's process (its
-    # Arrow tables hold them; pickling dict rows would cost more than building them)
-    shipped_spans: int = 0
+    # spans that only `span_tables` hold (no dict row): normalize_request's, and every span
+    # of a batch that crossed to the writer's process (pickling rows would cost more than
+    # building them)
+    table_only_spans: int = 0
 
     @property
     def span_count(self) -> int:
-        return len(self.spans) + self.shipped_spans
+        return len(self.rows) + self.table_only_spans
+
+    @property
+    def spans(self) -> list[dict]:
+        """Every span as a dict row (SPAN_COLUMNS keys), in order."""
+        if self.table_only_spans:
+            self.rows = self.span_arrow().to_pylist()
+            self.table_only_spans = 0
+        return self.rows
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        if state["spans"] and state["span_tables"] and all(t is not None for t in state["span_tables"]):
-            state["shipped_spans"] += len(state["spans"])
-            state["spans"] = []
+        if state["rows"] and state["span_tables"] and all(t is not None for t in state["span_tables"]):
+            state["table_only_spans"] += len(state["rows"])
+            state["rows"] = []
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -164,15 +202,15 @@ class Batch:
             return None
         if self.span_tables and all(t is not None for t in self.span_tables):
             return self.span_tables[0] if len(self.span_tables) == 1 else pa.concat_tables(self.span_tables)
-        if self.shipped_spans:  # cannot happen: shipped batches always carry their tables
+        if self.table_only_spans:  # cannot happen: a part without a table always has its rows
             raise RuntimeError("spans without rows or tables")
-        return spans_table(self.spans)
+        return spans_table(self.rows)
 
     def reassign(self, mapping: dict[str, str]) -> None:
         """Move spans of fallback traces to the session their trace is known to belong to."""
         moved = {t: sid for t, sid in mapping.items() if t in self.fallback_traces and t != sid}
         for trace_id, sid in moved.items():
-            for row in self.spans:
+            for row in self.rows:
                 if row["trace_id"] == trace_id and row["session_id"] == trace_id:
                     row["session_id"] = sid
             for item in (*self.snapshots, *self.evaluations):
@@ -187,9 +225,12 @@ class Batch:
 
     def extend(self, other: "Batch") -> None:
         self.merged = self.merged or bool(self.span_count) or other.merged
-        self.spans.extend(other.spans)
-        self.shipped_spans += other.shipped_spans
-        self.span_tables.extend(other.span_tables or [None])
+        self.rows.extend(other.rows)
+        self.table_only_spans += other.table_only_spans
+        if other.span_tables:
+            self.span_tables.extend(other.span_tables)
+        elif other.rows:  # rows only: the merged table is built from the rows
+            self.span_tables.append(None)
         self.messages.update(other.messages)
         for sid, attrs in other.sessions.items():
             merge_session(self.sessions, sid, attrs)
@@ -218,8 +259,16 @@ def _reassigned(table: pa.Table, moved: dict[str, str]) -> pa.Table:
 
 # --- messages -----------------------------------------------------------------------------
 
+CANONICAL_KEYS = frozenset(("role", "content", "name", "tool_calls", "tool_call_id"))
+OPTIONAL_KEYS = ("name", "tool_calls", "tool_call_id")  # kept only when truthy
+
+
 def canonical_message(msg: Any) -> dict:
-    """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep."""
+    """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep.
+    A message already in that shape (most are) is returned as it is, not copied."""
+    if (isinstance(msg, dict) and msg.keys() <= CANONICAL_KEYS and msg.get("role") and "content" in msg
+            and not isinstance(msg["content"], list) and all(msg[k] for k in OPTIONAL_KEYS if k in msg)):
+        return msg
     if not isinstance(msg, dict):
         return {"role": "user", "content": msg if isinstance(msg, str) else json.dumps(msg)}
     out: dict[str, Any] = {"role": msg.get("role") or "user"}
@@ -386,7 +435,8 @@ def span_kind(attrs: dict) -> str:
     return "other"
 
 
-def _first(attrs: dict, *keys: str) -> Any:
+def _first(attrs: dict, keys: tuple[str, ...]) -> Any:
+    """The first of `keys` with a value that is neither None nor ""."""
     for k in keys:
         v = attrs.get(k)
         if v is not None and v != "":
@@ -400,6 +450,8 @@ INT64_MAX = (1 << 63) - 1
 
 def _int(v: Any, limit: int = INT64_MAX) -> int | None:
     """An integer attribute, or None when absent, not a number or beyond the column's range."""
+    if type(v) is int:  # the usual case (bool, a subclass, is not a number here)
+        return v if -limit - 1 <= v <= limit else None
     try:
         n = int(v) if v is not None and not isinstance(v, bool) else None
     except (TypeError, ValueError, OverflowError):
@@ -530,56 +582,57 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
 
     A span without a session attribute joins the session of another span of its trace
     (in this request, else later via `Batch.reassign`), else the session named by its trace id.
-    `wire_bytes` (the encoded request's size) skips the per-attribute size check when no
-    attribute can be that long."""
+    The same span twice in one request is kept once (the first with a session attribute,
+    else the first). `wire_bytes` (the encoded request's size) skips the per-attribute size
+    check when no attribute can be that long."""
     batch = Batch()
     if wire_bytes is not None and wire_bytes <= max_attribute_chars:
         max_attribute_chars = 0  # 0: no check needed
-    pending: list[dict] = []  # rows of spans with no session attribute
+    rows: list[tuple] = []
+    seen: set[tuple[str, str]] = set()
+    pending: list[tuple] = []  # spans with no session attribute: rows built once all sessions are seen
     known = batch.explicit_traces
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
-        service = _text_or_none(resource.get("service.name"))
-        resource_json = dumps_compact(resource, sort_keys=True)
+        where = (_text_or_none(resource.get("service.name")), None, dumps_compact(resource, sort_keys=True))
         for ss in rs.scope_spans:
-            scope = ss.scope.name or None
+            where = (where[0], ss.scope.name or None, where[2])  # (service, scope, resource JSON)
             for span in ss.spans:
                 try:
-                    row, sid = _span_row(span, service, resource_json, scope, max_attribute_chars)
+                    read = _read_span(span, max_attribute_chars)
                 except SpanRejected as exc:
                     batch.rejected += 1
                     if len(batch.errors) < 5:
                         batch.errors.append(str(exc))
                     continue
+                sid = read[4]
                 if sid is None:
-                    pending.append(row)
-                else:
-                    known.setdefault(row["trace_id"], sid)
-                    row["session_id"] = sid
-                    batch.spans.append(row)
-    for row in pending:
-        sid = known.get(row["trace_id"])
+                    pending.append((span, read, where))
+                    continue
+                key = read[:2]
+                known.setdefault(key[0], sid)
+                if key not in seen:
+                    seen.add(key)
+                    rows.append(_span_row(batch, span, read, sid, where))
+    for span, read, where in pending:
+        trace_id = read[0]
+        sid = known.get(trace_id)
         if sid is None:
-            sid = row["trace_id"]
+            sid = trace_id
             batch.fallback_traces.add(sid)
-        row["session_id"] = sid
-        batch.spans.append(row)
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for row in batch.spans:  # the same span twice in one request: keep the first
-        key = (row["trace_id"], row["span_id"])
+        key = read[:2]
         if key not in seen:
             seen.add(key)
-            unique.append(row)
-    batch.spans = unique
-    for row in batch.spans:
-        _finish_row(batch, row)
-    if batch.spans:
-        batch.span_tables = [spans_table(batch.spans)]
+            rows.append(_span_row(batch, span, read, sid, where))
+    if rows:
+        batch.span_tables = [tuples_table(rows)]
+        batch.table_only_spans = len(rows)
     return batch
 
 
-def _span_row(span, service, resource_json, scope, max_chars) -> tuple[dict, str | None]:
+def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | None]:
+    """(trace id, span id, attributes, events, session id or None) of a span that can be
+    stored (else SpanRejected)."""
     if len(span.trace_id) != 16 or len(span.span_id) != 8:
         raise SpanRejected(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
     if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
@@ -593,99 +646,88 @@ def _span_row(span, service, resource_json, scope, max_chars) -> tuple[dict, str
         if max_chars:
             _check_sizes(ev_attrs, max_chars)
         events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
-    sid = _first(attrs, *SESSION_ID_KEYS)
+    sid = _first(attrs, SESSION_ID_KEYS)
+    return span.trace_id.hex(), span.span_id.hex(), attrs, events, (str(sid) if sid is not None else None)
+
+
+def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
+    """The span's row (a tuple in SPAN_COLUMNS order); its messages, session fields,
+    snapshots and evaluations go into `batch`."""
+    trace_id, span_id, attrs, events, _ = read
+    service, scope, resource_json = where
+    name = span.name
+    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    status = span.status
+    status_code, status_message = status.code, status.message
     kind = span_kind(attrs)
-    status_code = span.status.code
-    row = {
-        "trace_id": span.trace_id.hex(),
-        "span_id": span.span_id.hex(),
-        "parent_span_id": span.parent_span_id.hex() if span.parent_span_id else None,
-        "session_id": None,
-        "service": service,
-        "name": span.name,
-        "span_kind": span.kind,
-        "kind": kind,
-        "start_ns": span.start_time_unix_nano,
-        "end_ns": span.end_time_unix_nano,
-        "status_code": status_code,
-        "status_message": span.status.message or None,
-        "step": _int(attrs.get(sc.STEP), INT32_MAX),
-        "call_seq": _int(attrs.get(sc.CALL_SEQ), INT32_MAX),
-        "agent": _text_or_none(_first(attrs, sc.GEN_AI_AGENT_NAME, "agent.name")
-                               or (attrs.get("traceloop.entity.name") if kind == "agent" else None)),
-        "model": None, "provider": None, "input_tokens": None, "output_tokens": None,
-        "finish_reason": None, "input_keys": None, "output_key": None, "message_dialect": None,
-        "tool_name": None, "tool_call_id": None, "tool_arguments": None, "tool_result": None,
-        "error": _error_text(attrs, status_code, span.status.message, events),
-        "replay_source": _text_or_none(attrs.get(sc.REPLAY_SOURCE)),
-        "truncated": bool(attrs.get(sc.TRUNCATED, False)),
-        "scope": scope,
-        "resource": resource_json,
-        "tools_key": None,
-        "_attrs": attrs,
-        "_events": events,
-    }
-    return row, (str(sid) if sid is not None else None)
-
-
-def _finish_row(batch: Batch, row: dict) -> None:
-    attrs = row.pop("_attrs")
-    events = row.pop("_events")
-    sid = row["session_id"]
-    kind = row["kind"]
+    step = _int(attrs.get(sc.STEP), INT32_MAX)
+    call_seq = _int(attrs.get(sc.CALL_SEQ), INT32_MAX)
+    agent = _text_or_none(_first(attrs, AGENT_KEYS) or (attrs.get("traceloop.entity.name") if kind == "agent" else None))
+    error = _error_text(attrs, status_code, status_message, events) if status_code == 2 or events else None
+    replay_source = _text_or_none(attrs.get(sc.REPLAY_SOURCE))
+    truncated = bool(attrs.get(sc.TRUNCATED, False))
+    model = provider = input_tokens = output_tokens = finish_reason = None
+    input_keys = output_key = dialect = tools_key = None
+    tool_name = tool_call_id = tool_arguments = tool_result = None
     if kind == "llm":
         inputs, output, dialect = llm_messages(attrs)
-        row["input_keys"] = add_messages(batch, inputs)
-        row["output_key"] = add_messages(batch, [output])[0] if output else None
-        row["message_dialect"] = dialect
-        row["model"] = _text_or_none(_first(attrs, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, "llm.model_name"))
-        row["provider"] = _text_or_none(_first(attrs, sc.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider",
-                                               "llm.system"))
-        row["input_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_INPUT_TOKENS, "llm.token_count.prompt",
-                                          "gen_ai.usage.prompt_tokens"))
-        row["output_tokens"] = _int(_first(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion",
-                                           "gen_ai.usage.completion_tokens"))
-        fr = _first(attrs, sc.GEN_AI_RESPONSE_FINISH_REASONS, "gen_ai.completion.0.finish_reason",
-                    "llm.finish_reason", "llm.response.finish_reason")
+        input_keys = add_messages(batch, inputs)
+        output_key = add_messages(batch, [output])[0] if output else None
+        model = _text_or_none(_first(attrs, MODEL_KEYS))
+        provider = _text_or_none(_first(attrs, PROVIDER_KEYS))
+        input_tokens = _int(_first(attrs, INPUT_TOKEN_KEYS))
+        output_tokens = _int(_first(attrs, OUTPUT_TOKEN_KEYS))
+        fr = _first(attrs, FINISH_REASON_KEYS)
         if isinstance(fr, (list, tuple)):
             fr = fr[0] if fr else None
-        row["finish_reason"] = _text_or_none(fr)
+        finish_reason = _text_or_none(fr)
         tools = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
         if isinstance(tools, str):  # the same tool list rides along on every call
-            row["tools_key"] = add_blob(batch, tools)
+            tools_key = add_blob(batch, tools)
         stripped = CONTENT_ADDRESSED_KEYS if dialect == "genai" else ()
-        if row["tools_key"] is not None:
+        if tools_key is not None:
             stripped = (*stripped, sc.GEN_AI_TOOL_DEFINITIONS)
         if stripped:  # rebuilt from the messages table by get_spans
-            attrs = {k: v for k, v in attrs.items() if k not in stripped}
+            attrs = dict(attrs)
+            for k in stripped:
+                attrs.pop(k, None)
     elif kind == "tool":
-        row["tool_name"] = _text_or_none(_first(attrs, sc.GEN_AI_TOOL_NAME, "tool.name", "traceloop.entity.name")
-                                         or row["name"])
-        row["tool_call_id"] = _text_or_none(_first(attrs, sc.GEN_AI_TOOL_CALL_ID, "tool_call.id"))
-        row["tool_arguments"] = _json_text(_first(attrs, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "tool.parameters",
-                                                  "input.value", "traceloop.entity.input"))
-        row["tool_result"] = _json_text(_first(attrs, sc.GEN_AI_TOOL_CALL_RESULT, "output.value",
-                                               "traceloop.entity.output"))
-    row["attributes"] = dumps_compact(attrs)
-    row["events"] = dumps_compact(events) if events else None
+        tool_name = _text_or_none(_first(attrs, TOOL_NAME_KEYS) or name)
+        tool_call_id = _text_or_none(_first(attrs, TOOL_CALL_ID_KEYS))
+        tool_arguments = _json_text(_first(attrs, TOOL_ARGUMENTS_KEYS))
+        tool_result = _json_text(_first(attrs, TOOL_RESULT_KEYS))
 
-    fields = session_fields(attrs)
-    fields["service"] = row["service"]
-    fields["started_ns"] = row["start_ns"]
-    fields["ended_ns"] = row["end_ns"]
-    if attrs.get(sc.SESSION_SPAN) is True:
-        fields["name"] = row["name"]
-    if row["truncated"]:
+    fields = session_fields(attrs) if not SESSION_ATTR_KEYS.isdisjoint(attrs) else {}
+    fields["service"] = service
+    fields["started_ns"] = start_ns
+    fields["ended_ns"] = end_ns
+    if kind == "session":  # tracefix.session.root is true
+        fields["name"] = name
+    if truncated:
         fields["replayable"] = False
     merge_session(batch.sessions, sid, fields)
+    if events:
+        _add_event_items(batch, events, sid, trace_id, span_id, step, end_ns)
 
+    return (
+        trace_id, span_id, span.parent_span_id.hex() if span.parent_span_id else None, sid, service, name,
+        span.kind, kind, start_ns, end_ns, status_code, status_message or None, step, call_seq, agent,
+        model, provider, input_tokens, output_tokens, finish_reason, input_keys, output_key, dialect,
+        tool_name, tool_call_id, tool_arguments, tool_result, error, replay_source, truncated, scope,
+        resource_json, dumps_compact(attrs), dumps_compact(events) if events else None, tools_key,
+    )
+
+
+def _add_event_items(batch: Batch, events: list[dict], sid: str, trace_id: str, span_id: str,
+                     step: int | None, end_ns: int) -> None:
+    """The span's snapshot and evaluation events."""
     for seq, ev in enumerate(events):
         a = ev["attributes"]
         if ev["name"] == sc.SNAPSHOT_EVENT and sc.SNAPSHOT_KEY in a:
             batch.snapshots.append(Snapshot(
-                session_id=sid, trace_id=row["trace_id"], span_id=row["span_id"], seq=seq,
+                session_id=sid, trace_id=trace_id, span_id=span_id, seq=seq,
                 key=str(a[sc.SNAPSHOT_KEY]), state=_json_text(a.get(sc.SNAPSHOT_STATE)) or "null",
-                hash=_text_or_none(a.get(sc.SNAPSHOT_HASH)), step=_int(a.get(sc.STEP, row["step"]), INT32_MAX),
+                hash=_text_or_none(a.get(sc.SNAPSHOT_HASH)), step=_int(a.get(sc.STEP, step), INT32_MAX),
                 time_ns=min(ev["time_ns"], INT64_MAX)))
         elif ev["name"] == sc.EVALUATION_EVENT and sc.EVALUATION_SCORE in a:
             try:
@@ -693,6 +735,6 @@ def _finish_row(batch: Batch, row: dict) -> None:
             except (TypeError, ValueError):
                 continue
             batch.evaluations.append(Evaluation(
-                feedback_id=f"ev-{row['trace_id']}-{row['span_id']}-{seq}", session_id=sid, score=score,
+                feedback_id=f"ev-{trace_id}-{span_id}-{seq}", session_id=sid, score=score,
                 comment=_text_or_none(a.get(sc.EVALUATION_EXPLANATION)),
-                time_ns=min(ev["time_ns"] or row["end_ns"], INT64_MAX)))
+                time_ns=min(ev["time_ns"] or end_ns, INT64_MAX)))
