@@ -259,15 +259,14 @@ def _reassigned(table: pa.Table, moved: dict[str, str]) -> pa.Table:
 
 # --- messages -----------------------------------------------------------------------------
 
-CANONICAL_KEYS = frozenset(("role", "content", "name", "tool_calls", "tool_call_id"))
-OPTIONAL_KEYS = ("name", "tool_calls", "tool_call_id")  # kept only when truthy
+CANONICAL_KEYS = frozenset(("role", "content", "name", "tool_calls", "tool_call_id"))  # the last three only when truthy
 
 
 def canonical_message(msg: Any) -> dict:
     """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep.
     A message already in that shape (most are) is returned as it is, not copied."""
-    if (isinstance(msg, dict) and msg.keys() <= CANONICAL_KEYS and msg.get("role") and "content" in msg
-            and not isinstance(msg["content"], list) and all(msg[k] for k in OPTIONAL_KEYS if k in msg)):
+    if (type(msg) is dict and type(msg.get("content")) is str and msg.get("role") and msg.get("name", True)
+            and msg.get("tool_calls", True) and msg.get("tool_call_id", True) and msg.keys() <= CANONICAL_KEYS):
         return msg
     if not isinstance(msg, dict):
         return {"role": "user", "content": msg if isinstance(msg, str) else json.dumps(msg)}
@@ -633,7 +632,8 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
 def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | None]:
     """(trace id, span id, attributes, events, session id or None) of a span that can be
     stored (else SpanRejected)."""
-    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+    trace_id, span_id = span.trace_id, span.span_id
+    if len(trace_id) != 16 or len(span_id) != 8:
         raise SpanRejected(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
     if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
         raise SpanRejected(f"span {span.name!r}: timestamps beyond the year 2262")
@@ -641,13 +641,14 @@ def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | 
     if max_chars:
         _check_sizes(attrs, max_chars)
     events = []
-    for ev in span.events:
-        ev_attrs = attributes(ev.attributes)
-        if max_chars:
-            _check_sizes(ev_attrs, max_chars)
-        events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
+    if span.events:  # most spans have none (iterating an empty repeated field still costs)
+        for ev in span.events:
+            ev_attrs = attributes(ev.attributes)
+            if max_chars:
+                _check_sizes(ev_attrs, max_chars)
+            events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
     sid = _first(attrs, SESSION_ID_KEYS)
-    return span.trace_id.hex(), span.span_id.hex(), attrs, events, (str(sid) if sid is not None else None)
+    return trace_id.hex(), span_id.hex(), attrs, events, (str(sid) if sid is not None else None)
 
 
 def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
@@ -697,15 +698,24 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
         tool_arguments = _json_text(_first(attrs, TOOL_ARGUMENTS_KEYS))
         tool_result = _json_text(_first(attrs, TOOL_RESULT_KEYS))
 
-    fields = session_fields(attrs) if not SESSION_ATTR_KEYS.isdisjoint(attrs) else {}
-    fields["service"] = service
-    fields["started_ns"] = start_ns
-    fields["ended_ns"] = end_ns
-    if kind == "session":  # tracefix.session.root is true
-        fields["name"] = name
-    if truncated:
-        fields["replayable"] = False
-    merge_session(batch.sessions, sid, fields)
+    session = batch.sessions.get(sid)
+    if session is not None and kind != "session" and not truncated and SESSION_ATTR_KEYS.isdisjoint(attrs):
+        # most spans: one more span of a session already in the batch (merge_session, inlined)
+        if service is not None:
+            session["service"] = service
+        started, ended = session.get("started_ns"), session.get("ended_ns")
+        session["started_ns"] = start_ns if started is None else min(started, start_ns)
+        session["ended_ns"] = end_ns if ended is None else max(ended, end_ns)
+    else:
+        fields = session_fields(attrs)
+        fields["service"] = service
+        fields["started_ns"] = start_ns
+        fields["ended_ns"] = end_ns
+        if kind == "session":  # tracefix.session.root is true
+            fields["name"] = name
+        if truncated:
+            fields["replayable"] = False
+        merge_session(batch.sessions, sid, fields)
     if events:
         _add_event_items(batch, events, sid, trace_id, span_id, step, end_ns)
 
