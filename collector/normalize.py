@@ -112,11 +112,12 @@ def spans_table(rows: list[dict]) -> pa.Table:
                                 schema=SPAN_SCHEMA)
 
 
+SPAN_STRUCT = pa.struct(SPAN_COLUMNS)
+
+
 def tuples_table(rows: list[tuple]) -> pa.Table:
     """The Arrow table of rows given as tuples in SPAN_COLUMNS order."""
-    columns = zip(*rows) if rows else ([] for _ in SPAN_COLUMNS)
-    return pa.Table.from_arrays([pa.array(col, type=typ) for col, (_, typ) in zip(columns, SPAN_COLUMNS)],
-                                schema=SPAN_SCHEMA)
+    return pa.Table.from_struct_array(pa.array(rows, type=SPAN_STRUCT))
 
 
 class SpanRejected(ValueError):
@@ -521,7 +522,7 @@ def any_value(v) -> Any:
     if kind == "double_value":
         return v.double_value
     if kind == "array_value":
-        return [any_value(x) for x in v.array_value.values]
+        return [x.string_value or any_value(x) for x in v.array_value.values]  # most hold strings
     if kind == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
     if kind == "bytes_value":
