@@ -594,9 +594,10 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     known = batch.explicit_traces
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
-        where = (_text_or_none(resource.get("service.name")), None, dumps_compact(resource, sort_keys=True))
+        service = _text_or_none(resource.get("service.name"))
+        resource_json = dumps_compact(resource, sort_keys=True)
         for ss in rs.scope_spans:
-            where = (where[0], ss.scope.name or None, where[2])  # (service, scope, resource JSON)
+            where = (service, ss.scope.name or None, resource_json)
             for span in ss.spans:
                 try:
                     read = _read_span(span, max_attribute_chars)
@@ -653,7 +654,8 @@ def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | 
 
 
 def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
-    """The span's row (a tuple in SPAN_COLUMNS order); its messages, session fields,
+    """The span's row (a tuple in SPAN_COLUMNS order) from what `_read_span` read and where
+    the span was sent from (service, scope, resource JSON); its messages, session fields,
     snapshots and evaluations go into `batch`."""
     trace_id, span_id, attrs, events, _ = read
     service, scope, resource_json = where
@@ -664,7 +666,8 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
     kind = span_kind(attrs)
     step = _int(attrs.get(sc.STEP), INT32_MAX)
     call_seq = _int(attrs.get(sc.CALL_SEQ), INT32_MAX)
-    agent = _text_or_none(_first(attrs, AGENT_KEYS) or (attrs.get("traceloop.entity.name") if kind == "agent" else None))
+    agent = _text_or_none(_first(attrs, AGENT_KEYS)
+                          or (attrs.get("traceloop.entity.name") if kind == "agent" else None))
     error = _error_text(attrs, status_code, status_message, events) if status_code == 2 or events else None
     replay_source = _text_or_none(attrs.get(sc.REPLAY_SOURCE))
     truncated = bool(attrs.get(sc.TRUNCATED, False))

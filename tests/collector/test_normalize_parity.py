@@ -12,7 +12,6 @@ import json
 import pickle
 from pathlib import Path
 
-from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
@@ -53,7 +52,8 @@ def _span(n: int, trace: int, name: str, attrs: dict, *, parent: int | None = No
                 events=[Span.Event(name=e, time_unix_nano=t, attributes=_kvs(a)) for e, t, a in events])
 
 
-def _request(spans: list[Span], service: str | None = "golden-app", scope: str = "tracefix") -> ExportTraceServiceRequest:
+def _request(spans: list[Span], service: str | None = "golden-app",
+             scope: str = "tracefix") -> ExportTraceServiceRequest:
     resource = {"attributes": _kvs({"service.name": service, "host.name": "h1"} if service else {"host.name": "h2"})}
     return ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[
         ScopeSpans(scope={"name": scope}, spans=spans)])])
@@ -143,7 +143,8 @@ def _other_dialects() -> list[Span]:
                                               "custom.list": [1, "two"], "custom.map": {"a": {"b": [3]}}, "empty": ""}),
         _span(57, t3, "generate", {
             "gen_ai.operation.name": "generate_content",
-            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "sys "}, {"type": "text", "content": "two"}]),
+            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "sys "},
+                                                      {"type": "text", "content": "two"}]),
             "gen_ai.input.messages": json.dumps([
                 {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
                 {"role": "assistant", "parts": [{"type": "tool_call", "id": "c9", "name": "f", "arguments": {"x": 1}}]},
