@@ -1,28 +1,49 @@
 """CPU cost of OTLP span normalization per span, next to the protobuf parse it follows.
 
     .venv/bin/python bench/normalize.py [--runs 5] [--exporters 6] [--sessions 12] [--steps 100]
+                                        [--against GIT_REV]
 
 The spans are bench/ingest.py's own (`build_bodies`: 301 spans per session, 1-4 KB of chat
-messages per LLM call). Each run parses every body (`otlp.decode`) and normalizes every
+messages per LLM call). Each run parses every body (`otlp.decode`), then normalizes every
 request (`normalize_request`, with the body size as `wire_bytes`, as the decode worker
 does), timed with `time.process_time`. Printed: medians of the runs in microseconds per span
-and their ratio. Target (issue 4): normalize <= 16 us/span on the reference machine.
+and their ratio. Target (issue 4): normalize <= 16 us/span, half of what it cost before.
+
+`--against REV` also times collector/normalize.py as it was at git revision REV, in the same
+runs (interleaved), and prints how many times cheaper the working tree's version is.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from ingest import build_bodies  # noqa: E402
 
 from tracefix.collector import otlp  # noqa: E402
 from tracefix.collector.normalize import normalize_request  # noqa: E402
+
+
+def normalize_at(rev: str):
+    """`normalize_request` of collector/normalize.py at git revision `rev`."""
+    source = subprocess.run(["git", "show", f"{rev}:collector/normalize.py"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp(prefix="tracefix-bench-")) / "normalize_at_rev.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("normalize_at_rev", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.normalize_request
 
 
 def main() -> None:
@@ -31,26 +52,39 @@ def main() -> None:
     ap.add_argument("--exporters", type=int, default=6)
     ap.add_argument("--sessions", type=int, default=12)
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
+    ap.add_argument("--against", metavar="GIT_REV", help="also time normalize.py as it was at this revision")
     args = ap.parse_args()
 
+    versions = {"normalize": normalize_request}
+    if args.against:
+        versions[f"normalize@{args.against}"] = normalize_at(args.against)
     bodies = [b for w in range(args.exporters) for b in build_bodies(w, args.sessions, args.steps)]
     n_spans = sum(n for _, n in bodies)
-    parse_us, norm_us = [], []
+    parse_us: list[float] = []
+    norm_us: dict[str, list[float]] = {name: [] for name in versions}
     for _ in range(args.runs):
-        t0 = time.process_time()
-        requests = [otlp.decode(body, otlp.PROTOBUF) for body, _ in bodies]
-        t1 = time.process_time()
-        batches = [normalize_request(req, wire_bytes=len(body)) for req, (body, _) in zip(requests, bodies)]
-        t2 = time.process_time()
-        if sum(b.span_count for b in batches) != n_spans:
-            raise SystemExit("normalize_request lost spans")
-        parse_us.append((t1 - t0) / n_spans * 1e6)
-        norm_us.append((t2 - t1) / n_spans * 1e6)
-        print(f"run: parse {parse_us[-1]:.1f} us/span, normalize {norm_us[-1]:.1f} us/span")
-    parse, norm = statistics.median(parse_us), statistics.median(norm_us)
+        for name, normalize in versions.items():
+            t0 = time.process_time()
+            requests = [otlp.decode(body, otlp.PROTOBUF) for body, _ in bodies]
+            t1 = time.process_time()
+            batches = [normalize(req, wire_bytes=len(body)) for req, (body, _) in zip(requests, bodies)]
+            t2 = time.process_time()
+            if sum(b.span_count for b in batches) != n_spans:
+                raise SystemExit(f"{name} lost spans")
+            parse_us.append((t1 - t0) / n_spans * 1e6)
+            norm_us[name].append((t2 - t1) / n_spans * 1e6)
+        print("run: parse %.1f us/span, " % parse_us[-1]
+              + ", ".join(f"{name} {us[-1]:.1f} us/span" for name, us in norm_us.items()))
+    parse = statistics.median(parse_us)
+    medians = {name: statistics.median(us) for name, us in norm_us.items()}
     print(f"{len(bodies)} requests, {n_spans} spans, medians of {args.runs} runs:")
     print(f"protobuf parse {parse:.1f} us/span")
-    print(f"normalize {norm:.1f} us/span = {norm / parse:.1f}x protobuf parse (target <= 16 us/span)")
+    for name, us in medians.items():
+        print(f"{name} {us:.1f} us/span = {us / parse:.1f}x protobuf parse")
+    if args.against:
+        old = medians[f"normalize@{args.against}"]
+        print(f"normalize is {old / medians['normalize']:.2f}x cheaper than at {args.against} "
+              f"(target: >= 2x, <= 16 us/span)")
 
 
 if __name__ == "__main__":
