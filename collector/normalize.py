@@ -166,8 +166,7 @@ class Batch:
     # until the store finds the trace's real session (`reassign`)
     fallback_traces: set[str] = field(default_factory=set)
     explicit_traces: dict[str, str] = field(default_factory=dict)  # trace id -> session id seen
-    # Arrow tables of the spans, in order (None: a part held only as `rows`); when none is
-    # None they hold every span
+    # Arrow tables of the spans, in order: none, or tables that hold every span
     span_tables: list = field(default_factory=list)
     merged: bool = False  # several requests: a span may repeat across them
     # spans that only `span_tables` hold (no dict row): normalize_request's, and every span
@@ -189,7 +188,7 @@ class Batch:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        if state["rows"] and state["span_tables"] and all(t is not None for t in state["span_tables"]):
+        if state["rows"] and state["span_tables"]:
             state["table_only_spans"] += len(state["rows"])
             state["rows"] = []
         return state
@@ -201,11 +200,14 @@ class Batch:
         """All spans as one Arrow table (built from the rows of a batch that has no tables)."""
         if not self.span_count:
             return None
-        if self.span_tables and all(t is not None for t in self.span_tables):
-            return self.span_tables[0] if len(self.span_tables) == 1 else pa.concat_tables(self.span_tables)
-        if self.table_only_spans:  # cannot happen: a part without a table always has its rows
-            raise RuntimeError("spans without rows or tables")
-        return spans_table(self.rows)
+        tables = self._tables()
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+    def _tables(self) -> list[pa.Table]:
+        """Arrow tables that hold every span (built from the rows when there are none)."""
+        if self.span_tables or not self.rows:
+            return self.span_tables
+        return [spans_table(self.rows)]
 
     def reassign(self, mapping: dict[str, str]) -> None:
         """Move spans of fallback traces to the session their trace is known to belong to."""
@@ -222,16 +224,13 @@ class Batch:
                 merge_session(self.sessions, sid, fields)
             self.fallback_traces.discard(trace_id)
         if moved:
-            self.span_tables = [_reassigned(t, moved) if t is not None else None for t in self.span_tables]
+            self.span_tables = [_reassigned(t, moved) for t in self.span_tables]
 
     def extend(self, other: "Batch") -> None:
         self.merged = self.merged or bool(self.span_count) or other.merged
+        self.span_tables = self._tables() + other._tables()
         self.rows.extend(other.rows)
         self.table_only_spans += other.table_only_spans
-        if other.span_tables:
-            self.span_tables.extend(other.span_tables)
-        elif other.rows:  # rows only: the merged table is built from the rows
-            self.span_tables.append(None)
         self.messages.update(other.messages)
         for sid, attrs in other.sessions.items():
             merge_session(self.sessions, sid, attrs)

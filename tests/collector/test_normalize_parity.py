@@ -17,6 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from tracefix.collector import otlp
+from tracefix.collector.imports import batch_from_documents
 from tracefix.collector.normalize import Batch, normalize_request
 
 GOLDEN = Path(__file__).with_name("normalize_golden.json")
@@ -273,6 +274,10 @@ def test_batches_cross_processes_and_merge():
     parts = [normalize_request(req, **kw), rejected_only, shipped]
     for part in parts:
         merged.extend(part)
+    imported, _ = batch_from_documents([{"session_id": "imp-1", "messages": [{"role": "user", "content": "hi"}]}])
+    parts.append(imported)  # rows only: its table is built when it joins
+    merged.extend(imported)
     assert merged.merged and merged.rejected == 1
     assert merged.span_arrow().to_pylist() == [row for p in parts if p.span_count for row in p.span_arrow().to_pylist()]
     assert len(merged.spans) == merged.span_count == sum(p.span_count for p in parts)
+    assert pickle.loads(pickle.dumps(merged)).span_arrow().equals(merged.span_arrow())
