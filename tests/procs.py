@@ -5,6 +5,7 @@ that line, then poll its health endpoint, never a fixed sleep.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import subprocess
@@ -16,6 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TRACEFIX = [sys.executable, "-m", "tracefix.cli"]
+_STARTED: list[subprocess.Popen] = []
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """A test that failed before its `stop()` must not leave a server running after pytest."""
+    for popen in _STARTED:
+        if popen.poll() is None:
+            popen.kill()
 
 
 @dataclass
@@ -45,6 +55,7 @@ def start(args: list[str], ready: str, *, env: dict | None = None, cwd: str | Pa
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     popen = subprocess.Popen(TRACEFIX + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env=full_env, cwd=cwd)
+    _STARTED.append(popen)
     lines: list[str] = []
     found: list[re.Match] = []
     seen = threading.Event()

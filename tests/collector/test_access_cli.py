@@ -56,8 +56,10 @@ def test_cli_verbs_go_through_the_running_server(collector, api, seeded):
 def test_cli_verbs_use_the_file_when_no_server_runs(tmp_path):
     db = tmp_path / "offline.duckdb"
     serve = procs.start_serve(db, "--diagnose", "off")
-    assert post(serve.match["http"] + "/v1/traces", _otlp_request("offline-1", 2), token=None)[0] == 200
-    assert serve.stop() == 0
+    try:
+        assert post(serve.match["http"] + "/v1/traces", _otlp_request("offline-1", 2), token=None)[0] == 200
+    finally:  # a failed assertion must not leave the server running
+        assert serve.stop() == 0
     nowhere = ["--db", str(db), "--server", "http://127.0.0.1:9"]
     listed = json.loads(tracefix("sessions", *nowhere, "--json").stdout)
     assert [s["session_id"] for s in listed] == ["offline-1"]
