@@ -34,6 +34,48 @@ def _distinct_spans(table: pa.Table) -> int:
     return pc.count_distinct(pc.binary_join_element_wise(table["trace_id"], table["span_id"], "")).as_py()
 
 
+def _in_strings(values: Iterable[str]) -> tuple[str, list]:
+    """`IN (...)` over strings for the writer's hot statements, and its parameters.
+
+    DuckDB's Python client tries `import pandas` for every bound parameter value (each failed
+    attempt walks sys.path: ~2 ms of each ingest transaction went there), so the values go
+    in as SQL string literals. A value with a NUL byte, which SQL text cannot carry, falls
+    back to a bound list."""
+    values = list(values)
+    if any("\x00" in v for v in values):
+        return "IN (SELECT unnest(?::VARCHAR[]))", [values]
+    return "IN (" + (", ".join("'" + v.replace("'", "''") + "'" for v in values) or "NULL") + ")", []
+
+
+STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id")
+
+
+def numbered_steps(spans: pa.Table) -> pa.Table:
+    """The steps table's rows for these spans: each session's LLM calls and messages numbered
+    0..n-1 by `tracefix.step` (absent last), then start time, call sequence and span id. A
+    span present twice (a retry merged into the batch) counts once. Done in Arrow, not SQL:
+    a DuckDB window over a registered Arrow table cost ~3 ms per ingest transaction."""
+    spans = spans.filter(pc.is_in(spans["kind"], value_set=pa.array(["llm", "message"])))
+    spans = spans.take(pc.sort_indices(spans, sort_keys=[
+        ("session_id", "ascending"), ("step", "ascending", "at_end"), ("start_ns", "ascending"),
+        ("call_seq", "ascending", "at_end"), ("span_id", "ascending"), ("trace_id", "ascending")]))
+    keep, idx = [], []
+    prev_sid = prev_span = None
+    n = 0
+    for i, (sid, trace_id, span_id) in enumerate(zip(spans["session_id"].to_pylist(), spans["trace_id"].to_pylist(),
+                                                      spans["span_id"].to_pylist())):
+        if (sid, trace_id, span_id) == prev_span:
+            continue
+        n = n + 1 if sid == prev_sid else 0
+        prev_sid, prev_span = sid, (sid, trace_id, span_id)
+        keep.append(i)
+        idx.append(n)
+    spans = spans.take(pa.array(keep, pa.int64()))
+    return pa.table({"session_id": spans["session_id"], "idx": pa.array(idx, pa.int32()),
+                     "trace_id": spans["trace_id"], "span_id": spans["span_id"],
+                     "raw_step": spans["step"], "started_ns": spans["start_ns"]})
+
+
 class UnknownSession(KeyError):
     pass
 
@@ -267,14 +309,15 @@ class Store:
                                 "(SELECT unnest(?::VARCHAR[])) AND session_id <> trace_id GROUP BY trace_id",
                                 [list(batch.fallback_traces)]).fetchall()
             batch.reassign(dict(found))
+        # The Arrow tables of a transaction reach DuckDB as local variables its SQL names
+        # (DuckDB's replacement scans; no table is called `_..._batch`): con.register and
+        # unregister cost ~0.8 ms per table, and a transaction has up to six.
         keys = [k for k in batch.messages if k not in self._known_messages]
         if keys:
-            tbl = pa.table({"key": pa.array(keys, pa.int64()),
-                            "sha256": pa.array([batch.messages[k][0] for k in keys], pa.string()),
-                            "message": pa.array([batch.messages[k][1] for k in keys], pa.string())})
-            con.register("_msg_batch", tbl)
+            _msg_batch = pa.table({"key": pa.array(keys, pa.int64()),  # noqa: F841 (scanned by name)
+                                   "sha256": pa.array([batch.messages[k][0] for k in keys], pa.string()),
+                                   "message": pa.array([batch.messages[k][1] for k in keys], pa.string())})
             con.execute("INSERT OR IGNORE INTO messages SELECT * FROM _msg_batch")
-            con.unregister("_msg_batch")
         table = batch.span_arrow()
         if table is not None and not table.num_rows:
             table = None
@@ -290,42 +333,36 @@ class Store:
         # fresh: every span of the batch was new, so none of its snapshots can be stored yet
         fresh, source = True, "_span_batch"
         if table is not None:
-            table = table.combine_chunks()  # one chunk per column: DuckDB scans it ~30% faster
+            table = _span_batch = table.combine_chunks()  # one chunk per column: scanned ~30% faster
             unique = _distinct_spans(table) if batch.merged else table.num_rows
             if unique != table.num_rows:  # requests merged into one transaction repeat a span (a retry)
                 source = "(SELECT DISTINCT ON (trace_id, span_id) * FROM _span_batch)"
-            con.register("_span_batch", table)
             if existed:
                 # a retried span has the same start time: only row groups overlapping the batch's
                 # time range are read (zonemaps), so this stays cheap as the table grows
-                lo, hi = pc.min_max(table["start_ns"]).values()
+                lo, hi = (int(x.as_py()) for x in pc.min_max(table["start_ns"]).values())
                 inserted = con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
-                                    SELECT 1 FROM spans s WHERE s.start_ns BETWEEN ? AND ?
-                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""",
-                                       [lo.as_py(), hi.as_py()]).fetchone()[0]
+                                    SELECT 1 FROM spans s WHERE s.start_ns BETWEEN {lo} AND {hi}
+                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""").fetchone()[0]
             else:  # only new sessions: nothing stored to compare against
                 inserted = con.execute(f"INSERT INTO spans SELECT * FROM {source}").fetchone()[0]
             fresh = inserted == unique
         if batch.snapshots:  # one copy per (span, event) even when a retry shares the batch
             s = list({(x.trace_id, x.span_id, x.seq): x for x in reversed(batch.snapshots)}.values())
-            con.register("_snap_batch", pa.table({
+            _snap_batch = pa.table({  # noqa: F841 (scanned by name)
                 "session_id": [x.session_id for x in s], "trace_id": [x.trace_id for x in s],
                 "span_id": [x.span_id for x in s], "seq": pa.array([x.seq for x in s], pa.int32()),
                 "key": [x.key for x in s], "state": [x.state for x in s], "hash": pa.array([x.hash for x in s], pa.string()),
-                "step": pa.array([x.step for x in s], pa.int32()), "time_ns": pa.array([x.time_ns for x in s], pa.int64())}))
+                "step": pa.array([x.step for x in s], pa.int32()), "time_ns": pa.array([x.time_ns for x in s], pa.int64())})
             if fresh:
                 con.execute("INSERT INTO snapshots SELECT * FROM _snap_batch")
             else:
-                con.execute("""INSERT INTO snapshots SELECT b.* FROM _snap_batch b WHERE NOT EXISTS (
-                                   SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN ? AND ?
-                                   AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""",
-                            [min(x.time_ns for x in s), max(x.time_ns for x in s)])
-            con.unregister("_snap_batch")
+                lo, hi = int(min(x.time_ns for x in s)), int(max(x.time_ns for x in s))
+                con.execute(f"""INSERT INTO snapshots SELECT b.* FROM _snap_batch b WHERE NOT EXISTS (
+                                   SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN {lo} AND {hi}
+                                   AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""")
         if touched:
-            self._derive_steps(con, touched, span_range, new_sessions=new_sessions,
-                               batch_source=source if table is not None else None)
-        if table is not None:
-            con.unregister("_span_batch")
+            self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
         created = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
             exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()
@@ -346,9 +383,9 @@ class Store:
         whether any of them or of `fallback_ids` (the batch's trace ids) was stored before."""
         now = _now_ns()
         ids = list(sessions)
-        rows = con.execute("SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id IN "
-                           "(SELECT unnest(?::VARCHAR[]))", [ids + [t for t in fallback_ids if t not in sessions]]
-                           ).fetchall()
+        in_ids, params = _in_strings(ids + [t for t in fallback_ids if t not in sessions])
+        rows = con.execute(f"SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id {in_ids}",
+                           params).fetchall()
         existed = bool(rows)
         rows = [r for r in rows if r[0] in sessions]
         known = {r[0] for r in rows}
@@ -357,7 +394,7 @@ class Store:
         starts = [x for x in starts if x is not None]
         ends = [x for x in ends if x is not None]
         span_range = (min(starts) if starts else None, max(ends) if ends else None)
-        for part, table in ((([i for i in ids if i not in known]), "_sess_new"), ([i for i in ids if i in known], "_sess_upd")):
+        for part, is_new in (([i for i in ids if i not in known], True), ([i for i in ids if i in known], False)):
             if not part:
                 continue
             cols = {f: [] for f in SESSION_FIELDS}
@@ -366,49 +403,40 @@ class Store:
                 for f in SESSION_FIELDS:
                     cols[f].append(sid if f == "session_id" else source if f == "source"
                                    else now if f == "updated_ns" else fields.get(f))
-            tbl = pa.Table.from_arrays([pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS],
-                                       schema=SESSION_SCHEMA)
-            con.register(table, tbl)
-            try:
-                if table == "_sess_new":
-                    con.execute("INSERT INTO sessions SELECT * FROM _sess_new")
-                else:
-                    con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
-                                + " FROM _sess_upd u WHERE sessions.session_id = u.session_id")
-            finally:
-                con.unregister(table)
+            _sess_batch = pa.Table.from_arrays(  # noqa: F841 (scanned by name, see _ingest)
+                [pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS], schema=SESSION_SCHEMA)
+            if is_new:
+                con.execute("INSERT INTO sessions SELECT * FROM _sess_batch")
+            else:
+                con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
+                            + " FROM _sess_batch u WHERE sessions.session_id = u.session_id")
         return span_range, set(ids) - known, existed
 
     def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
-                      new_sessions: set | frozenset = frozenset(), batch_source: str | None = None) -> None:
-        """Number a session's decisions 0..n-1: by tracefix.step when present, else start time.
-        Sessions in `new_sessions` were created in this transaction: they have no steps to
-        delete, and all their spans are in `batch_source` (this batch's spans), so the spans
-        table is read only for sessions that existed before."""
-        if not session_ids:
-            return
-        numbered = """SELECT session_id,
-                   (row_number() OVER (PARTITION BY session_id
-                                       ORDER BY step NULLS LAST, start_ns, call_seq, span_id) - 1)::INTEGER,
-                   trace_id, span_id, step, start_ns
-            FROM {source} WHERE kind IN ('llm', 'message') AND {where}"""
-        if batch_source is None:
+                      new_sessions: set | frozenset = frozenset(), batch: pa.Table | None = None) -> None:
+        """Number a session's decisions 0..n-1 (`numbered_steps`). Sessions in `new_sessions`
+        were created in this transaction: they have no steps to delete, and all their spans
+        are in `batch` (this batch's spans), so the spans table is read only for sessions that
+        existed before."""
+        if batch is None:
             new_sessions = frozenset()
         old = [sid for sid in session_ids if sid not in new_sessions]
-        new = [sid for sid in session_ids if sid in new_sessions]
-        if new and not old:  # the usual case: the batch brought new sessions only
-            con.execute("INSERT INTO steps " + numbered.format(source=batch_source, where="true"))
-        elif new:
-            con.execute("INSERT INTO steps " + numbered.format(
-                source=batch_source, where="session_id IN (SELECT unnest(?::VARCHAR[]))"), [new])
-        if not old:
-            return
-        con.execute("DELETE FROM steps WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [old])
-        # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
-        lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
-        con.execute("INSERT INTO steps " + numbered.format(
-            source="spans", where="start_ns BETWEEN ? AND ? AND session_id IN (SELECT unnest(?::VARCHAR[]))"),
-            [lo, hi, old])
+        parts = []
+        if len(old) < len(session_ids):  # new sessions: their spans are all in the batch
+            if old:
+                batch = batch.filter(pc.is_in(batch["session_id"], value_set=pa.array(list(new_sessions), pa.string())))
+            parts.append(batch.select(list(STEP_SOURCE_COLUMNS)))
+        if old:
+            in_old, params = _in_strings(old)
+            con.execute(f"DELETE FROM steps WHERE session_id {in_old}", params)
+            # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
+            lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
+            parts.append(con.execute(f"SELECT {', '.join(STEP_SOURCE_COLUMNS)} FROM spans "
+                                     f"WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} AND kind IN ('llm', 'message') "
+                                     f"AND session_id {in_old}", params).to_arrow_table())
+        _steps_batch = numbered_steps(pa.concat_tables(parts)) if parts else None
+        if _steps_batch is not None and _steps_batch.num_rows:
+            con.execute("INSERT INTO steps SELECT * FROM _steps_batch")  # scanned by name, see _ingest
 
     # --- feedback, alerts, jobs ----------------------------------------------------------
     def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
