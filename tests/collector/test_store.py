@@ -65,3 +65,53 @@ def test_steps_of_new_and_known_sessions_in_one_batch(tmp_path):
     assert [s["index"] for s in store.get_session(old)["steps"]] == [0, 1, 2, 3, 4]
     assert [s["index"] for s in store.get_session(new)["steps"]] == [0, 1]
     store.close()
+
+
+def test_messages_are_stored_once_across_a_restart_of_the_writer(tmp_path):
+    """The writer knows which messages are stored (no index does): a new Store on the same
+    file must learn them from the table, or a resent history would be stored twice."""
+    db = tmp_path / "restart.duckdb"
+    store = Store(db)
+    store.ingest(normalize_request(ExportTraceServiceRequest.FromString(_otlp_request("first", 3))))
+    stored = store.stats()["messages"]
+    assert stored == 1 + 3 + 3  # the shared system prompt, three questions, three answers
+    store.close()
+    store = Store(db)  # as after a restart of `tracefix serve`
+    store.ingest(normalize_request(ExportTraceServiceRequest.FromString(_otlp_request("second", 4))))
+    assert store.stats()["messages"] == stored + 1 + 1, "only q3 and a3 are new"
+    assert store.get_session("second")["steps"][3]["output_message"]["content"] == "a3"
+    store.close()
+
+
+def test_a_store_from_before_migration_5_keeps_its_messages_without_the_index(tmp_path):
+    from tracefix.collector.store import MIGRATIONS, connect_db
+
+    db = tmp_path / "v4.duckdb"
+    con = connect_db(db)
+    con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description VARCHAR, applied_ns BIGINT)")
+    for version, description, statements in MIGRATIONS[:4]:
+        for sql in statements:
+            con.execute(sql)
+        con.execute("INSERT INTO schema_version VALUES (?, ?, 0)", [version, description])
+    con.execute("""INSERT INTO messages VALUES (42, 'abc', '{"role":"user","content":"kept"}')""")
+    con.close()
+    store = Store(db)
+    assert store.schema_version() == MIGRATIONS[-1][0] >= 5
+    assert store._message_texts({42}) == {42: '{"role":"user","content":"kept"}'}
+    indexes = store.con.execute("SELECT count(*) FROM duckdb_indexes() WHERE table_name = 'messages'").fetchone()[0]
+    constraints = store.con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'messages' "
+                                    "AND constraint_type = 'PRIMARY KEY'").fetchone()[0]
+    assert indexes == constraints == 0
+    store.close()
+
+
+def test_key_set_answers_exactly_before_and_after_folding_recent_keys():
+    from tracefix.collector.keyset import FOLD_AT, KeySet
+
+    keys = KeySet([5, -3, 2**63 - 1])
+    assert keys.missing([5, 6, -3, -(2**63)]) == [6, -(2**63)]
+    keys.add(range(10, 10 + FOLD_AT))  # crosses the fold: the recent set joins the sorted array
+    assert len(keys) == 3 + FOLD_AT and not keys._recent
+    assert keys.missing([9, 10, 10 + FOLD_AT - 1, 10 + FOLD_AT]) == [9, 10 + FOLD_AT]
+    keys.add([9])
+    assert 9 in keys and 8 not in keys
