@@ -1,4 +1,4 @@
-"""OTLP/HTTP request bodies turned into `Batch`es, off the process that writes.
+"""OTLP request bodies (HTTP and gRPC) turned into `Batch`es, off the process that writes.
 
 Decoding and normalizing is pure Python: in the writer's process it competes with the
 writer for the GIL (each DuckDB call the writer makes releases the GIL and must then win it
@@ -7,7 +7,7 @@ two cores decoding and writing overlap; batches come back pickled (Arrow tables,
 rows). With 0 workers, or for small bodies, it runs on one thread of this process.
 
 A worker that dies (a crash on a hostile body) fails only the requests it held: the pool is
-rebuilt and the exporter gets a retryable 503.
+rebuilt and the exporter gets a retryable 503 (gRPC: UNAVAILABLE).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from tracefix.collector import otlp
@@ -96,24 +96,50 @@ class Decoder:
             pool.submit(_warm)
         return pool
 
-    async def decode(self, body: bytes, content_type: str | None, encoding: str | None) -> Batch:
-        loop = asyncio.get_running_loop()
+    def _submit(self, body: bytes, content_type: str | None, encoding: str | None):
+        """(the pool it went to or None, a concurrent Future of the Batch)."""
         args = (body, content_type, encoding, *self.limits)
         pool = self._pool
         # a small gzip body may inflate to --max-body-mb: only small plain bodies decode inline
         if len(body) <= INLINE_BYTES and (encoding or "identity").strip().lower() == "identity":
-            return decode_body(*args)
+            fut: Future = Future()
+            try:
+                fut.set_result(decode_body(*args))
+            except Exception as exc:
+                fut.set_exception(exc)
+            return None, fut
         if pool is None:
-            return await loop.run_in_executor(self._thread, decode_body, *args)
+            return None, self._thread.submit(decode_body, *args)
         try:
-            return await asyncio.wrap_future(pool.submit(decode_body, *args))
+            return pool, pool.submit(decode_body, *args)
+        except BrokenProcessPool as exc:  # broke since the last request: fail this one, heal
+            fut = Future()
+            fut.set_exception(exc)
+            return pool, fut
+
+    def _worker_died(self, pool: ProcessPoolExecutor | None, exc: BaseException) -> DecodeFailed:
+        with self._lock:
+            if pool is not None and self._pool is pool:
+                log.warning("a decode worker died; starting a new one")
+                pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+        return DecodeFailed("the decode worker died; retry")
+
+    async def decode(self, body: bytes, content_type: str | None, encoding: str | None) -> Batch:
+        """The OTLP/HTTP receiver's way in: awaits the Batch (raises otlp.OtlpError, DecodeFailed)."""
+        pool, fut = self._submit(body, content_type, encoding)
+        try:
+            return await asyncio.wrap_future(fut)
         except BrokenProcessPool as exc:
-            with self._lock:
-                if self._pool is pool:
-                    log.warning("a decode worker died; starting a new one")
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    self._pool = self._new_pool()
-            raise DecodeFailed("the decode worker died; retry") from exc
+            raise self._worker_died(pool, exc) from exc
+
+    def decode_blocking(self, body: bytes, content_type: str | None, encoding: str | None) -> Batch:
+        """The same for the gRPC receiver, whose handlers run on threads of their own."""
+        pool, fut = self._submit(body, content_type, encoding)
+        try:
+            return fut.result()
+        except BrokenProcessPool as exc:
+            raise self._worker_died(pool, exc) from exc
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,6 +1,8 @@
 """OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 
-Same path as OTLP/HTTP: normalize, hand to the single writer, answer after the commit.
+Same path as OTLP/HTTP: the request arrives as raw bytes (no deserializer), decodes in the
+decode worker process (`Decoder`), goes to the single writer, and is answered after the
+commit. Decoding on gRPC's own threads would fight the writer for this process's GIL.
 A full writer queue answers RESOURCE_EXHAUSTED, which OTLP exporters retry with backoff.
 """
 from __future__ import annotations
@@ -11,10 +13,10 @@ from concurrent import futures
 from typing import TYPE_CHECKING
 
 import grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracefix.collector import otlp
-from tracefix.collector.normalize import normalize_request
+from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -23,19 +25,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracefix.collector")
 
 
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class TraceService:
     def __init__(self, collector: "Collector"):
         self.collector = collector
 
-    def Export(self, request, context):  # noqa: N802 (generated service name)
+    def export(self, body: bytes, context) -> ExportTraceServiceResponse:
         cfg = self.collector.config
         if cfg.token:
             header = dict(context.invocation_metadata()).get("authorization", "")
             if not hmac.compare_digest(header.encode(), f"Bearer {cfg.token}".encode()):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        size = request.ByteSize()
-        batch = normalize_request(request, max_attribute_chars=cfg.max_attribute_chars, wire_bytes=size)
-        batch.wire_bytes = size
+        try:
+            batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None)
+        except otlp.OtlpError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+        except DecodeFailed as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         message = "; ".join(batch.errors)
         if batch.rejected and not batch.span_count:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"all {batch.rejected} spans rejected: {message}")
@@ -64,7 +72,9 @@ def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Serve
                          options=[("grpc.max_receive_message_length", limit),
                                   ("grpc.so_reuseport", 0)],
                          maximum_concurrent_rpcs=32)
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(collector), server)
+    export = grpc.unary_unary_rpc_method_handler(TraceService(collector).export, request_deserializer=None,
+                                                 response_serializer=ExportTraceServiceResponse.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": export}),))
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0

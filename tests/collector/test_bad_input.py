@@ -61,6 +61,27 @@ def test_token_is_required_everywhere_but_healthz(collector):
     channel.close()
 
 
+def test_malformed_grpc_export_is_invalid_argument_and_the_server_goes_on(collector, api):
+    """gRPC requests reach the decode worker as raw bytes: a body that is no
+    ExportTraceServiceRequest must come back as INVALID_ARGUMENT, not crash a worker."""
+    channel = grpc.insecure_channel(collector.match["grpc"])
+    raw = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                              request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+    auth = (("authorization", f"Bearer {TOKEN}"),)
+    with pytest.raises(grpc.RpcError) as err:
+        raw(b"\x0a\xff\xff\xff\xff\x0f-not-protobuf", timeout=5, metadata=auth)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ExportTraceServiceRequest" in err.value.details()
+    sid = f"after-bad-grpc-{uuid.uuid4().hex[:6]}"
+    assert isinstance(raw(_otlp_request(sid), timeout=10, metadata=auth), ExportTraceServiceResponse)
+    assert len(api.get_spans(sid)) == 3
+    big = _otlp_request(sid + "-big", 300)  # over 64 KiB: decoded in the worker process
+    assert len(big) > 64 * 1024
+    assert isinstance(raw(big, timeout=30, metadata=auth), ExportTraceServiceResponse)
+    assert len(api.get_spans(sid + "-big")) == 300
+    channel.close()
+
+
 def test_exporter_without_token_is_refused_and_stores_nothing(collector, api):
     sid = f"notoken-{uuid.uuid4().hex[:8]}"
     provider = tracer_provider(collector, "http", token=None)
