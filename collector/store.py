@@ -36,7 +36,7 @@ def _distinct_spans(table: pa.Table) -> int:
 
 
 def _in_strings(values: Iterable[str]) -> tuple[str, list]:
-    """`IN (...)` over strings for the writer's hot statements, and its parameters.
+    """`IN (...)` over strings, and its parameters: how the store puts a list of ids in SQL.
 
     DuckDB's Python client tries `import pandas` for every bound parameter value (each failed
     attempt walks sys.path: ~2 ms of each ingest transaction went there), so the values go
@@ -318,9 +318,9 @@ class Store:
         """Write one batch in the caller's transaction. Returns what it created (feedback,
         alerts, jobs) and the keys of the messages it inserted, stored once it commits."""
         if batch.fallback_traces:  # rare: foreign spans that name their session on some spans only
-            found = con.execute("SELECT trace_id, any_value(session_id) FROM spans WHERE trace_id IN "
-                                "(SELECT unnest(?::VARCHAR[])) AND session_id <> trace_id GROUP BY trace_id",
-                                [list(batch.fallback_traces)]).fetchall()
+            in_traces, params = _in_strings(batch.fallback_traces)
+            found = con.execute(f"SELECT trace_id, any_value(session_id) FROM spans WHERE trace_id {in_traces} "
+                                "AND session_id <> trace_id GROUP BY trace_id", params).fetchall()
             batch.reassign(dict(found))
         # The Arrow tables of a transaction reach DuckDB as local variables its SQL names
         # (DuckDB's replacement scans; no table is called `_..._batch`): con.register and
@@ -510,17 +510,19 @@ class Store:
 
     def _first_messages(self, con, session_ids: list[str]) -> dict[str, list[dict]]:
         """The input messages of each session's step 0 (where the task usually is)."""
-        firsts = con.execute("SELECT session_id, span_id, started_ns FROM steps WHERE idx = 0 AND session_id IN "
-                             "(SELECT unnest(?::VARCHAR[]))", [session_ids]).fetchall()
+        in_sessions, params = _in_strings(session_ids)
+        firsts = con.execute(f"SELECT session_id, span_id, started_ns FROM steps WHERE idx = 0 "
+                             f"AND session_id {in_sessions}", params).fetchall()
         span_ids = [r[1] for r in firsts if _HEX.fullmatch(r[1] or "")]
         if not span_ids:
             return {}
         starts = [r[2] for r in firsts if r[2] is not None]
         lo, hi = (min(starts), max(starts)) if starts else (-(1 << 63), (1 << 63) - 1)
+        in_spans, _ = _in_strings(span_ids)  # hex: never the bound fallback
         rows = con.execute(
             f"""SELECT session_id, kind, input_keys, output_key FROM spans
-                WHERE start_ns BETWEEN ? AND ? AND span_id IN ({", ".join(f"'{x}'" for x in span_ids)})
-                AND session_id IN (SELECT unnest(?::VARCHAR[]))""", [lo, hi, session_ids]).fetchall()
+                WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} AND span_id {in_spans}
+                AND session_id {in_sessions}""", params).fetchall()
         wanted = {sid: (list(keys or []) + ([out] if kind == "message" and out is not None else []))
                   for sid, kind, keys, out in rows}
         texts = self._message_texts({k for keys in wanted.values() for k in keys}, con)
@@ -649,7 +651,8 @@ class Store:
         batch, ids = batch_from_documents(docs)
         with self._tx() as con:
             _, message_keys = self._ingest(con, batch, 0.0, [], None)
-            con.execute("UPDATE sessions SET source = 'import' WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+            in_ids, params = _in_strings(ids)
+            con.execute(f"UPDATE sessions SET source = 'import' WHERE session_id {in_ids}", params)
         self._message_keys.add(message_keys)
         return ids
 
