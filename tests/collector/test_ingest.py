@@ -171,16 +171,23 @@ def test_otlp_json_with_gzip_is_accepted(collector, api):
     assert step["input_tokens"] == 12
 
 
-def test_span_without_session_attribute_joins_its_traces_session_across_requests(collector, api):
-    sid = f"late-{uuid.uuid4().hex[:8]}"
+def agent_run_with_sessionless_chat(session_id: str):
+    """(root, child) finished spans: an agent run naming its session, and a chat span under it
+    that names none (it belongs to the session through its trace)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("agent run", attributes={"session.id": sid}):
+    with tracer.start_as_current_span("agent run", attributes={"session.id": session_id}):
         with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
             pass
     root, child = sorted(exporter.get_finished_spans(), key=lambda s: s.parent is not None)
+    return root, child
+
+
+def test_span_without_session_attribute_joins_its_traces_session_across_requests(collector, api):
+    sid = f"late-{uuid.uuid4().hex[:8]}"
+    root, child = agent_run_with_sessionless_chat(sid)
     assert post(collector.match["http"] + "/v1/traces", encode_spans([root]).SerializeToString())[0] == 200
     assert post(collector.match["http"] + "/v1/traces", encode_spans([child]).SerializeToString())[0] == 200
     assert {s["name"] for s in api.get_spans(sid)} == {"agent run", "chat m"}

@@ -5,10 +5,7 @@ import uuid
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_ingest import _otlp_request
+from test_ingest import _otlp_request, agent_run_with_sessionless_chat
 
 from tracefix.collector.normalize import Batch, normalize_request
 from tracefix.collector.store import Store
@@ -36,14 +33,7 @@ def test_a_retry_of_a_span_stored_before_its_session_was_known_is_stored_once(tm
     its trace's session, new in that batch: it must still be found."""
     store = Store(tmp_path / "late.duckdb")
     sid = f"late-{uuid.uuid4().hex[:6]}"
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("agent run", attributes={"session.id": sid}):
-        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
-            pass
-    root, child = sorted(exporter.get_finished_spans(), key=lambda s: s.parent is not None)
+    root, child = agent_run_with_sessionless_chat(sid)
     store.ingest(normalize_request(encode_spans([child])))  # alone: its session is its trace id
     assert store.stats()["spans"] == 1
     store.ingest(normalize_request(encode_spans([root, child])))  # the retry, now with the session
