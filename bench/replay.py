@@ -99,7 +99,7 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, rounds: int, args, se
     from tracefix.replay.pipeline import diagnose
 
     t0 = time.perf_counter()
-    result = diagnose(access, sid, llm=False, runs=args.runs, concurrency=args.concurrency, rounds=rounds,
+    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], llm=False, runs=args.runs, concurrency=args.concurrency, rounds=rounds,
                       otlp_endpoint=server, workdir=workdir / "replays" / f"{sid}-{rounds}")
     elapsed = time.perf_counter() - t0
     stats = sim_stats(base_url)["by_session"]

@@ -146,6 +146,8 @@ class ReplayController:
         self.session_id: str | None = config.get("session_id")
         self.parent_session_id: str | None = config.get("parent_session_id") or cassette.get("session_id")
         self.report_path: str | None = config.get("report_path")
+        # written by the runner from the operator's --allow-module list (tracefix.entrypoints)
+        self.allowed_modules: list[str] = list(config.get("allowed_modules") or [])
         self.t: int = int(self.intervention["step"]) if self.intervention else (max(self.steps, default=-1) + 1)
         self.counts = {"llm_cassette": 0, "llm_live": 0, "llm_intervention": 0,
                        "tool_cassette": 0, "tool_live": 0, "tool_intervention": 0}
@@ -355,17 +357,14 @@ def install_from_env() -> ReplayController | None:
     return controller
 
 
-def run_entrypoint(entrypoint: str, inputs: dict) -> Any:
-    """Import "pkg.mod:function" and call it with `inputs`, inside a session unless the
-    function opens its own (``@tracefix.session``)."""
-    import importlib
-
+def run_entrypoint(entrypoint: str, inputs: dict, allowed_modules) -> Any:
+    """Import "pkg.mod:function" when its module is allowed (`tracefix.entrypoints`) and
+    call it with `inputs`, inside a session unless the function opens its own
+    (``@tracefix.session``)."""
     from .api import session
+    from .entrypoints import resolve
 
-    module_name, _, attr = entrypoint.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
+    target = resolve(entrypoint, allowed_modules)
     if getattr(target, "__tracefix_entrypoint__", None):
         return target(**inputs)
     with session(entrypoint=entrypoint, inputs=inputs) as state:
@@ -388,7 +387,8 @@ def main() -> int:
     controller: ReplayController = runtime.replay
     code = 0
     try:
-        run_entrypoint(controller.cassette["entrypoint"], dict(controller.cassette.get("inputs") or {}))
+        run_entrypoint(controller.cassette["entrypoint"], dict(controller.cassette.get("inputs") or {}),
+                       controller.allowed_modules)
     except Exception as exc:
         controller._session_error = f"{type(exc).__name__}: {exc}"
         logger.exception("tracefix replay: the entrypoint raised")

@@ -62,7 +62,7 @@ def main() -> int:
     inputs = {**(config["cassette"].get("inputs") or {}), **(config.get("input_overrides") or {})}
     code = 0
     try:
-        replay_mode.run_entrypoint(config["cassette"]["entrypoint"], inputs)
+        replay_mode.run_entrypoint(config["cassette"]["entrypoint"], inputs, controller.allowed_modules)
     except Exception as exc:  # the agent's own failure is a replay outcome, not a crash of ours
         logger.exception("tracefix replay: the entrypoint raised")
         # a no-op when the session already ended (and reported) with this error

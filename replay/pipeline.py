@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import time
 
+from tracefix.entrypoints import check as check_entrypoint
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
 from tracefix.replay.guard import Guard
 from tracefix.replay.memory import RepairMemory
@@ -133,10 +134,8 @@ def resolve_llm(llm):
 
 def resolve_endpoint(access, endpoint: str | None) -> str:
     """Where replay children export their spans: the given endpoint, else the collector the
-    access object talks to (HTTP access, or the collector process that hosts it), else
-    TRACEFIX_OTLP_ENDPOINT."""
-    endpoint = (endpoint or getattr(access, "otlp_endpoint", None) or getattr(access, "server", None)
-                or os.environ.get("TRACEFIX_OTLP_ENDPOINT"))
+    access object talks to, else TRACEFIX_OTLP_ENDPOINT."""
+    endpoint = endpoint or getattr(access, "server", None) or os.environ.get("TRACEFIX_OTLP_ENDPOINT")
     if not endpoint:
         raise ReplayError("replays need a collector to export to: give its OTLP/HTTP endpoint "
                           "(tracefix replay --server URL, or TRACEFIX_OTLP_ENDPOINT)")
@@ -178,20 +177,26 @@ def _stage_label(labels: set[str]) -> str:
     return "+".join(sorted(labels)) if labels else "none"
 
 
-def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: int = 2, rounds: int = 1,
-             guard: bool = False, allow_live_tools: bool = False, otlp_endpoint: str | None = None,
-             overrides: dict | None = None, progress=None, hypotheses: list[dict] | None = None,
-             per_trial: int = 1, timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None,
+def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, runs: int = 3,
+             concurrency: int = 2, rounds: int = 1, guard: bool = False, allow_live_tools: bool = False,
+             otlp_endpoint: str | None = None, overrides: dict | None = None, progress=None,
+             hypotheses: list[dict] | None = None, per_trial: int = 1,
+             timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
              save: bool = True) -> dict:
     """Test the session's failure hypotheses by replay; return (and store) the replay result.
 
+    The session's recorded entrypoint is imported (in the replay children) only when its
+    module is in `allowed_modules` (EntrypointRefused otherwise, before anything runs).
     `overrides` replaces recorded entrypoint inputs (e.g. `base_url`); `hypotheses`, when
     given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
     `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
     endpoint when one is configured; `llm=False` forces the deterministic fallbacks.
+    The children's files go to a private folder (`workdir`, else a temporary one), removed
+    at the end unless `keep`.
     """
     say = progress or (lambda message: None)
     doc = check_replayable(access.get_session(session_id), session_id)
+    check_entrypoint(doc["entrypoint"], allowed_modules)
     llm = resolve_llm(llm)
     otlp_endpoint = resolve_endpoint(access, otlp_endpoint)
     token = getattr(access, "token", None)  # a collector with --token wants it on OTLP too
@@ -227,10 +232,12 @@ def diagnose(access, session_id: str, *, llm=None, runs: int = 3, concurrency: i
                                guard=guard, allow_live_tools=allow_live_tools,
                                job=dict(parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
                                         overrides=dict(overrides or {}), service=doc.get("service"),
-                                        otlp_headers=otlp_headers, timeout_s=timeout_s))
+                                        otlp_headers=otlp_headers, timeout_s=timeout_s,
+                                        allowed_modules=list(allowed_modules)))
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
-        results = runner.run_all(jobs, concurrency=concurrency, workdir=workdir,
-                                 progress=lambda done, total: say(f"replays {done}/{total}"))
+        with runner.replay_folder(workdir, keep=keep) as folder:
+            results = runner.run_all(jobs, concurrency=concurrency, workdir=folder,
+                                     progress=lambda done, total: say(f"replays {done}/{total}"))
         for h in chosen:
             for r in (r for r in results if r["key"] == h["id"]):
                 h["runs"].append(_judge_run(r, h["intervention"], doc, access, llm, milestone_judge, labels))
@@ -331,5 +338,5 @@ def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, label
             "counts": report.get("counts") or {}, "divergence": report.get("divergence"),
             "output": report.get("output"), "wall_s": r["wall_s"], "error": error,
             "guard": report.get("guard"),
-            # where to look when something went wrong (the child's own output)
-            **({"log": r["log"]} if error or report.get("divergence") else {})}
+            # what the child printed when something went wrong (its folder is gone unless kept)
+            **({"log": r["log"], "log_tail": r["log_tail"]} if error or report.get("divergence") else {})}

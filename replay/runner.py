@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +33,7 @@ class ReplayJob:
     intervention: dict | None
     parent_session_id: str
     otlp_endpoint: str | None
+    allowed_modules: list[str]  # the operator's --allow-module list (tracefix.entrypoints)
     overrides: dict = field(default_factory=dict)
     guard: dict | None = None
     service: str | None = None  # the parent's service name, so replays list beside it
@@ -54,7 +57,7 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
     replay = {
         "cassette": job.cassette, "intervention": job.intervention, "session_id": job.child_session_id,
         "parent_session_id": job.parent_session_id, "report_path": str(report_path),
-        "guard": bool(job.guard),
+        "guard": bool(job.guard), "allowed_modules": list(job.allowed_modules),
         # read by tracefix.replay.child, ignored by the instrumentation
         "otlp_endpoint": job.otlp_endpoint, "input_overrides": job.overrides, "guard_config": job.guard,
         "service": job.service, "otlp_headers": job.otlp_headers,
@@ -87,13 +90,32 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
     if report.get("error") and not error:
         error = report["error"]
     return {"key": job.key, "run_index": job.run_index, "child_session_id": job.child_session_id,
-            "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path)}
+            "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path),
+            # the folder may be removed after the run: keep the end of the child's output
+            "log_tail": _tail(log_path, 4000) if error or report.get("divergence") else None}
 
 
-def run_all(jobs: list[ReplayJob], *, concurrency: int = 2, workdir: str | Path | None = None,
-            progress=None) -> list[dict]:
-    """Run every job with at most `concurrency` children alive; results in job order."""
-    base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tracefix-replay-"))
+@contextmanager
+def replay_folder(workdir: str | Path | None = None, *, keep: bool = False):
+    """A private folder (0700) for the children's replay files, cassettes and logs, which
+    hold the session's full content; removed on the way out unless `keep`."""
+    if workdir:
+        base = Path(workdir)
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        base.chmod(0o700)
+    else:
+        base = Path(tempfile.mkdtemp(prefix="tracefix-replay-"))  # created 0700
+    try:
+        yield base
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def run_all(jobs: list[ReplayJob], *, concurrency: int = 2, workdir: str | Path, progress=None) -> list[dict]:
+    """Run every job with at most `concurrency` children alive, each in its own folder under
+    `workdir`; results in job order."""
+    base = Path(workdir)
     results: dict[int, dict] = {}
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = {pool.submit(run_one, job, base / job.child_session_id): i for i, job in enumerate(jobs)}

@@ -16,8 +16,8 @@ from tracefix.replay.pipeline import ReplayError, check_replayable, diagnose
 
 def run_diagnose(lab, tmp_path, **kw):
     with lab.access() as access:
-        return diagnose(access, lab.session_id, llm=kw.pop("llm", False), otlp_endpoint=lab.serve_url,
-                        workdir=tmp_path, **kw)
+        return diagnose(access, lab.session_id, allowed_modules=["tracefix.demo"], llm=kw.pop("llm", False),
+                        otlp_endpoint=lab.serve_url, workdir=tmp_path, **kw)
 
 
 def child_doc(lab, run):
@@ -146,7 +146,7 @@ def test_llm_path_through_the_scripted_analyst(lab, tmp_path):
 
 def test_cli_prints_trials_hypotheses_runs_and_verdicts(lab):
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
-                          "--step", str(lab.fault_step), "--runs", "1"],
+                          "--step", str(lab.fault_step), "--runs", "1", "--allow-module", "tracefix.demo"],
                          capture_output=True, text=True, timeout=180, env=_no_llm_env())
     assert out.returncode == 0, out.stderr
     text = out.stdout
