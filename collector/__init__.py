@@ -23,7 +23,9 @@ Store (``tracefix.collector.store``, the only SQL)
     their other attributes whole; steps are re-derived per touched session after each
     commit. One writer thread owns the write connection (``tracefix.collector.writer``).
 
-HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on all but /healthz)
+HTTP API (JSON; ``Authorization: Bearer`` on all but /healthz: the API token ``--token`` /
+``TRACEFIX_TOKEN`` everywhere, the ingest token ``--ingest-token`` / ``TRACEFIX_INGEST_TOKEN`` on
+OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``GET /healthz`` -> {"status", "db", "pending_spans", "committed_spans", "transactions", "checkpoints"}
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
         -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
@@ -36,7 +38,11 @@ HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on al
     ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
-    ``GET|POST /api/v1/jobs`` (diagnosis queue), ``GET /api/v1/alerts`` (outbox and deliveries)
+    ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay}
+    ``POST /api/v1/jobs/claim`` {worker, lease_s} -> 200 replay job leased to the worker, or 204
+    ``POST /api/v1/jobs/{id}/lease`` {worker, lease_s}, ``.../finish`` {worker, state: done|failed|refused,
+        error} -> 200, or 409 when the job is no longer that worker's
+    ``GET /api/v1/alerts`` (outbox and deliveries)
 
 Alerts and diagnosis
     Feedback with score below ``--alert-threshold`` (default 0; also a
@@ -45,10 +51,11 @@ Alerts and diagnosis
     ``alert_id, session_id, score, task, final_answer, comment, link`` (link =
     ``--public-url`` + /api/v1/sessions/{id}/report) and an ``Idempotency-Key`` header;
     delivery retries with exponential backoff (cap ``--alert-retry-max``) across restarts.
-    ``--diagnose full|analysis|off`` chooses what the job runs (analysis, then replay when
-    the session is replayable), ``--diagnosis-workers N`` how many run at once. Jobs left
-    running by a crash run again at the next start. Replay children export back to this
-    collector (its token is put in ``OTEL_EXPORTER_OTLP_HEADERS`` for them).
+    ``--diagnose full|analysis|off`` chooses what the job runs: the analysis here, then (full,
+    replayable session) a replay job that a ``tracefix worker`` claims: the collector never
+    runs agent code (tracefix.replay.worker). ``--diagnosis-workers N`` analyses run at once.
+    Diagnosis jobs left running by a crash run again at the next start; a replay job whose
+    worker stops renewing its lease is queued again (failed after 3 attempts).
 
 Tuning: ``--db-threads`` (DuckDB workers, default 1: ingest is many small transactions),
 ``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces),

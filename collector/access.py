@@ -31,7 +31,11 @@ DEFAULT_SERVER = "http://127.0.0.1:4318"
 
 
 class AccessError(RuntimeError):
-    """The store could not be reached or refused the request."""
+    """The store could not be reached (`status` None) or refused the request (its HTTP status)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class _Base:
@@ -81,7 +85,7 @@ class HttpAccess(_Base):
                 return None
             if exc.code == 404 and "unknown session" in str(detail):
                 raise KeyError(detail) from None
-            raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+            raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None
         except urllib.error.URLError as exc:
             raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}") from None
 
@@ -123,11 +127,32 @@ class HttpAccess(_Base):
     def get_replay(self, session_id: str) -> dict | None:
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/replay", missing_ok=True)
 
-    def list_jobs(self, state: str | None = None, session_id: str | None = None) -> list[dict]:
-        return self._request("GET", "/api/v1/jobs", query={"state": state, "session_id": session_id})["jobs"]
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
+        return self._request("GET", "/api/v1/jobs",
+                             query={"state": state, "session_id": session_id, "kind": kind})["jobs"]
 
-    def enqueue_job(self, session_id: str, reason: str = "manual") -> dict:
-        return self._request("POST", "/api/v1/jobs", {"session_id": session_id, "reason": reason})
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis") -> dict:
+        return self._request("POST", "/api/v1/jobs", {"session_id": session_id, "reason": reason, "kind": kind})
+
+    # --- the worker's side of a job (tracefix.replay.worker) ---------------------------------
+    def claim_job(self, kind: str, worker: str, lease_s: float) -> dict | None:
+        return self._request("POST", "/api/v1/jobs/claim", {"kind": kind, "worker": worker, "lease_s": lease_s})
+
+    def _job_call(self, job_id: str, action: str, body: dict) -> bool:
+        """False when the collector answers 409: the job is no longer this worker's."""
+        try:
+            self._request("POST", f"/api/v1/jobs/{self._sid(job_id)}/{action}", body)
+            return True
+        except AccessError as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
+        return self._job_call(job_id, "lease", {"worker": worker, "lease_s": lease_s})
+
+    def finish_job(self, job_id: str, *, worker: str, state: str, error: str | None = None) -> bool:
+        return self._job_call(job_id, "finish", {"worker": worker, "state": state, "error": error})
 
     def list_alerts(self, session_id: str | None = None) -> list[dict]:
         return self._request("GET", "/api/v1/alerts", query={"session_id": session_id})["alerts"]
@@ -138,7 +163,6 @@ class StoreAccess(_Base):
     through the single writer thread; without, the store is written directly (CLI on a file)."""
 
     kind = "file"
-    otlp_endpoint: str | None = None  # set inside `tracefix serve`: its own OTLP/HTTP address
 
     def __init__(self, store, writer=None, owns_store: bool = False):
         self.store = store
@@ -191,11 +215,20 @@ class StoreAccess(_Base):
     def get_replay(self, session_id: str) -> dict | None:
         return self.store.get_replay(session_id)
 
-    def list_jobs(self, state: str | None = None, session_id: str | None = None) -> list[dict]:
-        return self.store.list_jobs(state, session_id)
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
+        return self.store.list_jobs(state, session_id, kind=kind)
 
-    def enqueue_job(self, session_id: str, reason: str = "manual") -> dict:
-        return self._write(lambda s: s.enqueue_job(session_id, reason))
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis") -> dict:
+        return self._write(lambda s: s.enqueue_job(session_id, reason, kind))
+
+    def claim_job(self, kind: str, worker: str, lease_s: float) -> dict | None:
+        return self._write(lambda s: s.claim_job(kind, worker, lease_s))
+
+    def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
+        return self._write(lambda s: s.renew_lease(job_id, worker, lease_s))
+
+    def finish_job(self, job_id: str, *, worker: str, state: str, error: str | None = None) -> bool:
+        return self._write(lambda s: s.finish_job(job_id, error=error, state=state, worker=worker))
 
     def list_alerts(self, session_id: str | None = None) -> list[dict]:
         return self.store.list_alerts(session_id)

@@ -1,13 +1,15 @@
 """The HTTP side of `tracefix serve` (starlette): OTLP/HTTP `POST /v1/traces` and the JSON API.
 
 Reads run on store cursors in the thread pool; every write goes through the single writer.
-A bearer token, when configured, is required on every route but `/healthz`.
+Bearer tokens, when configured, are required on every route but `/healthz`: the ingest
+token opens `/v1/traces` and `POST /api/v1/feedback`, the API token every route
+(tracefix.collector.auth).
 """
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
+import math
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +20,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from tracefix.collector import otlp
+from tracefix.collector.auth import API, INGEST
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.store import UnknownSession
+from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, UnknownSession
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -32,13 +35,6 @@ log = logging.getLogger("tracefix.collector")
 def error(status: int, message: str, **extra) -> JSONResponse:
     headers = {"Retry-After": "1"} if status in (429, 503) else None
     return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
-
-
-def authorized(request: Request, token: str | None) -> bool:
-    if not token:
-        return True
-    header = request.headers.get("authorization", "")
-    return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -67,9 +63,9 @@ def build_app(collector: "Collector") -> Starlette:
     store = collector.store
     writer = collector.writer
 
-    def guarded(handler):
+    def guarded(handler, scope: str = API):
         async def wrapped(request: Request) -> Response:
-            if not authorized(request, cfg.token):
+            if not collector.tokens.allows(request.headers.get("authorization"), scope):
                 return error(401, "missing or wrong bearer token", hint="send 'Authorization: Bearer <token>'")
             try:
                 return await handler(request)
@@ -230,13 +226,58 @@ def build_app(collector: "Collector") -> Starlette:
         if request.method == "POST":
             data = await read_json(request, 1 << 20)
             if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
-                raise ValueError("a diagnosis job needs {\"session_id\": str}")
-            job = await write(lambda s: s.enqueue_job(data["session_id"], reason=data.get("reason") or "api"))
-            collector.wake_diagnosis()
+                raise ValueError("a job needs {\"session_id\": str, \"kind\": \"diagnosis\" | \"replay\"?}")
+            kind = data.get("kind") or "diagnosis"
+            job = await write(lambda s: s.enqueue_job(data["session_id"], reason=str(data.get("reason") or "api"),
+                                                      kind=kind))
+            if kind == "diagnosis":
+                collector.wake_diagnosis()
             return JSONResponse(job, status_code=201)
         q = request.query_params
-        rows = await run_in_threadpool(store.list_jobs, q.get("state"), q.get("session_id"))
+        rows = await run_in_threadpool(store.list_jobs, q.get("state"), q.get("session_id"), kind=q.get("kind"))
         return JSONResponse({"jobs": rows})
+
+    # --- the worker side of replay jobs (tracefix.replay.worker) -----------------------------
+    def worker_request(data: Any) -> tuple[str, float]:
+        if not isinstance(data, dict) or not isinstance(data.get("worker"), str) or not data["worker"].strip():
+            raise ValueError("the request needs {\"worker\": str (the worker's name), \"lease_s\": number}")
+        lease_s = data.get("lease_s", 60)
+        if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not math.isfinite(lease_s) \
+                or not 5 <= lease_s <= 3600:
+            raise ValueError("'lease_s' must be a number of seconds between 5 and 3600")
+        return data["worker"].strip()[:200], float(lease_s)
+
+    async def claim_job(request: Request) -> Response:
+        data = await read_json(request, 1 << 16)
+        worker, lease_s = worker_request(data)
+        kind = data.get("kind", "replay")
+        if kind != "replay":  # diagnosis jobs run inside the collector
+            raise ValueError(f"workers claim replay jobs; {kind!r} is not one ({', '.join(JOB_KINDS)} exist)")
+        job = await write(lambda s: s.claim_job("replay", worker, lease_s))
+        if job is None:
+            return Response(status_code=204)
+        log.info("replay job %s of session %s claimed by %s", job["job_id"], job["session_id"], worker)
+        return JSONResponse(job)
+
+    async def renew_lease(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        worker, lease_s = worker_request(await read_json(request, 1 << 16))
+        renewed = await write(lambda s: s.renew_lease(job_id, worker, lease_s))
+        return JSONResponse({"job_id": job_id, "renewed": renewed}, status_code=200 if renewed else 409)
+
+    async def finish_job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        data = await read_json(request, 1 << 20)
+        worker, _ = worker_request({"lease_s": 60, **data} if isinstance(data, dict) else data)
+        state, err = data.get("state"), data.get("error")
+        if state not in FINISHED_JOB_STATES:
+            raise ValueError(f"'state' must be one of {', '.join(FINISHED_JOB_STATES)}")
+        if err is not None and not isinstance(err, str):
+            raise ValueError("'error' must be a string")
+        finished = await write(lambda s: s.finish_job(job_id, error=err and err[:20_000], state=state, worker=worker))
+        if finished and state != "done":
+            log.warning("replay job %s %s by %s: %s", job_id, state, worker, err)
+        return JSONResponse({"job_id": job_id, "finished": finished}, status_code=200 if finished else 409)
 
     async def alerts(request: Request) -> Response:
         rows = await run_in_threadpool(store.list_alerts, request.query_params.get("session_id"))
@@ -244,7 +285,7 @@ def build_app(collector: "Collector") -> Starlette:
 
     routes = [
         Route("/healthz", healthz),
-        Route("/v1/traces", guarded(traces), methods=["POST"]),
+        Route("/v1/traces", guarded(traces, INGEST), methods=["POST"]),
         Route("/api/v1/sessions", guarded(list_sessions)),
         Route("/api/v1/sessions/{session_id}", guarded(get_session)),
         Route("/api/v1/sessions/{session_id}/spans", guarded(get_spans)),
@@ -253,10 +294,13 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/sessions/{session_id}/replay", guarded(get_replay), methods=["GET"]),
         Route("/api/v1/sessions/{session_id}/replay", guarded(post_replay), methods=["POST", "PUT"]),
         Route("/api/v1/sessions/{session_id}/report", guarded(report)),
-        Route("/api/v1/feedback", guarded(feedback), methods=["POST"]),
+        Route("/api/v1/feedback", guarded(feedback, INGEST), methods=["POST"]),
         Route("/api/v1/import", guarded(import_sessions), methods=["POST"]),
         Route("/api/v1/training_sessions", guarded(training_sessions)),
         Route("/api/v1/jobs", guarded(jobs), methods=["GET", "POST"]),
+        Route("/api/v1/jobs/claim", guarded(claim_job), methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}/lease", guarded(renew_lease), methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}/finish", guarded(finish_job), methods=["POST"]),
         Route("/api/v1/alerts", guarded(alerts)),
     ]
     return Starlette(routes=routes)

@@ -38,7 +38,10 @@ def _connect(db, server, token):
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
 @click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
-@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN'.")
+@click.option("--token", envvar="TRACEFIX_TOKEN", default=None,
+              help="Require 'Authorization: Bearer TOKEN' on every route (the API's and workers' token).")
+@click.option("--ingest-token", envvar="TRACEFIX_INGEST_TOKEN", default=None,
+              help="A second token that may only send spans and feedback: give it to instrumented apps.")
 @click.option("--webhook", "webhooks", multiple=True, help="POST alerts here (repeatable; Slack-compatible).")
 @click.option("--public-url", default=None, help="Base URL used in alert links (default: the HTTP address).")
 @click.option("--alert-threshold", default=0.0, show_default=True, type=float,
@@ -46,7 +49,8 @@ def _connect(db, server, token):
 @click.option("--alert-retry-max", default=30.0, show_default=True, type=float,
               help="Longest wait between webhook retries, seconds.")
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
-              help="What a negative feedback's diagnosis job runs.")
+              help="What a negative feedback starts: nothing, the analysis, or the analysis and a replay job "
+                   "for a `tracefix worker` (the collector itself never runs agent code).")
 @click.option("--diagnosis-workers", default=1, show_default=True, type=click.IntRange(1, 16),
               help="Diagnosis jobs run at the same time.")
 @click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
@@ -57,18 +61,24 @@ def _connect(db, server, token):
 @click.option("--decode-workers", envvar="TRACEFIX_DECODE_WORKERS", default=1, show_default=True,
               type=click.IntRange(0, 16),
               help="Processes decoding OTLP/HTTP bodies beside the writer (0: a thread of the server).")
-def serve(db, host, http_port, grpc_port, token, webhooks, public_url, alert_threshold, alert_retry_max, diagnose,
+def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max, diagnose,
           diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     from tracefix.collector.server import Config, serve_forever
 
     config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
-                    webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
+                    ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
                     db_threads=db_threads, decode_workers=decode_workers)
     import duckdb
 
+    from tracefix.collector.auth import Tokens
+
+    try:
+        Tokens(token, ingest_token)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
     try:
         sys.exit(serve_forever(config))
     except OSError as exc:

@@ -1,10 +1,13 @@
-"""The diagnosis worker: runs queued jobs (one per negative feedback) inside `tracefix serve`.
+"""The diagnosis worker: runs queued diagnosis jobs (one per negative feedback) inside `tracefix serve`.
 
-A job runs the analysis (`tracefix.analysis.pipeline.analyze_session`) and, when the
-session is replayable and `--diagnose full`, the replay pipeline
-(`tracefix.replay.pipeline.diagnose`). Both are imported lazily; a missing part or any
-exception marks the job failed with the error, and the server keeps serving. They get an
-access object bound to this process's store, so their writes go through the single writer.
+A diagnosis job runs the analysis (`tracefix.analysis.pipeline.analyze_session`, imported
+lazily; a missing part or any exception marks the job failed and the server keeps
+serving). With `--diagnose full` it then queues a replay job for a replayable session.
+
+The collector never runs agent code: a session's recorded entrypoint is data that anyone
+holding the ingest token can write. Replay jobs are claimed over the API by
+`tracefix worker` processes that run beside the agent's own code and import only the
+modules their operator allowed (`--allow-module`).
 """
 from __future__ import annotations
 
@@ -23,25 +26,23 @@ log = logging.getLogger("tracefix.collector.diagnosis")
 MODES = ("off", "analysis", "full")
 
 
-def run_diagnosis(access, session_id: str, mode: str) -> list[str]:
-    """Run the configured stages for one session; returns the stages that ran."""
-    ran = []
+def run_diagnosis(access, session_id: str, mode: str, job_id: str) -> list[str]:
+    """Run the analysis and, in `full` mode, queue the replay; returns what was done."""
     from tracefix.analysis.pipeline import analyze_session
 
+    done = []
     result = analyze_session(access, session_id)
     if isinstance(result, dict):
         access.save_analysis(session_id, result)
-    ran.append("analysis")
+    done.append("analysis")
     if mode == "full":
         doc = access.get_session(session_id)
-        if doc and doc.get("replayable"):
-            from tracefix.replay.pipeline import diagnose
-
-            replay = diagnose(access, session_id)
-            if isinstance(replay, dict):
-                access.save_replay(session_id, replay)
-            ran.append("replay")
-    return ran
+        if doc and doc.get("replayable") and doc.get("entrypoint"):
+            replay = access.enqueue_job(session_id, reason=f"diagnosis {job_id}", kind="replay")
+            done.append(f"replay job {replay['job_id']} queued for a tracefix worker")
+        else:
+            done.append("no replay (the session did not record a replayable entrypoint)")
+    return done
 
 
 class DiagnosisWorker:
@@ -81,10 +82,9 @@ class DiagnosisWorker:
         name_os_thread("tf-diagnosis")
         writer = self.collector.writer
         access = StoreAccess(self.collector.store, writer)
-        access.otlp_endpoint = self.collector.http_url  # where replay children export their spans
         while not self._stop.is_set():
             try:
-                job = writer.run(lambda s: s.claim_job())
+                job = writer.run(lambda s: s.claim_job("diagnosis"))
             except Exception:
                 if self._stop.is_set():
                     return
@@ -96,8 +96,8 @@ class DiagnosisWorker:
                 continue
             error = None
             try:
-                ran = run_diagnosis(access, job["session_id"], self.mode)
-                log.info("diagnosis %s of session %s done (%s)", job["job_id"], job["session_id"], ", ".join(ran))
+                done = run_diagnosis(access, job["session_id"], self.mode, job["job_id"])
+                log.info("diagnosis %s of session %s done (%s)", job["job_id"], job["session_id"], "; ".join(done))
             except BaseException as exc:  # ImportError while a part is missing, or its bug
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("diagnosis %s of session %s failed: %s\n%s", job["job_id"], job["session_id"], error,

@@ -7,7 +7,6 @@ A full writer queue answers RESOURCE_EXHAUSTED, which OTLP exporters retry with 
 """
 from __future__ import annotations
 
-import hmac
 import logging
 from concurrent import futures
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracefix.collector import otlp
+from tracefix.collector.auth import INGEST
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
@@ -33,11 +33,8 @@ class TraceService:
         self.collector = collector
 
     def export(self, body: bytes, context) -> ExportTraceServiceResponse:
-        cfg = self.collector.config
-        if cfg.token:
-            header = dict(context.invocation_metadata()).get("authorization", "")
-            if not hmac.compare_digest(header.encode(), f"Bearer {cfg.token}".encode()):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        if not self.collector.tokens.allows(dict(context.invocation_metadata()).get("authorization"), INGEST):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
             batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None)
         except otlp.OtlpError as exc:

@@ -19,6 +19,7 @@ import uvicorn
 
 from tracefix.collector.alerts import AlertDeliverer
 from tracefix.collector.api import build_app
+from tracefix.collector.auth import Tokens
 from tracefix.collector.checkpointer import Checkpointer, commit_time_threshold
 from tracefix.collector.decoding import Decoder
 from tracefix.collector.diagnosis import DiagnosisWorker
@@ -36,7 +37,8 @@ class Config:
     host: str = "127.0.0.1"
     http_port: int = 4318
     grpc_port: int = 4317
-    token: str | None = None
+    token: str | None = None  # the API's (and workers') token; accepted on ingest too
+    ingest_token: str | None = None  # the apps' token: spans and feedback only (tracefix.collector.auth)
     webhooks: list[str] = field(default_factory=list)
     public_url: str | None = None
     alert_threshold: float = 0.0
@@ -57,6 +59,7 @@ class Config:
 class Collector:
     def __init__(self, config: Config):
         self.config = config
+        self.tokens = Tokens(config.token, config.ingest_token)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold())
         self.checkpointer = Checkpointer(self.store)
@@ -111,7 +114,7 @@ class Collector:
         self.http_url = f"http://{shown}:{port}"
         self.writer.ingest_options = {"alert_threshold": cfg.alert_threshold, "webhooks": cfg.webhooks,
                                       "public_url": cfg.public_url or self.http_url}
-        requeued = self.writer.run(lambda s: s.requeue_running_jobs())
+        requeued = self.writer.run(lambda s: s.requeue_running_jobs("diagnosis"))
         if requeued:
             log.warning("re-queued %d diagnosis jobs left running by the last process", requeued)
         if cfg.webhooks:  # alerts recorded while no collector ran (CLI on the file)
@@ -162,15 +165,13 @@ def serve_forever(config: Config) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s tracefix serve %(levelname)s %(message)s")
     logging.getLogger("tracefix").setLevel(logging.INFO)  # alerts, deliveries, diagnoses
-    if config.token:  # replay children started by the diagnosis worker export back to us with it
-        auth = f"authorization=Bearer {config.token}"
-        current = os.environ.get("OTEL_EXPORTER_OTLP_HEADERS")
-        if not current or "authorization=" not in current.lower():
-            os.environ["OTEL_EXPORTER_OTLP_HEADERS"] = f"{current},{auth}" if current else auth
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     collector = Collector(config)
+    if collector.tokens.shared:
+        log.warning("one token for apps and the API: every instrumented app can read all sessions; "
+                    "give apps their own with --ingest-token")
     collector.start()
     print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={collector.store.path}",
           flush=True)

@@ -178,6 +178,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "DROP TABLE messages",
         "ALTER TABLE messages_v5 RENAME TO messages",
     ]),
+    # replay runs in `tracefix worker` processes beside the agent's code, never in the collector:
+    # a replay job is leased to one worker, which renews the lease while it runs
+    (6, "jobs leased to workers", [
+        "ALTER TABLE jobs ADD COLUMN worker VARCHAR",
+        "ALTER TABLE jobs ADD COLUMN lease_until_ns BIGINT",
+    ]),
 ]
 
 SESSION_FIELDS = ["session_id", "service", "name", "entrypoint", "inputs", "user_id", "metadata", "outcome",
@@ -209,6 +215,19 @@ _MERGE_SESSION = _merge_expressions()
 
 def _now_ns() -> int:
     return time.time_ns()
+
+
+# diagnosis: analysis inside the collector; replay: claimed by a `tracefix worker`
+JOB_KINDS = ("diagnosis", "replay")
+FINISHED_JOB_STATES = ("done", "failed", "refused")
+MAX_JOB_ATTEMPTS = 3
+
+
+def _insert_job(con, session_id: str, kind: str, reason: str, created_ns: int) -> str:
+    job_id = f"job-{uuid.uuid4().hex[:16]}"
+    con.execute("INSERT INTO jobs (job_id, session_id, kind, state, reason, attempts, created_ns) "
+                "VALUES (?, ?, ?, 'queued', ?, 0, ?)", [job_id, session_id, kind, reason, created_ns])
+    return job_id
 
 
 class Store:
@@ -495,9 +514,7 @@ class Store:
             for url in dict.fromkeys(webhooks):
                 con.execute("INSERT INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
                             [alert_id, url, created_ns])
-            job_id = f"job-{uuid.uuid4().hex[:16]}"
-            con.execute("INSERT INTO jobs VALUES (?, ?, 'diagnosis', 'queued', ?, 0, NULL, ?, NULL, NULL)",
-                        [job_id, session_id, f"feedback {feedback_id}", created_ns])
+            job_id = _insert_job(con, session_id, "diagnosis", f"feedback {feedback_id}", created_ns)
             out["alerts"].append({"alert_id": alert_id, "payload": payload})
             out["jobs"].append({"job_id": job_id, "session_id": session_id})
         return out
@@ -579,48 +596,81 @@ class Store:
                         "created_at": document.iso(r[4]), "deliveries": deliveries})
         return out
 
-    def enqueue_job(self, session_id: str, reason: str = "manual") -> dict:
-        job_id = f"job-{uuid.uuid4().hex[:16]}"
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis") -> dict:
+        if kind not in JOB_KINDS:
+            raise ValueError(f"a job's kind is one of {', '.join(JOB_KINDS)}, not {kind!r}")
         with self._tx() as con:
             if con.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
                 raise UnknownSession(session_id)
-            con.execute("INSERT INTO jobs VALUES (?, ?, 'diagnosis', 'queued', ?, 0, NULL, ?, NULL, NULL)",
-                        [job_id, session_id, reason, _now_ns()])
-        return {"job_id": job_id, "session_id": session_id, "state": "queued"}
+            job_id = _insert_job(con, session_id, kind, reason, _now_ns())
+        return {"job_id": job_id, "session_id": session_id, "kind": kind, "state": "queued"}
 
-    def claim_job(self) -> dict | None:
+    def claim_job(self, kind: str = "diagnosis", worker: str | None = None, lease_s: float | None = None) -> dict | None:
+        """The oldest queued job of `kind`, now running. With `lease_s` the job is leased to
+        `worker` until the lease runs out; an expired lease (a worker that died) puts its job
+        back in the queue first, or fails it after MAX_JOB_ATTEMPTS."""
+        now = _now_ns()
         with self._tx() as con:
-            row = con.execute("SELECT job_id FROM jobs WHERE state = 'queued' ORDER BY created_ns LIMIT 1").fetchone()
+            con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
+                        "error = 'its worker stopped renewing the lease ' || attempts || ' times' "
+                        "WHERE kind = ? AND state = 'running' AND lease_until_ns < ? AND attempts >= ?",
+                        [now, kind, now, MAX_JOB_ATTEMPTS])
+            con.execute("UPDATE jobs SET state = 'queued', worker = NULL, lease_until_ns = NULL "
+                        "WHERE kind = ? AND state = 'running' AND lease_until_ns < ?", [kind, now])
+            row = con.execute("SELECT job_id FROM jobs WHERE kind = ? AND state = 'queued' ORDER BY created_ns LIMIT 1",
+                              [kind]).fetchone()
             if row is None:
                 return None
-            con.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ns = ? WHERE job_id = ?",
-                        [_now_ns(), row[0]])
+            lease = now + int(lease_s * 1e9) if lease_s else None
+            con.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ns = ?, worker = ?, "
+                        "lease_until_ns = ? WHERE job_id = ?", [now, worker, lease, row[0]])
         return self.get_job(row[0])
 
-    def finish_job(self, job_id: str, *, error: str | None = None) -> None:
+    def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
+        """Extend a running job's lease; False when the job is no longer this worker's."""
         with self._tx() as con:
-            con.execute("UPDATE jobs SET state = ?, error = ?, finished_ns = ? WHERE job_id = ?",
-                        ["failed" if error else "done", error, _now_ns(), job_id])
+            row = con.execute("UPDATE jobs SET lease_until_ns = ? WHERE job_id = ? AND state = 'running' "
+                              "AND worker = ? RETURNING job_id", [_now_ns() + int(lease_s * 1e9), job_id, worker]
+                              ).fetchone()
+        return row is not None
 
-    def requeue_running_jobs(self) -> int:
-        """A job left `running` by a crash runs again."""
+    def finish_job(self, job_id: str, *, error: str | None = None, state: str | None = None,
+                   worker: str | None = None) -> bool:
+        """End a running job: `done`, `failed` (with `error`) or `refused` (the worker may not
+        run it; `error` says why). With `worker`, only that worker's job; False otherwise."""
+        state = state or ("failed" if error else "done")
+        if state not in FINISHED_JOB_STATES:
+            raise ValueError(f"a finished job's state is one of {', '.join(FINISHED_JOB_STATES)}, not {state!r}")
         with self._tx() as con:
-            n = con.execute("SELECT count(*) FROM jobs WHERE state = 'running'").fetchone()[0]
-            con.execute("UPDATE jobs SET state = 'queued' WHERE state = 'running'")
+            row = con.execute("UPDATE jobs SET state = ?, error = ?, finished_ns = ?, lease_until_ns = NULL "
+                              "WHERE job_id = ? AND state = 'running' AND (? IS NULL OR worker = ?) RETURNING job_id",
+                              [state, error, _now_ns(), job_id, worker, worker]).fetchone()
+        return row is not None
+
+    def requeue_running_jobs(self, kind: str = "diagnosis") -> int:
+        """Jobs of `kind` left `running` by a crash of this process run again (leased jobs
+        belong to workers that may outlive the collector: their leases decide)."""
+        with self._tx() as con:
+            n = con.execute("SELECT count(*) FROM jobs WHERE state = 'running' AND kind = ?", [kind]).fetchone()[0]
+            con.execute("UPDATE jobs SET state = 'queued' WHERE state = 'running' AND kind = ?", [kind])
         return n
 
     def get_job(self, job_id: str) -> dict | None:
         jobs = self.list_jobs(job_id=job_id)
         return jobs[0] if jobs else None
 
-    def list_jobs(self, state: str | None = None, session_id: str | None = None, job_id: str | None = None) -> list[dict]:
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, job_id: str | None = None,
+                  kind: str | None = None) -> list[dict]:
         rows = self._read().execute(
-            """SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns
+            """SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns,
+                      worker, lease_until_ns
                FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR session_id = ?) AND (? IS NULL OR job_id = ?)
-               ORDER BY created_ns""", [state, state, session_id, session_id, job_id, job_id]).fetchall()
+               AND (? IS NULL OR kind = ?) ORDER BY created_ns""",
+            [state, state, session_id, session_id, job_id, job_id, kind, kind]).fetchall()
         return [{"job_id": r[0], "session_id": r[1], "kind": r[2], "state": r[3], "reason": r[4], "attempts": r[5],
                  "error": r[6], "created_at": document.iso(r[7]), "started_at": document.iso(r[8]),
-                 "finished_at": document.iso(r[9])} for r in rows]
+                 "finished_at": document.iso(r[9]), "worker": r[10], "lease_until": document.iso(r[11])}
+                for r in rows]
 
     # --- analysis / replay results ---------------------------------------------------------
     def _save_result(self, table: str, session_id: str, result: dict) -> None:

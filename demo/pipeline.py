@@ -3,12 +3,14 @@
     tracefix demo [--tasks N] [--fault-rate R] [--seed S] [--out DIR] [--keep]
 
 1. starts a local webhook receiver, the scripted LLM server (`tracefix sim`, with a fault
-   plan that makes a few tasks fail through different kinds of faults) and `tracefix serve`
-   on a temporary store, each on a free loopback port;
+   plan that makes a few tasks fail through different kinds of faults), `tracefix serve`
+   on a temporary store, each on a free loopback port, and a `tracefix worker`;
 2. runs N banking tasks under tracefix's instrumentation, exporting OTLP to the collector;
 3. trains the normal-behaviour model (HGT) on the sessions that succeeded;
 4. sends a thumbs-down on each failed session, which raises an alert (received by the
-   local webhook) and queues a diagnosis job inside `tracefix serve` (analysis, then replay);
+   local webhook) and queues a diagnosis job: `tracefix serve` analyzes the session and
+   queues its replay, which a `tracefix worker` (allowed to run the demo's modules only)
+   claims and runs;
 5. waits for the jobs, writes one HTML report per failed session and an index page, and
    prints a summary table beside the injected faults.
 
@@ -39,12 +41,13 @@ from rich.markup import escape
 
 from tracefix.analysis.report_content import brief, plural, replay_hypotheses
 from tracefix.collector.launcher import SERVE_READY, ProcessDidNotStart, TracefixProcess
+from tracefix.replay.worker import READY as WORKER_READY
 
 # Kinds in the order the fault plan assigns them, so a small demo shows different failures.
 PLAN_KINDS = ("missing_argument", "wrong_argument", "wrong_instruction", "skipped_action",
               "misread_tool_result", "vague_instruction", "early_final_answer")
 SIM_READY = re.compile(r"serving on (http://127\.0\.0\.1:\d+/v1)")
-FINISHED_JOB_STATES = ("done", "failed")
+FINISHED_JOB_STATES = ("done", "failed", "refused")
 
 
 class StageFailed(RuntimeError):
@@ -219,6 +222,13 @@ class Demo:
         stack.callback(serve.stop)
         self.serve = serve
         self.serve_url = serve.address()
+        # replays run beside the agent's code, in a worker allowed to import the demo's modules only
+        worker = TracefixProcess("tracefix worker", ["worker", "--server", self.serve_url, "--allow-module",
+                                                     "tracefix.demo", "--poll", "0.5"],
+                                 WORKER_READY, log=self.work / "worker.log", env=env)
+        stack.callback(worker.stop)
+        self.worker = worker
+        worker.address()
         from tracefix.collector.access import connect
 
         self.access = connect(server=self.serve_url)
@@ -226,6 +236,7 @@ class Demo:
         faults = ", ".join(f"{p['task']}:{p['kind']}" for p in plan) or "none"
         self.say(f"[green]✓[/] scripted LLM server: {self.sim_url}")
         self.say(f"[green]✓[/] collector (tracefix serve): {self.serve_url}")
+        self.say("[green]✓[/] replay worker (tracefix worker --allow-module tracefix.demo)")
         self.say(f"[green]✓[/] webhook receiver: {receiver.url}")
         self.say(f"  fault plan: {faults}")
 
@@ -316,25 +327,32 @@ class Demo:
 
     # stage 5
     def wait_for_diagnosis(self) -> None:
+        """A session's diagnosis is over when its analysis job (in the collector) and the
+        replay job it queued (in the worker) have both ended."""
         ids = {f.session_id for f in self.failed}
         bar = self.progress.add_task("diagnosing (analysis, then replay)", total=len(ids))
         done: dict[str, dict] = {}
         while len(done) < len(ids):
-            for job in self.access.list_jobs():
-                if job["session_id"] in ids and job["state"] in FINISHED_JOB_STATES:
-                    done.setdefault(job["session_id"], job)
+            jobs = [j for j in self.access.list_jobs() if j["session_id"] in ids]
+            for sid in ids - set(done):
+                mine = {j["kind"]: j for j in jobs if j["session_id"] == sid}
+                analysis, replay = mine.get("diagnosis"), mine.get("replay")
+                if analysis and analysis["state"] in FINISHED_JOB_STATES and (
+                        analysis["state"] != "done" or (replay and replay["state"] in FINISHED_JOB_STATES)):
+                    done[sid] = replay if analysis["state"] == "done" else analysis
             self.progress.update(bar, completed=len(done))
             if len(done) < len(ids):
                 if time.monotonic() > self.deadline:
                     raise StageFailed(f"diagnosis jobs still running after the time limit ({len(ids) - len(done)} left; "
-                                      f"see {self.serve.log})")
-                if self.serve.popen.poll() is not None:
-                    raise StageFailed(f"tracefix serve exited during the diagnosis:\n{self.serve.tail()}")
+                                      f"see {self.serve.log} and {self.worker.log})")
+                for process in (self.serve, self.worker):
+                    if process.popen.poll() is not None:
+                        raise StageFailed(f"{process.name} exited during the diagnosis:\n{process.tail()}")
                 time.sleep(0.5)
         for failed in self.failed:
             failed.job = done[failed.session_id]
             if failed.job.get("state") != "done":
-                failed.problems.append(f"diagnosis failed: {failed.job.get('error')}")
+                failed.problems.append(f"{failed.job['kind']} job {failed.job['state']}: {failed.job.get('error')}")
             failed.analysis = self.access.get_analysis(failed.session_id)
             failed.replay = self.access.get_replay(failed.session_id)
             if failed.analysis is None:

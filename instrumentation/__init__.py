@@ -71,8 +71,9 @@ Environment
     the session ``tracefix.session.replayable=false`` (logged once).
 ``TRACEFIX_REPLAY=/path/replay.json``
     Replay mode (see ``tracefix.replay_mode``); ``python -m tracefix.replay_mode`` runs one.
-``TRACEFIX_SERVER`` (default http://127.0.0.1:4318), ``TRACEFIX_TOKEN``
-    Where ``feedback()`` posts.
+``TRACEFIX_SERVER`` (default http://127.0.0.1:4318), ``TRACEFIX_INGEST_TOKEN`` (else ``TRACEFIX_TOKEN``)
+    Where ``feedback()`` posts, and its bearer token. For spans, give the same token as
+    ``OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>`` (or ``init(headers=...)``).
 ``TRACEFIX_SERVICE_NAME``, ``TRACEFIX_EXIT_TIMEOUT`` (seconds, default 5)
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL`` /
 ``_TRACES_PROTOCOL``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_SERVICE_NAME``,

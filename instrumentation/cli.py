@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("tracefix.analysis.cli:analyze", "Score a session's steps and rank failure hypotheses."),
     "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT model on successful sessions."),
     "replay": ("tracefix.replay.cli:replay", "Test failure hypotheses by replaying a session with interventions."),
+    "worker": ("tracefix.replay.cli:worker", "Run the replay jobs of a collector beside the agent's own code."),
     "report": ("tracefix.analysis.report_cli:report", "Write the root-cause report of a session (HTML or Markdown)."),
     "demo": ("tracefix.demo.pipeline:demo", "Run the whole pipeline end to end on the banking demo."),
 }

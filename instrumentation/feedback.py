@@ -17,12 +17,13 @@ def feedback(session_id: str, score: float, comment: str | None = None, server: 
              token: str | None = None, timeout: float = 10.0) -> dict:
     """POST {server}/api/v1/feedback with {"session_id", "score", "comment"}; returns the
     collector's JSON answer. `server` defaults to TRACEFIX_SERVER, then
-    http://127.0.0.1:4318; `token` to TRACEFIX_TOKEN (sent as a Bearer token)."""
+    http://127.0.0.1:4318; `token` to TRACEFIX_INGEST_TOKEN, then TRACEFIX_TOKEN (sent as a
+    Bearer token: the collector's ingest token is enough for feedback)."""
     if not session_id or not isinstance(session_id, str):
         raise ValueError("tracefix.feedback: session_id must be a non-empty string")
     score = float(score)
     server = (server or os.environ.get("TRACEFIX_SERVER") or DEFAULT_SERVER).rstrip("/")
-    token = token or os.environ.get("TRACEFIX_TOKEN")
+    token = token or os.environ.get("TRACEFIX_INGEST_TOKEN") or os.environ.get("TRACEFIX_TOKEN")
     url = f"{server}/api/v1/feedback"
     body = json.dumps({"session_id": session_id, "score": score, "comment": comment}).encode("utf-8")
     headers = {"Content-Type": "application/json", "Accept": "application/json"}

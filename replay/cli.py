@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import click
 
@@ -67,33 +68,74 @@ def _render_hypothesis(h: dict) -> list[str]:
     return out
 
 
+def replay_options(fn):
+    """The options of a replay run, shared by `tracefix replay` and `tracefix worker`."""
+    options = [
+        click.option("--allow-module", "allowed_modules", multiple=True, metavar="PKG",
+                     help="A module (package) whose recorded entrypoints may be imported and run here "
+                          "(repeatable; PKG allows PKG.sub too). Anything else is refused."),
+        click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20),
+                     help="Replays per intervention."),
+        click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 32),
+                     help="Replays at once."),
+        click.option("--rounds", default=1, show_default=True, type=click.IntRange(1, 10),
+                     help="Rounds of interventions; later rounds use the repair memory of earlier ones."),
+        click.option("--guard", is_flag=True, help="Guard the live part of each replay (loop / missing-action reminders)."),
+        click.option("--allow-live-tools", is_flag=True,
+                     help="Run tools live after the intervention even when no snapshot restores their state."),
+        click.option("--timeout", default=120.0, show_default=True, help="Seconds before a replay child is killed."),
+        click.option("--keep", is_flag=True, help="Keep the replay folders (cassettes, child logs; private, 0700)."),
+        click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for the LLM stages "
+                     "(default TRACEFIX_LLM_BASE_URL; unset: deterministic fallbacks)."),
+        click.option("--llm-model", default=None, help="Model for the LLM stages (default TRACEFIX_LLM_MODEL)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _confirmed_modules(doc: dict | None, allowed: list[str]) -> list[str]:
+    """`allowed`, plus the session's own module when the person at the terminal confirms it.
+    Without a terminal, or without confirmation, an entrypoint outside `allowed` is refused."""
+    from tracefix.entrypoints import EntrypointRefused, check, module_of
+
+    entrypoint = (doc or {}).get("entrypoint")
+    if not entrypoint:
+        return allowed  # diagnose says why the session cannot be replayed
+    try:
+        check(entrypoint, allowed)
+        return allowed
+    except EntrypointRefused as refused:
+        module = module_of(entrypoint)  # well formed, or check() would have said so first
+        if not sys.stdin.isatty():
+            raise click.ClickException(f"{refused} (or run this command at a terminal to confirm it)") from None
+        if not click.confirm(f"Session {doc['session_id']} was recorded from {entrypoint!r}. Replaying it imports "
+                             f"and runs module {module!r} in this environment. Allow it?", default=False):
+            raise click.ClickException(str(refused)) from None
+        return [*allowed, module]
+
+
 @click.command("replay")
 @click.argument("session_id")
 @click.option("--server", envvar="TRACEFIX_SERVER", help="URL of a running `tracefix serve` (else --db).")
 @click.option("--db", envvar="TRACEFIX_DB", default=None, help=f"Store file when no server runs (default {DEFAULT_DB}).")
-@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Bearer token of the server.")
-@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20), help="Replays per intervention.")
-@click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 32), help="Replays at once.")
-@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1, 10),
-              help="Rounds of interventions; later rounds use the repair memory of earlier ones.")
+@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Bearer token of the server (its API token).")
+@replay_options
 @click.option("--per-trial", default=1, show_default=True, type=click.IntRange(1, 5),
               help="Hypotheses tested per failed trial in the first round.")
 @click.option("--step", "steps", multiple=True, type=int,
               help="Test a hypothesis at this step instead of attributing (repeatable).")
-@click.option("--guard", is_flag=True, help="Guard the live part of each replay (loop / missing-action reminders).")
-@click.option("--allow-live-tools", is_flag=True,
-              help="Run tools live after the intervention even when no snapshot restores their state.")
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE",
               help="Override a recorded entrypoint input (e.g. base_url=http://...).")
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds before a replay child is killed.")
-@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for the LLM stages "
-              "(default TRACEFIX_LLM_BASE_URL; unset: deterministic fallbacks).")
-@click.option("--llm-model", default=None, help="Model for the LLM stages (default TRACEFIX_LLM_MODEL).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay result as JSON.")
-def replay(session_id, server, db, token, runs, concurrency, rounds, per_trial, steps, guard, allow_live_tools,
-           inputs, timeout, llm_base_url, llm_model, as_json):
-    """Replay SESSION from each suspected step with an intervention and judge the outcome (DoVer)."""
+def replay(session_id, server, db, token, allowed_modules, runs, concurrency, rounds, guard, allow_live_tools,
+           timeout, keep, llm_base_url, llm_model, per_trial, steps, inputs, as_json):
+    """Replay SESSION from each suspected step with an intervention and judge the outcome (DoVer).
+
+    The session's recorded entrypoint is imported and run here, so its module must be
+    allowed with --allow-module (or confirmed at the terminal)."""
     from tracefix.collector.access import connect
+    from tracefix.entrypoints import EntrypointRefused
     from tracefix.replay.llm import ProductLLM
     from tracefix.replay.pipeline import ReplayError, diagnose
 
@@ -106,10 +148,12 @@ def replay(session_id, server, db, token, runs, concurrency, rounds, per_trial, 
 
     def run(url: str) -> dict:
         access = connect(server=url, token=token)
-        return diagnose(access, session_id, llm=llm or False, runs=runs, concurrency=concurrency, rounds=rounds,
-                        guard=guard, allow_live_tools=allow_live_tools, otlp_endpoint=url, overrides=overrides,
-                        progress=progress, hypotheses=[{"step": s} for s in steps] or None, per_trial=per_trial,
-                        timeout_s=timeout)
+        allowed = _confirmed_modules(access.get_session(session_id), list(allowed_modules))
+        return diagnose(access, session_id, allowed_modules=allowed, llm=llm or False, runs=runs,
+                        concurrency=concurrency, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
+                        otlp_endpoint=url, overrides=overrides, progress=progress,
+                        hypotheses=[{"step": s} for s in steps] or None, per_trial=per_trial, timeout_s=timeout,
+                        keep=keep)
 
     try:
         if server:
@@ -120,8 +164,43 @@ def replay(session_id, server, db, token, runs, concurrency, rounds, per_trial, 
                 raise click.ClickException(f"no store at {path}: pass --server URL or --db PATH")
             with temporary_collector(path) as url:
                 result = run(url)
-    except ProcessDidNotStart as exc:
-        raise click.ClickException(str(exc)) from exc
-    except ReplayError as exc:
+    except (ProcessDidNotStart, ReplayError, EntrypointRefused) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
+
+
+@click.command("worker")
+@click.option("--server", envvar="TRACEFIX_SERVER", required=True, help="URL of the `tracefix serve` to take jobs from.")
+@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="The collector's API token (not the ingest token).")
+@replay_options
+@click.option("--name", default=None, help="This worker's name in the jobs table (default HOST:PID).")
+@click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(0.05, 60),
+              help="Seconds between looks at an empty queue.")
+@click.option("--lease", default=60.0, show_default=True, type=click.FloatRange(5, 3600),
+              help="Seconds a claimed job stays this worker's without a renewal (renewed while it runs).")
+@click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs.")
+def worker(server, token, allowed_modules, runs, concurrency, rounds, guard, allow_live_tools, timeout, keep,
+           llm_base_url, llm_model, name, poll, lease, once):
+    """Run replay jobs queued by `tracefix serve`, beside the agent's own code.
+
+    Start it in the agent's image or virtualenv with the agent's modules allowed
+    (--allow-module); a job whose entrypoint lies outside them is refused and the reason
+    stored on the job."""
+    from tracefix.collector.access import AccessError, HttpAccess
+    from tracefix.entrypoints import normalize_allowed
+    from tracefix.replay.llm import ProductLLM
+    from tracefix.replay.worker import Worker
+
+    allowed = list(normalize_allowed(allowed_modules))
+    if not allowed:
+        raise click.UsageError("give at least one --allow-module PKG: the modules whose sessions this worker "
+                               "may replay")
+    options = dict(runs=runs, concurrency=concurrency, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
+                   timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
+    access = HttpAccess(server.rstrip("/"), token)
+    the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options)
+    try:
+        handled = the_worker.run_until_stopped(once=once)
+    except AccessError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"tracefix worker: stopped after {handled} job(s)")

@@ -101,6 +101,13 @@ def start_sim(*extra: str, **kw) -> Proc:
                  health="http://127.0.0.1:{port}/healthz", **kw)
 
 
+WORKER_READY = r"tracefix worker: (?P<name>\S+) takes replay jobs from (?P<server>\S+)"
+
+
+def start_worker(server: str, *extra: str, **kw) -> Proc:
+    return start(["worker", "--server", server, "--poll", "0.2", *extra], WORKER_READY, **kw)
+
+
 def start_serve(db: str | Path, *extra: str, **kw) -> Proc:
     return start(["serve", "--http-port", "0", "--grpc-port", "0", "--db", str(db), *extra],
                  SERVE_READY, health="{http}/healthz", **kw)

@@ -1,0 +1,136 @@
+"""`tracefix worker`: claims replay jobs from `tracefix serve` and runs them beside the agent.
+
+The collector never runs agent code: a session's entrypoint and inputs are data that any
+holder of the ingest token can write. A worker runs in the agent's own image or
+virtualenv, with the agent's modules allowed by its operator (``--allow-module``):
+
+1. claim the oldest queued replay job over the API (``POST /api/v1/jobs/claim``); the job
+   is leased to this worker, and the lease is renewed while the job runs, so a worker
+   that dies gives its job back when the lease runs out;
+2. refuse a session whose entrypoint lies outside the allowed modules: the job ends
+   ``refused`` with the reason, nothing is imported;
+3. otherwise run the DoVer replay (``tracefix.replay.pipeline.diagnose``): its children
+   export their spans to the collector, the result is stored through the API;
+4. finish the job (``done``, or ``failed`` with the error).
+
+Several workers may share a queue: the collector's single writer hands each job to one.
+SIGTERM / Ctrl-C stops claiming and lets the job at hand finish; a second one leaves at
+once (the lease then returns the job to the queue).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import socket
+import threading
+import traceback
+
+from tracefix.collector.access import AccessError
+from tracefix.entrypoints import EntrypointRefused, check
+from tracefix.replay.pipeline import ReplayError, diagnose
+
+log = logging.getLogger("tracefix.worker")
+
+# the line a starting worker prints (group 1: the collector it serves), for launchers
+READY = re.compile(r"tracefix worker: \S+ takes replay jobs from (\S+)")
+
+
+class Worker:
+    def __init__(self, access, allowed_modules: list[str], *, name: str | None = None, lease_s: float = 60.0,
+                 poll_s: float = 1.0, replay_options: dict | None = None):
+        self.access = access
+        self.allowed_modules = list(allowed_modules)
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.replay_options = dict(replay_options or {})
+        self.stopping = threading.Event()
+
+    def run_until_stopped(self, once: bool = False) -> int:
+        """Claim and run jobs until stopped (or, with `once`, until the queue is empty);
+        returns how many jobs this worker finished."""
+        self._handle_signals()
+        print(f"tracefix worker: {self.name} takes replay jobs from {self.access.server} "
+              f"(allowed modules: {', '.join(self.allowed_modules)})", flush=True)
+        handled, unreachable_s = 0, 0.0
+        while not self.stopping.is_set():
+            try:
+                job = self.access.claim_job("replay", self.name, self.lease_s)
+                unreachable_s = 0.0
+            except AccessError as exc:
+                if exc.status is not None:  # refused (a wrong token, ...): waiting will not help
+                    raise
+                unreachable_s = min(30.0, max(self.poll_s, unreachable_s * 2))
+                log.warning("%s; trying again in %.0f s", exc, unreachable_s)
+                self.stopping.wait(unreachable_s)
+                continue
+            if job is None:
+                if once:
+                    break
+                self.stopping.wait(self.poll_s)
+                continue
+            self.run_job(job)
+            handled += 1
+        return handled
+
+    def run_job(self, job: dict) -> str:
+        """Run one claimed job to its end state, renewing its lease meanwhile."""
+        done = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(job["job_id"], done), name="tracefix-lease", daemon=True)
+        renewer.start()
+        try:
+            state, error = self._replay(job["session_id"])
+        finally:
+            done.set()
+            renewer.join(5)
+        try:
+            if not self.access.finish_job(job["job_id"], worker=self.name, state=state, error=error):
+                log.warning("job %s was no longer this worker's when it ended (its lease ran out)", job["job_id"])
+        except AccessError as exc:  # the lease runs out and the job is queued again
+            log.warning("could not record the end of job %s: %s", job["job_id"], exc)
+        print(f"tracefix worker: job {job['job_id']} (session {job['session_id']}): {state}"
+              + (f": {error}" if error else ""), flush=True)
+        return state
+
+    def _replay(self, session_id: str) -> tuple[str, str | None]:
+        doc = self.access.get_session(session_id)
+        if doc is None:
+            return "failed", f"no session {session_id!r} in the store"
+        try:
+            # before anything else: a refused entrypoint is never imported, not even by the children
+            check(doc.get("entrypoint") or "", self.allowed_modules)
+            result = diagnose(self.access, session_id, allowed_modules=self.allowed_modules,
+                              otlp_endpoint=self.access.server, **self.replay_options)
+        except EntrypointRefused as exc:
+            return "refused", str(exc)
+        except ReplayError as exc:
+            return "failed", str(exc)
+        except Exception as exc:  # a bug in a stage or an unreachable collector: the job says so, the worker goes on
+            log.warning("replay of %s failed:\n%s", session_id, traceback.format_exc(limit=5))
+            return "failed", f"{type(exc).__name__}: {exc}"
+        log.info("replay of %s: %s", session_id, ", ".join(h["verdict"] for h in result["hypotheses"]) or "nothing tested")
+        return "done", None
+
+    def _renew(self, job_id: str, done: threading.Event) -> None:
+        while not done.wait(self.lease_s / 3):
+            try:
+                if not self.access.renew_lease(job_id, self.name, self.lease_s):
+                    log.warning("job %s is no longer leased to this worker", job_id)
+                    return
+            except Exception as exc:  # the collector may be restarting: try again at the next beat
+                log.warning("could not renew the lease of job %s: %s", job_id, exc)
+
+    def _handle_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop(signum, frame):
+            if self.stopping.is_set():
+                raise SystemExit(128 + signum)  # second signal: leave now, the lease returns the job
+            print("tracefix worker: stopping after the job at hand (again to stop now)", flush=True)
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
