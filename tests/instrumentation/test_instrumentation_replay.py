@@ -36,16 +36,23 @@ def recorded(sim_url):
     return cassette_from_spans(spans), output, spans
 
 
-def replay(tmp_path: Path, cassette: dict, intervention: dict | None, receiver, session_id: str) -> dict:
+def run_replay_mode(tmp_path: Path, cassette: dict, intervention: dict | None, receiver, session_id: str,
+                    allowed_modules: list[str]) -> tuple[subprocess.CompletedProcess, Path]:
     report_path = tmp_path / f"{session_id}.json"
     config = {"cassette": cassette, "intervention": intervention, "session_id": session_id,
-              "parent_session_id": cassette["session_id"], "report_path": str(report_path), "guard": False}
+              "parent_session_id": cassette["session_id"], "report_path": str(report_path), "guard": False,
+              "allowed_modules": allowed_modules}
     config_path = tmp_path / f"{session_id}-replay.json"
     config_path.write_text(json.dumps(config))
     env = {**os.environ, "TRACEFIX_REPLAY": str(config_path), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
            "OTEL_BSP_SCHEDULE_DELAY": "100"}
     proc = subprocess.run([sys.executable, "-m", "tracefix.replay_mode"], env=env, capture_output=True, text=True,
                           timeout=120)
+    return proc, report_path
+
+
+def replay(tmp_path: Path, cassette: dict, intervention: dict | None, receiver, session_id: str) -> dict:
+    proc, report_path = run_replay_mode(tmp_path, cassette, intervention, receiver, session_id, ["tracefix.demo"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(report_path.read_text())
 
@@ -85,6 +92,16 @@ def test_replay_without_intervention_reproduces_the_answer_with_no_llm_request(r
     sources = {s["attributes"].get(sc.REPLAY_SOURCE) for s in otlp_receiver.session_spans("s-replay-none")
                if s["attributes"].get(sc.GEN_AI_OPERATION_NAME) in ("chat", "execute_tool")}
     assert sources == {"cassette"}
+
+
+def test_replay_mode_refuses_an_entrypoint_outside_the_allowed_modules(recorded, tmp_path, otlp_receiver):
+    cassette, _, _ = recorded
+    for allowed in ([], ["tracefix.instrumentation"]):
+        proc, report_path = run_replay_mode(tmp_path, cassette, None, otlp_receiver, "s-refused", allowed)
+        assert proc.returncode == 1 and "is outside the modules allowed to run here" in proc.stderr
+        report = json.loads(report_path.read_text())
+        assert "is outside the modules allowed" in report["error"]
+        assert report["counts"]["llm_cassette"] == 0  # the entrypoint never ran
 
 
 def test_add_message_at_step_t_serves_the_past_and_runs_live_after(recorded, sim_url, tmp_path, otlp_receiver):
