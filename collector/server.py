@@ -175,6 +175,9 @@ def serve_forever(config: Config) -> int:
     collector.start()
     print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={collector.store.path}",
           flush=True)
+    if config.diagnose == "full":
+        log.info("replays of thumbs-down sessions are queued for workers: run `tracefix worker --server %s "
+                 "--allow-module YOUR_AGENT_PACKAGE` where your agent's code is installed", collector.http_url)
     while not stop.wait(0.5):
         pass
     print("tracefix serve: shutting down (draining the write queue)", flush=True)
