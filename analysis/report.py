@@ -54,6 +54,7 @@ pre { white-space: pre-wrap; word-break: break-word; background: var(--bg); bord
 .v-partially_validated { color:#fff; background:#4d9f5e; border-color:#4d9f5e; }
 .v-refuted { color:#fff; background: var(--bad); border-color: var(--bad); }
 .v-inconclusive { color:#fff; background:#6e7781; border-color:#6e7781; }
+.v-error { color:#fff; background:#9a6700; border-color:#9a6700; }
 img.plot { max-width: 100%; height: auto; display: block; margin: 6px 0; }
 details { margin: 4px 0; } summary { cursor: pointer; }
 details.step { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 4px 10px; }
@@ -526,6 +527,11 @@ def render_markdown(doc: dict, analysis: dict | None = None, replay: dict | None
                        f"{_md(counts.get('llm_cassette', '—'))}/{_md(counts.get('llm_live', '—'))} | "
                        f"{_md('step ' + str(div.get('step')) if isinstance(div, dict) else 'none')} | "
                        f"{_md(rc.one_line(rc.final_answer(run.get('output')), 160)) or '—'} |")
+        failures = [(number, run) for number, run in enumerate(h.get("runs") or [], start=1) if run.get("error")]
+        if failures:
+            out.append("")
+        for number, run in failures:
+            out.append(f"- replay {number} failed: {_md(rc.one_line(run['error'], 300))}")
         for cmp in rc.compare_runs(doc, h, children):
             out += ["", f"Replay {cmp.number} against the original from step {_md(iv.get('step', h.get('step')))} on:", ""]
             if cmp.child is None:

@@ -20,9 +20,10 @@ VERDICT_WORDS = {
     "partially_validated": "partially validated",
     "refuted": "refuted",
     "inconclusive": "inconclusive",
+    "error": "error (no replay ran through)",
 }
 # Order in which verdicts make a hypothesis the report's headline.
-VERDICT_STRENGTH = {"validated": 0, "partially_validated": 1, "inconclusive": 2, "refuted": 3}
+VERDICT_STRENGTH = {"validated": 0, "partially_validated": 1, "inconclusive": 2, "refuted": 3, "error": 4}
 STAGE_NAMES = {
     "segmentation": "trial segmentation",
     "attribution": "failure attribution",
@@ -371,6 +372,7 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
     refuted = [h for h in tested if h.get("verdict") == "refuted"]
     inconclusive = [h for h in tested if h.get("verdict") == "inconclusive"]
+    errored = [h for h in tested if h.get("verdict") == "error"]
     ranked = (analysis or {}).get("hypotheses") or []
 
     if confirmed:
@@ -400,6 +402,9 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     if inconclusive:
         parts.append("Inconclusive: " + "; ".join(f"step {h.get('step')} ({h.get('agent') or '?'})"
                                                   for h in inconclusive) + ".")
+    if errored:
+        parts.append("Not tested, every replay failed to run: "
+                     + "; ".join(f"step {h.get('step')} ({brief(h.get('verdict_reason'), 160)})" for h in errored) + ".")
     fallback = [STAGE_NAMES.get(k, k) for k, v in ((replay or {}).get("stages") or {}).items()
                 if "fallback" in str(v).split("+")]
     if analysis and not analysis.get("llm_used"):

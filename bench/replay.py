@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import procs  # noqa: E402  (the test suite's process starters: ready line + health check)
 
-VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
+from tracefix.replay.verdicts import VERDICTS  # noqa: E402
 
 
 def _ts(iso: str | None):

@@ -167,6 +167,11 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
     except (ProcessDidNotStart, ReplayError, EntrypointRefused) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
+    ran = [r for h in result["hypotheses"] for r in h.get("runs") or [] if not r.get("error")]
+    if not ran:  # nothing was tested: a script must not read this as a diagnosis
+        raise click.ClickException("no replay ran through: " + (
+            "; ".join(f"step {h['step']}: {h['verdict_reason']}" for h in result["hypotheses"])
+            or "no hypothesis to test"))
 
 
 @click.command("worker")

@@ -4,7 +4,10 @@
 - partially validated: fewer than 2 succeed, and at least 2 runs both fulfil the
   intervention and make more than 20% progress (one milestone of five);
 - refuted: the same, except that their progress does not exceed 20%;
-- inconclusive: everything else (mostly: the agents did not carry the intervention out).
+- inconclusive: everything else (mostly: the agents did not carry the intervention out);
+- error (ours, not DoVer's): every run failed to run (crashed, timed out, broke the
+  recorded prefix), so the replays say nothing about the hypothesis; the first error is
+  the reason, so a broken setup is never read as evidence.
 
 With a number of runs other than 3 the thresholds scale (2 of 3 becomes ceil(2n/3)).
 A run whose progress could not be measured counts as no progress: it followed the
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 
 PROGRESS_THRESHOLD = 0.2
-VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
+VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive", "error")
 
 
 def verdict(runs: list[dict]) -> tuple[str, str]:
@@ -24,6 +27,9 @@ def verdict(runs: list[dict]) -> tuple[str, str]:
     n = len(runs)
     if n == 0:
         return "inconclusive", "no replay ran"
+    errors = [r["error"] for r in runs if r.get("error")]
+    if len(errors) == n:
+        return "error", f"all {n} replay(s) failed to run; the first: {errors[0]}"
     if all(r.get("success") is None for r in runs):
         # Nothing judged success (no evaluator, ground truth or LLM judge, or every run
         # crashed): a hypothesis can be neither confirmed nor refuted.
@@ -44,7 +50,6 @@ def verdict(runs: list[dict]) -> tuple[str, str]:
         return ("refuted",
                 f"{succeeded}/{n} succeeded; {len(stalled)}/{n} fulfilled the intervention "
                 f"without progress > {PROGRESS_THRESHOLD:.0%}")
-    errors = sum(1 for r in runs if r.get("error"))
-    detail = f"; {errors} run(s) errored" if errors else ""
+    detail = f"; {len(errors)} run(s) errored (first: {errors[0]})" if errors else ""
     return ("inconclusive",
             f"{succeeded}/{n} succeeded; only {len(fulfilled)}/{n} fulfilled the intervention{detail}")

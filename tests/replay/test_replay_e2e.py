@@ -178,14 +178,26 @@ def _no_llm_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")}
 
 
-def test_a_crashing_replay_is_an_inconclusive_run_with_its_error(lab, tmp_path):
+def test_a_crashing_replay_gives_an_error_verdict_that_shows_the_error(lab, tmp_path):
     result = run_diagnose(lab, tmp_path, runs=1, hypotheses=[{"step": lab.fault_step}],
                           overrides={"task_id": "no-such-task"})
     h = result["hypotheses"][0]
     run = h["runs"][0]
     assert run["error"] and "no-such-task" in run["error"]
     assert run["success"] is not True  # the evaluator may still score the crashed run as a failure
-    assert h["verdict"] == "inconclusive" and "errored" in h["verdict_reason"]
+    assert h["verdict"] == "error" and "no-such-task" in h["verdict_reason"]
+    assert "no-such-task" in run["log_tail"]  # the child's own output, kept although its folder is gone
+    assert not tmp_path.exists()  # the private replay folder is removed when the replay ends
+
+
+def test_the_cli_exits_non_zero_when_no_replay_ran_through(lab):
+    out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
+                          "--step", str(lab.fault_step), "--runs", "2", "--allow-module", "tracefix.demo",
+                          "--input", "task_id=no-such-task"],
+                         capture_output=True, text=True, timeout=180, env=_no_llm_env())
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "verdict: ERROR (all 2 replay(s) failed to run" in out.stdout
+    assert "no replay ran through" in out.stderr and "no-such-task" in out.stderr
 
 
 def test_a_replay_that_hangs_is_killed_at_its_timeout(lab, tmp_path):
@@ -204,16 +216,16 @@ def test_a_replay_that_hangs_is_killed_at_its_timeout(lab, tmp_path):
     run = result["hypotheses"][0]["runs"][0]
     assert "killed after its 6s timeout" in run["error"]
     assert 6 <= run["wall_s"] < 30
-    assert result["hypotheses"][0]["verdict"] == "inconclusive"
+    assert result["hypotheses"][0]["verdict"] == "error"
 
 
-def test_replays_that_crash_at_the_live_step_are_inconclusive_not_refuted(lab, tmp_path):
+def test_replays_that_crash_at_the_live_step_give_an_error_not_a_refutation(lab, tmp_path):
     """The LLM endpoint is gone when the replay goes live: the agent never acted on the edit,
-    so the runs say nothing about the hypothesis (DoVer's inconclusive), whatever the
-    evaluator makes of the unfinished state."""
+    so the runs say nothing about the hypothesis, whatever the evaluator makes of the
+    unfinished state: the verdict is an error that shows why."""
     result = run_diagnose(lab, tmp_path, runs=3, hypotheses=[{"step": lab.fault_step}],
                           overrides={"base_url": "http://127.0.0.1:9/v1"})  # nothing listens on port 9
     h = result["hypotheses"][0]
     assert all(run["error"] and "APIConnectionError" in run["error"] for run in h["runs"])
     assert all(run["fulfilled"] is None for run in h["runs"])
-    assert h["verdict"] == "inconclusive" and "3 run(s) errored" in h["verdict_reason"]
+    assert h["verdict"] == "error" and "APIConnectionError" in h["verdict_reason"]

@@ -19,6 +19,8 @@ def run(success=False, fulfilled=False, progress=None, error=None):
     ([run(False), run(False), run(False)], "inconclusive"),
     ([run(False, True, 0.0), run(False), run(False, error="timeout")], "inconclusive"),
     ([], "inconclusive"),
+    ([run(None, None, error="exit 1"), run(None, None, error="timeout"), run(None, None, error="x")], "error"),
+    ([run(False, None, error="exit 1"), run(None, None, error="timeout")], "error"),
 ])
 def test_verdict_follows_dover_section_4_2(runs, expected):
     assert verdict(runs)[0] == expected
@@ -44,3 +46,8 @@ def test_nothing_is_refuted_when_success_could_not_be_judged():
     unjudged = [{"success": None, "fulfilled": True, "progress": None}] * 3
     found, reason = verdict(unjudged)
     assert found == "inconclusive" and "could be judged" in reason
+
+
+def test_an_error_verdict_shows_the_first_error():
+    found, reason = verdict([run(None, None, error="ModuleNotFoundError: agent"), run(None, None, error="timeout")])
+    assert found == "error" and reason == "all 2 replay(s) failed to run; the first: ModuleNotFoundError: agent"
