@@ -2,6 +2,7 @@
 
 Reads run on store cursors in the thread pool; every write goes through the single writer.
 A bearer token, when configured, is required on every route but `/healthz`.
+JSON leaves through `responses.JSONResponse` (non-finite numbers become null).
 """
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from tracefix.collector import otlp
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.store import UnknownSession
+from tracefix.collector.responses import JSONResponse
+from tracefix.collector.store import UnknownSession, check_score
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -159,6 +161,10 @@ def build_app(collector: "Collector") -> Starlette:
             score = float(data.get("score"))
         except (TypeError, ValueError) as exc:
             raise ValueError("feedback 'score' must be a number (e.g. -1 thumbs down, 1 thumbs up)") from exc
+        try:  # NaN / Infinity (or 1e400): refused before anything is written
+            check_score(score)
+        except ValueError as exc:
+            return error(422, str(exc))
         comment = data.get("comment")
         if comment is not None and not isinstance(comment, str):
             raise ValueError("feedback 'comment' must be a string")
