@@ -2,7 +2,8 @@
 
 Reads run on store cursors in the thread pool; every write goes through the single writer.
 A bearer token, when configured, is required on every route but `/healthz`.
-JSON leaves through `responses.JSONResponse` (non-finite numbers become null).
+JSON leaves through `responses.JSONResponse` (non-finite numbers become null) and query
+parameters are read by `url_input.QueryParams`.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import JSONResponse
 from tracefix.collector.store import UnknownSession, check_score
+from tracefix.collector.url_input import InvalidParameter, QueryParams
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -83,6 +85,8 @@ def build_app(collector: "Collector") -> Starlette:
                 return error(503, str(exc))
             except UnknownSession as exc:
                 return error(404, f"unknown session {exc.args[0]!r}")
+            except InvalidParameter as exc:
+                return error(422, str(exc), parameter=exc.name)
             except ValueError as exc:
                 return error(400, str(exc))
         return wrapped
@@ -130,14 +134,14 @@ def build_app(collector: "Collector") -> Starlette:
         return Response(content, media_type=media)
 
     async def list_sessions(request: Request) -> Response:
-        q = request.query_params
-        kwargs = {k: q[k] for k in ("feedback", "outcome", "service", "agent", "since", "until", "parent_session_id")
-                  if q.get(k)}
-        try:
-            limit, offset = int(q.get("limit", 50)), int(q.get("offset", 0))
-        except ValueError as exc:
-            raise ValueError("limit and offset must be integers") from exc
-        rows = await run_in_threadpool(store.list_sessions, limit=min(limit, 1000), offset=offset, **kwargs)
+        q = QueryParams(request.query_params)
+        kwargs = {k: q.text(k) for k in ("outcome", "service", "agent", "parent_session_id") if q.text(k)}
+        kwargs.update({k: q.time(k) for k in ("since", "until") if q.text(k)})
+        if q.text("feedback"):
+            kwargs["feedback"] = q.choice("feedback", ("negative", "positive", "any"))
+        limit = min(q.integer("limit", 50), 1000)
+        offset = q.integer("offset", 0)
+        rows = await run_in_threadpool(store.list_sessions, limit=limit, offset=offset, **kwargs)
         return JSONResponse({"sessions": rows, "limit": limit, "offset": offset})
 
     async def get_session(request: Request) -> Response:
@@ -198,9 +202,7 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def report(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        fmt = request.query_params.get("format", "html")
-        if fmt not in ("html", "md"):
-            return error(400, f"format must be html or md, not {fmt!r}")
+        fmt = QueryParams(request.query_params).choice("format", ("html", "md"), default="html")
         try:
             from tracefix.analysis.report import render_session_report
         except ImportError as exc:
@@ -228,7 +230,8 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"session_ids": ids}, status_code=201)
 
     async def training_sessions(request: Request) -> Response:
-        criterion = request.query_params.get("criterion", "success")
+        criterion = QueryParams(request.query_params).choice("criterion", ("success", "positive", "all"),
+                                                             default="success")
         docs = await run_in_threadpool(store.training_sessions, criterion)
         return JSONResponse({"sessions": docs})
 
@@ -240,12 +243,12 @@ def build_app(collector: "Collector") -> Starlette:
             job = await write(lambda s: s.enqueue_job(data["session_id"], reason=data.get("reason") or "api"))
             collector.wake_diagnosis()
             return JSONResponse(job, status_code=201)
-        q = request.query_params
-        rows = await run_in_threadpool(store.list_jobs, q.get("state"), q.get("session_id"))
+        q = QueryParams(request.query_params)
+        rows = await run_in_threadpool(store.list_jobs, q.text("state"), q.text("session_id"))
         return JSONResponse({"jobs": rows})
 
     async def alerts(request: Request) -> Response:
-        rows = await run_in_threadpool(store.list_alerts, request.query_params.get("session_id"))
+        rows = await run_in_threadpool(store.list_alerts, QueryParams(request.query_params).text("session_id"))
         return JSONResponse({"alerts": rows})
 
     routes = [
