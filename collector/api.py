@@ -2,8 +2,8 @@
 
 Reads run on store cursors in the thread pool; every write goes through the single writer.
 A bearer token, when configured, is required on every route but `/healthz`.
-JSON leaves through `responses.JSONResponse` (non-finite numbers become null) and query
-parameters are read by `url_input.QueryParams`.
+JSON leaves through `responses.JSONResponse` (non-finite numbers become null); query
+parameters and session ids in paths are read by `url_input`.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -24,7 +25,7 @@ from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import JSONResponse
 from tracefix.collector.store import UnknownSession, check_score
-from tracefix.collector.url_input import InvalidParameter, QueryParams
+from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -255,17 +256,18 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/healthz", healthz),
         Route("/v1/traces", guarded(traces), methods=["POST"]),
         Route("/api/v1/sessions", guarded(list_sessions)),
-        Route("/api/v1/sessions/{session_id}", guarded(get_session)),
-        Route("/api/v1/sessions/{session_id}/spans", guarded(get_spans)),
-        Route("/api/v1/sessions/{session_id}/analysis", guarded(get_analysis), methods=["GET"]),
-        Route("/api/v1/sessions/{session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
-        Route("/api/v1/sessions/{session_id}/replay", guarded(get_replay), methods=["GET"]),
-        Route("/api/v1/sessions/{session_id}/replay", guarded(post_replay), methods=["POST", "PUT"]),
-        Route("/api/v1/sessions/{session_id}/report", guarded(report)),
+        # ids may hold `/`: {session_id:session_id} on every route under /api/v1/sessions/ (url_input)
+        Route("/api/v1/sessions/{session_id:session_id}", guarded(get_session)),
+        Route("/api/v1/sessions/{session_id:session_id}/spans", guarded(get_spans)),
+        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(get_analysis), methods=["GET"]),
+        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
+        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(get_replay), methods=["GET"]),
+        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(post_replay), methods=["POST", "PUT"]),
+        Route("/api/v1/sessions/{session_id:session_id}/report", guarded(report)),
         Route("/api/v1/feedback", guarded(feedback), methods=["POST"]),
         Route("/api/v1/import", guarded(import_sessions), methods=["POST"]),
         Route("/api/v1/training_sessions", guarded(training_sessions)),
         Route("/api/v1/jobs", guarded(jobs), methods=["GET", "POST"]),
         Route("/api/v1/alerts", guarded(alerts)),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(SessionPaths)])

@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
@@ -492,7 +493,7 @@ class Store:
             alert_id = f"al-{uuid.uuid4().hex[:16]}"
             task = self._task_of(con, session_id)
             final_answer = document.final_answer(from_json_text(row[3]))
-            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{session_id}/report"
+            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
             payload = {
                 "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
                         + (f": {comment}" if comment else "") + (f"\nTask: {task}" if task else "")

@@ -1,16 +1,26 @@
-"""What the API reads from a request's URL: query parameters.
+"""What the API reads from a request's URL: query parameters and session ids in paths.
 
-`QueryParams` parses each one or raises `InvalidParameter` (answered 422 naming the
-parameter), so a value the store cannot use never reaches it.
+Query parameters: `QueryParams` parses each one or raises `InvalidParameter` (answered 422
+naming the parameter), so a value the store cannot use never reaches it.
+
+Session ids: an id may hold any character, `/` included; clients send it as one
+percent-encoded path segment (`a%2Fb`). The ASGI server decodes `%2F` before routing,
+which would split the id, so `SessionPaths` routes `/api/v1/sessions/...` on the path as
+received, segment by segment, and the `{session_id:session_id}` convertor decodes the id.
+Every route under that prefix names its id with this convertor.
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote, unquote
+
+from starlette.convertors import Convertor, register_url_convertor
 
 from tracefix.collector import document
 
+SESSIONS_PREFIX = "/api/v1/sessions/"
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
 
@@ -70,3 +80,41 @@ class QueryParams:
         if not INT64_MIN <= ns <= INT64_MAX:
             raise InvalidParameter(name, f"{raw[:40]!r} is out of range (years 1678 to 2262)")
         return raw
+
+
+class SessionIdConvertor(Convertor):
+    """A path segment that still carries its percent-encoding (see SessionPaths), decoded."""
+
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return unquote(value)
+
+    def to_string(self, value: str) -> str:
+        return quote(value, safe="")
+
+
+register_url_convertor("session_id", SessionIdConvertor())
+
+
+def _segments_kept_apart(raw_path: str) -> str:
+    """The path decoded segment by segment, with `%` and `/` inside a segment re-encoded:
+    `/api/v1/sessions/a%2Fb/spans` stays four segments after the prefix's three."""
+    return "/".join(unquote(seg).replace("%", "%25").replace("/", "%2F") for seg in raw_path.split("/"))
+
+
+class SessionPaths:
+    """ASGI middleware: requests under /api/v1/sessions/ are routed on their path as received."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith(SESSIONS_PREFIX):
+            raw = scope.get("raw_path")
+            if raw:
+                raw_path = raw.split(b"?", 1)[0].decode("utf-8", "replace")
+            else:  # a server without raw_path: a decoded `/` cannot be told apart, a `%` can
+                raw_path = scope["path"].replace("%", "%25")
+            scope = {**scope, "path": _segments_kept_apart(raw_path)}
+        await self.app(scope, receive, send)

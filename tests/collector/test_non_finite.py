@@ -107,7 +107,7 @@ def test_a_store_holding_non_finite_values_serves_every_route(tmp_path):
     try:
         base = serve.match["http"]
         routes = ["/healthz", "/api/v1/sessions", "/api/v1/sessions?feedback=any",
-                  "/api/v1/sessions?feedback=negative", "/api/v1/sessions/poisoned",
+                  "/api/v1/sessions?feedback=negative", "/api/v1/sessions/poisoned", "/api/v1/sessions/poisoned%2F2",
                   "/api/v1/sessions/poisoned/spans", "/api/v1/sessions/poisoned/analysis",
                   "/api/v1/sessions/poisoned/replay", "/api/v1/training_sessions?criterion=all",
                   "/api/v1/training_sessions?criterion=positive", "/api/v1/jobs", "/api/v1/alerts",
