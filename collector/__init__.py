@@ -24,7 +24,9 @@ Store (``tracefix.collector.store``, the only SQL)
     commit. One writer thread owns the write connection (``tracefix.collector.writer``).
 
 HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on all but /healthz)
-    ``GET /healthz`` -> {"status", "db", "pending_spans", "committed_spans", "transactions", "checkpoints"}
+    ``GET /healthz`` -> {"status", "store_id", "pending_spans", "committed_spans", "transactions", "checkpoints"}
+        (store_id: a hash of the DuckDB file's identity, never its path; see access.store_identity)
+    ``GET /api/v1/store`` -> {"db", "store_id"} (the file's path, to token holders only)
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
         -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
         outcome, score, started_at, ended_at, duration_ms, steps, spans, errors, agents, models,

@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from tracefix.collector import otlp
+from tracefix.collector.access import store_identity
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import JSONResponse
@@ -95,8 +96,12 @@ def build_app(collector: "Collector") -> Starlette:
     async def write(fn):
         return await asyncio.wrap_future(writer.call(fn))
 
+    # /healthz answers without a token: it names the store by an identity a client with
+    # access to the same file can compute (tracefix.collector.access.connect), not its path
+    store_id = store_identity(store.path)
+
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans,
+        return JSONResponse({"status": "ok", "store_id": store_id, "pending_spans": writer.pending_spans,
                              "committed_spans": writer.committed_spans, "transactions": writer.transactions,
                              "checkpoints": collector.checkpointer.checkpoints})
 
@@ -133,6 +138,10 @@ def build_app(collector: "Collector") -> Starlette:
                 return error(503, f"could not store the spans: {exc}")
         content, media = otlp.encode_response(otlp.response(batch.rejected, message), ctype)
         return Response(content, media_type=media)
+
+    async def store_info(request: Request) -> Response:
+        """The store's file, for clients holding the token (the analysis keeps its models beside it)."""
+        return JSONResponse({"db": store.path, "store_id": store_id})
 
     async def list_sessions(request: Request) -> Response:
         q = QueryParams(request.query_params)
@@ -255,6 +264,7 @@ def build_app(collector: "Collector") -> Starlette:
     routes = [
         Route("/healthz", healthz),
         Route("/v1/traces", guarded(traces), methods=["POST"]),
+        Route("/api/v1/store", guarded(store_info)),
         Route("/api/v1/sessions", guarded(list_sessions)),
         # ids may hold `/`: {session_id:session_id} on every route under /api/v1/sessions/ (url_input)
         Route("/api/v1/sessions/{session_id:session_id}", guarded(get_session)),
