@@ -2,8 +2,9 @@
 
 Reads run on store cursors in the thread pool; every write goes through the single writer.
 A bearer token, when configured, is required on every route but `/healthz`.
-JSON leaves through `responses.JSONResponse` (non-finite numbers become null); query
-parameters and session ids in paths are read by `url_input`.
+JSON leaves through `responses.JSONResponse` (non-finite numbers become null), query
+parameters and session ids in paths are read by `url_input`, and every answer carries the
+security headers of `responses.SecurityHeaders`.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tracefix.collector import otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.responses import JSONResponse
+from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
 from tracefix.collector.store import UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
@@ -228,7 +229,7 @@ def build_app(collector: "Collector") -> Starlette:
             return error(500, f"the report renderer failed: {type(exc).__name__}: {exc}")
         if fmt == "md":
             return Response(text, media_type="text/markdown; charset=utf-8")
-        return HTMLResponse(text)
+        return HTMLResponse(text, headers={"Content-Security-Policy": REPORT_CSP})
 
     async def import_sessions(request: Request) -> Response:
         data = await read_json(request, cfg.max_body_bytes)
@@ -280,4 +281,4 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/jobs", guarded(jobs), methods=["GET", "POST"]),
         Route("/api/v1/alerts", guarded(alerts)),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SessionPaths)])
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)])
