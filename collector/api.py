@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import html
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,31 @@ async def read_json(request: Request, limit: int) -> Any:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
+
+
+def render_report(store, session_id: str, fmt: str) -> str:
+    """The session's report, its replays' child sessions beside it. Analysis and replay
+    results are stored as their clients posted them; one the renderer cannot read must not
+    make the session's report unreachable, so the report is then drawn without them and
+    says so at its top."""
+    from tracefix.analysis.report import load_report_inputs, render_html, render_markdown
+
+    render = render_markdown if fmt == "md" else render_html
+    try:
+        return render(*load_report_inputs(store, session_id))
+    except Exception as exc:
+        doc = store.get_session(session_id)
+        if doc is None:
+            raise KeyError(session_id) from None
+        if store.get_analysis(session_id) is None and store.get_replay(session_id) is None:
+            raise  # the session alone fails: the renderer's bug, not the stored results
+        log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
+        notice = (f"The stored analysis or replay result of this session could not be rendered "
+                  f"({type(exc).__name__}: {exc}); this report shows the session without them.")
+    text = render(doc, None, None, {})
+    if fmt == "md":
+        return f"> **Note.** {notice}\n\n{text}"
+    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
 
 
 def build_app(collector: "Collector") -> Starlette:
@@ -215,13 +241,12 @@ def build_app(collector: "Collector") -> Starlette:
         sid = request.path_params["session_id"]
         fmt = QueryParams(request.query_params).choice("format", ("html", "md"), default="html")
         try:
-            from tracefix.analysis.report import render_session_report
+            import tracefix.analysis.report  # noqa: F401
         except ImportError as exc:
             return error(404, f"the report renderer is not available in this installation ({exc}); "
                               "install tracefix[analysis]")
         try:
-            # The replays' child sessions are read too, so the report can set them beside the original.
-            text = await run_in_threadpool(render_session_report, store, sid, fmt)
+            text = await run_in_threadpool(render_report, store, sid, fmt)
         except KeyError:
             raise UnknownSession(sid) from None
         except Exception as exc:  # the renderer's bug must not look like ours, nor kill the server
