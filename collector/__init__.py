@@ -39,6 +39,11 @@ HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on al
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
     ``GET|POST /api/v1/jobs`` (diagnosis queue), ``GET /api/v1/alerts`` (outbox and deliveries)
+    A session id in a path is one percent-encoded segment (``a/b`` -> ``a%2Fb``). A query
+    parameter the store cannot use answers 422 {"error", "parameter"}; a NaN/infinite
+    feedback score answers 422. JSON answers and webhook bodies write stored NaN/Infinity as
+    null. Every answer carries nosniff, no-referrer and a CSP (the report: inline styles and
+    data: images only).
 
 Alerts and diagnosis
     Feedback with score below ``--alert-threshold`` (default 0; also a
