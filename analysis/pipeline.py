@@ -49,24 +49,12 @@ def model_dir_for(access: Any) -> Path:
     store = getattr(access, "store", None)
     if store is not None and isinstance(getattr(store, "path", None), (str, Path)):
         return default_model_dir(store.path)
-    server = getattr(access, "server", None)
-    if isinstance(server, str) and not os.environ.get("TRACEFIX_MODEL_DIR"):
-        db = _server_db(server)  # the collector's /healthz names its file: share its models folder
+    store_path = getattr(access, "store_path", None)  # HttpAccess: the collector names its file
+    if callable(store_path) and not os.environ.get("TRACEFIX_MODEL_DIR"):
+        db = store_path()  # share the collector's models folder
         if db:
             return default_model_dir(db)
     return default_model_dir(None)
-
-
-def _server_db(server: str) -> str | None:
-    import json
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(server.rstrip("/") + "/healthz", timeout=2.0) as resp:
-            db = json.loads(resp.read()).get("db")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return db if isinstance(db, str) and db != ":memory:" else None
 
 
 def latest_model_path(model_dir: str | Path) -> Path | None:

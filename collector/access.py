@@ -8,7 +8,8 @@
 `connect(server=None, db=None, token=None)`:
 - `server` (or TRACEFIX_SERVER): talk HTTP to that collector when it answers `/healthz`;
 - otherwise a collector on the default port serving the same file is used when one runs
-  (the collector process is the only writer of its file);
+  (the collector process is the only writer of its file; its unauthenticated `/healthz`
+  names the file by `store_identity`, never by its path);
 - otherwise the file `db` (or TRACEFIX_DB, default ./.tracefix/tracefix.duckdb) is opened.
 `token` (or TRACEFIX_TOKEN) is the collector's bearer token.
 
@@ -17,6 +18,7 @@ methods and return the same JSON shapes.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -157,6 +159,14 @@ class HttpAccess(_Base):
     def list_alerts(self, session_id: str | None = None) -> list[dict]:
         return self._request("GET", "/api/v1/alerts", query={"session_id": session_id})["alerts"]
 
+    def store_path(self) -> str | None:
+        """The collector's DuckDB file (told to token holders only, not by /healthz), or None."""
+        try:
+            db = self._request("GET", "/api/v1/store").get("db")
+        except (AccessError, AttributeError):
+            return None
+        return db if isinstance(db, str) and db != ":memory:" else None
+
 
 class StoreAccess(_Base):
     """Access bound to a Store object. With `writer` (inside `tracefix serve`) writes go
@@ -242,11 +252,21 @@ def _health(server: str, timeout: float) -> dict | None:
         return None
 
 
-def _same_file(a: str, b: str) -> bool:
+def store_identity(path: str | os.PathLike) -> str | None:
+    """Which file a store is, without saying where it is: a hash of the file's device and
+    inode (what `os.path.samefile` compares). `/healthz` shows it to anyone; whoever can
+    stat the same file computes the same value, nobody learns the path from it."""
     try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
+        st = os.stat(path)
+    except (OSError, ValueError):  # no such file, or ':memory:'
+        return None
+    return hashlib.sha256(f"tracefix store identity v1:{st.st_dev}:{st.st_ino}".encode()).hexdigest()[:32]
+
+
+def serves_file(health: dict | None, path: str | os.PathLike) -> bool:
+    """Whether the collector that answered `health` owns the DuckDB file at `path`."""
+    theirs = (health or {}).get("store_id")
+    return isinstance(theirs, str) and theirs == store_identity(path)
 
 
 def connect(server: str | None = None, db: str | os.PathLike | None = None, token: str | None = None):
@@ -261,7 +281,7 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
             "no tracefix serve answers at %s; using the file %s", explicit, path)
     if not explicit:  # a collector on the default port that owns this very file
         health = _health(DEFAULT_SERVER, timeout=0.3)
-        if health and health.get("db") and os.path.exists(path) and _same_file(health["db"], path):
+        if serves_file(health, path):
             return HttpAccess(DEFAULT_SERVER, token)
     from tracefix.collector.store import Store
 

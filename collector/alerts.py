@@ -8,7 +8,6 @@ mark.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -16,6 +15,7 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING
 
+from tracefix.collector import jsonsafe
 from tracefix.collector.threadnames import name_os_thread
 
 if TYPE_CHECKING:
@@ -25,7 +25,8 @@ log = logging.getLogger("tracefix.collector.alerts")
 
 
 def post_json(url: str, payload: dict, headers: dict | None = None, timeout: float = 5.0) -> int:
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+    """POST `payload` as strict JSON (an alert stored with a non-finite score sends null)."""
+    req = urllib.request.Request(url, data=jsonsafe.dumps(payload).encode(), method="POST",
                                  headers={"Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.status

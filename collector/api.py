@@ -3,11 +3,14 @@
 Reads run on store cursors in the thread pool; every write goes through the single writer.
 Bearer tokens, when configured, are required on every route but `/healthz`: the ingest
 token opens `/v1/traces` and `POST /api/v1/feedback`, the API token every route
-(tracefix.collector.auth).
+(tracefix.collector.auth). JSON leaves through `responses.JSONResponse` (non-finite numbers
+become null), query parameters and session ids in paths are read by `url_input`, and every
+answer carries the security headers of `responses.SecurityHeaders`.
 """
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import math
 import logging
@@ -15,15 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from tracefix.collector import otlp
+from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, UnknownSession
+from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
+from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, UnknownSession, check_score
+from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -58,6 +65,31 @@ async def read_json(request: Request, limit: int) -> Any:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
 
 
+def render_report(store, session_id: str, fmt: str) -> str:
+    """The session's report, its replays' child sessions beside it. Analysis and replay
+    results are stored as their clients posted them; one the renderer cannot read must not
+    make the session's report unreachable, so the report is then drawn without them and
+    says so at its top."""
+    from tracefix.analysis.report import load_report_inputs, render_html, render_markdown
+
+    render = render_markdown if fmt == "md" else render_html
+    try:
+        return render(*load_report_inputs(store, session_id))
+    except Exception as exc:
+        doc = store.get_session(session_id)
+        if doc is None:
+            raise KeyError(session_id) from None
+        if store.get_analysis(session_id) is None and store.get_replay(session_id) is None:
+            raise  # the session alone fails: the renderer's bug, not the stored results
+        log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
+        notice = (f"The stored analysis or replay result of this session could not be rendered "
+                  f"({type(exc).__name__}: {exc}); this report shows the session without them.")
+    text = render(doc, None, None, {})
+    if fmt == "md":
+        return f"> **Note.** {notice}\n\n{text}"
+    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
+
+
 def build_app(collector: "Collector") -> Starlette:
     cfg = collector.config
     store = collector.store
@@ -77,6 +109,8 @@ def build_app(collector: "Collector") -> Starlette:
                 return error(503, str(exc))
             except UnknownSession as exc:
                 return error(404, f"unknown session {exc.args[0]!r}")
+            except InvalidParameter as exc:
+                return error(422, str(exc), parameter=exc.name)
             except ValueError as exc:
                 return error(400, str(exc))
         return wrapped
@@ -84,8 +118,12 @@ def build_app(collector: "Collector") -> Starlette:
     async def write(fn):
         return await asyncio.wrap_future(writer.call(fn))
 
+    # /healthz answers without a token: it names the store by an identity a client with
+    # access to the same file can compute (tracefix.collector.access.connect), not its path
+    store_id = store_identity(store.path)
+
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "db": store.path, "pending_spans": writer.pending_spans,
+        return JSONResponse({"status": "ok", "store_id": store_id, "pending_spans": writer.pending_spans,
                              "committed_spans": writer.committed_spans, "transactions": writer.transactions,
                              "checkpoints": collector.checkpointer.checkpoints})
 
@@ -123,15 +161,19 @@ def build_app(collector: "Collector") -> Starlette:
         content, media = otlp.encode_response(otlp.response(batch.rejected, message), ctype)
         return Response(content, media_type=media)
 
+    async def store_info(request: Request) -> Response:
+        """The store's file, for clients holding the token (the analysis keeps its models beside it)."""
+        return JSONResponse({"db": store.path, "store_id": store_id})
+
     async def list_sessions(request: Request) -> Response:
-        q = request.query_params
-        kwargs = {k: q[k] for k in ("feedback", "outcome", "service", "agent", "since", "until", "parent_session_id")
-                  if q.get(k)}
-        try:
-            limit, offset = int(q.get("limit", 50)), int(q.get("offset", 0))
-        except ValueError as exc:
-            raise ValueError("limit and offset must be integers") from exc
-        rows = await run_in_threadpool(store.list_sessions, limit=min(limit, 1000), offset=offset, **kwargs)
+        q = QueryParams(request.query_params)
+        kwargs = {k: q.text(k) for k in ("outcome", "service", "agent", "parent_session_id") if q.text(k)}
+        kwargs.update({k: q.time(k) for k in ("since", "until") if q.text(k)})
+        if q.text("feedback"):
+            kwargs["feedback"] = q.choice("feedback", ("negative", "positive", "any"))
+        limit = min(q.integer("limit", 50), 1000)
+        offset = q.integer("offset", 0)
+        rows = await run_in_threadpool(store.list_sessions, limit=limit, offset=offset, **kwargs)
         return JSONResponse({"sessions": rows, "limit": limit, "offset": offset})
 
     async def get_session(request: Request) -> Response:
@@ -155,6 +197,10 @@ def build_app(collector: "Collector") -> Starlette:
             score = float(data.get("score"))
         except (TypeError, ValueError) as exc:
             raise ValueError("feedback 'score' must be a number (e.g. -1 thumbs down, 1 thumbs up)") from exc
+        try:  # NaN / Infinity (or 1e400): refused before anything is written
+            check_score(score)
+        except ValueError as exc:
+            return error(422, str(exc))
         comment = data.get("comment")
         if comment is not None and not isinstance(comment, str):
             raise ValueError("feedback 'comment' must be a string")
@@ -188,17 +234,14 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def report(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        fmt = request.query_params.get("format", "html")
-        if fmt not in ("html", "md"):
-            return error(400, f"format must be html or md, not {fmt!r}")
+        fmt = QueryParams(request.query_params).choice("format", ("html", "md"), default="html")
         try:
-            from tracefix.analysis.report import render_session_report
+            import tracefix.analysis.report  # noqa: F401
         except ImportError as exc:
             return error(404, f"the report renderer is not available in this installation ({exc}); "
                               "install tracefix[analysis]")
         try:
-            # The replays' child sessions are read too, so the report can set them beside the original.
-            text = await run_in_threadpool(render_session_report, store, sid, fmt)
+            text = await run_in_threadpool(render_report, store, sid, fmt)
         except KeyError:
             raise UnknownSession(sid) from None
         except Exception as exc:  # the renderer's bug must not look like ours, nor kill the server
@@ -206,7 +249,7 @@ def build_app(collector: "Collector") -> Starlette:
             return error(500, f"the report renderer failed: {type(exc).__name__}: {exc}")
         if fmt == "md":
             return Response(text, media_type="text/markdown; charset=utf-8")
-        return HTMLResponse(text)
+        return HTMLResponse(text, headers={"Content-Security-Policy": REPORT_CSP})
 
     async def import_sessions(request: Request) -> Response:
         data = await read_json(request, cfg.max_body_bytes)
@@ -218,7 +261,8 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"session_ids": ids}, status_code=201)
 
     async def training_sessions(request: Request) -> Response:
-        criterion = request.query_params.get("criterion", "success")
+        criterion = QueryParams(request.query_params).choice("criterion", ("success", "positive", "all"),
+                                                             default="success")
         docs = await run_in_threadpool(store.training_sessions, criterion)
         return JSONResponse({"sessions": docs})
 
@@ -233,8 +277,8 @@ def build_app(collector: "Collector") -> Starlette:
             if kind == "diagnosis":
                 collector.wake_diagnosis()
             return JSONResponse(job, status_code=201)
-        q = request.query_params
-        rows = await run_in_threadpool(store.list_jobs, q.get("state"), q.get("session_id"), kind=q.get("kind"))
+        q = QueryParams(request.query_params)
+        rows = await run_in_threadpool(store.list_jobs, q.text("state"), q.text("session_id"), kind=q.text("kind"))
         return JSONResponse({"jobs": rows})
 
     # --- the worker side of replay jobs (tracefix.replay.worker) -----------------------------
@@ -280,20 +324,22 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"job_id": job_id, "finished": finished}, status_code=200 if finished else 409)
 
     async def alerts(request: Request) -> Response:
-        rows = await run_in_threadpool(store.list_alerts, request.query_params.get("session_id"))
+        rows = await run_in_threadpool(store.list_alerts, QueryParams(request.query_params).text("session_id"))
         return JSONResponse({"alerts": rows})
 
     routes = [
         Route("/healthz", healthz),
         Route("/v1/traces", guarded(traces, INGEST), methods=["POST"]),
+        Route("/api/v1/store", guarded(store_info)),
         Route("/api/v1/sessions", guarded(list_sessions)),
-        Route("/api/v1/sessions/{session_id}", guarded(get_session)),
-        Route("/api/v1/sessions/{session_id}/spans", guarded(get_spans)),
-        Route("/api/v1/sessions/{session_id}/analysis", guarded(get_analysis), methods=["GET"]),
-        Route("/api/v1/sessions/{session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
-        Route("/api/v1/sessions/{session_id}/replay", guarded(get_replay), methods=["GET"]),
-        Route("/api/v1/sessions/{session_id}/replay", guarded(post_replay), methods=["POST", "PUT"]),
-        Route("/api/v1/sessions/{session_id}/report", guarded(report)),
+        # ids may hold `/`: {session_id:session_id} on every route under /api/v1/sessions/ (url_input)
+        Route("/api/v1/sessions/{session_id:session_id}", guarded(get_session)),
+        Route("/api/v1/sessions/{session_id:session_id}/spans", guarded(get_spans)),
+        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(get_analysis), methods=["GET"]),
+        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
+        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(get_replay), methods=["GET"]),
+        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(post_replay), methods=["POST", "PUT"]),
+        Route("/api/v1/sessions/{session_id:session_id}/report", guarded(report)),
         Route("/api/v1/feedback", guarded(feedback, INGEST), methods=["POST"]),
         Route("/api/v1/import", guarded(import_sessions), methods=["POST"]),
         Route("/api/v1/training_sessions", guarded(training_sessions)),
@@ -303,4 +349,4 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/jobs/{job_id}/finish", guarded(finish_job), methods=["POST"]),
         Route("/api/v1/alerts", guarded(alerts)),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)])

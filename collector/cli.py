@@ -190,7 +190,7 @@ def feedback(db, server, token, as_json, session_id, direction, score, comment):
             fb = store.add_feedback(session_id, score, comment)
         except KeyError as exc:
             raise click.ClickException(f"unknown session {session_id!r}") from exc
-        except AccessError as exc:
+        except (AccessError, ValueError) as exc:  # ValueError: a NaN or infinite --score
             raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(fb, indent=2))

@@ -10,6 +10,7 @@ Schema changes are numbered migrations recorded in `schema_version`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -17,13 +18,14 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracefix.attributes import from_json_text
-from tracefix.collector import DEFAULT_DB, document  # noqa: F401 (DEFAULT_DB re-exported)
+from tracefix.collector import DEFAULT_DB, document, jsonsafe  # noqa: F401 (DEFAULT_DB re-exported)
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table  # noqa: F401 (re-exported)
 
@@ -79,6 +81,14 @@ def numbered_steps(spans: pa.Table) -> pa.Table:
 
 class UnknownSession(KeyError):
     pass
+
+
+def check_score(score: float) -> float:
+    """A feedback score as stored: a finite number. NaN compares false with everything (it
+    would never alert) and ±Infinity is no JSON number, so both are refused."""
+    if not math.isfinite(score):
+        raise ValueError(f"feedback 'score' must be a finite number, not {score!r}")
+    return score
 
 
 def checkpoint_threshold_bytes() -> int:
@@ -475,8 +485,9 @@ class Store:
                      alert_threshold: float = 0.0, webhooks: Iterable[str] = (), public_url: str | None = None) -> dict:
         """Record feedback; below the threshold, the alert (outbox) and a diagnosis job are
         created in the same transaction. Raises UnknownSession."""
+        score = check_score(float(score))
         with self._tx() as con:
-            res = self._add_feedback(con, session_id, float(score), comment, source=source,
+            res = self._add_feedback(con, session_id, score, comment, source=source,
                                      feedback_id=None, created_ns=None, alert_threshold=alert_threshold,
                                      webhooks=list(webhooks), public_url=public_url)
         fb = res["feedback"][0]
@@ -501,7 +512,7 @@ class Store:
             alert_id = f"al-{uuid.uuid4().hex[:16]}"
             task = self._task_of(con, session_id)
             final_answer = document.final_answer(from_json_text(row[3]))
-            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{session_id}/report"
+            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
             payload = {
                 "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
                         + (f": {comment}" if comment else "") + (f"\nTask: {task}" if task else "")
@@ -510,7 +521,7 @@ class Store:
                 "final_answer": final_answer, "comment": comment, "link": link,
             }
             con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
-                        [alert_id, feedback_id, session_id, json.dumps(payload), bool(public_url), created_ns])
+                        [alert_id, feedback_id, session_id, jsonsafe.dumps(payload), bool(public_url), created_ns])
             for url in dict.fromkeys(webhooks):
                 con.execute("INSERT INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
                             [alert_id, url, created_ns])
@@ -558,7 +569,7 @@ class Store:
                     con.execute("INSERT OR IGNORE INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
                                 [alert_id, url, created_ns])
                 con.execute("UPDATE alerts SET fanout_done = true, payload = ? WHERE alert_id = ?",
-                            [json.dumps(p), alert_id])
+                            [jsonsafe.dumps(p), alert_id])
         return len(rows)
 
     def due_deliveries(self, now_ns: int | None = None, limit: int = 50) -> list[dict]:

@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 TOKEN = "test-token"
 
@@ -23,7 +24,7 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                received.append({"headers": dict(self.headers), "json": json.loads(body)})
+                received.append({"headers": dict(self.headers), "json": json.loads(body), "body": body})
                 event.set()
                 self.send_response(200)
                 self.end_headers()
@@ -50,6 +51,30 @@ class WebhookReceiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def strict_json(text: str | bytes):
+    """Parse JSON as a strict reader would: NaN / Infinity are not JSON."""
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def http(method: str, url: str, body: bytes | None = None, token: str | None = TOKEN,
+         content_type: str = "application/json") -> tuple[int, bytes, Any]:
+    """One real HTTP request: (status, body, headers (case-insensitive)), error statuses included."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": content_type} if body is not None else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.headers
 
 
 def free_port() -> int:

@@ -1,0 +1,134 @@
+"""Every route of the API, walked with hostile but valid HTTP (odd ids, bad parameters,
+huge numbers, wrong bodies): the answer is never a 5xx, and every JSON answer is strict JSON.
+
+The routes come from the API's own route table, so a route added later is walked too."""
+from __future__ import annotations
+
+import re
+import uuid
+from urllib.parse import quote, urlencode
+
+import pytest
+from collector_support import http, strict_json
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_ingest import _otlp_request, post
+
+
+@pytest.fixture(scope="module")
+def routes(tmp_path_factory) -> list[tuple[str, list[str]]]:
+    """(path template, methods) of every route, read from a real, unstarted collector's app."""
+    from tracefix.collector.api import build_app
+    from tracefix.collector.server import Collector, Config
+
+    collector = Collector(Config(db=str(tmp_path_factory.mktemp("routes") / "routes.duckdb")))
+    try:
+        app = build_app(collector)
+    finally:
+        collector.decoder.close()
+        collector.store.close()
+    return [(r.path, sorted(set(r.methods) - {"HEAD"})) for r in app.routes]
+
+
+@pytest.fixture(scope="module")
+def seeded(collector, api) -> list[str]:
+    """Two stored sessions, one id holding a slash, so valid ids take the deep paths too."""
+    plain = f"walk-{uuid.uuid4().hex[:8]}"
+    assert post(collector.match["http"] + "/v1/traces", _otlp_request(plain, 2))[0] == 200
+    slashed = f"walk/{uuid.uuid4().hex[:8]}/../x"
+    api.import_sessions([{"session_id": slashed, "messages": [{"role": "user", "content": "hi"}]}])
+    return [plain, slashed]
+
+
+def path_segments(seeded: list[str]) -> list[str]:
+    """Path segments as sent on the wire (already percent-encoded where needed)."""
+    return [*(quote(s, safe="") for s in seeded), "a%2Fb", "%2F", "..", ".", "%2e%2e", "%00", "%ZZ", "%FF%FE",
+            "%25", quote("ünï✓ 🙂", safe=""), quote("'; DROP TABLE sessions; --", safe=""), "x" * 4000,
+            "1e400", "NaN", "-1"]
+
+
+QUERIES = ["", "limit=-1&offset=-5", "offset=1e23", "limit=99999999999999999999999&offset=9223372036854775808",
+           "since=-1e400&until=1e400", "since=nan&until=inf", "since=garbage&until=0001-01-01",
+           "limit=1e308", "since=9999-12-31T23:59:59Z", "feedback=sideways&format=pdf&criterion=vibes",
+           "state=%00&session_id=%00", "session_id=a%2Fb&state=queued", "format=md",
+           "outcome=%FF&service=%C3%BC&agent=%00&parent_session_id=..&feedback=any",
+           "limit=&offset=&since=&until=", "limit=1&limit=-1"]
+
+
+def bodies(seeded: list[str]) -> list[bytes]:
+    sid = seeded[0]
+    return [b"", b"null", b"[]", b"{}", b"\xff\xfe", b'"just a string"', b"1e400", b"NaN",
+            f'{{"session_id": "{sid}", "score": 1e400}}'.encode(),
+            f'{{"session_id": "{sid}", "score": NaN, "comment": 5}}'.encode(),
+            f'{{"session_id": "{sid}", "score": "-inf"}}'.encode(),
+            b'{"session_id": 5, "score": -1}', b'{"session_id": "no-such-session", "score": -1}',
+            b'{"session_id": "x", "score": ' + b"9" * 5000 + b"}",
+            b'{"sessions": "not a list"}', b'{"sessions": [{"session_id": 5, "messages": [1e400]}]}',
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "1e400"}]}]}]}',
+            f'{{"session_id": "{sid}", "scores": [NaN, Infinity, -1e400], "reason": {{"deep": [1e308]}}}}'.encode()]
+
+
+def check(status: int, body: bytes, headers, what: str) -> None:
+    assert status < 500, (what, status, body[:300])
+    if (headers["content-type"] or "").startswith("application/json") and body:
+        answer = strict_json(body)  # never NaN/Infinity on the wire
+        if status >= 400:
+            assert answer.get("error"), (what, answer)
+
+
+def fill(template: str, segment: str) -> str:
+    return re.sub(r"\{[^}]+\}", segment, template)
+
+
+def test_every_route_survives_hostile_requests(collector, routes, seeded):
+    base = collector.match["http"]
+    assert any("{" in path for path, _ in routes), routes  # the per-session routes are in the table
+    sent = 0
+    for template, methods in routes:
+        segments = path_segments(seeded) if "{" in template else [""]
+        for segment in segments:
+            path = fill(template, segment)
+            for method in methods:
+                if method == "GET":
+                    for query in QUERIES:
+                        url = f"{base}{path}?{query}" if query else base + path
+                        check(*http(method, url), f"{method} {url[:200]}")
+                        sent += 1
+                else:
+                    for body in bodies(seeded):
+                        check(*http(method, base + path, body), f"{method} {path[:200]} {body[:80]!r}")
+                        sent += 1
+    assert sent > 500
+    # and the collector still serves the seeded sessions whole
+    for sid in seeded:
+        status, body, _ = http("GET", f"{base}/api/v1/sessions/{quote(sid, safe='')}")
+        assert status == 200 and strict_json(body)["session_id"] == sid
+
+
+LIST_PARAMS = ["limit", "offset", "since", "until", "feedback", "outcome", "service", "agent", "parent_session_id"]
+NUMBERS = st.one_of(st.integers(-(1 << 70), 1 << 70).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                    st.sampled_from(["1e400", "-1e400", "1e23", "9223372036854775808", "-0", "0x10", "1_000"]))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.dictionaries(st.sampled_from(LIST_PARAMS), st.one_of(NUMBERS, st.text(max_size=40)), max_size=5))
+def test_fuzzed_session_list_parameters_never_break_the_list(collector, query):
+    url = f"{collector.match['http']}/api/v1/sessions?{urlencode(query)}"
+    status, body, headers = http("GET", url)
+    check(status, body, headers, url)
+    assert status in (200, 422), (url, status, body[:300])
+    if status == 422:
+        assert strict_json(body)["parameter"] in query
+
+
+def test_a_stored_result_the_renderer_cannot_read_leaves_the_report_reachable(collector, api):
+    pytest.importorskip("tracefix.analysis.report")
+    sid = f"junk-{uuid.uuid4().hex[:8]}"
+    api.import_sessions([{"session_id": sid, "messages": [{"role": "user", "content": "task of the junk"}]}])
+    api.save_analysis(sid, {"session_id": sid, "hypotheses": [1, None], "scores": [float("nan"), "x"]})
+    api.save_replay(sid, {"session_id": sid, "hypotheses": "not a list"})
+    for fmt in ("html", "md"):
+        status, body, _ = http("GET", f"{collector.match['http']}/api/v1/sessions/{sid}/report?format={fmt}")
+        assert status == 200, body[:300]
+        text = body.decode()
+        assert "could not be rendered" in text and "task of the junk" in text
