@@ -23,17 +23,12 @@ Store (``tracefix.collector.store``, the only SQL)
     their other attributes whole; steps are re-derived per touched session after each
     commit. One writer thread owns the write connection (``tracefix.collector.writer``).
 
-<<<<<<< HEAD
 HTTP API (JSON; ``Authorization: Bearer`` on all but /healthz: the API token ``--token`` /
 ``TRACEFIX_TOKEN`` everywhere, the ingest token ``--ingest-token`` / ``TRACEFIX_INGEST_TOKEN`` on
 OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
-    ``GET /healthz`` -> {"status", "db", "pending_spans", "committed_spans", "transactions", "checkpoints"}
-=======
-HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on all but /healthz)
     ``GET /healthz`` -> {"status", "store_id", "pending_spans", "committed_spans", "transactions", "checkpoints"}
         (store_id: a hash of the DuckDB file's identity, never its path; see access.store_identity)
     ``GET /api/v1/store`` -> {"db", "store_id"} (the file's path, to token holders only)
->>>>>>> h-values
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
         -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
         outcome, score, started_at, ended_at, duration_ms, steps, spans, errors, agents, models,
@@ -45,20 +40,16 @@ HTTP API (JSON; ``Authorization: Bearer`` ``--token`` / ``TRACEFIX_TOKEN`` on al
     ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
-<<<<<<< HEAD
     ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay}
     ``POST /api/v1/jobs/claim`` {worker, lease_s} -> 200 replay job leased to the worker, or 204
     ``POST /api/v1/jobs/{id}/lease`` {worker, lease_s}, ``.../finish`` {worker, state: done|failed|refused,
         error} -> 200, or 409 when the job is no longer that worker's
     ``GET /api/v1/alerts`` (outbox and deliveries)
-=======
-    ``GET|POST /api/v1/jobs`` (diagnosis queue), ``GET /api/v1/alerts`` (outbox and deliveries)
     A session id in a path is one percent-encoded segment (``a/b`` -> ``a%2Fb``). A query
     parameter the store cannot use answers 422 {"error", "parameter"}; a NaN/infinite
     feedback score answers 422. JSON answers and webhook bodies write stored NaN/Infinity as
     null. Every answer carries nosniff, no-referrer and a CSP (the report: inline styles and
     data: images only).
->>>>>>> h-values
 
 Alerts and diagnosis
     Feedback with score below ``--alert-threshold`` (default 0; also a
