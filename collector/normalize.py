@@ -381,9 +381,13 @@ def add_blob(batch: Batch, text: str) -> int:
 
 
 def add_messages(batch: Batch, messages: list[dict]) -> list[int]:
+    return add_texts(batch, [dumps_compact(msg, sort_keys=True) for msg in messages])
+
+
+def add_texts(batch: Batch, texts: list[str]) -> list[int]:
+    """Content-address canonical message texts; their keys, in order."""
     keys = []
-    for msg in messages:
-        text = dumps_compact(msg, sort_keys=True)
+    for text in texts:
         key, sha = message_key(text)
         if key not in batch.messages:
             batch.messages[key] = (sha, text)
@@ -861,7 +865,7 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
 
     # from here on nothing fails: the span's share of the batch
     if kind == "llm":
-        input_keys = [add_blob(batch, text) for text in input_texts]
+        input_keys = add_texts(batch, input_texts)
         output_key = add_blob(batch, output_text) if output_text is not None else None
         tools_key = add_blob(batch, tools) if tools is not None else None
     session = batch.sessions.get(sid)
