@@ -14,12 +14,12 @@ import html
 import json
 import math
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
@@ -31,7 +31,7 @@ from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
 from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
-from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
+from tracefix.collector.writer import QueueFull, WriterClosed
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
@@ -41,19 +41,63 @@ log = logging.getLogger("tracefix.collector")
 
 def error(status: int, message: str, **extra) -> JSONResponse:
     headers = {"Retry-After": "1"} if status in (429, 503) else None
+    if status == 408:  # the client stalled mid-body: the connection cannot carry another request
+        headers = {"Connection": "close"}
     return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+# A request body must keep coming: no byte for BODY_IDLE_S, or less than MIN_BODY_RATE on
+# average once BODY_GRACE_S have passed, and the upload is dropped (408, connection closed).
+# Without this a socket that declares a large body and stalls holds its request forever.
+BODY_IDLE_S = 10.0
+BODY_GRACE_S = 10.0
+MIN_BODY_RATE = 64 * 1024  # bytes per second: a 32 MiB body may take up to ~9 minutes
+
+
+async def read_body(request: Request, limit: int, on_chunk: Callable[[int], None] | None = None) -> bytes:
+    """The request's body, at most `limit` bytes (413 beyond), read within the deadlines
+    above (408); `on_chunk(n)` is told of every chunk as it arrives and may raise."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise otlp.OtlpError(413, f"body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    start = last = loop.time()
+    chunks, size, stalled = [], 0, False
+
+    def due() -> float:  # when the upload is too slow unless more arrives before
+        return min(last + BODY_IDLE_S, start + BODY_GRACE_S + size / MIN_BODY_RATE)
+
+    def watch() -> None:  # one timer per request, moved on only when it fires (cheap per chunk)
+        nonlocal timer, stalled
+        if loop.time() >= due():
+            stalled = True
+            task.cancel()
+        else:
+            timer = loop.call_at(due(), watch)
+
+    timer = loop.call_at(due(), watch)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            last = loop.time()
+            if size > limit:
+                raise otlp.OtlpError(413, f"body exceeds the limit of {limit} bytes")
+            if on_chunk is not None:
+                on_chunk(len(chunk))
+            chunks.append(chunk)
+    except asyncio.CancelledError:
+        if not stalled:
+            raise
+        if hasattr(task, "uncancel"):  # Python 3.11+: the cancellation was ours, and is over
+            task.uncancel()
+        raise otlp.OtlpError(408, f"request body too slow: {size} bytes in {loop.time() - start:.0f} s "
+                                  f"(needed: a byte at least every {BODY_IDLE_S:g} s and "
+                                  f"{MIN_BODY_RATE // 1024} KiB/s after {BODY_GRACE_S:g} s)") from None
+    except ClientDisconnect as exc:
+        raise otlp.OtlpError(400, "the client closed the connection before sending its whole body") from exc
+    finally:
+        timer.cancel()
     return b"".join(chunks)
 
 
@@ -134,31 +178,33 @@ def build_app(collector: "Collector") -> Starlette:
         mt = otlp.media_type(ctype)
         if mt not in (otlp.PROTOBUF, otlp.JSON):
             raise otlp.OtlpError(415, f"unsupported Content-Type {ctype!r}: use {otlp.PROTOBUF} or {otlp.JSON}")
-        declared = request.headers.get("content-length", "")
-        reserve = int(declared) if declared.isdigit() else cfg.max_body_bytes
-        if inflight["bytes"] and inflight["bytes"] + reserve > cfg.max_inflight_bytes:
-            raise QueueFull(f"{inflight['bytes']} bytes of requests being decoded")
-        inflight["bytes"] += reserve
+        # bytes held as they arrive, not as declared: an upload that declares 32 MiB and
+        # stalls holds nothing (and read_body drops it), so it cannot starve the others
+        held = 0
+
+        def hold(n: int) -> None:
+            nonlocal held
+            if inflight["bytes"] > held and inflight["bytes"] + n > cfg.max_inflight_bytes:
+                raise QueueFull(f"{inflight['bytes']} bytes of requests being read or decoded")
+            inflight["bytes"] += n
+            held += n
+
         try:
-            body = await read_body(request, cfg.max_body_bytes)
+            body = await read_body(request, cfg.max_body_bytes, on_chunk=hold)
             batch = await collector.decoder.decode(body, ctype, request.headers.get("content-encoding"))
         except DecodeFailed as exc:
             return error(503, str(exc))
         finally:
-            inflight["bytes"] -= reserve
-        message = "; ".join(batch.errors)
-        if batch.rejected and not batch.span_count:
-            raise otlp.OtlpError(400, f"all {batch.rejected} spans rejected: {message}")
+            inflight["bytes"] -= held
+        refused = []
         if batch.span_count:
             fut = writer.submit_batch(batch)
             try:
-                await asyncio.wrap_future(fut)
-            except Exception as exc:
+                refused = await asyncio.wrap_future(fut)
+            except Exception as exc:  # spans it refuses for their content are in `refused`
                 log.warning("export failed to commit: %s", exc)
-                if is_data_error(exc):
-                    return error(400, f"these spans cannot be stored: {exc}")
                 return error(503, f"could not store the spans: {exc}")
-        content, media = otlp.encode_response(otlp.response(batch.rejected, message), ctype)
+        content, media = otlp.encode_response(otlp.export_response(batch, refused), ctype)
         return Response(content, media_type=media)
 
     async def store_info(request: Request) -> Response:

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracefix.collector import otlp
 from tracefix.collector.auth import INGEST
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
+from tracefix.collector.writer import QueueFull, WriterClosed
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
@@ -41,9 +41,7 @@ class TraceService:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except DecodeFailed as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        message = "; ".join(batch.errors)
-        if batch.rejected and not batch.span_count:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"all {batch.rejected} spans rejected: {message}")
+        refused = []
         if batch.span_count:
             try:
                 fut = self.collector.writer.submit_batch(batch)
@@ -52,13 +50,14 @@ class TraceService:
             except WriterClosed as exc:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             try:
-                fut.result(timeout=120)
-            except Exception as exc:
+                refused = fut.result(timeout=120)
+            except Exception as exc:  # spans it refuses for their content are in `refused`
                 log.warning("gRPC export failed to commit: %s", exc)
-                if is_data_error(exc):
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"these spans cannot be stored: {exc}")
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store the spans: {exc}")
-        return otlp.response(batch.rejected, message)
+        try:
+            return otlp.export_response(batch, refused)
+        except otlp.OtlpError as exc:  # no span could be stored
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
 
 
 def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:

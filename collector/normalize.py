@@ -15,6 +15,7 @@ import base64
 import functools
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,13 +30,32 @@ except ImportError:  # pragma: no cover - orjson is in the collector extra
 
 
 def dumps_compact(value: Any, sort_keys: bool = False) -> str:
-    """Compact JSON text (`separators=(",", ":")`, UTF-8 kept), keys sorted on request."""
+    """Compact JSON text (`separators=(",", ":")`, UTF-8 kept), keys sorted on request.
+    NaN and infinities become null, as orjson writes them: the text is always valid JSON."""
     if orjson is not None:
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0).decode()
         except (TypeError, orjson.JSONEncodeError):  # ints over 64 bits, non-str keys: stdlib path
             pass
-    return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
+    return _stdlib_json(value, sort_keys=sort_keys, separators=(",", ":"))
+
+
+def _stdlib_json(value: Any, **options) -> str:
+    """json.dumps that writes NaN and infinities as null instead of JSON's invalid `NaN`."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
+    except ValueError:  # rare: redo with every non-finite float replaced
+        return json.dumps(_finite_only(value), ensure_ascii=False, **options)
+
+
+def _finite_only(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_only(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_only(v) for v in value]
+    return value
 
 
 def loads_fast(text: str) -> Any:
@@ -71,7 +91,8 @@ JSON_SESSION_FIELDS = {"inputs", "metadata", "evaluation", "output", "interventi
 SESSION_ID_KEYS = (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID, "session.id",
                    "traceloop.association.properties.session_id")
 
-LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
+# a tuple, not a set: `op in LLM_OPERATIONS` must not hash op, which may be a list
+LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "completion")
 
 # Where each dialect puts a column's value, in order of preference.
 AGENT_KEYS = (sc.GEN_AI_AGENT_NAME, "agent.name")
@@ -160,7 +181,8 @@ class Batch:
     snapshots: list[Snapshot] = field(default_factory=list)
     evaluations: list[Evaluation] = field(default_factory=list)
     rejected: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # why spans were rejected (the first few)
+    warnings: list[str] = field(default_factory=list)  # what was stored differently than sent (the first few)
     wire_bytes: int = 0  # size of the request it came from (the writer's memory bound)
     # traces whose spans carried no session attribute: their session id is the trace id
     # until the store finds the trace's real session (`reassign`)
@@ -226,6 +248,35 @@ class Batch:
         if moved:
             self.span_tables = [_reassigned(t, moved) for t in self.span_tables]
 
+    def halves(self) -> tuple["Batch", "Batch"]:
+        """The batch cut in two by its spans (more than one), each half with the messages,
+        sessions, snapshots and evaluations its own spans brought: how the writer finds the
+        span a database refuses without losing the others."""
+        table = self.span_arrow()
+        mid = table.num_rows // 2
+        return self._part(table.slice(0, mid)), self._part(table.slice(mid))
+
+    def _part(self, table: pa.Table) -> "Batch":
+        import pyarrow.compute as pc
+
+        spans = set(zip(table["trace_id"].to_pylist(), table["span_id"].to_pylist()))
+        sids = set(table["session_id"].to_pylist())
+        keys = set(pc.list_flatten(table["input_keys"]).to_pylist())
+        keys.update(table["output_key"].to_pylist(), table["tools_key"].to_pylist())
+        traces = {t for t, _ in spans}
+
+        def own(ev: Evaluation) -> bool:  # its id names its span (`_add_event_items`)
+            parts = ev.feedback_id.split("-")
+            return (parts[1], parts[2]) in spans if len(parts) == 4 else ev.session_id in sids
+
+        return Batch(span_tables=[table], table_only_spans=table.num_rows, merged=self.merged,
+                     messages={k: m for k, m in self.messages.items() if k in keys},
+                     sessions={sid: dict(f) for sid, f in self.sessions.items() if sid in sids},
+                     snapshots=[s for s in self.snapshots if (s.trace_id, s.span_id) in spans],
+                     evaluations=[e for e in self.evaluations if own(e)],
+                     fallback_traces=self.fallback_traces & traces,
+                     explicit_traces={t: s for t, s in self.explicit_traces.items() if t in traces})
+
     def extend(self, other: "Batch") -> None:
         self.merged = self.merged or bool(self.span_count) or other.merged
         self.span_tables = self._tables() + other._tables()
@@ -238,6 +289,7 @@ class Batch:
         self.evaluations.extend(other.evaluations)
         self.rejected += other.rejected
         self.errors.extend(other.errors)
+        self.warnings.extend(other.warnings)
         self.wire_bytes += other.wire_bytes
         self.fallback_traces |= other.fallback_traces
         self.explicit_traces.update(other.explicit_traces)
@@ -281,7 +333,7 @@ def canonical_message(msg: Any) -> dict:
                 continue
             ptype = part.get("type")
             if ptype == "text":
-                texts.append(str(part.get("content", "")))
+                texts.append(part_text(part.get("content")))
             elif ptype == "tool_call":
                 args = part.get("arguments")
                 calls.append({"id": part.get("id"), "type": "function",
@@ -294,7 +346,7 @@ def canonical_message(msg: Any) -> dict:
         content = "".join(texts) if texts else None
         tool_calls = tool_calls or calls or None
     if isinstance(content, list):  # OpenAI content parts
-        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+        content = "".join(part_text(p.get("text") if isinstance(p, dict) else p) for p in content)
     out["content"] = content
     if msg.get("name"):
         out["name"] = msg["name"]
@@ -303,6 +355,14 @@ def canonical_message(msg: Any) -> dict:
     if tool_call_id:
         out["tool_call_id"] = tool_call_id
     return out
+
+
+def part_text(value: Any) -> str:
+    """The text of one content part: a string as it is, none for null, any other value as
+    JSON (a client may send a number or an object where the convention says text)."""
+    if type(value) is str:
+        return value
+    return "" if value is None else dumps_compact(value)
 
 
 @functools.lru_cache(maxsize=8192)  # histories resend the same messages: hash each once
@@ -321,9 +381,13 @@ def add_blob(batch: Batch, text: str) -> int:
 
 
 def add_messages(batch: Batch, messages: list[dict]) -> list[int]:
+    return add_texts(batch, [dumps_compact(msg, sort_keys=True) for msg in messages])
+
+
+def add_texts(batch: Batch, texts: list[str]) -> list[int]:
+    """Content-address canonical message texts; their keys, in order."""
     keys = []
-    for msg in messages:
-        text = dumps_compact(msg, sort_keys=True)
+    for text in texts:
         key, sha = message_key(text)
         if key not in batch.messages:
             batch.messages[key] = (sha, text)
@@ -369,7 +433,7 @@ def _openinference_messages(attrs: dict, prefix: str) -> list[dict]:
         content = f.get("message.content")
         if content is None:
             parts = [v for k, v in sorted(f.items()) if k.startswith("message.contents.") and k.endswith("message_content.text")]
-            content = "".join(parts) if parts else None
+            content = "".join(map(part_text, parts)) if parts else None
         msg = {"role": f.get("message.role"), "content": content, "name": f.get("message.name"),
                "tool_call_id": f.get("message.tool_call_id"),
                "tool_calls": _flat_tool_calls(f, "message.tool_calls", "tool_call.function.name",
@@ -402,7 +466,7 @@ def llm_messages(attrs: dict) -> tuple[list[dict], dict | None, str]:
         if system and not any(m["role"] == "system" for m in msgs):
             sys_val = _json_attr(system)
             if isinstance(sys_val, list):
-                sys_val = "".join(p.get("content", "") if isinstance(p, dict) else str(p) for p in sys_val)
+                sys_val = "".join(part_text(p.get("content") if isinstance(p, dict) else p) for p in sys_val)
             msgs.insert(0, {"role": "system", "content": str(sys_val)})
         output = canonical_message(out[0]) if isinstance(out, list) and out else None
         if output is not None:
@@ -463,7 +527,18 @@ def _json_text(v: Any) -> str | None:
         return None
     if isinstance(v, str):
         return v
-    return json.dumps(v, ensure_ascii=False)
+    return _stdlib_json(v)
+
+
+def finite_score(value: Any) -> float | None:
+    """A score as a float, or None when it is no number or not finite (NaN and infinities
+    are not JSON: stored, they would break every reader of the row, and -inf is "below
+    any alert threshold")."""
+    try:
+        score = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return score if math.isfinite(score) else None
 
 
 def _text_or_none(v: Any) -> str | None:
@@ -478,9 +553,8 @@ def session_fields(attrs: dict) -> dict:
             if name in JSON_SESSION_FIELDS:
                 value = _json_text(value)
             elif name == "score":
-                try:
-                    value = float(value)
-                except (TypeError, ValueError):
+                value = finite_score(value)
+                if value is None:  # the caller notes it (`_note_unscored`)
                     continue
             elif name == "replayable":
                 value = bool(value)
@@ -529,12 +603,20 @@ def any_value(v) -> Any:
     return None
 
 
-def attributes(kvs) -> dict:
+NO_LIMIT = 1 << 62
+MAX_ATTRIBUTE_ELEMENTS = 10_000  # in one array or key-value list attribute, nested ones included
+
+
+def attributes(kvs, max_chars: int = NO_LIMIT) -> dict:
+    """The attributes as a dict; SpanRejected when a string is longer than `max_chars` or an
+    array / key-value list holds more than MAX_ATTRIBUTE_ELEMENTS values."""
     out = {}
     for kv in kvs:  # the scalar cases inline: this loop runs for every attribute of every span
         v = kv.value
         text = v.string_value  # "" unless the value is a non-empty string: most attributes are
         if text:
+            if len(text) > max_chars:
+                raise SpanRejected(f"attribute {kv.key!r} is {len(text)} characters (limit {max_chars})")
             out[kv.key] = text
             continue
         kind = v.WhichOneof("value")
@@ -543,8 +625,29 @@ def attributes(kvs) -> dict:
         elif kind == "string_value":
             out[kv.key] = text
         else:
-            out[kv.key] = any_value(v)
+            value = out[kv.key] = any_value(v)
+            if type(value) is list or type(value) is dict:
+                _check_container(kv.key, value, max_chars)
     return out
+
+
+def _check_container(key: str, value: list | dict, max_chars: int) -> None:
+    """The limits of `attributes` inside an array or key-value list (walked without
+    recursion: protobuf already bounds the nesting, this bounds the work)."""
+    count, stack = 0, [value]
+    while stack:
+        items = stack.pop()
+        items = items.values() if type(items) is dict else items
+        count += len(items)
+        if count > MAX_ATTRIBUTE_ELEMENTS:
+            raise SpanRejected(f"attribute {key!r} has more than {MAX_ATTRIBUTE_ELEMENTS} elements")
+        for item in items:
+            if type(item) is str:
+                if len(item) > max_chars:
+                    raise SpanRejected(f"attribute {key!r} holds a string of {len(item)} characters "
+                                       f"(limit {max_chars})")
+            elif type(item) is list or type(item) is dict:
+                stack.append(item)
 
 
 def _error_text(attrs: dict, status_code: int, status_message: str, events: list[dict]) -> str | None:
@@ -567,43 +670,39 @@ def _error_text(attrs: dict, status_code: int, status_message: str, events: list
     return f"{short}: {status_message}" if status_message else short
 
 
-def _check_sizes(attrs: dict, limit: int) -> None:
-    for k, v in attrs.items():
-        if isinstance(v, str) and len(v) > limit:
-            raise SpanRejected(f"attribute {k!r} is {len(v)} characters (limit {limit})")
-        if isinstance(v, list) and len(v) > 10_000:
-            raise SpanRejected(f"attribute {k!r} has {len(v)} elements (limit 10000)")
-
-
 def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wire_bytes: int | None = None) -> Batch:
-    """Map an ExportTraceServiceRequest to rows. Spans that cannot be stored are counted in
-    `rejected` with a reason in `errors`; the others are kept.
+    """Map an ExportTraceServiceRequest to rows. Total: a span that cannot be stored, for
+    whatever reason its content gives, is counted in `rejected` with a reason naming it in
+    `errors`; the others are kept. What is stored differently than sent (a score that is no
+    finite number) is noted in `warnings`.
 
     A span without a session attribute joins the session of another span of its trace
     (in this request, else later via `Batch.reassign`), else the session named by its trace id.
     The same span twice in one request is kept once (the first with a session attribute,
-    else the first). `wire_bytes` (the encoded request's size) skips the per-attribute size
-    check when no attribute can be that long."""
+    else the first). Every attribute is held to `max_attribute_chars` (and to
+    MAX_ATTRIBUTE_ELEMENTS); `wire_bytes` is the encoded request's size, kept for callers."""
     batch = Batch()
-    if wire_bytes is not None and wire_bytes <= max_attribute_chars:
-        max_attribute_chars = 0  # 0: no check needed
     rows: list[tuple] = []
     seen: set[tuple[str, str]] = set()
     pending: list[tuple] = []  # spans with no session attribute: rows built once all sessions are seen
     known = batch.explicit_traces
     for rs in request.resource_spans:
-        resource = attributes(rs.resource.attributes)
-        service = _text_or_none(resource.get("service.name"))
-        resource_json = dumps_compact(resource, sort_keys=True)
+        try:
+            resource = attributes(rs.resource.attributes, max_attribute_chars)
+            service = _text_or_none(resource.get("service.name"))
+            resource_json = dumps_compact(resource, sort_keys=True)
+        except Exception as exc:  # every span of the resource would carry it
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    _reject(batch, _span_label(span), f"its resource: {_reason(exc)}")
+            continue
         for ss in rs.scope_spans:
             where = (service, ss.scope.name or None, resource_json)
             for span in ss.spans:
                 try:
                     read = _read_span(span, max_attribute_chars)
-                except SpanRejected as exc:
-                    batch.rejected += 1
-                    if len(batch.errors) < 5:
-                        batch.errors.append(str(exc))
+                except Exception as exc:
+                    _reject(batch, _span_label(span), _reason(exc))
                     continue
                 sid = read[4]
                 if sid is None:
@@ -612,8 +711,12 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
                 key = read[:2]
                 known.setdefault(key[0], sid)
                 if key not in seen:
+                    try:
+                        rows.append(_span_row(batch, span, read, sid, where))
+                    except Exception as exc:
+                        _reject(batch, _span_label(span), _reason(exc))
+                        continue
                     seen.add(key)
-                    rows.append(_span_row(batch, span, read, sid, where))
     for span, read, where in pending:
         trace_id = read[0]
         sid = known.get(trace_id)
@@ -622,12 +725,70 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
             batch.fallback_traces.add(sid)
         key = read[:2]
         if key not in seen:
+            try:
+                rows.append(_span_row(batch, span, read, sid, where))
+            except Exception as exc:
+                _reject(batch, _span_label(span), _reason(exc))
+                continue
             seen.add(key)
-            rows.append(_span_row(batch, span, read, sid, where))
     if rows:
-        batch.span_tables = [tuples_table(rows)]
-        batch.table_only_spans = len(rows)
+        try:
+            table = tuples_table(rows)
+        except Exception:  # a value Arrow cannot hold: find its rows, keep the others
+            table = _table_of_storable(batch, rows)
+        if table.num_rows:
+            batch.span_tables = [table]
+            batch.table_only_spans = table.num_rows
     return batch
+
+
+MAX_NOTES = 5  # reasons and warnings kept per request: enough to act on, bounded in size
+
+
+def span_label(name: str, span_id: str | None = None, trace_id: str | None = None) -> str:
+    """How an error message names a span: its name (cut short) and its hex ids when known."""
+    name = name if len(name) <= 100 else name[:100] + "..."
+    return f"span {name!r} ({span_id} in trace {trace_id})" if span_id else f"span {name!r}"
+
+
+def _span_label(span) -> str:
+    if len(span.trace_id) == 16 and len(span.span_id) == 8:
+        return span_label(span.name, span.span_id.hex(), span.trace_id.hex())
+    return span_label(span.name)  # its ids are what is wrong with it
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, SpanRejected):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "a value is nested too deeply"
+    text = str(exc)
+    return f"cannot be read ({type(exc).__name__}: {text[:200]}{'...' if len(text) > 200 else ''})"
+
+
+def _reject(batch: Batch, label: str, reason: str) -> None:
+    batch.rejected += 1
+    if len(batch.errors) < MAX_NOTES:
+        batch.errors.append(f"{label}: {reason}")
+
+
+def _warn(batch: Batch, text: str) -> None:
+    if len(batch.warnings) < MAX_NOTES:
+        batch.warnings.append(text)
+
+
+def _table_of_storable(batch: Batch, rows: list[tuple]) -> pa.Table:
+    """The Arrow table of the rows that convert, the others rejected (what they added to
+    the batch's sessions and messages stays: harmless without the span)."""
+    kept = []
+    for row in rows:
+        try:
+            tuples_table([row])
+        except Exception as exc:
+            _reject(batch, span_label(row[5], row[1], row[0]), _reason(exc))
+        else:
+            kept.append(row)
+    return tuples_table(kept)
 
 
 def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | None]:
@@ -635,19 +796,15 @@ def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | 
     stored (else SpanRejected)."""
     trace_id, span_id = span.trace_id, span.span_id
     if len(trace_id) != 16 or len(span_id) != 8:
-        raise SpanRejected(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
+        raise SpanRejected("trace_id must be 16 bytes and span_id 8 bytes")
     if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
-        raise SpanRejected(f"span {span.name!r}: timestamps beyond the year 2262")
-    attrs = attributes(span.attributes)
-    if max_chars:
-        _check_sizes(attrs, max_chars)
+        raise SpanRejected("timestamps beyond the year 2262")
+    attrs = attributes(span.attributes, max_chars)
     events = []
     if span.events:  # most spans have none (iterating an empty repeated field still costs)
         for ev in span.events:
-            ev_attrs = attributes(ev.attributes)
-            if max_chars:
-                _check_sizes(ev_attrs, max_chars)
-            events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
+            events.append({"name": ev.name, "time_ns": ev.time_unix_nano,
+                           "attributes": attributes(ev.attributes, max_chars)})
     sid = _first(attrs, SESSION_ID_KEYS)
     return trace_id.hex(), span_id.hex(), attrs, events, (str(sid) if sid is not None else None)
 
@@ -655,7 +812,10 @@ def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | 
 def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
     """The span's row (a tuple in SPAN_COLUMNS order) from what `_read_span` read and where
     the span was sent from (service, scope, resource JSON); its messages, session fields,
-    snapshots and evaluations go into `batch`."""
+    snapshots and evaluations go into `batch`.
+
+    Whatever the span's content can make fail (parsing its messages, writing JSON) runs
+    before anything goes into `batch`, so a span that raises leaves no trace there."""
     trace_id, span_id, attrs, events, _ = read
     service, scope, resource_json = where
     name = span.name
@@ -675,8 +835,8 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
     tool_name = tool_call_id = tool_arguments = tool_result = None
     if kind == "llm":
         inputs, output, dialect = llm_messages(attrs)
-        input_keys = add_messages(batch, inputs)
-        output_key = add_messages(batch, [output])[0] if output else None
+        input_texts = [dumps_compact(m, sort_keys=True) for m in inputs]
+        output_text = dumps_compact(output, sort_keys=True) if output else None
         model = _text_or_none(_first(attrs, MODEL_KEYS))
         provider = _text_or_none(_first(attrs, PROVIDER_KEYS))
         input_tokens = _int(_first(attrs, INPUT_TOKEN_KEYS))
@@ -686,10 +846,10 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
             fr = fr[0] if fr else None
         finish_reason = _text_or_none(fr)
         tools = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
-        if isinstance(tools, str):  # the same tool list rides along on every call
-            tools_key = add_blob(batch, tools)
+        if not isinstance(tools, str):  # the same tool list rides along on every call: stored once
+            tools = None
         stripped = CONTENT_ADDRESSED_KEYS if dialect == "genai" else ()
-        if tools_key is not None:
+        if tools is not None:
             stripped = (*stripped, sc.GEN_AI_TOOL_DEFINITIONS)
         if stripped:  # rebuilt from the messages table by get_spans
             attrs = dict(attrs)
@@ -700,7 +860,14 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
         tool_call_id = _text_or_none(_first(attrs, TOOL_CALL_ID_KEYS))
         tool_arguments = _json_text(_first(attrs, TOOL_ARGUMENTS_KEYS))
         tool_result = _json_text(_first(attrs, TOOL_RESULT_KEYS))
+    attrs_json = dumps_compact(attrs)
+    events_json = dumps_compact(events) if events else None
 
+    # from here on nothing fails: the span's share of the batch
+    if kind == "llm":
+        input_keys = add_texts(batch, input_texts)
+        output_key = add_blob(batch, output_text) if output_text is not None else None
+        tools_key = add_blob(batch, tools) if tools is not None else None
     session = batch.sessions.get(sid)
     if session is not None and kind != "session" and not truncated and SESSION_ATTR_KEYS.isdisjoint(attrs):
         # most spans: one more span of a session already in the batch (merge_session, inlined)
@@ -711,6 +878,8 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
         session["ended_ns"] = end_ns if ended is None else max(ended, end_ns)
     else:
         fields = session_fields(attrs)
+        if sc.OUTCOME_SCORE in attrs and "score" not in fields:
+            _note_unscored(batch, span, sc.OUTCOME_SCORE, attrs[sc.OUTCOME_SCORE], "the session's score")
         fields["service"] = service
         fields["started_ns"] = start_ns
         fields["ended_ns"] = end_ns
@@ -720,18 +889,23 @@ def _span_row(batch: Batch, span, read: tuple, sid: str, where: tuple) -> tuple:
             fields["replayable"] = False
         merge_session(batch.sessions, sid, fields)
     if events:
-        _add_event_items(batch, events, sid, trace_id, span_id, step, end_ns)
+        _add_event_items(batch, span, events, sid, trace_id, span_id, step, end_ns)
 
     return (
         trace_id, span_id, span.parent_span_id.hex() if span.parent_span_id else None, sid, service, name,
         span.kind, kind, start_ns, end_ns, status_code, status_message or None, step, call_seq, agent,
         model, provider, input_tokens, output_tokens, finish_reason, input_keys, output_key, dialect,
         tool_name, tool_call_id, tool_arguments, tool_result, error, replay_source, truncated, scope,
-        resource_json, dumps_compact(attrs), dumps_compact(events) if events else None, tools_key,
+        resource_json, attrs_json, events_json, tools_key,
     )
 
 
-def _add_event_items(batch: Batch, events: list[dict], sid: str, trace_id: str, span_id: str,
+def _note_unscored(batch: Batch, span, key: str, value: Any, what: str) -> None:
+    _warn(batch, f"{_span_label(span)}: {key}={str(value)[:40]} is not a finite number; "
+                 f"{what} is stored as null")
+
+
+def _add_event_items(batch: Batch, span, events: list[dict], sid: str, trace_id: str, span_id: str,
                      step: int | None, end_ns: int) -> None:
     """The span's snapshot and evaluation events."""
     for seq, ev in enumerate(events):
@@ -743,9 +917,9 @@ def _add_event_items(batch: Batch, events: list[dict], sid: str, trace_id: str, 
                 hash=_text_or_none(a.get(sc.SNAPSHOT_HASH)), step=_int(a.get(sc.STEP, step), INT32_MAX),
                 time_ns=min(ev["time_ns"], INT64_MAX)))
         elif ev["name"] == sc.EVALUATION_EVENT and sc.EVALUATION_SCORE in a:
-            try:
-                score = float(a[sc.EVALUATION_SCORE])
-            except (TypeError, ValueError):
+            score = finite_score(a[sc.EVALUATION_SCORE])
+            if score is None:  # no feedback (and no alert) from it; the event stays on the span
+                _note_unscored(batch, span, sc.EVALUATION_SCORE, a[sc.EVALUATION_SCORE], "the evaluation's score")
                 continue
             batch.evaluations.append(Evaluation(
                 feedback_id=f"ev-{trace_id}-{span_id}-{seq}", session_id=sid, score=score,

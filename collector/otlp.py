@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from typing import TYPE_CHECKING, Iterable
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -15,6 +16,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+if TYPE_CHECKING:
+    from tracefix.collector.normalize import Batch
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -102,11 +106,25 @@ def decode(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
 
 
 def response(rejected: int = 0, message: str = "") -> ExportTraceServiceResponse:
+    """An export's answer; a message without rejected spans is a warning (OTLP allows it)."""
     resp = ExportTraceServiceResponse()
-    if rejected:
+    if rejected or message:
         resp.partial_success.rejected_spans = rejected
         resp.partial_success.error_message = message
     return resp
+
+
+def export_response(batch: "Batch", refused: Iterable[tuple[int, str]] = ()) -> ExportTraceServiceResponse:
+    """The answer to an export whose spans were normalized into `batch` and, of those, the
+    ones in `refused` ((count, reason), the writer's) refused by the database: partial
+    success naming the rejected spans and why, then what was stored differently than sent.
+    Raises OtlpError(400) when spans came and none could be stored."""
+    refused = list(refused)
+    rejected = batch.rejected + sum(n for n, _ in refused)
+    reasons = batch.errors + [reason for _, reason in refused]
+    if rejected and rejected == batch.rejected + batch.span_count:
+        raise OtlpError(400, f"all {rejected} spans rejected: {'; '.join(reasons)}")
+    return response(rejected, "; ".join(reasons + batch.warnings))
 
 
 def encode_response(resp: ExportTraceServiceResponse, content_type: str) -> tuple[bytes, str]:

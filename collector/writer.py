@@ -3,7 +3,9 @@
 Receivers hand it decoded batches (`submit_batch`) and get a future that resolves once the
 batch's transaction committed — only then is the export acknowledged. Consecutive batches
 are merged into one transaction (one Arrow insert per table); if that transaction fails,
-each request is retried alone so one bad request cannot sink its neighbours. Other writes
+each request is retried alone so one bad request cannot sink its neighbours, and a request
+the database refuses for what it holds is cut in halves until the refused spans are found:
+the others are stored, the refused ones reported (the future's `Refused` list). Other writes
 (feedback, job and alert state, analysis results) run through `call` on the same thread.
 
 The queue is bounded by spans waiting: a full queue raises `QueueFull` at once so the
@@ -19,7 +21,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from tracefix.collector.normalize import Batch
+from tracefix.collector.normalize import Batch, span_label
 from tracefix.collector.store import Store
 from tracefix.collector.threadnames import name_os_thread
 
@@ -28,6 +30,15 @@ log = logging.getLogger("tracefix.collector.writer")
 
 class QueueFull(RuntimeError):
     pass
+
+
+# Spans the database refused for what they hold: (how many, why). A batch's future resolves
+# to a list of these (empty: every span stored).
+Refused = tuple[int, str]
+
+# Failed transactions spent finding refused spans in one request: one bad span among 20,000
+# costs about 2 log2(20,000) = 29; past the budget, what still fails is refused whole.
+MAX_ISOLATION_ATTEMPTS = 64
 
 
 class WriterClosed(RuntimeError):
@@ -150,6 +161,7 @@ class Writer:
 
     def _write_batches(self, taken: list) -> None:
         n_spans = sum(b.span_count for _, b, _ in taken)
+        results: list[tuple[Future, list[Refused] | None, BaseException | None]] = []
         try:
             if len(taken) == 1:
                 merged = taken[0][1]
@@ -158,31 +170,56 @@ class Writer:
                 for _, b, _ in taken:
                     merged.extend(b)
             created = self.store.ingest(merged, **self.ingest_options)
-            results = [(fut, None) for _, _, fut in taken]
+            results = [(fut, [], None) for _, _, fut in taken]
             self._announce(created)
         except Exception as exc:
-            if len(taken) == 1:
-                log.warning("a batch of %d spans failed: %s", n_spans, exc)
-                results = [(taken[0][2], exc)]
-            else:  # isolate the request that broke the merged transaction
-                results = []
-                for _, b, fut in taken:
-                    try:
-                        self._announce(self.store.ingest(b, **self.ingest_options))
-                        results.append((fut, None))
-                    except Exception as one_exc:
-                        log.warning("a batch of %d spans failed: %s", b.span_count, one_exc)
-                        results.append((fut, one_exc))
+            # each request alone (one that broke the merged transaction must not sink the
+            # others), a lone request straight to isolating its refused spans
+            failed = exc if len(taken) == 1 else None
+            for _, b, fut in taken:
+                try:
+                    results.append((fut, self._ingest_isolating(b, failed), None))
+                except Exception as one_exc:
+                    log.warning("a batch of %d spans failed: %s", b.span_count, one_exc)
+                    results.append((fut, None, one_exc))
         with self._cond:
             self._pending_spans -= n_spans
             self._pending_bytes -= sum(b.wire_bytes for _, b, _ in taken)
         self.transactions += 1
-        for fut, exc in results:
+        for (_, b, _), (fut, refused, exc) in zip(taken, results):
             if exc is None:
-                fut.set_result(True)
+                self.committed_spans += b.span_count - sum(n for n, _ in refused)
+                fut.set_result(refused)
             else:
                 fut.set_exception(exc)
-        self.committed_spans += sum(b.span_count for (_, b, _), (_, e) in zip(taken, results) if e is None)
+
+    def _ingest_isolating(self, batch: Batch, failed: BaseException | None = None) -> list[Refused]:
+        """Store `batch`; when the database refuses it for what it holds (`is_data_error`),
+        store its halves, and theirs, so only the spans it refuses stay out. Returns those;
+        raises the first error that is no data error (the request is then retried whole: its
+        parts already stored are not stored twice). `failed`: the error `batch` just gave."""
+        refused: list[Refused] = []
+        parts, attempts = [batch], 0
+        while parts:
+            part = parts.pop()
+            exc = failed if part is batch else None
+            if exc is None:
+                try:
+                    self._announce(self.store.ingest(part, **self.ingest_options))
+                    continue
+                except Exception as part_exc:
+                    exc = part_exc
+            if not is_data_error(exc):
+                raise exc
+            attempts += 1
+            if part.span_count > 1 and attempts < MAX_ISOLATION_ATTEMPTS:
+                first, second = part.halves()
+                parts += [second, first]
+                continue
+            log.warning("the database refused %d spans: %s", part.span_count, exc)
+            refused.append((part.span_count, f"{_what(part)}: the database refused it ({type(exc).__name__}: "
+                                             f"{str(exc)[:200]})"))
+        return refused
 
     def _announce(self, created: dict | None) -> None:
         if created and self.on_created and any(created.values()):
@@ -199,3 +236,12 @@ class Writer:
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
         self._thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _what(batch: Batch) -> str:
+    """A refused part named for the exporter: its span when it is one, else a count."""
+    table = batch.span_arrow()
+    if table.num_rows == 1:
+        row = table.select(["name", "span_id", "trace_id"]).to_pylist()[0]
+        return span_label(row["name"], row["span_id"], row["trace_id"])
+    return f"{table.num_rows} spans"
