@@ -21,7 +21,7 @@ from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
-from .hypotheses import evidence_packet, rank_hypotheses
+from .hypotheses import DEFAULT_WEIGHTS, EvidenceWeights, evidence_packet, rank_hypotheses
 from .units import build_units, session_task
 
 NO_MODEL_NOTE = "no trained model found: run-local detector only (train one with `tracefix train`)"
@@ -95,24 +95,28 @@ def session_failed(doc: dict) -> bool:
 
 
 def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = None,
-                     notes: list[str] | None = None) -> dict[str, Any]:
-    """Score every step of one session document and rank failure hypotheses."""
+                     notes: list[str] | None = None, isolation_forest: bool = True,
+                     weights: EvidenceWeights = DEFAULT_WEIGHTS) -> dict[str, Any]:
+    """Score every step of one session document and rank failure hypotheses.
+
+    `isolation_forest=False` and `weights` are for ablations (bench/whowhen.py): the run-local
+    detector left out, or the evidence weighed differently; the defaults are the product's."""
     notes = list(notes or [])
     units = build_units(doc)
     graph = build_graph(units)
     task = session_task(doc)
     X = feature_matrix(graph)
     scores: dict[str, Any] = {}
-    if len(units):
+    if isolation_forest and len(units):
         scores["isolation_forest"] = IsolationForestDetector().fit_score(X)
     if model is not None and len(units):
         scores["hgt"] = model.score(graph)
     elif model is None:
         notes.append(NO_MODEL_NOTE)
-    detectors = ["isolation_forest"] + (["hgt"] if model is not None else [])
+    detectors = (["isolation_forest"] if isolation_forest else []) + (["hgt"] if model is not None else [])
     frontier = frontiers(scores)
     failed = session_failed(doc)
-    hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed)
+    hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights)
     if model is not None and hypotheses:
         for h in hypotheses[:3]:  # what the normal-behaviour model expected there
             h["evidence"]["hgt_expected"] = model.explain(graph, h["step"])

@@ -73,3 +73,25 @@ def test_analyze_session_notes_an_unreadable_model_and_stores_the_result(tmp_pat
         assert result["hypotheses"][0]["step"] == 1  # the step that used the unknown account
         with pytest.raises(KeyError, match="s-missing"):
             analyze_session(access, "s-missing", llm=False)
+
+
+def test_ablation_options_leave_out_the_forest_and_reweigh_the_evidence():
+    from tracefix.analysis.hypotheses import EvidenceWeights
+    from tracefix.analysis.importer import documents_from_text
+
+    [doc] = documents_from_text(json.dumps({"task": "Move $10 from ACC-1001 to ACC-1002", "messages": [
+        {"name": "Orchestrator", "role": "assistant", "content": "PaymentsAgent: transfer $10 from ACC-1001 to ACC-1002"},
+        {"name": "PaymentsAgent", "role": "assistant", "content": "transfer(ACC-1001, ACC-9999, 10)"},
+        {"name": "Computer_terminal", "role": "user", "content": "Error: UnknownAccount ACC-9999"},
+        {"name": "Orchestrator", "role": "assistant", "content": "FINAL ANSWER: done"}]}))
+    default = analyze_document(doc, None)
+    assert default["detectors"] == ["isolation_forest"] and default["hypotheses"][0]["score"] == 1.0
+
+    graph_only = analyze_document(doc, None, isolation_forest=False)
+    assert graph_only["detectors"] == [] and graph_only["frontier"] == {}
+    assert all("isolation_forest" not in row for row in graph_only["scores"])
+    assert graph_only["hypotheses"][0]["step"] == 1  # the graph evidence alone still finds the unknown account
+
+    nothing = EvidenceWeights(detectors=0.0, origins=(0.0,), frontier=0.0, unsupported=0.0, unacted_claim=0.0,
+                              final_answer=0.0)
+    assert {h["score"] for h in analyze_document(doc, None, weights=nothing)["hypotheses"]} == {0.0}

@@ -1,0 +1,338 @@
+"""Failure localization on real agents' logs: the Who&When development split.
+
+    .venv/bin/python bench/whowhen.py [--limit N] [--no-hgt] [--show] [--json out.json]
+
+Every log of /work/shared/data/whowhen-dev (63 Algorithm-Generated / CaptainAgent, 29
+Hand-Crafted / Magentic-One failures, human-labelled with the decisive `mistake_step` and
+`mistake_agent`) goes through the product's path: one `tracefix import --db` subprocess into
+a temporary DuckDB file (labels stripped first: the product never sees them), a check that
+message k of `history` is stored as step k, then `analyze_session` as `tracefix analyze
+--no-llm` runs it, with TRACEFIX_LLM_* unset and a fresh, empty TRACEFIX_MODEL_DIR (so no
+HGT: no trained model exists). A method's ranking is its hypotheses in order, then the
+remaining steps by their combined detector score (ties: earlier step first).
+
+Metrics per session, averaged per subset and overall:
+  top-1   the first ranked step is the labelled mistake step
+  hit@3   the mistake step is among the first three
+  +-2     the first ranked step is within two steps of it
+  agent   the first ranked step was spoken by the labelled mistake agent (speaker names
+          compared without their "(thought)" / "(-> WebSurfer)" suffix, case-insensitively)
+
+Baselines on the same sessions:
+  random             expected value over a uniformly random step (not one draw)
+  first agent turns  the first message whose speaker is not user/human, then the next two
+  first error-looking  steps whose content matches a generic error regex, in order
+                     (none: the last step)
+  recency            the last step, then the two before it
+
+Ablations (same sessions, same store documents):
+  full                     the product as it runs here (IsolationForest + graph evidence)
+  without IsolationForest  no detector at all (graph evidence: symptom origins, silent signals)
+  IsolationForest only     steps ranked by the IsolationForest score alone
+  graph rules, no scores   IF computed (its frontier proposes candidates) but weighted 0
+  + HGT (cross-fitted)     the HGT trained by `train_on_documents` on the steps before the
+                           labelled mistake of the *other* half of the split (2 folds, so no
+                           session's own label is used to analyze it), loaded from its
+                           model folder by `analyze_session`; also HGT without IF and HGT only.
+`--no-hgt` skips the HGT rows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DATA = Path("/work/shared/data/whowhen-dev")
+SUBSETS = ("Algorithm-Generated", "Hand-Crafted")
+LABEL_KEYS = ("mistake_agent", "mistake_step", "mistake_reason", "mistake_type")
+HUMAN_SPEAKERS = {"user", "human"}
+# Generic failure words only: nothing specific to these tasks or frameworks.
+ERROR_LOOKING = re.compile(r"\b(error|exception|traceback|failed|cannot)\b", re.I)
+HGT_EPOCHS = 30
+
+BASELINES = ("random (expected)", "first agent turns", "first error-looking", "recency (last step)")
+ABLATIONS = ("full", "without IsolationForest", "IsolationForest only", "graph rules, no scores")
+HGT_ABLATIONS = ("full + HGT", "HGT, without IsolationForest", "HGT only")
+
+
+def load_logs(limit: int | None) -> list[dict]:
+    """The dev split's logs, in file-number order per subset (`limit`: the first N of each)."""
+    logs = []
+    for subset in SUBSETS:
+        files = sorted((DATA / subset).glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else p.stem)
+        for path in files[:limit]:
+            log = json.loads(path.read_text(encoding="utf-8"))
+            logs.append({"subset": subset, "file": f"{subset}/{path.name}", "log": log,
+                         "mistake_step": int(log["mistake_step"]), "mistake_agent": str(log["mistake_agent"])})
+    return logs
+
+
+def hermetic_env(model_dir: Path) -> dict[str, str]:
+    """No LLM analyst, no server or store from the caller's shell, a model folder of our own."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TRACEFIX_LLM_") and k not in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN")}
+    env["TRACEFIX_MODEL_DIR"] = str(model_dir)
+    return env
+
+
+def import_logs(logs: list[dict], db: Path, env: dict[str, str]) -> list[str]:
+    """`tracefix import FILE --db DB --json` on one JSONL file of all logs, labels removed."""
+    jsonl = db.parent / "whowhen-dev.jsonl"
+    with jsonl.open("w", encoding="utf-8") as f:
+        for item in logs:
+            f.write(json.dumps({k: v for k, v in item["log"].items() if k not in LABEL_KEYS}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "tracefix.cli", "import", str(jsonl), "--db", str(db), "--json"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"tracefix import failed ({proc.returncode}):\n{proc.stderr}")
+    ids = json.loads(proc.stdout)
+    if len(ids) != len(logs):
+        raise SystemExit(f"tracefix import created {len(ids)} sessions for {len(logs)} logs:\n{proc.stderr}")
+    return ids
+
+
+def step_map(history: list[dict], doc: dict) -> tuple[dict[int, int], list[str]]:
+    """Message index -> stored step index, matching speaker and text in order; and what differed."""
+    from tracefix.analysis.units import content_text
+
+    steps = doc.get("steps") or []
+    mapping, problems, j = {}, [], 0
+    for k, msg in enumerate(history):
+        speaker = str(msg.get("name") or msg.get("role") or "assistant")
+        text = content_text(msg.get("content"))
+        while j < len(steps) and not (steps[j].get("agent") == speaker and
+                                      (steps[j].get("output_message") or {}).get("content") == text):
+            problems.append(f"stored step {j} matches no message at {k}")
+            j += 1
+        if j == len(steps):
+            problems.append(f"message {k} ({speaker}) not stored")
+            continue
+        mapping[k] = j
+        if j != k or steps[j].get("index") != k:
+            problems.append(f"message {k} stored as step {j} (index {steps[j].get('index')})")
+        j += 1
+    if len(steps) != len(history):
+        problems.append(f"{len(history)} messages, {len(steps)} steps")
+    return mapping, problems
+
+
+def agent_key(speaker: str | None) -> str:
+    """'Orchestrator (-> WebSurfer)' -> 'orchestrator': the agent behind a speaker label."""
+    return re.sub(r"\s*\(.*\)\s*$", "", str(speaker or "")).strip().lower()
+
+
+def ranking(result: dict) -> list[int]:
+    """Hypotheses in order, then every other step by combined detector score."""
+    from tracefix.analysis.hypotheses import combined_scores
+
+    rows = result["scores"]
+    n = len(rows)
+    combined = combined_scores({d: [r[d] for r in rows] for d in result["detectors"]}, n)
+    first = list(dict.fromkeys(h["step"] for h in result["hypotheses"]))
+    rest = sorted((k for k in range(n) if k not in first), key=lambda k: (-combined[k], k))
+    return first + rest
+
+
+def by_detector(result: dict, name: str) -> list[int]:
+    rows = result["scores"]
+    return sorted(range(len(rows)), key=lambda k: (-rows[k][name], k))
+
+
+def error_looking_steps(doc: dict) -> list[int]:
+    from tracefix.analysis.units import content_text
+
+    return [k for k, s in enumerate(doc["steps"])
+            if ERROR_LOOKING.search(content_text((s.get("output_message") or {}).get("content")))]
+
+
+def baseline_rankings(doc: dict) -> dict[str, list[int]]:
+    steps = doc["steps"]
+    n = len(steps)
+    first_agent = next((k for k, s in enumerate(steps) if str(s.get("agent")).lower() not in HUMAN_SPEAKERS), 0)
+    return {"first agent turns": list(range(first_agent, n)),
+            "first error-looking": error_looking_steps(doc) or [n - 1],
+            "recency (last step)": list(range(n - 1, -1, -1))}
+
+
+def score(ranked: list[int], truth: int, truth_agent: str, agents: list[str]) -> dict[str, float]:
+    top = ranked[0]
+    return {"top1": float(top == truth), "hit3": float(truth in ranked[:3]),
+            "near2": float(abs(top - truth) <= 2), "agent": float(agent_key(agents[top]) == truth_agent)}
+
+
+def random_expectation(truth: int, truth_agent: str, agents: list[str]) -> dict[str, float]:
+    n = len(agents)
+    return {"top1": 1 / n, "hit3": min(3, n) / n, "near2": sum(abs(k - truth) <= 2 for k in range(n)) / n,
+            "agent": sum(agent_key(a) == truth_agent for a in agents) / n}
+
+
+def prefix_document(doc: dict, mistake_step: int) -> dict:
+    """The steps before the labelled mistake: behaviour the annotators call correct."""
+    return {**doc, "steps": doc["steps"][:mistake_step], "outcome": "success", "score": 1.0}
+
+
+def train_folds(sessions: list[dict], model_root: Path) -> dict[int, tuple[Path, str, int, float]]:
+    """One HGT per fold, trained on the other fold's pre-mistake prefixes (2 folds)."""
+    from tracefix.analysis.pipeline import train_on_documents
+
+    out = {}
+    for fold in (0, 1):
+        train = [prefix_document(s["doc"], s["truth"]) for s in sessions if s["fold"] != fold and s["truth"] >= 2]
+        folder = model_root / f"fold{fold}"
+        t0 = time.perf_counter()
+        model, _ = train_on_documents(train, epochs=HGT_EPOCHS, out=folder, device="cpu")
+        out[fold] = (folder, model.version, len(train), time.perf_counter() - t0)
+    return out
+
+
+def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_hgt: bool) -> tuple[list[dict], list[str]]:
+    from tracefix.analysis.hypotheses import EvidenceWeights
+    from tracefix.analysis.pipeline import analyze_document, analyze_session, load_model
+
+    notes, sessions = [], []
+    for i, (item, sid) in enumerate(zip(logs, ids)):
+        doc = access.get_session(sid)
+        mapping, problems = step_map(item["log"]["history"], doc)
+        if problems:
+            notes.append(f"{item['file']}: " + "; ".join(problems[:3]))
+        if item["mistake_step"] not in mapping:
+            notes.append(f"{item['file']}: mistake step {item['mistake_step']} has no stored step; skipped")
+            continue
+        sessions.append({**item, "sid": sid, "doc": doc, "truth": mapping[item["mistake_step"]],
+                         "steps_as_messages": not problems,
+                         "fold": i % 2, "agents": [s.get("agent") for s in doc["steps"]]})
+
+    folds = {}
+    if with_hgt:
+        folds = train_folds(sessions, model_dir.parent / "hgt-folds")
+        for fold, (_, version, n_train, seconds) in folds.items():
+            notes.append(f"HGT for fold {fold}: {version}, trained on {n_train} pre-mistake prefixes "
+                         f"(>= 2 steps) of the other fold, {HGT_EPOCHS} epochs, {seconds:.1f}s")
+
+    no_scores = EvidenceWeights(detectors=0.0, frontier=0.0)
+    rows = []
+    t0 = time.perf_counter()
+    for done, s in enumerate(sessions, start=1):
+        doc, truth, agents = s["doc"], s["truth"], s["agents"]
+        truth_agent = agent_key(s["mistake_agent"])
+        full = analyze_session(access, s["sid"], model_dir=model_dir, llm=False)  # as `tracefix analyze --no-llm`
+        if full["model_version"] is not None:
+            raise SystemExit(f"a model was loaded from the fresh folder {model_dir}: the run is not hermetic")
+        rankings = {"full": ranking(full),
+                    "without IsolationForest": ranking(analyze_document(doc, None, isolation_forest=False)),
+                    "IsolationForest only": by_detector(full, "isolation_forest"),
+                    "graph rules, no scores": ranking(analyze_document(doc, None, weights=no_scores)),
+                    **baseline_rankings(doc)}
+        if with_hgt:
+            folder = folds[1 - s["fold"]][0]  # trained on the fold this session is not in
+            with_model = analyze_session(access, s["sid"], model_dir=folder, llm=False, save=False)
+            model = load_model(folder)
+            rankings["full + HGT"] = ranking(with_model)
+            rankings["HGT, without IsolationForest"] = ranking(
+                analyze_document(doc, model, isolation_forest=False))
+            rankings["HGT only"] = by_detector(with_model, "hgt")
+        metrics = {m: score(r, truth, truth_agent, agents) for m, r in rankings.items()}
+        metrics["random (expected)"] = random_expectation(truth, truth_agent, agents)
+        rows.append({"file": s["file"], "subset": s["subset"], "session_id": s["sid"], "n_steps": len(agents),
+                     "mistake_step": truth, "mistake_agent": s["mistake_agent"],
+                     "steps_as_messages": s["steps_as_messages"],
+                     "label_agent_speaks": agent_key(agents[truth]) == truth_agent,
+                     "tracefix_top3": rankings["full"][:3],
+                     "error_looking_steps": error_looking_steps(doc),
+                     "tracefix_sources": [h["evidence"]["symptoms"][0]["kind"] if h["evidence"]["symptoms"] else
+                                          ("signal" if h["evidence"]["signals"] else "frontier")
+                                          for h in full["hypotheses"][:3]],
+                     "metrics": metrics})
+        if done % 10 == 0 or done == len(sessions):
+            print(f"  analyzed {done}/{len(sessions)} sessions ({time.perf_counter() - t0:.0f}s)",
+                  file=sys.stderr, flush=True)
+    return rows, notes
+
+
+def summarize(rows: list[dict], methods: list[str]) -> dict:
+    groups = {subset: [r for r in rows if r["subset"] == subset] for subset in SUBSETS}
+    groups["overall"] = rows
+    return {name: {"n": len(group),
+                   "mean_steps": sum(r["n_steps"] for r in group) / len(group) if group else 0.0,
+                   **{m: {k: sum(r["metrics"][m][k] for r in group) / len(group)
+                          for k in ("top1", "hit3", "near2", "agent")} if group else None for m in methods}}
+            for name, group in groups.items()}
+
+
+def print_table(summary: dict, methods: list[str], heading: str) -> None:
+    names = [g for g in summary if summary[g]["n"]]
+    print()
+    titles = [f"{g} (n={summary[g]['n']}, {summary[g]['mean_steps']:.0f} steps)" for g in names]
+    print(f"{heading:<30}" + "".join(f" | {t:<30}" for t in titles))
+    print(f"{'':<30}" + " | top-1  hit@3  +-2    agent " * len(names))
+    for m in methods:
+        line = f"{m:<30}"
+        for g in names:
+            v = summary[g][m]
+            line += f" | {v['top1']:.3f}  {v['hit3']:.3f}  {v['near2']:.3f}  {v['agent']:.3f}"
+        print(line)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=None, help="only the first N logs of each subset")
+    ap.add_argument("--no-hgt", action="store_true", help="skip the cross-fitted HGT rows")
+    ap.add_argument("--show", action="store_true", help="print every session's truth and tracefix's top-3")
+    ap.add_argument("--json", type=Path, default=None, help="write per-session rows and the summary here")
+    args = ap.parse_args()
+
+    logs = load_logs(args.limit)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="whowhen-") as tmp:
+        model_dir = Path(tmp) / "models"  # stays empty: `tracefix analyze` finds no trained model
+        env = hermetic_env(model_dir)
+        for key in [k for k in os.environ if k not in env]:
+            del os.environ[key]
+        os.environ.update(env)
+        db = Path(tmp) / "whowhen.duckdb"
+        ids = import_logs(logs, db, env)
+        import_s = time.perf_counter() - t0
+        from tracefix.collector.access import connect
+
+        access = connect(db=str(db))
+        try:
+            rows, notes = analyze_all(logs, ids, access, model_dir, with_hgt=not args.no_hgt)
+        finally:
+            access.close()
+    total_s = time.perf_counter() - t0
+
+    methods = ["full", *BASELINES, *ABLATIONS[1:], *([] if args.no_hgt else HGT_ABLATIONS)]
+    summary = summarize(rows, methods)
+    print(f"Who&When dev split: {len(rows)} of {len(logs)} logs imported with `tracefix import` in {import_s:.1f}s, "
+          f"analyzed in {total_s - import_s:.1f}s (no LLM; model folder empty: IsolationForest + graph evidence)")
+    steps_ok = sum(r["steps_as_messages"] for r in rows)
+    print(f"step check: message k of `history` is stored as step k in {steps_ok} of {len(rows)} sessions")
+    consistent = sum(r["label_agent_speaks"] for r in rows)
+    print(f"labels: the mistake step is spoken by mistake_agent in {consistent} of {len(rows)} sessions "
+          f"(the ceiling of agent accuracy for a step-level method)")
+    no_error_looking = sum(not r["error_looking_steps"] for r in rows)
+    print(f"first error-looking: {no_error_looking} of {len(rows)} sessions have no such step (baseline says: last step)")
+    print("one session moves a rate by " + ", ".join(f"{1 / summary[g]['n']:.3f} ({g})" for g in summary if summary[g]["n"])
+          + ": differences of one or two sessions are noise")
+    print_table(summary, ["full", *BASELINES], "tracefix vs baselines")
+    print_table(summary, [*ABLATIONS, *([] if args.no_hgt else HGT_ABLATIONS)], "ablations")
+    for note in notes:
+        print(f"note: {note}")
+    if args.show:
+        print()
+        for r in rows:
+            print(f"  {r['file']:<28} n={r['n_steps']:>3} truth={r['mistake_step']:>3} ({r['mistake_agent']}) "
+                  f"tracefix top3={r['tracefix_top3']} from {r['tracefix_sources']}")
+    if args.json:
+        args.json.write_text(json.dumps({"summary": summary, "notes": notes, "sessions": rows}, indent=2))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
