@@ -1,0 +1,60 @@
+"""Secrets are redacted in the collector too, before anything is stored.
+
+tracefix's SDK redacts before export, but OpenInference, OpenLLMetry or a hand-made
+exporter send what they recorded as it is: an ``authorization`` attribute, an ``api_key``
+in the metadata, a key pasted into a chat message. The same rules as the SDK's
+(`tracefix.secret_rules`) run here on every decoded span's attributes and its events'
+attributes, before normalization reads them: messages, tool arguments and results, the
+stored attributes JSON and snapshots are all built from the redacted values.
+
+This runs for every span on the ingest path, so the common case (no secret) costs one
+subset test of the span's keys against the keys already judged harmless and one hint scan
+over all its text at once; only a span with a hint goes through the rules value by value.
+"""
+from __future__ import annotations
+
+from tracefix.secret_rules import MIN_SECRET_CHARS, REDACTED, is_secret_key, may_hold_secret, redact_text, redact_value
+
+_harmless_keys: set[str] = set()  # attribute names judged not to name a credential
+_MAX_HARMLESS_KEYS = 65536  # keys with ids in them (llm.input_messages.17....) must not grow it forever
+
+
+def redact_attributes(attrs: dict) -> None:
+    """Replace the secrets in a decoded attribute dict (values: str, int, float, bool,
+    list, dict), in place."""
+    if not attrs.keys() <= _harmless_keys:
+        for key in attrs.keys() - _harmless_keys:
+            if not is_secret_key(key):
+                if len(_harmless_keys) < _MAX_HARMLESS_KEYS:
+                    _harmless_keys.add(key)
+            elif attrs[key] is not None and type(attrs[key]) is not bool:
+                attrs[key] = REDACTED
+    texts: list[str] = []
+    nested: list[str] = []  # keys of list and kvlist values
+    for key, value in attrs.items():
+        kind = type(value)
+        if kind is str:
+            if len(value) >= MIN_SECRET_CHARS and value is not REDACTED:
+                texts.append(value)
+        elif kind is list or kind is dict:
+            nested.append(key)
+    for key in nested:
+        value = attrs[key]
+        if type(value) is list and all(type(v) is str for v in value):
+            texts.extend(value)  # finish reasons and the like: scanned with the rest
+        else:
+            attrs[key] = redact_value(key, value)
+    # one scan over all of the span's text ("\0" is in no hint, so none spans two values)
+    if texts and may_hold_secret("\0".join(texts)):
+        for key, value in attrs.items():
+            if type(value) is str and value is not REDACTED:
+                attrs[key] = redact_text(value)
+            elif type(value) is list:
+                attrs[key] = redact_value(key, value)
+
+
+def redact_span(attrs: dict, events: list[dict]) -> None:
+    """Redact a span's attributes and its events' attributes, in place."""
+    redact_attributes(attrs)
+    for event in events:
+        redact_attributes(event["attributes"])
