@@ -40,7 +40,7 @@ _CREDENTIAL = r"(?:(?=[A-Za-z0-9._~+/\-]*[0-9])[A-Za-z0-9._~+/\-]{8,}|[A-Za-z0-9
 # What follows a credential's name when a value is written after it: JSON and Python dicts
 # (quote, possibly escaped), headers and YAML (":"), env files and URLs ("=").
 _AFTER_NAME = (":", "=", '"', "'", "\\")
-_SEPARATOR = r"""(?:\\?["'][ \t]*)?[:=][ \t]*(?P<q>\\?["'])?"""
+_SEPARATOR = r"""(?:\\*["'][ \t]*)?[:=][ \t]*(?P<q>\\*["'])?"""
 # The value: up to the closing quote when quoted, else up to a space or a delimiter.
 _VALUE = r"""(?(q)[^"'\\\n]+|[^\s"',;}&\\]+)"""
 
@@ -77,7 +77,7 @@ def _keep_name(match: re.Match) -> str:
 TEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("pem-private-key", ("private key-----",), re.compile(
         r"-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----(?:[^\"]*?-----END (?P=kind)PRIVATE KEY-----"
-        r"|(?:\\[nrt]|[A-Za-z0-9+/=\s:,.\-])*)")),  # a cut block: up to the end of its body
+        r"|(?:\\+[nrt]|[A-Za-z0-9+/=\s:,.\-])*)")),  # a cut block: up to the end of its body
     # OpenAI (sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-) keys; any other sk-
     # key must look generated (a digit or a capital), so "sk-learn-compatible" stays.
     SecretRule("sk-api-key", ("sk-",), re.compile(
@@ -100,13 +100,13 @@ TEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:(?i:bearer|basic|token|digest|negotiate)[ \t]+)?)" + _VALUE), _keep_name),
     # the AWS credentials file writes "aws_secret_access_key = ...", spaces around "="
     SecretRule("aws-secret-access-key", ("secret_access_key", "secret-access-key", "secretaccesskey"), re.compile(
-        rf"(?P<name>(?i:secret[_-]?access[_-]?key)(?:\\?[\"'])?[ \t]*[:=][ \t]*(?P<q>\\?[\"'])?){_VALUE}"),
+        rf"(?P<name>(?i:secret[_-]?access[_-]?key)(?:\\*[\"'])?[ \t]*[:=][ \t]*(?P<q>\\*[\"'])?){_VALUE}"),
         _keep_name),
     SecretRule("credential-field", _followed(_FIELD_WORDS), re.compile(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{_FIELD_NAMES})){_SEPARATOR}){_VALUE}"), _keep_name),
     SecretRule("credential-word-field", _followed(_PLAIN_WORDS, ('"', "'", "\\", "=")), re.compile(
-        rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)}))(?:\\?[\"'][ \t]*[:=]|=)[ \t]*"
-        rf"(?P<q>\\?[\"'])?){_VALUE}"), _keep_name),
+        rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)}))(?:\\*[\"'][ \t]*[:=]|=)[ \t]*"
+        rf"(?P<q>\\*[\"'])?){_VALUE}"), _keep_name),
     SecretRule("credential-word-colon", _followed(_PLAIN_WORDS, (":",)), re.compile(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)})):[ \t]*)"
         rf"(?=[^\s\"',;}}&\\]*[0-9!@#$%^*+/=~_.\-])[^\s\"',;}}&\\]{{6,}}"), _keep_name),
