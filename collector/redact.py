@@ -13,7 +13,7 @@ over all its text at once; only a span with a hint goes through the rules value 
 """
 from __future__ import annotations
 
-from tracefix.secret_rules import MIN_SECRET_CHARS, REDACTED, is_secret_key, may_hold_secret, redact_text, redact_value
+from tracefix.secret_rules import REDACTED, is_secret_key, may_hold_secret, redact_text, redact_value
 
 _harmless_keys: set[str] = set()  # attribute names judged not to name a credential
 _MAX_HARMLESS_KEYS = 65536  # keys with ids in them (llm.input_messages.17....) must not grow it forever
@@ -30,26 +30,22 @@ def redact_attributes(attrs: dict) -> None:
             elif attrs[key] is not None and type(attrs[key]) is not bool:
                 attrs[key] = REDACTED
     texts: list[str] = []
-    nested: list[str] = []  # keys of list and kvlist values
-    for key, value in attrs.items():
+    nested = False  # a list of non-strings or a kvlist: judged value by value
+    for value in attrs.values():
         kind = type(value)
         if kind is str:
-            if len(value) >= MIN_SECRET_CHARS and value is not REDACTED:
-                texts.append(value)
-        elif kind is list or kind is dict:
-            nested.append(key)
-    for key in nested:
-        value = attrs[key]
-        if type(value) is list and all(type(v) is str for v in value):
+            texts.append(value)
+        elif kind is list and all(type(v) is str for v in value):
             texts.extend(value)  # finish reasons and the like: scanned with the rest
-        else:
-            attrs[key] = redact_value(key, value)
+        elif kind is list or kind is dict:
+            nested = True
     # one scan over all of the span's text ("\0" is in no hint, so none spans two values)
-    if texts and may_hold_secret("\0".join(texts)):
+    if nested or may_hold_secret("\0".join(texts)):
         for key, value in attrs.items():
-            if type(value) is str and value is not REDACTED:
-                attrs[key] = redact_text(value)
-            elif type(value) is list:
+            if type(value) is str:
+                if value is not REDACTED:
+                    attrs[key] = redact_text(value)
+            elif type(value) is list or type(value) is dict:
                 attrs[key] = redact_value(key, value)
 
 

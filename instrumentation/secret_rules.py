@@ -70,44 +70,49 @@ def _followed(words: tuple[str, ...], separators: tuple[str, ...] = _AFTER_NAME)
     return tuple(w + s for w in words for s in separators)
 
 
+def _ascii_regex(pattern: str) -> re.Pattern:
+    # ASCII case folding and classes, as the hint scan's (Hyperscan folds ASCII only)
+    return re.compile(pattern, re.ASCII)
+
+
 def _keep_name(match: re.Match) -> str:
     return match.group("name") + REDACTED
 
 
 TEXT_RULES: tuple[SecretRule, ...] = (
-    SecretRule("pem-private-key", ("private key-----",), re.compile(
+    SecretRule("pem-private-key", ("private key-----",), _ascii_regex(
         r"-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----(?:[^\"]*?-----END (?P=kind)PRIVATE KEY-----"
         r"|(?:\\+[nrt]|[A-Za-z0-9+/=\s:,.\-])*)")),  # a cut block: up to the end of its body
     # OpenAI (sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-) keys; any other sk-
     # key must look generated (a digit or a capital), so "sk-learn-compatible" stays.
-    SecretRule("sk-api-key", ("sk-",), re.compile(
+    SecretRule("sk-api-key", ("sk-",), _ascii_regex(
         rf"\bsk-(?:(?:proj|svcacct|admin|ant)-[{_TOKEN}]{{8,}}|(?=[{_TOKEN}]*[0-9A-Z])[{_TOKEN}]{{16,}})")),
-    SecretRule("aws-access-key-id", ("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    SecretRule("google-api-key", ("aiza",), re.compile(rf"\bAIza[{_TOKEN}]{{35}}")),
-    SecretRule("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), re.compile(
+    SecretRule("aws-access-key-id", ("akia", "asia"), _ascii_regex(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    SecretRule("google-api-key", ("aiza",), _ascii_regex(rf"\bAIza[{_TOKEN}]{{35}}")),
+    SecretRule("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), _ascii_regex(
         r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
-    SecretRule("gitlab-token", ("glpat-",), re.compile(rf"\bglpat-[{_TOKEN}]{{20,}}")),
-    SecretRule("jwt", ("eyj",), re.compile(rf"\beyJ[{_TOKEN}]{{8,}}\.eyJ[{_TOKEN}]{{8,}}\.[{_TOKEN}+/=]*")),
-    SecretRule("slack-token", ("xox", "xapp-"), re.compile(
+    SecretRule("gitlab-token", ("glpat-",), _ascii_regex(rf"\bglpat-[{_TOKEN}]{{20,}}")),
+    SecretRule("jwt", ("eyj",), _ascii_regex(rf"\beyJ[{_TOKEN}]{{8,}}\.eyJ[{_TOKEN}]{{8,}}\.[{_TOKEN}+/=]*")),
+    SecretRule("slack-token", ("xox", "xapp-"), _ascii_regex(
         r"\b(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]+-[A-Za-z0-9\-]{10,})")),
-    SecretRule("slack-webhook", ("hooks.slack.com/",), re.compile(
+    SecretRule("slack-webhook", ("hooks.slack.com/",), _ascii_regex(
         r"(?P<name>hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/\-]+"), _keep_name),
-    SecretRule("bearer-or-basic", _followed(("bearer", "basic"), (" ", "\t")), re.compile(
+    SecretRule("bearer-or-basic", _followed(("bearer", "basic"), (" ", "\t")), _ascii_regex(
         rf"(?P<name>\b(?i:bearer|basic)[ \t]+){_CREDENTIAL}"), _keep_name),
     # "Authorization: Bearer x" keeps the scheme and goes on past its space
-    SecretRule("authorization-field", _followed(("authorization",)), re.compile(
+    SecretRule("authorization-field", _followed(("authorization",)), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:proxy[_-]?)?authorization){_SEPARATOR}"
         r"(?:(?i:bearer|basic|token|digest|negotiate)[ \t]+)?)" + _VALUE), _keep_name),
     # the AWS credentials file writes "aws_secret_access_key = ...", spaces around "="
-    SecretRule("aws-secret-access-key", ("secret_access_key", "secret-access-key", "secretaccesskey"), re.compile(
+    SecretRule("aws-secret-access-key", ("secret_access_key", "secret-access-key", "secretaccesskey"), _ascii_regex(
         rf"(?P<name>(?i:secret[_-]?access[_-]?key)(?:\\*[\"'])?[ \t]*[:=][ \t]*(?P<q>\\*[\"'])?){_VALUE}"),
         _keep_name),
-    SecretRule("credential-field", _followed(_FIELD_WORDS), re.compile(
+    SecretRule("credential-field", _followed(_FIELD_WORDS), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{_FIELD_NAMES})){_SEPARATOR}){_VALUE}"), _keep_name),
-    SecretRule("credential-word-field", _followed(_PLAIN_WORDS, ('"', "'", "\\", "=")), re.compile(
+    SecretRule("credential-word-field", _followed(_PLAIN_WORDS, ('"', "'", "\\", "=")), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)}))(?:\\*[\"'][ \t]*[:=]|=)[ \t]*"
         rf"(?P<q>\\*[\"'])?){_VALUE}"), _keep_name),
-    SecretRule("credential-word-colon", _followed(_PLAIN_WORDS, (":",)), re.compile(
+    SecretRule("credential-word-colon", _followed(_PLAIN_WORDS, (":",)), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)})):[ \t]*)"
         rf"(?=[^\s\"',;}}&\\]*[0-9!@#$%^*+/=~_.\-])[^\s\"',;}}&\\]{{6,}}"), _keep_name),
 )
@@ -137,28 +142,30 @@ HINTS = [hint for rule in TEXT_RULES for hint in rule.hints]
 _HINT_RULE = [rule for rule in TEXT_RULES for _ in rule.hints]
 
 
-HintFinder = tuple[Callable[[str], bool], Callable[[str], set[int]]]  # (any hint?, indexes of the hints)
+HintFinder = tuple[Callable[[str], bool], Callable[[str], set[int]]]  # (any hint in a text?, the hints' indexes)
 
 
 def substring_hint_finder() -> HintFinder:
-    """Substring searches over a lowercased text: first each distinct word, then its
+    """Substring searches over the lowercased text: first each distinct word, then its
     separators, so the ~100 hints cost about one search per word."""
     by_word: dict[str, list[tuple[int, str]]] = {}
     for index, hint in enumerate(HINTS):
         by_word.setdefault(hint.rstrip(" \t:=\"'\\") or hint, []).append((index, hint))
     groups = list(by_word.items())
 
-    def indexes(lowered: str) -> set[int]:
+    def indexes(text: str) -> set[int]:
+        lowered = text.lower()
         return {i for word, hints in groups if word in lowered for i, hint in hints if hint in lowered}
 
-    def any_hint(lowered: str) -> bool:
+    def any_hint(text: str) -> bool:
+        lowered = text.lower()
         return any(word in lowered and any(hint in lowered for _, hint in hints) for word, hints in groups)
 
     return any_hint, indexes
 
 
 def automaton_hint_finder() -> HintFinder:
-    """Aho-Corasick (`ahocorasick_rs`): all hints in one pass over a lowercased text."""
+    """Aho-Corasick (`ahocorasick_rs`): all hints in one pass over the lowercased text."""
     import ahocorasick_rs
 
     # leftmost-first finds a match whenever there is one, faster than listing them all
@@ -166,20 +173,64 @@ def automaton_hint_finder() -> HintFinder:
                                        implementation=ahocorasick_rs.Implementation.DFA)
     every = ahocorasick_rs.AhoCorasick(HINTS)
 
-    def any_hint(lowered: str) -> bool:
-        return bool(first.find_matches_as_indexes(lowered))
+    def any_hint(text: str) -> bool:
+        return bool(first.find_matches_as_indexes(text.lower()))
 
-    def indexes(lowered: str) -> set[int]:
-        return {i for i, _, _ in every.find_matches_as_indexes(lowered, overlapping=True)}
+    def indexes(text: str) -> set[int]:
+        return {i for i, _, _ in every.find_matches_as_indexes(text.lower(), overlapping=True)}
+
+    return any_hint, indexes
+
+
+def hyperscan_hint_finder() -> HintFinder:
+    """Hyperscan (x86-64): all hints in one SIMD pass, ASCII case folded by the engine."""
+    import threading
+
+    import hyperscan
+
+    database = hyperscan.Database()
+    database.compile(expressions=[re.escape(h).encode() for h in HINTS], ids=list(range(len(HINTS))),
+                     elements=len(HINTS),
+                     flags=[hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH] * len(HINTS))
+    per_thread = threading.local()  # a scan runs without the GIL: one scratch space per thread
+
+    def scan(text: str, on_match: Callable, context: Any = None) -> None:
+        scratch = getattr(per_thread, "scratch", None)
+        if scratch is None:
+            scratch = per_thread.scratch = hyperscan.Scratch(database)
+        database.scan(text.encode("utf-8", "surrogatepass"), match_event_handler=on_match, context=context,
+                      scratch=scratch)
+
+    def add_index(index: int, start: int, end: int, flags: int, found: set[int]) -> None:
+        found.add(index)
+
+    def stop(index: int, start: int, end: int, flags: int, context: Any) -> bool:
+        return True  # the first hint answers any_hint: stop scanning
+
+    def indexes(text: str) -> set[int]:
+        found: set[int] = set()
+        scan(text, add_index, found)
+        return found
+
+    def any_hint(text: str) -> bool:
+        try:
+            scan(text, stop)
+        except hyperscan.ScanTerminated:
+            return True
+        return False
 
     return any_hint, indexes
 
 
 def _fastest_hint_finder() -> HintFinder:
-    try:
-        return automaton_hint_finder()
-    except ImportError:  # the bare SDK: ahocorasick_rs comes with the collector extra
-        return substring_hint_finder()
+    """Hyperscan where its wheel exists (the collector extra on x86-64), else Aho-Corasick
+    (the collector extra elsewhere), else substring searches (the bare SDK)."""
+    for finder in (hyperscan_hint_finder, automaton_hint_finder):
+        try:
+            return finder()
+        except ImportError:
+            pass
+    return substring_hint_finder()
 
 
 _any_hint, _hint_indexes = _fastest_hint_finder()
@@ -187,12 +238,12 @@ _any_hint, _hint_indexes = _fastest_hint_finder()
 
 def may_hold_secret(text: str) -> bool:
     """False when no rule can match `text` (one pass): the fast answer for most text."""
-    return len(text) >= MIN_SECRET_CHARS and _any_hint(text.lower())
+    return len(text) >= MIN_SECRET_CHARS and _any_hint(text)
 
 
 def rules_hit(text: str) -> list[SecretRule]:
     """The rules whose hints `text` contains (in TEXT_RULES order): the only ones that can match."""
-    hit = {id(_HINT_RULE[i]) for i in _hint_indexes(text.lower())}
+    hit = {id(_HINT_RULE[i]) for i in _hint_indexes(text)}
     return [rule for rule in TEXT_RULES if id(rule) in hit]
 
 

@@ -68,8 +68,8 @@ SAMPLES: tuple[Sample, ...] = (
             + "-" + _draw(_ALNUM, 64)),
     _sample("slack-webhook", "alerts go to https://hooks.slack.com/services/{s} now",
             "T" + _draw(_UPPER_DIGITS, 8) + "/B" + _draw(_UPPER_DIGITS, 8) + "/" + _draw(_ALNUM, 24)),
-    _sample("pem-private-key", "deploy key:\n-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----\nthanks",
-            _pem_body),
+    _sample("pem-private-key",
+            "deploy key:\n-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----\nthanks", _pem_body),
     _sample("pem-private-key", "-----BEGIN OPENSSH PRIVATE KEY-----\n{s}", _pem_body[:100]),  # cut short
     _sample("bearer-or-basic", "call it with Bearer {s} please", _draw(_ALNUM + "._-", 32)),
     _sample("authorization-field", "Authorization: Basic {s}", "dXNlcjpodW50ZXIy" + _draw(_ALNUM, 8)),

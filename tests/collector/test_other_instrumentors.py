@@ -49,7 +49,7 @@ APP = """
     with tracefix.session("coexist", entrypoint="app:main", inputs={{}}) as s:
         for i in range({calls}):
             client.chat.completions.create(model="bank-agent", messages=[
-                {{"role": "user", "content": f"Task: Alice Chen asks how much money is in her savings account. {{i}}"}}])
+                {{"role": "user", "content": f"Task: Alice Chen asks for her savings balance. {{i}}"}}])
     print(s.id)
 """
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 import uuid
 
-import pytest
 from collector_support import TOKEN, tracer_provider
 from secret_samples import SAMPLES, all_secrets_text
 from test_instrumentations import instrumented
@@ -21,22 +20,6 @@ CREDENTIAL_ATTRIBUTES = {
     "password": HEADER_TOKEN, "secret": HEADER_TOKEN, "token": HEADER_TOKEN, "cookie": f"sid={HEADER_TOKEN}",
     "http.request.header.authorization": [f"Basic {HEADER_TOKEN}"],
 }
-
-
-@pytest.fixture(scope="module")
-def serve(tmp_path_factory):
-    db = tmp_path_factory.mktemp("redaction") / "tracefix.duckdb"
-    p = procs.start_serve(db, "--token", TOKEN, env={"TRACEFIX_TOKEN": ""})
-    p.db = db
-    yield p
-    p.stop()
-
-
-@pytest.fixture(scope="module")
-def api(serve):
-    from tracefix.collector.access import HttpAccess
-
-    return HttpAccess(serve.match["http"], TOKEN)
 
 
 def _chat_with_secrets(sim_url: str, provider, session_id: str) -> None:
@@ -69,7 +52,30 @@ def _assert_no_secret(text: str, where: str) -> None:
     assert HEADER_TOKEN not in text, f"{where} holds a credential attribute's value"
 
 
-def test_openinference_and_openllmetry_secrets_are_redacted_before_storage(serve, api, sim_url):
+def test_openinference_and_openllmetry_secrets_are_redacted_before_storage(tmp_path, sim_url):
+    """A serve of its own: it is stopped to read its DuckDB file."""
+    from tracefix.collector.access import HttpAccess
+
+    db = tmp_path / "tracefix.duckdb"
+    serve = procs.start_serve(db, "--token", TOKEN, env={"TRACEFIX_TOKEN": ""})
+    try:
+        _export_and_check(serve, HttpAccess(serve.match["http"], TOKEN), sim_url)
+    finally:
+        serve.stop()  # the collector is the only one who opens its file while it runs
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        dump = repr([con.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables])
+    finally:
+        con.close()
+    assert "messages" in tables and SYSTEM in dump
+    _assert_no_secret(dump, "the DuckDB file")
+
+
+def _export_and_check(serve, api, sim_url: str) -> None:
+    """Both instrumentations export to `serve`; what its API gives back holds no secret."""
     from openinference.instrumentation import using_metadata
     from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInferenceOpenAI
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryOpenAI
@@ -89,15 +95,3 @@ def test_openinference_and_openllmetry_secrets_are_redacted_before_storage(serve
         _assert_no_secret(stored, f"the API's view of {session_id}")
         first_user = next(m for m in api.get_session(session_id)["steps"][0]["input_messages"] if m["role"] == "user")
         assert "[REDACTED]" in first_user["content"] and "my OpenAI key is" in first_user["content"]
-
-    serve.stop()  # the collector is the only one who opens its file while it runs
-    import duckdb
-
-    con = duckdb.connect(str(serve.db), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
-        dump = repr([con.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables])
-    finally:
-        con.close()
-    assert "messages" in tables and SYSTEM in dump
-    _assert_no_secret(dump, "the DuckDB file")

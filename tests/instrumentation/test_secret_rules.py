@@ -74,22 +74,36 @@ def test_redaction_is_idempotent():
     assert redact_text(once) == once
 
 
+# non-ASCII characters that lowercase to ASCII (the Kelvin sign) are left out: the
+# Hyperscan pass folds ASCII only, like the rules' regexes, so only its superset gates differ
+_letters = st.characters(codec="utf-8").filter(lambda c: c.isascii() or not any(x.isascii() for x in c.lower()))
 corpus = st.one_of(st.sampled_from([s.text for s in SAMPLES] + list(ORDINARY)),
-                   st.text(alphabet=st.characters(codec="utf-8"), max_size=80),
+                   st.text(alphabet=_letters, max_size=80),
                    st.lists(st.sampled_from(["token", "secret", "api_key", "Bearer", "basic", "sk-", "AKIA", ":",
-                                             "=", '"', "'", "\\", " ", "\t", "x1", "password", "eyJ", "xox"]),
+                                             "=", '"', "'", "\\", " ", "\t", "x1", "password", "eyJ", "xox", "é"]),
                             max_size=12).map("".join))
+
+
+def _finders() -> list:
+    finders = [secret_rules.substring_hint_finder()]
+    for name in ("automaton_hint_finder", "hyperscan_hint_finder"):  # each where its package is installed
+        try:
+            finders.append(getattr(secret_rules, name)())
+        except ImportError:
+            pass
+    return finders
+
+
+FINDERS = _finders()
 
 
 @settings(max_examples=300)
 @given(corpus)
-def test_both_hint_finders_agree(text):
-    """The collector's Aho-Corasick pass and the bare SDK's substring searches pick the same rules."""
-    pytest.importorskip("ahocorasick_rs")
-    lowered = text.lower()
-    substrings, automaton = secret_rules.substring_hint_finder(), secret_rules.automaton_hint_finder()
-    assert substrings[1](lowered) == automaton[1](lowered)
-    assert substrings[0](lowered) == automaton[0](lowered) == bool(automaton[1](lowered))
+def test_every_hint_finder_agrees(text):
+    """The collector's one-pass scans (Hyperscan, Aho-Corasick) and the bare SDK's substring
+    searches find the same hints, so they pick the same rules."""
+    results = [(any_hint(text), indexes(text)) for any_hint, indexes in FINDERS]
+    assert all(r == results[0] for r in results) and results[0][0] == bool(results[0][1])
 
 
 def test_the_sdk_redacts_every_rule_before_export(sim_url):
