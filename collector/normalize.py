@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracefix import semconv as sc
+from tracefix.collector.redact import redact_span
 
 try:  # orjson is 3-10x faster on the ingest path; the stdlib gives the same text otherwise
     import orjson
@@ -805,6 +806,7 @@ def _read_span(span, max_chars: int) -> tuple[str, str, dict, list[dict], str | 
         for ev in span.events:
             events.append({"name": ev.name, "time_ns": ev.time_unix_nano,
                            "attributes": attributes(ev.attributes, max_chars)})
+    redact_span(attrs, events)  # before anything reads them: no secret from any instrumentation is stored
     sid = _first(attrs, SESSION_ID_KEYS)
     return trace_id.hex(), span_id.hex(), attrs, events, (str(sid) if sid is not None else None)
 

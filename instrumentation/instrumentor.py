@@ -3,7 +3,8 @@
 `_instrument` and `_uninstrument` walk the same table, so what one wraps the other
 unwraps. SDKs that are not installed are skipped. This is also the
 ``opentelemetry_instrumentor`` entry point: ``opentelemetry-instrument python app.py``
-traces the app's OpenAI/Anthropic calls with no code change.
+traces the app's OpenAI/Anthropic calls with no code change. Calls that OpenInference or
+OpenLLMetry trace too are left to them (`tracefix.other_instrumentors`).
 """
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ class TracefixInstrumentor(BaseInstrumentor):
         from wrapt import wrap_function_wrapper
 
         from . import llm
+        from .other_instrumentors import deferring
 
         for module_name, path, adapter_target, is_async in _TARGETS:
             if module_name.split(".")[0] != package:
@@ -105,7 +107,8 @@ class TracefixInstrumentor(BaseInstrumentor):
                 continue
             try:
                 adapter = _adapter(adapter_target)
-                wrapper = llm.wrap_async(adapter) if is_async else llm.wrap_sync(adapter)
+                # steps aside while OpenInference/OpenLLMetry trace the same call (no double spans)
+                wrapper = deferring(package, llm.wrap_async(adapter) if is_async else llm.wrap_sync(adapter))
                 wrap_function_wrapper(owner[0], owner[1], wrapper)
                 self._wrapped.append((owner[0], owner[1], wrapper))
             except Exception:

@@ -1,16 +1,15 @@
 """Secrets never leave the process: span attributes are redacted before export.
 
-Built in: OpenAI/Anthropic-style API keys (``sk-…``), ``Bearer …`` tokens, and the values
-of Authorization / api-key fields (as attribute keys or inside JSON text). Users chain
-their own functions ``fn(key, value) -> value`` (``init(redact=...)``); they run after the
-built-ins on every string attribute of spans and span events.
+The rules (which keys and which pieces of text are credentials) live in
+`tracefix.secret_rules`, shared with the collector, which applies them again to spans from
+other instrumentations. Users chain their own functions ``fn(key, value) -> value``
+(``init(redact=...)``); they run after the built-ins on every attribute of spans and span events.
 
 Redaction happens on the export side (an exporter wrapper behind the batch processor, or
 a processor wrapper for processors handed to ``init``), off the application's hot path.
 """
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any, Callable, Iterable, Sequence
 
@@ -18,27 +17,12 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .attributes import logger
+from .secret_rules import REDACTED, redact_text, redact_value
 
-REDACTED = "[REDACTED]"
-
-_API_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{4,}")
-_SECRET_FIELD = re.compile(
-    r"""(?ix)(["']?(?:authorization|proxy-authorization|x-api-key|api[_-]?key|openai[_-]api[_-]key|
-    anthropic[_-]api[_-]key)["']?\s*[:=]\s*["']?)([^"',}\s][^"',}]*)""")
-_SECRET_KEY_NAMES = ("authorization", "api_key", "api-key", "apikey", "x-api-key")
-_HINTS = ("sk-", "earer", "asic", "uthorization", "pi_key", "pi-key", "PI_KEY", "pikey")
+__all__ = ["REDACTED", "redact_text", "RedactionChain", "RedactingSpanExporter", "RedactingSpanProcessor",
+           "wrap_processors"]
 
 Redactor = Callable[[str, Any], Any]
-
-
-def redact_text(text: str) -> str:
-    """The built-in rules applied to one string."""
-    if not any(h in text for h in _HINTS):
-        return text
-    text = _API_KEY.sub(REDACTED, text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    return _SECRET_FIELD.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 class RedactionChain:
@@ -54,13 +38,7 @@ class RedactionChain:
         self._failed: set[int] = set()
 
     def value(self, key: str, value: Any) -> Any:
-        lowered = key.lower()
-        if any(name in lowered for name in _SECRET_KEY_NAMES):
-            return REDACTED
-        if isinstance(value, str):
-            value = redact_text(value)
-        elif isinstance(value, (tuple, list)) and any(isinstance(v, str) for v in value):
-            value = tuple(redact_text(v) if isinstance(v, str) else v for v in value)
+        value = redact_value(key, value)
         for fn in self.user:
             try:
                 value = fn(key, value)
