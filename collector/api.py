@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tracefix.collector import otlp
+from tracefix.collector import document, otlp
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.store import UnknownSession
+from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession
 from tracefix.collector.writer import QueueFull, WriterClosed, is_data_error
 
 if TYPE_CHECKING:
@@ -60,6 +60,27 @@ async def read_json(request: Request, limit: int) -> Any:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
+
+
+def int_value(raw: str, name: str, lo: int, hi: int) -> int:
+    """An integer request parameter in [lo, hi], else a 422 that names it."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise otlp.OtlpError(422, f"{name} must be an integer, not {raw!r}") from None
+    if not lo <= value <= hi:
+        raise otlp.OtlpError(422, f"{name} must be between {lo} and {hi}, not {value}")
+    return value
+
+
+def int_param(query, name: str, default: int, lo: int, hi: int) -> int:
+    raw = query.get(name)
+    return default if raw is None else int_value(raw, name, lo, hi)
+
+
+def page_params(query, default_limit: int) -> tuple[int, int]:
+    """`offset` and `limit` of a paged read (every read of a session's contents is paged)."""
+    return int_param(query, "offset", 0, 0, 1 << 31), int_param(query, "limit", default_limit, 1, 1000)
 
 
 def build_app(collector: "Collector") -> Starlette:
@@ -140,16 +161,103 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def get_session(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        doc = await run_in_threadpool(store.get_session, sid)
+        q = request.query_params
+        offset, limit = page_params(q, default_limit=100)
+        max_chars = int_param(q, "max_chars", 2000, 1, 1_000_000)
+        content = q.get("content", "previews")
+        if content not in ("previews", "keys"):
+            raise otlp.OtlpError(422, f"content must be 'previews' or 'keys', not {content!r}")
+        doc = await run_in_threadpool(store.session_page, sid, offset, limit, max_chars, content)
         if doc is None:
             raise UnknownSession(sid)
         return JSONResponse(doc)
 
+    async def get_step(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        index = int_value(request.path_params["index"], "step index", 0, 1 << 31)
+        step = await run_in_threadpool(store.session_step, sid, index)
+        if step is None:
+            if not await run_in_threadpool(store.session_exists, sid):
+                raise UnknownSession(sid)
+            return error(404, f"session {sid!r} has no step {index}")
+        return JSONResponse(step)
+
+    async def get_message(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        try:
+            key = document.key_from_ref(request.path_params["key"])
+        except ValueError as exc:
+            raise otlp.OtlpError(422, str(exc)) from None
+        text = await run_in_threadpool(store.session_message, sid, key)
+        if text is None:
+            if not await run_in_threadpool(store.session_exists, sid):
+                raise UnknownSession(sid)
+            return error(404, f"session {sid!r} has no message {request.path_params['key']!r}")
+        return JSONResponse({"key": document.key_ref(key), "message": json.loads(text)})
+
+    def streamed_page(field: str, total: int, offset: int, items) -> StreamingResponse:
+        """`{field: [...], "page": {...}}` written item by item as `items` yields (position,
+        JSON text, size); a page ends after PAGE_BUDGET_CHARS of content (one item at least)."""
+        def body():
+            yield f'{{"{field}":['.encode()
+            end, used = offset, 0
+            for n, (position, text, size) in enumerate(items):
+                if n and used > PAGE_BUDGET_CHARS:
+                    break
+                yield (b"," if n else b"") + text.encode("utf-8", "surrogatepass")
+                end, used = position + 1, used + size
+            page = {"offset": offset, "returned": end - offset, "total": total,
+                    "next_offset": end if end < total else None}
+            yield f'],"page":{json.dumps(page)}}}'.encode()
+
+        return StreamingResponse(body(), media_type="application/json")
+
     async def get_spans(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        if not await run_in_threadpool(store.session_exists, sid):
-            raise UnknownSession(sid)
-        return JSONResponse({"spans": await run_in_threadpool(store.get_spans, sid)})
+        offset, limit = page_params(request.query_params, default_limit=500)
+        cur = store.cursor()  # the stream reads on after this handler returns, from other threads
+        try:
+            rowids = await run_in_threadpool(store.session_span_rowids, sid, cur)
+            if rowids is None:
+                raise UnknownSession(sid)
+            chosen = rowids[offset:offset + limit]
+
+            def items():
+                try:
+                    for n, span in enumerate(store.iter_spans(chosen, cur)):
+                        text = json.dumps(span, ensure_ascii=False)
+                        yield offset + n, text, len(text)
+                finally:
+                    cur.close()
+
+            return streamed_page("spans", len(rowids), offset, items())
+        except BaseException:
+            cur.close()
+            raise
+
+    async def list_messages(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        offset, limit = page_params(request.query_params, default_limit=100)
+        cur = store.cursor()
+        try:
+            keys = await run_in_threadpool(store.session_message_keys, sid, cur)
+            if keys is None:
+                raise UnknownSession(sid)
+            chosen = keys[offset:offset + limit]
+            position = {k: offset + i for i, k in enumerate(chosen)}
+
+            def items():
+                try:
+                    for key, text in store.iter_message_texts(chosen, cur):
+                        yield (position[key], json.dumps({"key": document.key_ref(key), "text": text},
+                                                         ensure_ascii=False), len(text))
+                finally:
+                    cur.close()
+
+            return streamed_page("messages", len(keys), offset, items())
+        except BaseException:
+            cur.close()
+            raise
 
     async def feedback(request: Request) -> Response:
         data = await read_json(request, 1 << 20)
@@ -248,6 +356,9 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/sessions", guarded(list_sessions)),
         Route("/api/v1/sessions/{session_id}", guarded(get_session)),
         Route("/api/v1/sessions/{session_id}/spans", guarded(get_spans)),
+        Route("/api/v1/sessions/{session_id}/steps/{index}", guarded(get_step)),
+        Route("/api/v1/sessions/{session_id}/messages", guarded(list_messages)),
+        Route("/api/v1/sessions/{session_id}/messages/{key}", guarded(get_message)),
         Route("/api/v1/sessions/{session_id}/analysis", guarded(get_analysis), methods=["GET"]),
         Route("/api/v1/sessions/{session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
         Route("/api/v1/sessions/{session_id}/replay", guarded(get_replay), methods=["GET"]),
