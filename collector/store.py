@@ -91,11 +91,13 @@ def checkpoint_threshold_bytes() -> int:
     return int(float(match.group(1)) * unit[match.group(2)])
 
 
-def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False,
-               threads: int | None = None, checkpoint_threshold: str | None = None) -> duckdb.DuckDBPyConnection:
+def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False, threads: int | None = None,
+               checkpoint_threshold: str | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """Open the database behind a store. `:memory:` works for throwaway stores. `threads`
     (or TRACEFIX_DB_THREADS) caps DuckDB's worker threads; `checkpoint_threshold` (or
-    TRACEFIX_CHECKPOINT_THRESHOLD) is the WAL size at which a commit checkpoints."""
+    TRACEFIX_CHECKPOINT_THRESHOLD) is the WAL size at which a commit checkpoints;
+    TRACEFIX_DB_MEMORY_LIMIT (else `memory_limit`, else DuckDB's 80% of RAM) bounds DuckDB's
+    memory, its cache of blocks read included."""
     target = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +106,9 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
     threshold = checkpoint_threshold or os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD")
     if threshold:
         config["checkpoint_threshold"] = threshold
+    memory_limit = os.environ.get("TRACEFIX_DB_MEMORY_LIMIT") or memory_limit
+    if memory_limit:
+        config["memory_limit"] = memory_limit
     return duckdb.connect(target, read_only=read_only, config=config)
 
 
@@ -226,10 +231,11 @@ def _now_ns() -> int:
 
 class Store:
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
-                 threads: int | None = None, checkpoint_threshold: str | None = None):
+                 threads: int | None = None, checkpoint_threshold: str | None = None,
+                 memory_limit: str | None = None):
         self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
         self.con = connect_db(self.path, read_only=read_only, threads=threads,
-                              checkpoint_threshold=checkpoint_threshold)
+                              checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
         self._local = threading.local()
         self._message_keys: KeySet | None = None  # loaded by the first write of messages
         self._cursors: list[duckdb.DuckDBPyConnection] = []
