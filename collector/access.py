@@ -146,6 +146,11 @@ class HttpAccess(_Base):
         doc["steps"] = steps
         return doc
 
+    def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int = 2000) -> dict | None:
+        """One page of the session as the API answers it (contracts §1b)."""
+        return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}", missing_ok=True,
+                             query={"offset": offset, "limit": limit, "max_chars": max_chars})
+
     def get_spans(self, session_id: str) -> list[dict]:
         res = self._paged(f"/api/v1/sessions/{self._sid(session_id)}/spans", "spans", self.PAGE_ITEMS)
         spans = res[1] if res else []
@@ -219,6 +224,9 @@ class StoreAccess(_Base):
 
     def get_spans(self, session_id: str) -> list[dict]:
         return self.store.get_spans(session_id)
+
+    def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int = 2000) -> dict | None:
+        return self.store.session_page(session_id, offset, limit, max_chars)
 
     def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
         from tracefix.collector.store import UnknownSession
