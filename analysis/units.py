@@ -626,5 +626,8 @@ _MESSAGE_ERROR = re.compile(
 
 
 def _message_error(text: str) -> str | None:
+    lowered = (text or "").lower()  # every branch of the pattern needs one of these words: skip the slow scan
+    if not any(word in lowered for word in ("error", "exception", "traceback", "fail")):
+        return None
     m = _MESSAGE_ERROR.search(text or "")
     return m.group(1).strip()[:300] if m else None
