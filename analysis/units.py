@@ -12,6 +12,7 @@ so it is cheap to import anywhere.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -118,10 +119,19 @@ def normalize_error(text: str | None) -> str | None:
 
 def extract_artifacts(text: str) -> set[str]:
     """Identifiers, URLs, file names, multi-digit numbers and short quoted values in `text`."""
+    return set(_artifacts_of(text)) if text else set()
+
+
+# Patterns that only match around one of these characters: a text without any is not scanned.
+_PATTERN_HINTS = {"url": ("://",), "file": (".",)}
+
+
+@functools.lru_cache(maxsize=256)  # a step's text is read for what it produced, used and asserted
+def _artifacts_of(text: str) -> frozenset[str]:
     found: set[str] = set()
-    if not text:
-        return found
     for kind, pattern in _ARTIFACT_PATTERNS:
+        if kind in _PATTERN_HINTS and not any(h in text for h in _PATTERN_HINTS[kind]):
+            continue
         for m in pattern.finditer(text):
             value = m.group(0).rstrip(".,;:")
             if kind == "number":
@@ -130,12 +140,13 @@ def extract_artifacts(text: str) -> set[str]:
                     continue
                 value = _canonical_number(value)
             found.add(value)
-    for m in _QUOTED.finditer(text):
-        value = (m.group(1) or m.group(2) or "").strip()
-        # Quoted single words are usually JSON keys; keep values with a digit or a space.
-        if value and (any(ch.isdigit() for ch in value) or " " in value) and len(value) <= 60:
-            found.add(value)
-    return found
+    if "'" in text or '"' in text:
+        for m in _QUOTED.finditer(text):
+            value = (m.group(1) or m.group(2) or "").strip()
+            # Quoted single words are usually JSON keys; keep values with a digit or a space.
+            if value and (any(ch.isdigit() for ch in value) or " " in value) and len(value) <= 60:
+                found.add(value)
+    return frozenset(found)
 
 
 def _canonical_number(value: str) -> str:
@@ -228,22 +239,72 @@ def unsupported_in(used: set[str], context: str) -> list[str]:
     """The values of `used` that `context` never mentions (as an artifact or a whole token)."""
     if not used:
         return []
-    out = []
-    for value in sorted(used):
-        # A plain substring test first: cheap on a long context, and most values are there.
-        if value in context and re.search(_token_pattern(value), context):
-            continue
-        out.append(value)
-    return out
+    # Each value searched in the context costs values x context: a 200 KB message asserts
+    # thousands of values. Past a budget, an index of the context's tokens finds each in O(1).
+    if len(used) * len(context) > _DIRECT_SEARCH_CHARS:
+        mentioned = _TokenIndex(context).mentions
+    else:
+        def mentioned(value: str) -> bool:
+            # A plain substring test first: cheap on a long context, and most values are there.
+            return value in context and re.search(_token_pattern(value), context) is not None
+    return [value for value in sorted(used) if not mentioned(value)]
+
+
+_DIRECT_SEARCH_CHARS = 2_000_000
+_RUN = re.compile(r"[A-Za-z0-9]+")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")  # the values _token_pattern treats as numbers
+
+
+class _TokenIndex:
+    """Where each ASCII alphanumeric run of a context starts. A value mentioned at p (as
+    _token_pattern matches it) has each of its runs at the same offset from p in the
+    context, whole: the value's own characters and the pattern's boundaries end them there.
+    Except at a number's end, which the pattern lets go on ("820.5" in "820.50", "200" in
+    "200abc"): a number is looked up by its first run, and a run of digits then letters is
+    also indexed by its leading digits. Other values by their longest run, the rarest."""
+
+    def __init__(self, context: str):
+        self.context = context
+        self.starts: dict[str, list[int]] = {}
+        for m in _RUN.finditer(context):
+            run = m.group()
+            self.starts.setdefault(run, []).append(m.start())
+            if run[0].isdigit() and not run.isdigit():
+                self.starts.setdefault(run[:len(run) - len(run.lstrip("0123456789"))], []).append(m.start())
+
+    def mentions(self, value: str) -> bool:
+        runs = list(_RUN.finditer(value))
+        if not runs:
+            return value in self.context and re.search(_token_pattern(value), self.context) is not None
+        anchor = runs[0] if _NUMBER.fullmatch(value) else max(runs, key=lambda m: len(m.group()))
+        pattern = None
+        for start in self.starts.get(anchor.group(), ()):
+            p = start - anchor.start()
+            if p >= 0 and self.context.startswith(value, p):
+                pattern = pattern or re.compile(_token_pattern(value))
+                if pattern.match(self.context, p):  # lookbehind sees the context before p
+                    return True
+        return False
 
 
 def _token_pattern(value: str) -> str:
     """`value` as a whole token; a canonical number also matches its written forms
     ("820.5" in "820.50", "200" in "200.00")."""
-    if re.fullmatch(r"-?\d+(?:\.\d+)?", value):
+    if _NUMBER.fullmatch(value):
         tail = r"0*" if "." in value else r"(?:\.0+)?"
         return r"(?<![\w.])" + re.escape(value) + tail + r"(?![\w.]\d|\d)"
     return r"(?<![\w.])" + re.escape(value) + r"(?![\w])"
+
+
+def _tail(texts: list[str], chars: int) -> str:
+    """The last `chars` characters of the texts joined by newlines, joining only what is kept."""
+    kept, size = [], 0
+    for text in reversed(texts):
+        kept.append(text)
+        size += len(text) + 1
+        if size > chars:
+            break
+    return "\n".join(reversed(kept))[-chars:]
 
 
 def _used_values(calls: list[dict], text: str) -> set[str]:
@@ -334,7 +395,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         is_last = pos == n - 1
         if (step.get("kind") or "llm") == "message":
             unit = _unit_from_message(step, pos, is_last)
-            context = (task or "") + "\n" + "\n".join(said)[-_CONTEXT_CHARS:]
+            context = (task or "") + "\n" + _tail(said, _CONTEXT_CHARS)
             if not unit.feedback:  # a tool's output reports the world; only agents can invent
                 unit.unsupported = unsupported_in(_used_values(unit.action["calls"], unit.action["text"]), context)
             said.append(unit.action["text"])
@@ -565,5 +626,8 @@ _MESSAGE_ERROR = re.compile(
 
 
 def _message_error(text: str) -> str | None:
+    lowered = (text or "").lower()  # every branch of the pattern needs one of these words: skip the slow scan
+    if not any(word in lowered for word in ("error", "exception", "traceback", "fail")):
+        return None
     m = _MESSAGE_ERROR.search(text or "")
     return m.group(1).strip()[:300] if m else None

@@ -33,8 +33,10 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
         -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
         outcome, score, started_at, ended_at, duration_ms, steps, spans, errors, agents, models,
         feedback_score (latest), feedback_count, parent_session_id, replayable, source
-    ``GET /api/v1/sessions/{id}`` -> session document (docs/contracts.md §1)
-    ``GET /api/v1/sessions/{id}/spans`` -> {"spans": [span]}
+    ``GET /api/v1/sessions/{id}?offset=&limit=&max_chars=&content=`` -> one page of the session
+        document, long contents cut, inputs by message key (docs/contracts.md §1b)
+    ``GET /api/v1/sessions/{id}/steps/{index}``, ``.../messages/{key}``: one step / message in full;
+    ``.../messages?offset=&limit=``, ``.../spans?offset=&limit=`` -> streamed pages (contracts §1b)
     ``POST /api/v1/feedback`` {session_id, score, comment} -> 201 feedback (+ alert_id, job_id)
     ``GET|POST /api/v1/sessions/{id}/analysis`` and ``.../replay`` (contracts §3, §5, stored as-is)
     ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)

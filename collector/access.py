@@ -28,6 +28,7 @@ import urllib.request
 from typing import Any
 
 from tracefix.collector import DEFAULT_DB
+from tracefix.collector.document import restore_message_attributes
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
 
@@ -100,12 +101,71 @@ class HttpAccess(_Base):
             feedback=feedback, outcome=outcome, service=service, agent=agent, since=since, until=until,
             limit=limit, offset=offset, parent_session_id=parent_session_id))["sessions"]
 
+    # The API answers a session in bounded pages (docs/contracts.md §1b); these reads ask for
+    # every page and put the whole document back together, as StoreAccess returns it.
+    PAGE_STEPS = 200
+    PAGE_ITEMS = 1000
+    FULL_CHARS = 1_000_000  # contents cut only past this; such a step is then read on its own
+
+    def _paged(self, path: str, field: str, limit: int, query: dict | None = None) -> tuple[dict, list] | None:
+        """(first page, every page's `field` items) of a paged read; None when not found."""
+        first, items, offset = None, [], 0
+        while offset is not None:
+            page = self._request("GET", path, query={**(query or {}), "offset": offset, "limit": limit},
+                                 missing_ok=True)
+            if page is None:
+                return None
+            first = first or page
+            items += page[field]
+            offset = page["page"]["next_offset"]
+        return first, items
+
+    def _message_texts(self, session_id: str) -> dict[str, str]:
+        """The stored text of every message of the session, by key ref."""
+        res = self._paged(f"/api/v1/sessions/{self._sid(session_id)}/messages", "messages", self.PAGE_ITEMS)
+        return {m["key"]: m["text"] for m in res[1]} if res else {}
+
     def get_session(self, session_id: str) -> dict | None:
-        return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}", missing_ok=True)
+        path = f"/api/v1/sessions/{self._sid(session_id)}"
+        res = self._paged(path, "steps", self.PAGE_STEPS, {"max_chars": self.FULL_CHARS, "content": "keys"})
+        if res is None:
+            return None
+        doc, steps = res
+        for i, step in enumerate(steps):
+            if step.get("truncated"):  # a tool result or snapshot longer than FULL_CHARS
+                steps[i] = self._request("GET", f"{path}/steps/{step['index']}")["step"]
+        texts = self._message_texts(session_id) if steps else {}
+        parsed: dict[str, dict] = {}  # one dict per message, shared by every step that shows it
+
+        def message(ref: str) -> dict:
+            if ref not in parsed:
+                parsed[ref] = json.loads(texts[ref]) if ref in texts else {"role": "unknown", "content": None}
+            return parsed[ref]
+
+        for step in steps:
+            step["input_messages"] = [message(r) for r in step.pop("input_message_keys")]
+            ref = step.pop("output_message_key")
+            if step.get("output_message") is None and ref is not None:
+                step["output_message"] = message(ref)
+        doc.pop("page", None)
+        doc.pop("messages", None)
+        doc["steps"] = steps
+        return doc
+
+    def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int = 2000) -> dict | None:
+        """One page of the session as the API answers it (contracts §1b)."""
+        return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}", missing_ok=True,
+                             query={"offset": offset, "limit": limit, "max_chars": max_chars})
 
     def get_spans(self, session_id: str) -> list[dict]:
-        res = self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/spans", missing_ok=True)
-        return res["spans"] if res else []
+        res = self._paged(f"/api/v1/sessions/{self._sid(session_id)}/spans", "spans", self.PAGE_ITEMS)
+        spans = res[1] if res else []
+        texts = self._message_texts(session_id) if any("message_keys" in s for s in spans) else {}
+        for span in spans:
+            refs = span.pop("message_keys", None)
+            if refs:
+                restore_message_attributes(span["attributes"], refs, texts)
+        return spans
 
     def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
         return self._request("POST", "/api/v1/feedback",
@@ -198,6 +258,9 @@ class StoreAccess(_Base):
 
     def get_spans(self, session_id: str) -> list[dict]:
         return self.store.get_spans(session_id)
+
+    def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int = 2000) -> dict | None:
+        return self.store.session_page(session_id, offset, limit, max_chars)
 
     def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
         from tracefix.collector.store import UnknownSession

@@ -20,16 +20,16 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tracefix.collector import otlp
+from tracefix.collector import document, jsonsafe, otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
-from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, UnknownSession, check_score
+from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull, WriterClosed
 
@@ -134,6 +134,11 @@ def render_report(store, session_id: str, fmt: str) -> str:
     return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
 
 
+def page_params(query: QueryParams, default_limit: int) -> tuple[int, int]:
+    """`offset` and `limit` of a paged read (every read of a session's contents is paged)."""
+    return query.integer("offset", 0, high=1 << 31), query.integer("limit", default_limit, low=1, high=1000)
+
+
 def build_app(collector: "Collector") -> Starlette:
     cfg = collector.config
     store = collector.store
@@ -224,16 +229,101 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def get_session(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        doc = await run_in_threadpool(store.get_session, sid)
+        q = QueryParams(request.query_params)
+        offset, limit = page_params(q, default_limit=100)
+        max_chars = q.integer("max_chars", 2000, low=1, high=1_000_000)
+        content = q.choice("content", ("previews", "keys"), default="previews")
+        doc = await run_in_threadpool(store.session_page, sid, offset, limit, max_chars, content)
         if doc is None:
             raise UnknownSession(sid)
         return JSONResponse(doc)
 
+    async def get_step(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        index = request.path_params["index"]  # {index:int}: digits only
+        step = await run_in_threadpool(store.session_step, sid, index)
+        if step is None:
+            if not await run_in_threadpool(store.session_exists, sid):
+                raise UnknownSession(sid)
+            return error(404, f"session {sid!r} has no step {index}")
+        return JSONResponse(step)
+
+    async def get_message(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        try:
+            key = document.key_from_ref(request.path_params["key"])
+        except ValueError as exc:
+            raise otlp.OtlpError(422, str(exc)) from None
+        text = await run_in_threadpool(store.session_message, sid, key)
+        if text is None:
+            if not await run_in_threadpool(store.session_exists, sid):
+                raise UnknownSession(sid)
+            return error(404, f"session {sid!r} has no message {request.path_params['key']!r}")
+        return JSONResponse({"key": document.key_ref(key), "message": json.loads(text)})
+
+    def streamed_page(field: str, total: int, offset: int, items) -> StreamingResponse:
+        """`{field: [...], "page": {...}}` written item by item as `items` yields (position,
+        JSON text, size); a page ends after PAGE_BUDGET_CHARS of content (one item at least)."""
+        def body():
+            yield f'{{"{field}":['.encode()
+            end, used = offset, 0
+            for n, (position, text, size) in enumerate(items):
+                if n and used > PAGE_BUDGET_CHARS:
+                    break
+                yield (b"," if n else b"") + text.encode("utf-8", "surrogatepass")
+                end, used = position + 1, used + size
+            page = {"offset": offset, "returned": end - offset, "total": total,
+                    "next_offset": end if end < total else None}
+            yield f'],"page":{jsonsafe.dumps(page)}}}'.encode()
+
+        return StreamingResponse(body(), media_type="application/json")
+
     async def get_spans(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        if not await run_in_threadpool(store.session_exists, sid):
-            raise UnknownSession(sid)
-        return JSONResponse({"spans": await run_in_threadpool(store.get_spans, sid)})
+        offset, limit = page_params(QueryParams(request.query_params), default_limit=500)
+        cur = store.cursor()  # the stream reads on after this handler returns, from other threads
+        try:
+            rowids = await run_in_threadpool(store.session_span_rowids, sid, cur)
+            if rowids is None:
+                raise UnknownSession(sid)
+            chosen = rowids[offset:offset + limit]
+
+            def items():
+                try:
+                    for n, span in enumerate(store.iter_spans(chosen, cur)):
+                        text = jsonsafe.dumps(span, ensure_ascii=False)
+                        yield offset + n, text, len(text)
+                finally:
+                    cur.close()
+
+            return streamed_page("spans", len(rowids), offset, items())
+        except BaseException:
+            cur.close()
+            raise
+
+    async def list_messages(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        offset, limit = page_params(QueryParams(request.query_params), default_limit=100)
+        cur = store.cursor()
+        try:
+            keys = await run_in_threadpool(store.session_message_keys, sid, cur)
+            if keys is None:
+                raise UnknownSession(sid)
+            chosen = keys[offset:offset + limit]
+            position = {k: offset + i for i, k in enumerate(chosen)}
+
+            def items():
+                try:
+                    for key, text in store.iter_message_texts(chosen, cur):
+                        yield (position[key], jsonsafe.dumps({"key": document.key_ref(key), "text": text},
+                                                             ensure_ascii=False), len(text))
+                finally:
+                    cur.close()
+
+            return streamed_page("messages", len(keys), offset, items())
+        except BaseException:
+            cur.close()
+            raise
 
     async def feedback(request: Request) -> Response:
         data = await read_json(request, 1 << 20)
@@ -381,6 +471,9 @@ def build_app(collector: "Collector") -> Starlette:
         # ids may hold `/`: {session_id:session_id} on every route under /api/v1/sessions/ (url_input)
         Route("/api/v1/sessions/{session_id:session_id}", guarded(get_session)),
         Route("/api/v1/sessions/{session_id:session_id}/spans", guarded(get_spans)),
+        Route("/api/v1/sessions/{session_id:session_id}/steps/{index:int}", guarded(get_step)),
+        Route("/api/v1/sessions/{session_id:session_id}/messages", guarded(list_messages)),
+        Route("/api/v1/sessions/{session_id:session_id}/messages/{key}", guarded(get_message)),
         Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(get_analysis), methods=["GET"]),
         Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
         Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(get_replay), methods=["GET"]),

@@ -129,43 +129,65 @@ def _short(value, n=160) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+# `show` reads a session page by page: a session of any size prints in bounded memory.
+SHOW_PAGE_STEPS = 100
+SHOW_MAX_CHARS = 400
+
+
 @click.command()
 @_store_options
 @click.argument("session_id")
 @click.option("--spans", is_flag=True, help="Show the raw spans instead of the steps.")
 def show(db, server, token, as_json, session_id, spans):
-    """Show one session's steps (or its spans)."""
+    """Show one session's steps (or its spans); --json prints the whole document."""
     with _connect(db, server, token) as store:
         try:
-            doc = store.get_session(session_id)
-            raw = store.get_spans(session_id) if spans and doc else None
+            if as_json or spans:
+                doc = store.get_session(session_id)
+                if doc is None:
+                    raise click.ClickException(f"unknown session {session_id!r}")
+                if spans:
+                    raw = store.get_spans(session_id)
+                    if as_json:
+                        click.echo(json.dumps(raw, indent=2, ensure_ascii=False))
+                    for s in raw if not as_json else []:
+                        click.echo(f"{s['start_time']}  {s['kind']:<8} {s['name']}  ({s['duration_ms']} ms)")
+                else:
+                    click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+                return
+            _show_pages(store, session_id)
         except AccessError as exc:
             raise click.ClickException(str(exc)) from exc
+
+
+def _show_pages(store, session_id: str) -> None:
+    doc = store.session_page(session_id, 0, SHOW_PAGE_STEPS, SHOW_MAX_CHARS)
     if doc is None:
         raise click.ClickException(f"unknown session {session_id!r}")
-    if as_json:
-        click.echo(json.dumps(raw if spans else doc, indent=2, ensure_ascii=False))
-        return
-    if spans:
-        for s in raw:
-            click.echo(f"{s['start_time']}  {s['kind']:<8} {s['name']}  ({s['duration_ms']} ms)")
-        return
     click.echo(f"session {doc['session_id']}  service={doc['service']}  outcome={doc['outcome']}  "
                f"score={doc['score']}  replayable={doc['replayable']}")
     if doc.get("task"):
         click.echo(f"task: {_short(doc['task'], 200)}")
     click.echo(f"agents: {', '.join(doc['agents'])}  tokens: {doc['tokens']['input']} in / {doc['tokens']['output']} out")
-    for st in doc["steps"]:
-        out = st.get("output_message") or {}
-        click.echo(f"[Step {st['index']}] {st['agent'] or '-'} ({st['kind']}, {st['model'] or '-'})"
-                   + (f"  ERROR {st['error']}" if st.get("error") else ""))
-        if out.get("content"):
-            click.echo(f"    says: {_short(out['content'])}")
-        for tc in st["tool_calls"]:
-            click.echo(f"    tool {tc['name']}({_short(tc['arguments'], 80)}) -> "
-                       f"{_short(tc['error'] or tc['result'], 80)}")
-        if st.get("snapshots"):
-            click.echo(f"    snapshots: {', '.join(st['snapshots'])}")
+    page = doc
+    while True:
+        for st in page["steps"]:
+            out = st.get("output_message") or {}
+            click.echo(f"[Step {st['index']}] {st['agent'] or '-'} ({st['kind']}, {st['model'] or '-'})"
+                       + (f"  ERROR {st['error']}" if st.get("error") else ""))
+            if out.get("content"):
+                click.echo(f"    says: {_short(out['content'])}")
+            for tc in st["tool_calls"]:
+                click.echo(f"    tool {tc['name']}({_short(tc['arguments'], 80)}) -> "
+                           f"{_short(tc['error'] or tc['result'], 80)}")
+            if st.get("snapshots"):
+                click.echo(f"    snapshots: {', '.join(st['snapshots'])}")
+        offset = page["page"]["next_offset"]
+        if offset is None:
+            break
+        page = store.session_page(session_id, offset, SHOW_PAGE_STEPS, SHOW_MAX_CHARS)
+        if page is None:
+            break
     for fb in doc["feedback"]:
         click.echo(f"feedback {fb['score']:g} at {fb['created_at']}: {fb.get('comment') or ''}")
     if doc.get("output") is not None:

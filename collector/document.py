@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
+import re
 from typing import Any
 
 from tracefix import semconv as sc
@@ -65,18 +66,27 @@ def task_of(metadata: Any, inputs: Any, first_messages: list[dict]) -> str | Non
     return None
 
 
-def span_dict(row: tuple, texts: dict[int, str]) -> dict:
+def span_dict(row: tuple, texts: dict[str, str] | None) -> dict:
     """A stored span with its attributes whole: content-addressed values are put back
-    (message lists as canonical JSON, tool definitions byte for byte)."""
+    (message lists as canonical JSON, tool definitions byte for byte), from `texts` by key
+    ref. With `texts=None`
+    they are named instead (`message_keys`, the API's paged spans) for
+    `restore_message_attributes` to put back where the texts are."""
     (trace_id, span_id, parent, session_id, service, name, span_kind, kind, start_ns, end_ns, status_code,
      status_message, attributes, events, resource, scope, dialect, input_keys, output_key, tools_key) = row
     attrs = json.loads(attributes) if attributes else {}
+    refs: dict[str, Any] = {}
     if dialect == "genai":
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = "[" + ",".join(texts.get(k, "null") for k in (input_keys or [])) + "]"
+        refs[sc.GEN_AI_INPUT_MESSAGES] = [key_ref(k) for k in (input_keys or [])]
         if output_key is not None:
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = "[" + texts.get(output_key, "null") + "]"
+            refs[sc.GEN_AI_OUTPUT_MESSAGES] = [key_ref(output_key)]
     if tools_key is not None:
-        attrs[sc.GEN_AI_TOOL_DEFINITIONS] = texts.get(tools_key)
+        refs[sc.GEN_AI_TOOL_DEFINITIONS] = key_ref(tools_key)
+    extra = {}
+    if texts is None:
+        extra = {"message_keys": refs} if refs else {}
+    else:
+        restore_message_attributes(attrs, refs, texts)
     return {
         "trace_id": trace_id, "span_id": span_id, "parent_span_id": parent, "session_id": session_id,
         "service": service, "name": name, "span_kind": span_kind, "kind": kind,
@@ -84,8 +94,18 @@ def span_dict(row: tuple, texts: dict[int, str]) -> dict:
         "duration_ms": duration_ms(start_ns, end_ns),
         "status": {"code": status_code, "message": status_message},
         "attributes": attrs, "events": json.loads(events) if events else [],
-        "resource": json.loads(resource) if resource else {}, "scope": scope,
+        "resource": json.loads(resource) if resource else {}, "scope": scope, **extra,
     }
+
+
+def restore_message_attributes(attrs: dict, refs: dict[str, Any], texts: dict[str, str]) -> None:
+    """Put the content-addressed attributes named in `refs` (as `span_dict` names them) back
+    into `attrs`, from stored texts by key ref."""
+    for attr, ref in refs.items():
+        if isinstance(ref, list):  # a message list: the messages' canonical JSON, in order
+            attrs[attr] = "[" + ",".join(texts.get(k, "null") for k in ref) + "]"
+        else:  # tool definitions: the text as it was sent
+            attrs[attr] = texts.get(ref)
 
 
 def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
@@ -222,3 +242,62 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
                      for f in feedback],
         "steps": steps,
     }
+
+
+# --- the API's bounded view of a session (docs/contracts.md §1b) -------------------------------
+
+_KEY_REF = re.compile(r"[0-9a-f]{16}")
+
+
+def key_ref(key: int) -> str:
+    """A message key as the API writes it: 16 hex digits (a signed 64-bit int in the store,
+    which JSON numbers cannot carry exactly to every client)."""
+    return format(key & 0xFFFF_FFFF_FFFF_FFFF, "016x")
+
+
+def key_from_ref(ref: str) -> int:
+    if not _KEY_REF.fullmatch(ref or ""):
+        raise ValueError(f"a message key is 16 lowercase hex digits, not {ref!r}")
+    value = int(ref, 16)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def clip(value: Any, max_chars: int | None) -> tuple[Any, int]:
+    """`value` with every string longer than `max_chars` cut and marked, and how many
+    characters were cut in all (0: nothing was). `max_chars=None` keeps everything."""
+    if max_chars is None:
+        return value, 0
+    cut = 0
+
+    def walk(v: Any) -> Any:
+        nonlocal cut
+        if isinstance(v, str):
+            if len(v) <= max_chars:
+                return v
+            cut += len(v) - max_chars
+            return v[:max_chars] + f"…[{len(v) - max_chars} more chars]"
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value), cut
+
+
+class RowRef:
+    """A large column's value left in the store: `build` carries it through untouched and
+    the page reader fetches it (by `rowid`) only for the steps it returns."""
+    __slots__ = ("rowid",)
+
+    def __init__(self, rowid: int):
+        self.rowid = rowid
+
+
+class MessageRef(dict):
+    """A message as `build` sees it in a paged read: whatever of it was fetched (a preview,
+    or only its tool call ids) plus its key, so the page can name messages by key."""
+
+    def __init__(self, key: int, fields: dict | None = None):
+        super().__init__(fields or {})
+        self.key = key

@@ -54,6 +54,10 @@ class Config:
     db_threads: int = 1
     # processes that decode OTLP/HTTP bodies beside the writer's (0: a thread of this process)
     decode_workers: int = 1
+    # DuckDB keeps the blocks it read cached up to its memory limit (default 80% of RAM): one
+    # read of a session with 400 MB of messages would hold 400 MB for good. Reads fetch a few
+    # rows at a time, so a small cache costs them little (docs/contracts.md §1b, bench/read_memory.py).
+    db_memory_limit: str = "256MB"
 
 
 class Collector:
@@ -61,7 +65,8 @@ class Collector:
         self.config = config
         self.tokens = Tokens(config.token, config.ingest_token)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
-        self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold())
+        self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
+                           memory_limit=config.db_memory_limit)
         self.checkpointer = Checkpointer(self.store)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created)
