@@ -240,7 +240,10 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def get_step(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        index = request.path_params["index"]  # {index:int}: digits only
+        raw = request.path_params["index"]
+        if not raw.isdigit() or len(raw) > 10:
+            raise InvalidParameter("index", f"must be a step number, not {raw[:40]!r}", where="path segment")
+        index = int(raw)
         step = await run_in_threadpool(store.session_step, sid, index)
         if step is None:
             if not await run_in_threadpool(store.session_exists, sid):
@@ -471,7 +474,7 @@ def build_app(collector: "Collector") -> Starlette:
         # ids may hold `/`: {session_id:session_id} on every route under /api/v1/sessions/ (url_input)
         Route("/api/v1/sessions/{session_id:session_id}", guarded(get_session)),
         Route("/api/v1/sessions/{session_id:session_id}/spans", guarded(get_spans)),
-        Route("/api/v1/sessions/{session_id:session_id}/steps/{index:int}", guarded(get_step)),
+        Route("/api/v1/sessions/{session_id:session_id}/steps/{index}", guarded(get_step)),
         Route("/api/v1/sessions/{session_id:session_id}/messages", guarded(list_messages)),
         Route("/api/v1/sessions/{session_id:session_id}/messages/{key}", guarded(get_message)),
         Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(get_analysis), methods=["GET"]),

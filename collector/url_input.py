@@ -28,8 +28,8 @@ _INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
 class InvalidParameter(ValueError):
     """A query parameter the API cannot use (answered 422)."""
 
-    def __init__(self, name: str, problem: str):
-        super().__init__(f"query parameter {name!r}: {problem}")
+    def __init__(self, name: str, problem: str, where: str = "query parameter"):
+        super().__init__(f"{where} {name!r}: {problem}")
         self.name = name
 
 
