@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracefix import semconv as sc
+from tracefix.collector import jsonsafe
 from tracefix.collector.redact import redact_span
 
 try:  # orjson is 3-10x faster on the ingest path; the stdlib gives the same text otherwise
@@ -38,25 +39,7 @@ def dumps_compact(value: Any, sort_keys: bool = False) -> str:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0).decode()
         except (TypeError, orjson.JSONEncodeError):  # ints over 64 bits, non-str keys: stdlib path
             pass
-    return _stdlib_json(value, sort_keys=sort_keys, separators=(",", ":"))
-
-
-def _stdlib_json(value: Any, **options) -> str:
-    """json.dumps that writes NaN and infinities as null instead of JSON's invalid `NaN`."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
-    except ValueError:  # rare: redo with every non-finite float replaced
-        return json.dumps(_finite_only(value), ensure_ascii=False, **options)
-
-
-def _finite_only(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite_only(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_only(v) for v in value]
-    return value
+    return jsonsafe.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=(",", ":"))
 
 
 def loads_fast(text: str) -> Any:
@@ -528,7 +511,7 @@ def _json_text(v: Any) -> str | None:
         return None
     if isinstance(v, str):
         return v
-    return _stdlib_json(v)
+    return jsonsafe.dumps(v, ensure_ascii=False)
 
 
 def finite_score(value: Any) -> float | None:
