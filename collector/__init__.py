@@ -42,7 +42,8 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
-    ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay}
+    ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,
+        steps: [int]?, edit: str?} (a replay of the given steps, with the person's own edit at one step)
     ``POST /api/v1/jobs/claim`` {worker, lease_s} -> 200 replay job leased to the worker, or 204
     ``POST /api/v1/jobs/{id}/lease`` {worker, lease_s}, ``.../finish`` {worker, state: done|failed|refused,
         error} -> 200, or 409 when the job is no longer that worker's

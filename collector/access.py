@@ -193,8 +193,10 @@ class HttpAccess(_Base):
         return self._request("GET", "/api/v1/jobs",
                              query={"state": state, "session_id": session_id, "kind": kind})["jobs"]
 
-    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis") -> dict:
-        return self._request("POST", "/api/v1/jobs", {"session_id": session_id, "reason": reason, "kind": kind})
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
+                    options: dict | None = None) -> dict:
+        return self._request("POST", "/api/v1/jobs",
+                             {"session_id": session_id, "reason": reason, "kind": kind, **(options or {})})
 
     # --- the worker's side of a job (tracefix.replay.worker) ---------------------------------
     def claim_job(self, kind: str, worker: str, lease_s: float) -> dict | None:
@@ -291,8 +293,9 @@ class StoreAccess(_Base):
     def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
         return self.store.list_jobs(state, session_id, kind=kind)
 
-    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis") -> dict:
-        return self._write(lambda s: s.enqueue_job(session_id, reason, kind))
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
+                    options: dict | None = None) -> dict:
+        return self._write(lambda s: s.enqueue_job(session_id, reason, kind, options))
 
     def claim_job(self, kind: str, worker: str, lease_s: float) -> dict | None:
         return self._write(lambda s: s.claim_job(kind, worker, lease_s))

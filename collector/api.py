@@ -29,7 +29,8 @@ from tracefix.collector.auth import API, INGEST
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
-from tracefix.collector.store import FINISHED_JOB_STATES, JOB_KINDS, PAGE_BUDGET_CHARS, UnknownSession, check_score
+from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS
+from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull, WriterClosed
 
@@ -409,10 +410,12 @@ def build_app(collector: "Collector") -> Starlette:
         if request.method == "POST":
             data = await read_json(request, 1 << 20)
             if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
-                raise ValueError("a job needs {\"session_id\": str, \"kind\": \"diagnosis\" | \"replay\"?}")
+                raise ValueError("a job needs {\"session_id\": str, \"kind\": \"diagnosis\" | \"replay\"?, "
+                                 "\"steps\": [int]?, \"edit\": str?}")
             kind = data.get("kind") or "diagnosis"
+            options = {k: data[k] for k in ("steps", "edit") if data.get(k) is not None}
             job = await write(lambda s: s.enqueue_job(data["session_id"], reason=str(data.get("reason") or "api"),
-                                                      kind=kind))
+                                                      kind=kind, options=options or None))
             if kind == "diagnosis":
                 collector.wake_diagnosis()
             return JSONResponse(job, status_code=201)

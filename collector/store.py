@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracefix.attributes import from_json_text
+from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_JOB_ATTEMPTS, replay_request
 from tracefix.collector import DEFAULT_DB, document, jsonsafe  # noqa: F401 (DEFAULT_DB re-exported)
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table  # noqa: F401 (re-exported)
@@ -198,6 +199,8 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (6, "jobs leased to workers", [
         "ALTER TABLE jobs ADD COLUMN worker VARCHAR",
         "ALTER TABLE jobs ADD COLUMN lease_until_ns BIGINT",
+        # what a person asked a replay job to test (replay_request), JSON
+        "ALTER TABLE jobs ADD COLUMN options VARCHAR",
     ]),
 ]
 
@@ -245,16 +248,11 @@ def _now_ns() -> int:
     return time.time_ns()
 
 
-# diagnosis: analysis inside the collector; replay: claimed by a `tracefix worker`
-JOB_KINDS = ("diagnosis", "replay")
-FINISHED_JOB_STATES = ("done", "failed", "refused")
-MAX_JOB_ATTEMPTS = 3
-
-
-def _insert_job(con, session_id: str, kind: str, reason: str, created_ns: int) -> str:
+def _insert_job(con, session_id: str, kind: str, reason: str, created_ns: int, options: dict | None = None) -> str:
     job_id = f"job-{uuid.uuid4().hex[:16]}"
-    con.execute("INSERT INTO jobs (job_id, session_id, kind, state, reason, attempts, created_ns) "
-                "VALUES (?, ?, ?, 'queued', ?, 0, ?)", [job_id, session_id, kind, reason, created_ns])
+    con.execute("INSERT INTO jobs (job_id, session_id, kind, state, reason, attempts, created_ns, options) "
+                "VALUES (?, ?, ?, 'queued', ?, 0, ?, ?)",
+                [job_id, session_id, kind, reason, created_ns, json.dumps(options) if options else None])
     return job_id
 
 
@@ -626,14 +624,19 @@ class Store:
                         "created_at": document.iso(r[4]), "deliveries": deliveries})
         return out
 
-    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis") -> dict:
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
+                    options: dict | None = None) -> dict:
+        """Queue a job; a replay job's `options` is a `replay_request` (what to test)."""
         if kind not in JOB_KINDS:
             raise ValueError(f"a job's kind is one of {', '.join(JOB_KINDS)}, not {kind!r}")
+        if options and kind != "replay":
+            raise ValueError("only a replay job takes steps or an edit")
+        options = replay_request(options.get("steps"), options.get("edit")) if options else None
         with self._tx() as con:
             if con.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
                 raise UnknownSession(session_id)
-            job_id = _insert_job(con, session_id, kind, reason, _now_ns())
-        return {"job_id": job_id, "session_id": session_id, "kind": kind, "state": "queued"}
+            job_id = _insert_job(con, session_id, kind, reason, _now_ns(), options)
+        return {"job_id": job_id, "session_id": session_id, "kind": kind, "state": "queued", "options": options}
 
     def claim_job(self, kind: str = "diagnosis", worker: str | None = None, lease_s: float | None = None) -> dict | None:
         """The oldest queued job of `kind`, now running. With `lease_s` the job is leased to
@@ -693,13 +696,14 @@ class Store:
                   kind: str | None = None) -> list[dict]:
         rows = self._read().execute(
             """SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns,
-                      worker, lease_until_ns
+                      worker, lease_until_ns, options
                FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR session_id = ?) AND (? IS NULL OR job_id = ?)
                AND (? IS NULL OR kind = ?) ORDER BY created_ns""",
             [state, state, session_id, session_id, job_id, job_id, kind, kind]).fetchall()
         return [{"job_id": r[0], "session_id": r[1], "kind": r[2], "state": r[3], "reason": r[4], "attempts": r[5],
                  "error": r[6], "created_at": document.iso(r[7]), "started_at": document.iso(r[8]),
-                 "finished_at": document.iso(r[9]), "worker": r[10], "lease_until": document.iso(r[11])}
+                 "finished_at": document.iso(r[9]), "worker": r[10], "lease_until": document.iso(r[11]),
+                 "options": from_json_text(r[12])}
                 for r in rows]
 
     # --- analysis / replay results ---------------------------------------------------------

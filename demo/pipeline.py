@@ -40,6 +40,7 @@ import click
 from rich.markup import escape
 
 from tracefix.analysis.report_content import brief, plural, replay_hypotheses
+from tracefix.collector.jobs import FINISHED_JOB_STATES
 from tracefix.collector.launcher import SERVE_READY, ProcessDidNotStart, TracefixProcess
 from tracefix.replay.worker import READY as WORKER_READY
 
@@ -47,7 +48,6 @@ from tracefix.replay.worker import READY as WORKER_READY
 PLAN_KINDS = ("missing_argument", "wrong_argument", "wrong_instruction", "skipped_action",
               "misread_tool_result", "vague_instruction", "early_final_answer")
 SIM_READY = re.compile(r"serving on (http://127\.0\.0\.1:\d+/v1)")
-FINISHED_JOB_STATES = ("done", "failed", "refused")
 
 
 class StageFailed(RuntimeError):

@@ -125,11 +125,14 @@ def _confirmed_modules(doc: dict | None, allowed: list[str]) -> list[str]:
               help="Hypotheses tested per failed trial in the first round.")
 @click.option("--step", "steps", multiple=True, type=int,
               help="Test a hypothesis at this step instead of attributing (repeatable).")
+@click.option("--edit", default=None, metavar="TEXT",
+              help="Your own fix to test at the one --step: the text the agent gets there (a correction "
+                   "added to its input, or the replacement of an orchestrator instruction).")
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE",
               help="Override a recorded entrypoint input (e.g. base_url=http://...).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay result as JSON.")
 def replay(session_id, server, db, token, allowed_modules, runs, concurrency, rounds, guard, allow_live_tools,
-           timeout, keep, llm_base_url, llm_model, per_trial, steps, inputs, as_json):
+           timeout, keep, llm_base_url, llm_model, per_trial, steps, edit, inputs, as_json):
     """Replay SESSION from each suspected step with an intervention and judge the outcome (DoVer).
 
     The session's recorded entrypoint is imported and run here, so its module must be
@@ -137,8 +140,13 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
     from tracefix.collector.access import connect
     from tracefix.entrypoints import EntrypointRefused
     from tracefix.replay.llm import ProductLLM
-    from tracefix.replay.pipeline import ReplayError, diagnose
+    from tracefix.collector.jobs import replay_request
+    from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
 
+    try:
+        request = replay_request(list(steps) if steps else None, edit)
+    except ValueError as exc:
+        raise click.UsageError(str(exc).replace("'steps'", "--step").replace("'edit'", "--edit")) from exc
     llm = ProductLLM.from_env(base_url=llm_base_url, model=llm_model)
     overrides = _parse_overrides(inputs)
 
@@ -152,7 +160,7 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
         return diagnose(access, session_id, allowed_modules=allowed, llm=llm or False, runs=runs,
                         concurrency=concurrency, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
                         otlp_endpoint=url, overrides=overrides, progress=progress,
-                        hypotheses=[{"step": s} for s in steps] or None, per_trial=per_trial, timeout_s=timeout,
+                        hypotheses=requested_hypotheses(request), per_trial=per_trial, timeout_s=timeout,
                         keep=keep)
 
     try:

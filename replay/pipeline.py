@@ -95,6 +95,15 @@ def _live_tools_allowed(cassette: dict, doc: dict, t: int, allow_live_tools: boo
             "track the state with tracefix.track(key, obj) or pass --allow-live-tools")
 
 
+def requested_hypotheses(request: dict | None) -> list[dict] | None:
+    """The hypotheses a person asked for (a job's `replay_request`): the steps to test, with
+    their own intervention text when they gave one; None lets attribution choose."""
+    if not request:
+        return None
+    edit = request.get("edit")
+    return [{"step": step, **({"intervention": {"text": edit}} if edit else {})} for step in request["steps"]]
+
+
 def _user_hypotheses(doc: dict, given: list[dict], trials_: list[dict], round_: int) -> list[dict]:
     by_index = {s["index"]: s for s in doc["steps"]}
     out = []

@@ -29,7 +29,7 @@ import traceback
 
 from tracefix.collector.access import AccessError
 from tracefix.entrypoints import EntrypointRefused, check
-from tracefix.replay.pipeline import ReplayError, diagnose
+from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
 
 log = logging.getLogger("tracefix.worker")
 
@@ -81,7 +81,7 @@ class Worker:
         renewer = threading.Thread(target=self._renew, args=(job["job_id"], done), name="tracefix-lease", daemon=True)
         renewer.start()
         try:
-            state, error = self._replay(job["session_id"])
+            state, error = self._replay(job["session_id"], job.get("options"))
         finally:
             done.set()
             renewer.join(5)
@@ -94,7 +94,7 @@ class Worker:
               + (f": {error}" if error else ""), flush=True)
         return state
 
-    def _replay(self, session_id: str) -> tuple[str, str | None]:
+    def _replay(self, session_id: str, request: dict | None = None) -> tuple[str, str | None]:
         doc = self.access.get_session(session_id)
         if doc is None:
             return "failed", f"no session {session_id!r} in the store"
@@ -102,7 +102,8 @@ class Worker:
             # before anything else: a refused entrypoint is never imported, not even by the children
             check(doc.get("entrypoint") or "", self.allowed_modules)
             result = diagnose(self.access, session_id, allowed_modules=self.allowed_modules,
-                              otlp_endpoint=self.access.server, **self.replay_options)
+                              otlp_endpoint=self.access.server, hypotheses=requested_hypotheses(request),
+                              **self.replay_options)
         except EntrypointRefused as exc:
             return "refused", str(exc)
         except ReplayError as exc:

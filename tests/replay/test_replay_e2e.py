@@ -229,3 +229,59 @@ def test_replays_that_crash_at_the_live_step_give_an_error_not_a_refutation(lab,
     assert all(run["error"] and "APIConnectionError" in run["error"] for run in h["runs"])
     assert all(run["fulfilled"] is None for run in h["runs"])
     assert h["verdict"] == "error" and "APIConnectionError" in h["verdict_reason"]
+
+
+USER_EDIT = "Before you answer: the deposit needs the check number that the customer gave in the task."
+
+
+def _input_texts(step: dict) -> str:
+    return " ".join(str(m.get("content")) for m in step.get("input_messages") or [])
+
+
+def test_a_person_tests_their_own_edit_from_the_cli(lab):
+    out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
+                          "--step", str(lab.fault_step), "--edit", USER_EDIT, "--runs", "1",
+                          "--allow-module", "tracefix.demo", "--json"],
+                         capture_output=True, text=True, timeout=180, env=_no_llm_env())
+    assert out.returncode == 0, out.stderr
+    import json
+
+    h = json.loads(out.stdout)["hypotheses"][0]
+    assert h["source"] == "user" and h["step"] == lab.fault_step
+    assert h["intervention"]["text"] == USER_EDIT and h["intervention"]["source"] == "user"
+    run = h["runs"][0]
+    assert run["error"] is None
+    t_step = next(s for s in child_doc(lab, run)["steps"] if s["index"] == lab.fault_step)
+    assert USER_EDIT in _input_texts(t_step)  # the agent saw the person's words at step t
+
+
+def test_an_edit_needs_exactly_one_step(lab):
+    out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
+                          "--step", "1", "--step", "2", "--edit", USER_EDIT, "--allow-module", "tracefix.demo"],
+                         capture_output=True, text=True, timeout=60, env=_no_llm_env())
+    assert out.returncode == 2 and "exactly one step" in out.stderr
+
+
+def test_an_edit_queued_on_the_api_is_replayed_by_a_worker(lab):
+    import procs
+
+    from tracefix.collector.access import AccessError, HttpAccess
+
+    access = HttpAccess(lab.serve_url)
+    for bad in ({"steps": [1, 2], "edit": USER_EDIT}, {"steps": ["1"]}, {"steps": [1], "edit": ""},
+                {"edit": USER_EDIT}):
+        with pytest.raises(AccessError, match="HTTP 400"):
+            access.enqueue_job(lab.session_id, kind="replay", options=bad)
+    job = access.enqueue_job(lab.session_id, reason="my fix", kind="replay",
+                             options={"steps": [lab.fault_step], "edit": USER_EDIT})
+    assert job["options"] == {"steps": [lab.fault_step], "edit": USER_EDIT}
+    worker = procs.start_worker(lab.serve_url, "--allow-module", "tracefix.demo", "--runs", "1", "--once",
+                                env=_no_llm_env())
+    try:
+        assert worker.popen.wait(180) == 0, worker.output()
+    finally:
+        worker.stop()
+    done = next(j for j in access.list_jobs(session_id=lab.session_id, kind="replay") if j["job_id"] == job["job_id"])
+    assert done["state"] == "done", done
+    h = access.get_replay(lab.session_id)["hypotheses"][0]
+    assert h["step"] == lab.fault_step and h["intervention"]["text"] == USER_EDIT and h["source"] == "user"
