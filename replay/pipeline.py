@@ -204,8 +204,10 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
     at the end unless `keep`.
     """
     say = progress or (lambda message: None)
-    doc = check_replayable(access.get_session(session_id), session_id)
-    check_entrypoint(doc["entrypoint"], allowed_modules)
+    doc = access.get_session(session_id)
+    if doc is not None and doc.get("entrypoint"):  # first: whatever else is wrong, say that it is refused
+        check_entrypoint(doc["entrypoint"], allowed_modules)
+    doc = check_replayable(doc, session_id)
     llm = resolve_llm(llm)
     otlp_endpoint = resolve_endpoint(access, otlp_endpoint)
     token = getattr(access, "token", None)  # a collector with --token wants it on OTLP too

@@ -28,7 +28,7 @@ import threading
 import traceback
 
 from tracefix.collector.access import AccessError
-from tracefix.entrypoints import EntrypointRefused, check
+from tracefix.entrypoints import EntrypointRefused
 from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
 
 log = logging.getLogger("tracefix.worker")
@@ -95,12 +95,8 @@ class Worker:
         return state
 
     def _replay(self, session_id: str, request: dict | None = None) -> tuple[str, str | None]:
-        doc = self.access.get_session(session_id)
-        if doc is None:
-            return "failed", f"no session {session_id!r} in the store"
         try:
-            # before anything else: a refused entrypoint is never imported, not even by the children
-            check(doc.get("entrypoint") or "", self.allowed_modules)
+            # diagnose refuses an entrypoint outside the allowed modules before anything else
             result = diagnose(self.access, session_id, allowed_modules=self.allowed_modules,
                               otlp_endpoint=self.access.server, hypotheses=requested_hypotheses(request),
                               **self.replay_options)
