@@ -1,8 +1,10 @@
-"""Alert delivery from the outbox: POST each pending delivery to its webhook until it lands.
+"""Alert delivery from the outbox: POST each pending delivery to its webhook until it lands or its tries run out.
 
 The alert and its deliveries were written in the feedback's transaction, so a crash loses
 nothing; a delivery is marked delivered only after the webhook answered 2xx, and retried
-with exponential backoff otherwise. Receivers can deduplicate on `alert_id` (also sent as
+with exponential backoff otherwise, up to `max_attempts` tries in all: then it is
+dead-lettered (state 'dead', with its last error, in `GET /api/v1/alerts`) and never retried,
+so a webhook gone for good does not keep the outbox busy forever. Receivers can deduplicate on `alert_id` (also sent as
 the `Idempotency-Key` header) in the rare case the process died between the POST and the
 mark.
 """
@@ -37,10 +39,12 @@ def backoff_s(attempts: int, base: float, cap: float) -> float:
 
 
 class AlertDeliverer:
-    def __init__(self, collector: "Collector", *, base_delay: float = 0.25, max_delay: float = 30.0):
+    def __init__(self, collector: "Collector", *, base_delay: float = 0.25, max_delay: float = 30.0,
+                 max_attempts: int = 12):
         self.collector = collector
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self.max_attempts = max_attempts  # then the delivery is dead-lettered (state 'dead')
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tracefix-alerts", daemon=True)
@@ -88,6 +92,10 @@ class AlertDeliverer:
             writer.run(lambda s: s.mark_delivery(d["alert_id"], d["webhook"], delivered=True))
             log.info("alert %s for session %s delivered to %s", d["alert_id"], d["payload"].get("session_id"),
                         d["webhook"])
+        elif d["attempts"] + 1 >= self.max_attempts:
+            writer.run(lambda s: s.mark_delivery(d["alert_id"], d["webhook"], delivered=False, error=err, dead=True))
+            log.error("alert %s to %s failed (%s) %d times; dead-lettered, no more retries", d["alert_id"],
+                      d["webhook"], err, d["attempts"] + 1)
         else:
             delay = backoff_s(d["attempts"], self.base_delay, self.max_delay)
             nxt = time.time_ns() + int(delay * 1e9)

@@ -48,6 +48,9 @@ def _connect(db, server, token):
               help="Feedback scores below this raise an alert.")
 @click.option("--alert-retry-max", default=30.0, show_default=True, type=float,
               help="Longest wait between webhook retries, seconds.")
+@click.option("--webhook-max-attempts", default=12, show_default=True, type=click.IntRange(1),
+              help="Tries per alert and webhook; after the last failure the delivery is dead-lettered "
+                   "(state 'dead' in GET /api/v1/alerts) and never retried.")
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
               help="What a negative feedback starts: nothing, the analysis, or the analysis and a replay job "
                    "for a `tracefix worker` (the collector itself never runs agent code).")
@@ -61,14 +64,15 @@ def _connect(db, server, token):
 @click.option("--decode-workers", envvar="TRACEFIX_DECODE_WORKERS", default=1, show_default=True,
               type=click.IntRange(0, 16),
               help="Processes decoding OTLP/HTTP bodies beside the writer (0: a thread of the server).")
-def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max, diagnose,
-          diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
+def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
+          webhook_max_attempts, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     from tracefix.collector.server import Config, serve_forever
 
     config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
-                    alert_retry_max_s=alert_retry_max, diagnose=diagnose, diagnosis_workers=diagnosis_workers,
+                    alert_retry_max_s=alert_retry_max, webhook_max_attempts=webhook_max_attempts,
+                    diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
                     db_threads=db_threads, decode_workers=decode_workers)
     import duckdb

@@ -43,6 +43,7 @@ class Config:
     public_url: str | None = None
     alert_threshold: float = 0.0
     alert_retry_max_s: float = 30.0
+    webhook_max_attempts: int = 12  # then a delivery is dead-lettered (tracefix.collector.alerts)
     diagnose: str = "full"
     diagnosis_workers: int = 1
     max_body_bytes: int = 32 * 1024 * 1024
@@ -72,7 +73,8 @@ class Collector:
                              on_created=self._created)
         self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
                                max_attribute_chars=config.max_attribute_chars)
-        self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s)
+        self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s,
+                                     max_attempts=config.webhook_max_attempts)
         self.diagnosis = DiagnosisWorker(self, mode=config.diagnose, workers=config.diagnosis_workers)
         self.http_url: str | None = None
         self.grpc_addr: str | None = None

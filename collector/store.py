@@ -600,11 +600,16 @@ class Store:
         return self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'").fetchone()[0]
 
     def mark_delivery(self, alert_id: str, webhook: str, *, delivered: bool, error: str | None = None,
-                      next_attempt_ns: int | None = None) -> None:
+                      next_attempt_ns: int | None = None, dead: bool = False) -> None:
+        """Record one attempt: delivered, failed and due again at `next_attempt_ns`, or failed and
+        `dead` (dead-lettered: kept with its last error for `list_alerts`, never due again)."""
         with self._tx() as con:
             if delivered:
                 con.execute("UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, delivered_ns = ?, "
                             "last_error = NULL WHERE alert_id = ? AND webhook = ?", [_now_ns(), alert_id, webhook])
+            elif dead:
+                con.execute("UPDATE deliveries SET state = 'dead', attempts = attempts + 1, last_error = ?, "
+                            "next_attempt_ns = NULL WHERE alert_id = ? AND webhook = ?", [error, alert_id, webhook])
             else:
                 con.execute("UPDATE deliveries SET attempts = attempts + 1, last_error = ?, next_attempt_ns = ? "
                             "WHERE alert_id = ? AND webhook = ?", [error, next_attempt_ns, alert_id, webhook])

@@ -14,9 +14,9 @@ TOKEN = "test-token"
 
 
 class WebhookReceiver:
-    """A stdlib HTTP server recording every JSON POST (the alert target)."""
+    """A stdlib HTTP server recording every JSON POST (the alert target), answering `status`."""
 
-    def __init__(self, port: int = 0):
+    def __init__(self, port: int = 0, status: int = 200):
         received = self.received = []
         self.event = threading.Event()
         event = self.event
@@ -26,7 +26,7 @@ class WebhookReceiver:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 received.append({"headers": dict(self.headers), "json": json.loads(body), "body": body})
                 event.set()
-                self.send_response(200)
+                self.send_response(status)
                 self.end_headers()
                 self.wfile.write(b"ok")
 

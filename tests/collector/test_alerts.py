@@ -20,6 +20,16 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05):
     return predicate()
 
 
+def raise_alert(http_url: str, sid: str) -> str:
+    """Record a session and a thumbs-down on it through the collector's own routes; the alert's id."""
+    assert post(http_url + "/v1/traces", _otlp_request(sid, 1), token=None)[0] == 200
+    status, body, _ = post(http_url + "/api/v1/feedback",
+                           json.dumps({"session_id": sid, "score": -1, "comment": "bad"}).encode(),
+                           "application/json", token=None)
+    assert status == 201
+    return json.loads(body)["alert_id"]
+
+
 def test_thumbs_down_posts_slack_compatible_alert_and_queues_diagnosis(collector, api, webhook):
     sid = f"alert-{uuid.uuid4().hex[:8]}"
     provider = tracer_provider(collector, "grpc")
@@ -80,12 +90,7 @@ def test_webhook_down_then_up_is_delivered_exactly_once_across_a_restart(tmp_pat
     receiver = None
     try:
         sid = "down-then-up"
-        assert post(serve.match["http"] + "/v1/traces", _otlp_request(sid, 1), token=None)[0] == 200
-        status, body, _ = post(serve.match["http"] + "/api/v1/feedback",
-                               json.dumps({"session_id": sid, "score": -1, "comment": "bad"}).encode(),
-                               "application/json", token=None)
-        assert status == 201
-        alert_id = json.loads(body)["alert_id"]
+        alert_id = raise_alert(serve.match["http"], sid)
         from tracefix.collector.access import HttpAccess
 
         api = HttpAccess(serve.match["http"])
