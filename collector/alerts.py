@@ -40,7 +40,7 @@ def backoff_s(attempts: int, base: float, cap: float) -> float:
 
 class AlertDeliverer:
     def __init__(self, collector: "Collector", *, base_delay: float = 0.25, max_delay: float = 30.0,
-                 max_attempts: int = 12):
+                 max_attempts: int = 50):
         self.collector = collector
         self.base_delay = base_delay
         self.max_delay = max_delay

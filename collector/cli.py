@@ -48,7 +48,7 @@ def _connect(db, server, token):
               help="Feedback scores below this raise an alert.")
 @click.option("--alert-retry-max", default=30.0, show_default=True, type=float,
               help="Longest wait between webhook retries, seconds.")
-@click.option("--webhook-max-attempts", default=12, show_default=True, type=click.IntRange(1),
+@click.option("--webhook-max-attempts", default=50, show_default=True, type=click.IntRange(1),
               help="Tries per alert and webhook; after the last failure the delivery is dead-lettered "
                    "(state 'dead' in GET /api/v1/alerts) and never retried.")
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,

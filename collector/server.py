@@ -43,7 +43,7 @@ class Config:
     public_url: str | None = None
     alert_threshold: float = 0.0
     alert_retry_max_s: float = 30.0
-    webhook_max_attempts: int = 12  # then a delivery is dead-lettered (tracefix.collector.alerts)
+    webhook_max_attempts: int = 50  # then a delivery is dead-lettered (tracefix.collector.alerts)
     diagnose: str = "full"
     diagnosis_workers: int = 1
     max_body_bytes: int = 32 * 1024 * 1024

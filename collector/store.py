@@ -624,7 +624,8 @@ class Store:
                GROUP BY ALL ORDER BY a.created_ns""", [session_id, session_id]).fetchall()
         out = []
         for r in rows:
-            deliveries = [{**d, "delivered_at": document.iso(d.pop("delivered_ns"))} for d in (r[5] or [])]
+            deliveries = [{**{k: v for k, v in d.items() if k != "delivered_ns"},
+                           "delivered_at": document.iso(d["delivered_ns"])} for d in (r[5] or [])]
             out.append({"alert_id": r[0], "feedback_id": r[1], "session_id": r[2], "payload": json.loads(r[3]),
                         "created_at": document.iso(r[4]), "deliveries": deliveries})
         return out
