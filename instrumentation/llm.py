@@ -7,6 +7,8 @@ linked and replayed the same way.
 """
 from __future__ import annotations
 
+import inspect
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,7 @@ from . import runtime, semconv as sc
 from .attributes import canonical_json, dumps, warn_once
 from .context import current_agent, current_session
 from .replay_mode import fingerprint_from_json
+from .raw_responses import as_raw_response
 from .spans import add_snapshot_event, common_attributes, set_span_attributes
 
 # request kwargs that get their own GenAI attribute besides tracefix.request.params
@@ -145,8 +148,10 @@ class LLMCall:
             self.adapter.synthesize(decision.text, self.request.model)
         self.finish_raw(raw)
         if self.request.stream:
-            return self.adapter.fake_stream(raw, self.kwargs, is_async)
-        return self.adapter.rehydrate(raw, self.kwargs)
+            result = self.adapter.fake_stream(raw, self.kwargs, is_async)
+        else:
+            result = self.adapter.rehydrate(raw, self.kwargs)
+        return as_raw_response(result, raw, self.kwargs, is_async)  # .with_raw_response callers
 
     # --- live --------------------------------------------------------------------------
     def activate(self) -> object:
@@ -192,15 +197,16 @@ class LLMCall:
     def fail(self, exc: BaseException) -> None:
         self.finish_raw(None, error=exc)
 
-    def on_result(self, result: Any, is_async: bool) -> Any:
-        """A live call returned: wrap its stream, or record the response. Never raises."""
+    def on_result(self, result: Any, is_async: bool, parsed_result: Any = None) -> Any:
+        """A live call returned: wrap its stream, or record the response (`parsed_result`
+        when the caller already parsed it). Never raises."""
         try:
             if self.request.stream and self.adapter.is_stream(result):
                 from .streaming import AsyncStreamProxy, SyncStreamProxy
 
                 proxy = AsyncStreamProxy if is_async else SyncStreamProxy
                 return proxy(result, self)
-            self.finish_raw(self.adapter.response_raw(result))
+            self.finish_raw(self.adapter.response_raw(parsed_result if parsed_result is not None else result))
         except Exception:
             warn_once(f"result:{self.adapter.operation}", "tracefix: could not record an LLM result", exc_info=True)
             if not self.ended:
@@ -266,5 +272,18 @@ def wrap_async(adapter: Any):
             call.fail(exc)
             raise
         call.deactivate(token)
-        return call.on_result(result, is_async=True)
+        return call.on_result(result, is_async=True, parsed_result=await _parsed_async(result, call))
     return tracefix_async_wrapper
+
+
+async def _parsed_async(result: Any, call: LLMCall) -> Any:
+    """The model inside an async client's `.with_streaming_response` answer, whose parse() is
+    a coroutine: read here so it can be recorded (the SDK caches it for the caller's own
+    parse()). None for every other result."""
+    parse = getattr(result, "parse", None)
+    if call.request.stream or not inspect.iscoroutinefunction(parse):
+        return None
+    try:
+        return await parse()
+    except Exception:  # the caller's own parse() will raise it where it belongs
+        return None

@@ -275,3 +275,62 @@ def test_live_hooks_add_messages_to_live_calls_after_t_only(recorded, sim_url, t
     for step, span in chats.items():
         last = json.loads(span.attributes[sc.GEN_AI_INPUT_MESSAGES])[-1]["content"]
         assert (last == f"GUARD: step {step} checked") == (step > t)
+
+
+def test_raw_and_streaming_response_shapes_replay_from_the_cassette(sim_url, tmp_path, monkeypatch):
+    """langchain-openai calls `with_raw_response.create(...).parse()` for every request:
+    a replay must hand back what that call shape returns, not a bare ChatCompletion."""
+    import asyncio
+
+    import openai
+
+    from tracefix.demo.team import system_prompt
+
+    messages = [{"role": "system", "content": system_prompt("AccountAgent")},
+                {"role": "user", "content": "AccountAgent: look up customer Alice Chen."}]
+
+    def agent_run() -> dict:
+        client = openai.OpenAI(base_url=sim_url, api_key="k", max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(model="bank-agent", messages=messages)
+        first = raw.parse()
+        with client.chat.completions.with_streaming_response.create(model="bank-agent", messages=messages) as resp:
+            second = resp.parse()
+            assert resp.status_code == 200 and resp.headers.get("content-type") == "application/json"
+
+        async def async_calls():
+            aclient = openai.AsyncOpenAI(base_url=sim_url, api_key="k", max_retries=0)
+            legacy = await aclient.chat.completions.with_raw_response.create(model="bank-agent", messages=messages)
+            async with aclient.chat.completions.with_streaming_response.create(model="bank-agent",
+                                                                              messages=messages) as resp:
+                streamed = await resp.parse()
+            await aclient.close()
+            return legacy.parse(), streamed
+
+        third, fourth = asyncio.run(async_calls())
+        return {"answers": [c.choices[0].message.model_dump(exclude_none=True) for c in (first, second, third, fourth)],
+                "request_id_types": [type(raw.http_response).__name__, dict(raw.headers).get("content-type")]}
+
+    run = tracefix.session(entrypoint="tests:agent_run")(agent_run)
+    exporter = InMemorySpanExporter()
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(exporter))
+    try:
+        recorded = run()
+    finally:
+        handle.shutdown()
+    cassette = cassette_from_spans(exporter.get_finished_spans())
+    assert len(cassette["steps"]) == 4
+
+    config = tmp_path / "replay.json"
+    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": "s-raw-replay",
+                                  "parent_session_id": cassette["session_id"],
+                                  "report_path": str(tmp_path / "report.json")}))
+    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
+    before = sim_requests(sim_url)
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(InMemorySpanExporter()))
+    try:
+        replayed = run()
+    finally:
+        handle.shutdown()
+    assert replayed["answers"] == recorded["answers"]
+    assert sim_requests(sim_url) == before  # every shape was served from the cassette
+    assert json.loads((tmp_path / "report.json").read_text())["counts"]["llm_cassette"] == 4
