@@ -88,6 +88,7 @@ class AlertDeliverer:
             ok, err = False, f"HTTP {exc.code}"
         except Exception as exc:  # refused, timeout, DNS: the webhook is down; retry later
             ok, err = False, f"{type(exc).__name__}: {exc}"
+        self.collector.metrics.webhook_delivery(ok)
         if ok:
             writer.run(lambda s: s.mark_delivery(d["alert_id"], d["webhook"], delivered=True))
             log.info("alert %s for session %s delivered to %s", d["alert_id"], d["payload"].get("session_id"),

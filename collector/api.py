@@ -210,6 +210,7 @@ def build_app(collector: "Collector") -> Starlette:
             except Exception as exc:  # spans it refuses for their content are in `refused`
                 log.warning("export failed to commit: %s", exc)
                 return error(503, f"could not store the spans: {exc}")
+        collector.metrics.exported("http", batch, refused)
         content, media = otlp.encode_response(otlp.export_response(batch, refused), ctype)
         return Response(content, media_type=media)
 
@@ -469,9 +470,16 @@ def build_app(collector: "Collector") -> Starlette:
         rows = await run_in_threadpool(store.list_alerts, QueryParams(request.query_params).text("session_id"))
         return JSONResponse({"alerts": rows})
 
+    async def metrics(request: Request) -> Response:
+        """Prometheus text format, behind the API token: Prometheus sends it (`authorization:`
+        in a scrape config), and the counts describe this deployment's traffic."""
+        body, media = await run_in_threadpool(collector.metrics.render)
+        return Response(body, media_type=media)
+
     routes = [
         Route("/healthz", healthz),
-        Route("/v1/traces", guarded(traces, INGEST), methods=["POST"]),
+        Route("/v1/traces", collector.metrics.count_http_exports(guarded(traces, INGEST)), methods=["POST"]),
+        Route("/metrics", guarded(metrics)),
         Route("/api/v1/store", guarded(store_info)),
         Route("/api/v1/sessions", guarded(list_sessions)),
         # ids may hold `/`: {session_id:session_id} on every route under /api/v1/sessions/ (url_input)

@@ -54,6 +54,7 @@ class TraceService:
             except Exception as exc:  # spans it refuses for their content are in `refused`
                 log.warning("gRPC export failed to commit: %s", exc)
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store the spans: {exc}")
+        self.collector.metrics.exported("grpc", batch, refused)
         try:
             return otlp.export_response(batch, refused)
         except otlp.OtlpError as exc:  # no span could be stored
@@ -68,7 +69,8 @@ def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Serve
                          options=[("grpc.max_receive_message_length", limit),
                                   ("grpc.so_reuseport", 0)],
                          maximum_concurrent_rpcs=32)
-    export = grpc.unary_unary_rpc_method_handler(TraceService(collector).export, request_deserializer=None,
+    export = grpc.unary_unary_rpc_method_handler(collector.metrics.count_grpc_exports(TraceService(collector).export),
+                                                 request_deserializer=None,
                                                  response_serializer=ExportTraceServiceResponse.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": export}),))
     try:

@@ -24,6 +24,7 @@ from tracefix.collector.checkpointer import Checkpointer, commit_time_threshold
 from tracefix.collector.decoding import Decoder
 from tracefix.collector.diagnosis import DiagnosisWorker
 from tracefix.collector.grpc_receiver import start_grpc
+from tracefix.collector.metrics import CollectorMetrics
 from tracefix.collector.store import Store
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import Writer
@@ -69,8 +70,9 @@ class Collector:
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
                            memory_limit=config.db_memory_limit)
         self.checkpointer = Checkpointer(self.store)
+        self.metrics = CollectorMetrics(self)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
-                             on_created=self._created)
+                             on_created=self._created, on_commit=self.metrics.commit_seconds.observe)
         self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
                                max_attribute_chars=config.max_attribute_chars)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s,

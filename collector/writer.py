@@ -57,7 +57,8 @@ def is_data_error(exc: BaseException) -> bool:
 class Writer:
     def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_pending_bytes: int = 256 << 20,
                  max_transaction_spans: int = 20_000, linger_s: float = 0.01, linger_spans: int = 3000,
-                 on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None):
+                 on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None,
+                 on_commit: Callable[[float], None] | None = None):
         self.store = store
         self.max_pending_spans = max_pending_spans
         self.max_pending_bytes = max_pending_bytes
@@ -69,6 +70,7 @@ class Writer:
         self._arrivals = 0  # batches submitted since the writer last took work
         self.max_transaction_spans = max_transaction_spans
         self.on_created = on_created
+        self.on_commit = on_commit  # told the seconds each span transaction took (collector.metrics)
         self.ingest_options = ingest_options or {}
         self._items: deque = deque()
         self._pending_spans = 0
@@ -161,6 +163,7 @@ class Writer:
 
     def _write_batches(self, taken: list) -> None:
         n_spans = sum(b.span_count for _, b, _ in taken)
+        started = time.perf_counter()
         results: list[tuple[Future, list[Refused] | None, BaseException | None]] = []
         try:
             if len(taken) == 1:
@@ -182,6 +185,8 @@ class Writer:
                 except Exception as one_exc:
                     log.warning("a batch of %d spans failed: %s", b.span_count, one_exc)
                     results.append((fut, None, one_exc))
+        if self.on_commit:
+            self.on_commit(time.perf_counter() - started)
         with self._cond:
             self._pending_spans -= n_spans
             self._pending_bytes -= sum(b.wire_bytes for _, b, _ in taken)
