@@ -118,7 +118,7 @@ class JobGauges:
     Gauges read at scrape time rather than counters kept in this process: jobs change state
     outside it (`tracefix feedback` on the file, a worker's lease running out, jobs re-queued
     at start), so only the store knows how many are queued or running now. The query is one
-    GROUP BY over the jobs table (a few rows per thumbs-down), on a cursor of its own."""
+    GROUP BY over the jobs table (a few rows per thumbs-down), `Store.job_counts`."""
 
     def __init__(self, collector: "Collector"):
         self.collector = collector
@@ -128,12 +128,7 @@ class JobGauges:
 
     def collect(self):
         counts = {(kind, state): 0 for kind in JOB_KINDS for state in WATCHED_JOB_STATES}
-        cur = self.collector.store.cursor()
-        try:
-            counts.update({(kind, state): n for kind, state, n in cur.execute(
-                "SELECT kind, state, count(*) FROM jobs GROUP BY kind, state").fetchall()})
-        finally:
-            cur.close()
+        counts.update(self.collector.store.job_counts())
         family = GaugeMetricFamily("tracefix_jobs", "Jobs in the store, by kind and state", labels=["kind", "state"])
         for (kind, state), n in sorted(counts.items()):
             family.add_metric([kind, state], n)

@@ -698,6 +698,15 @@ class Store:
         jobs = self.list_jobs(job_id=job_id)
         return jobs[0] if jobs else None
 
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        """How many jobs there are of each (kind, state), on a cursor of its own."""
+        cur = self.cursor()
+        try:
+            return {(kind, state): n for kind, state, n in
+                    cur.execute("SELECT kind, state, count(*) FROM jobs GROUP BY kind, state").fetchall()}
+        finally:
+            cur.close()
+
     def list_jobs(self, state: str | None = None, session_id: str | None = None, job_id: str | None = None,
                   kind: str | None = None) -> list[dict]:
         rows = self._read().execute(
