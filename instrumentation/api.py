@@ -144,7 +144,9 @@ class _SessionScope(_Scope):
         name = self.name or (self.entrypoint.rsplit(":", 1)[-1] if self.entrypoint else "session")
         capture = runtime.settings.capture_content
         state = SessionState(session_id=session_id, name=name, entrypoint=self.entrypoint, inputs=self.inputs)
-        state.replayable = bool(self.entrypoint) and capture and _is_json_native(self.inputs or {})
+        # "__main__:fn": a program whose main module cannot be imported again (interactive, stdin)
+        state.replayable = (bool(self.entrypoint) and not self.entrypoint.startswith("__main__:") and capture
+                            and _is_json_native(self.inputs or {}))
         attrs: dict[str, Any] = {
             sc.SESSION_SPAN: True,
             **common_attributes(state, current_agent(), step=0),

@@ -6,6 +6,8 @@ the session's outcome and score, and, whole, its evaluation.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 _registry: dict[str, Callable] = {}
@@ -14,8 +16,28 @@ SUCCESS_THRESHOLD = 0.5  # a bare float score counts as success from this value 
 
 
 def entrypoint_of(fn: Callable) -> str:
+    """"module:qualname" of `fn`, by a name a replay can import again: a function of the
+    script run as `python app.py` (module `__main__`) is "app:fn" (see importable_main_name)."""
     fn = getattr(fn, "__wrapped__", fn)
-    return f"{fn.__module__}:{fn.__qualname__}"
+    module = fn.__module__
+    if module == "__main__":
+        module = importable_main_name() or module
+    return f"{module}:{fn.__qualname__}"
+
+
+def importable_main_name() -> str | None:
+    """The module name under which the program's `__main__` can be imported again: its
+    spec's name (`python -m pkg.app`), else its file's stem (`python app.py`: the script's
+    folder is then the first entry of sys.path, as the replay's working folder is). None
+    for an interactive session or stdin. Importing it again does not run what sits under
+    `if __name__ == "__main__":`."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return spec.name
+    path = getattr(main, "__file__", None)
+    stem = Path(path).stem if path else ""
+    return stem if stem.isidentifier() else None
 
 
 def evaluator(entrypoint: str | Callable) -> Callable[[Callable], Callable]:

@@ -64,7 +64,10 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
     }
     replay_path.write_text(json.dumps(replay, default=str))
     replay_path.chmod(0o600)  # it may carry the collector token
-    env = {**os.environ, "TRACEFIX_REPLAY": str(replay_path), "PYTHONUNBUFFERED": "1"}
+    # The child runs in its own folder; the agent's modules are found where this process was
+    # started (a worker or `tracefix replay` started in the app's folder, as `python app.py` is).
+    search_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "TRACEFIX_REPLAY": str(replay_path), "PYTHONUNBUFFERED": "1", "PYTHONPATH": search_path}
     started = time.monotonic()
     error = None
     with open(log_path, "w") as log:

@@ -1,0 +1,83 @@
+"""An agent written as a script and run as `python app.py` (the README's way) records an
+entrypoint a replay can import again ("app:answer", not "__main__:answer"), and
+`tracefix replay` started in the app's folder replays it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import procs
+
+from tracefix.collector.access import HttpAccess
+
+APP = textwrap.dedent('''
+    import openai
+    import tracefix
+
+    tracefix.init(service_name="script-agent")
+
+
+    @tracefix.session
+    def answer(question: str) -> str:
+        with tracefix.agent("AccountAgent"):
+            reply = openai.OpenAI(max_retries=0).chat.completions.create(
+                model="bank-agent", messages=[{"role": "user", "content": question}])
+            return reply.choices[0].message.content
+
+
+    if __name__ == "__main__":
+        print(answer("AccountAgent: look up customer Alice Chen."))
+''')
+
+
+def test_a_script_run_as_main_is_recorded_importably_and_replays(tmp_path):
+    sim = procs.start_sim()
+    serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", "off")
+    try:
+        url = serve.match["http"]
+        app_dir = tmp_path / "myapp"
+        app_dir.mkdir()
+        (app_dir / "app.py").write_text(APP)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
+               "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "k",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": ""}
+        subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, check=True, timeout=120,
+                       capture_output=True)
+        access = HttpAccess(url)
+        [summary] = access.list_sessions()
+        assert summary["entrypoint"] == "app:answer" and summary["replayable"]
+
+        out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", summary["session_id"], "--server", url,
+                              "--allow-module", "app", "--step", "0", "--runs", "1", "--json"],
+                             cwd=app_dir, env=env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        run = json.loads(out.stdout)["hypotheses"][0]["runs"][0]
+        assert run["error"] is None
+        assert access.get_session(run["child_session_id"])["parent_session_id"] == summary["session_id"]
+    finally:
+        serve.stop()
+        sim.stop()
+
+
+def test_a_session_of_code_that_cannot_be_imported_again_is_not_replayable():
+    code = textwrap.dedent('''
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import tracefix
+        exporter = InMemorySpanExporter()
+        handle = tracefix.init(span_processor=SimpleSpanProcessor(exporter))
+
+        @tracefix.session
+        def answer(question: str) -> str:
+            return question
+
+        answer("hi")
+        handle.shutdown()
+        root = [s for s in exporter.get_finished_spans() if "tracefix.entrypoint" in s.attributes][0]
+        print(root.attributes["tracefix.entrypoint"], root.attributes["tracefix.session.replayable"])
+    ''')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["__main__:answer", "False"], out.stdout + out.stderr
