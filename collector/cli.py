@@ -32,6 +32,18 @@ def _connect(db, server, token):
         raise click.ClickException(str(exc)) from exc
 
 
+def _check_webhook_secret(ctx, param, value):
+    """Refuse a secret that cannot be decoded now, not at the first alert."""
+    if value is not None:
+        from tracefix.collector.alerts import webhook_secret_key
+
+        try:
+            webhook_secret_key(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.command()
 @click.option("--db", envvar="TRACEFIX_DB", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
               help="DuckDB file of the store.")
@@ -51,6 +63,9 @@ def _connect(db, server, token):
 @click.option("--webhook-max-attempts", default=50, show_default=True, type=click.IntRange(1),
               help="Tries per alert and webhook; after the last failure the delivery is dead-lettered "
                    "(state 'dead' in GET /api/v1/alerts) and never retried.")
+@click.option("--webhook-secret", envvar="TRACEFIX_WEBHOOK_SECRET", default=None, callback=_check_webhook_secret,
+              help="Sign every webhook as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature) "
+                   "with this whsec_<base64> secret.")
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
               help="What a negative feedback starts: nothing, the analysis, or the analysis and a replay job "
                    "for a `tracefix worker` (the collector itself never runs agent code).")
@@ -65,13 +80,14 @@ def _connect(db, server, token):
               type=click.IntRange(0, 16),
               help="Processes decoding OTLP/HTTP bodies beside the writer (0: a thread of the server).")
 def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
-          webhook_max_attempts, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
+          webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     from tracefix.collector.server import Config, serve_forever
 
     config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, webhook_max_attempts=webhook_max_attempts,
+                    webhook_secret=webhook_secret,
                     diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
                     db_threads=db_threads, decode_workers=decode_workers)

@@ -45,6 +45,7 @@ class Config:
     alert_threshold: float = 0.0
     alert_retry_max_s: float = 30.0
     webhook_max_attempts: int = 50  # then a delivery is dead-lettered (tracefix.collector.alerts)
+    webhook_secret: str | None = field(default=None, repr=False)  # signs every webhook (Standard Webhooks); never shown
     diagnose: str = "full"
     diagnosis_workers: int = 1
     max_body_bytes: int = 32 * 1024 * 1024
@@ -76,7 +77,7 @@ class Collector:
         self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
                                max_attribute_chars=config.max_attribute_chars)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s,
-                                     max_attempts=config.webhook_max_attempts)
+                                     max_attempts=config.webhook_max_attempts, secret=config.webhook_secret)
         self.diagnosis = DiagnosisWorker(self, mode=config.diagnose, workers=config.diagnosis_workers)
         self.http_url: str | None = None
         self.grpc_addr: str | None = None

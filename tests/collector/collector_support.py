@@ -7,26 +7,36 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 TOKEN = "test-token"
 
 
 class WebhookReceiver:
-    """A stdlib HTTP server recording every JSON POST (the alert target), answering `status`."""
+    """A stdlib HTTP server recording every JSON POST (the alert target) with its path and arrival time.
 
-    def __init__(self, port: int = 0, status: int = 200):
+    It answers `status`, or what `respond(path, tries_so_far)` returns: (status, extra headers)."""
+
+    def __init__(self, port: int = 0, status: int = 200,
+                 respond: Callable[[str, int], tuple[int, dict]] | None = None):
         received = self.received = []
         self.event = threading.Event()
         event = self.event
+        answer = respond or (lambda path, tries: (status, {}))
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                received.append({"headers": dict(self.headers), "json": json.loads(body), "body": body})
+                code, headers = answer(self.path, len(received))
+                received.append({"headers": dict(self.headers), "json": json.loads(body), "body": body,
+                                 "path": self.path, "at": time.monotonic()})
                 event.set()
-                self.send_response(status)
+                self.send_response(code)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
 
@@ -34,12 +44,11 @@ class WebhookReceiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{self.base_url}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait_for(self, predicate, timeout: float = 20.0) -> list[dict]:
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             hits = [r for r in self.received if predicate(r["json"])]
