@@ -15,6 +15,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from tracefix.collector.document import unrecorded_tools
+
 VERDICT_WORDS = {
     "validated": "validated",
     "partially_validated": "partially validated",
@@ -150,7 +152,19 @@ def facts(doc: dict) -> list[tuple[str, str]]:
     ]
     if doc.get("parent_session_id"):
         rows.append(("Replay of", str(doc["parent_session_id"])))
+    rows.append(("Replay", replay_readiness(doc)))
     return rows
+
+
+def replay_readiness(doc: dict) -> str:
+    """Whether a replay can re-run this session from its recording, in a sentence."""
+    if not doc.get("replayable"):
+        return "not replayable (no entrypoint recorded, or an incomplete recording)"
+    live = unrecorded_tools(doc.get("steps") or [])
+    if live:
+        return (f"with live tools only: {', '.join(live)} ran without @tracefix.tool, so a replay runs them "
+                "again for real (tracefix replay --allow-live-tools)")
+    return "replayable from the recording"
 
 
 def feedback_lines(doc: dict) -> list[str]:

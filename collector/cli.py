@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from tracefix.collector import document
 from tracefix.collector.access import AccessError, connect
 from tracefix.collector.store import DEFAULT_DB
 
@@ -189,8 +190,10 @@ def _show_pages(store, session_id: str) -> None:
     if doc.get("task"):
         click.echo(f"task: {_short(doc['task'], 200)}")
     click.echo(f"agents: {', '.join(doc['agents'])}  tokens: {doc['tokens']['input']} in / {doc['tokens']['output']} out")
-    page = doc
+    page, unrecorded = doc, []
+    last_index = doc["page"]["total"] - 1
     while True:
+        unrecorded += [n for n in document.unrecorded_tools(page["steps"], last_index) if n not in unrecorded]
         for st in page["steps"]:
             out = st.get("output_message") or {}
             click.echo(f"[Step {st['index']}] {st['agent'] or '-'} ({st['kind']}, {st['model'] or '-'})"
@@ -210,6 +213,9 @@ def _show_pages(store, session_id: str) -> None:
             break
     for fb in doc["feedback"]:
         click.echo(f"feedback {fb['score']:g} at {fb['created_at']}: {fb.get('comment') or ''}")
+    if unrecorded and doc["replayable"]:
+        click.echo(f"replayable with live tools only: {', '.join(unrecorded)} ran without @tracefix.tool, so a "
+                   "replay runs them again for real (tracefix replay --allow-live-tools)")
     if doc.get("output") is not None:
         click.echo(f"output: {_short(doc['output'], 300)}")
 

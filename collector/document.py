@@ -301,3 +301,24 @@ class MessageRef(dict):
     def __init__(self, key: int, fields: dict | None = None):
         super().__init__(fields or {})
         self.key = key
+
+
+def unrecorded_tools(steps: list[dict], last_index: int | None = None) -> list[str]:
+    """Names of the tools an LLM asked for whose run tracefix never saw (no `@tracefix.tool`
+    span for that call id) before the session's last step (`last_index`, default the last of
+    `steps`). A replay cannot serve such a call from the recording: the agent's code runs the
+    tool again, live, even before the edited step."""
+    if last_index is None:
+        last_index = steps[-1]["index"] if steps else -1
+    names: list[str] = []
+    for step in steps:
+        if step["index"] >= last_index:
+            continue
+        recorded = {tc.get("id") for tc in step.get("tool_calls") or []}
+        for call in (step.get("output_message") or {}).get("tool_calls") or []:
+            if not isinstance(call, dict) or not call.get("id") or call["id"] in recorded:
+                continue
+            name = (call.get("function") or {}).get("name") or call.get("name") or "?"
+            if name not in names:
+                names.append(name)
+    return names

@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import time
 
+from tracefix.collector import document
 from tracefix.entrypoints import check as check_entrypoint
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
 from tracefix.replay.guard import Guard
@@ -24,17 +25,23 @@ class ReplayError(RuntimeError):
     """A session cannot be diagnosed by replay (the message says why and what to do)."""
 
 
-def check_replayable(doc: dict | None, session_id: str) -> dict:
+def check_replayable(doc: dict | None, session_id: str, allow_live_tools: bool = False) -> dict:
     if doc is None:
         raise ReplayError(f"no session {session_id!r} in the store")
     if not doc.get("entrypoint") or doc.get("inputs") is None:
         raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
                           "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
     if doc.get("replayable") is False:
-        raise ReplayError(f"session {session_id} is not replayable: part of its recording was truncated "
-                          "(raise TRACEFIX_MAX_PAYLOAD_BYTES and record it again)")
+        raise ReplayError(f"session {session_id} is not replayable: its recording is incomplete (a payload was "
+                          "truncated: raise TRACEFIX_MAX_PAYLOAD_BYTES; another instrumentation traced its LLM calls; "
+                          "or its entrypoint cannot be imported again)")
     if not doc.get("steps"):
         raise ReplayError(f"session {session_id} has no steps to replay")
+    live = document.unrecorded_tools(doc["steps"])
+    if live and not allow_live_tools:
+        raise ReplayError(f"session {session_id} is replayable with live tools only: {', '.join(live)} ran without "
+                          "@tracefix.tool, so a replay would run them again for real, even before the edited step; "
+                          "decorate them with @tracefix.tool and record again, or pass --allow-live-tools")
     return doc
 
 
@@ -207,7 +214,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
     doc = access.get_session(session_id)
     if doc is not None and doc.get("entrypoint"):  # first: whatever else is wrong, say that it is refused
         check_entrypoint(doc["entrypoint"], allowed_modules)
-    doc = check_replayable(doc, session_id)
+    doc = check_replayable(doc, session_id, allow_live_tools)
     llm = resolve_llm(llm)
     otlp_endpoint = resolve_endpoint(access, otlp_endpoint)
     token = getattr(access, "token", None)  # a collector with --token wants it on OTLP too

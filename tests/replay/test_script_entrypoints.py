@@ -81,3 +81,75 @@ def test_a_session_of_code_that_cannot_be_imported_again_is_not_replayable():
     ''')
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["__main__:answer", "False"], out.stdout + out.stderr
+
+
+UNDECORATED_TOOL_APP = textwrap.dedent('''
+    import json
+
+    import openai
+    import tracefix
+    from tracefix.demo.team import system_prompt, tools_for
+
+    tracefix.init(service_name="script-agent")
+
+
+    def lookup_customer(name: str) -> dict:  # a tool without @tracefix.tool: tracefix never sees it run
+        return {"customer_id": "C-1", "name": name, "accounts": ["ACC-1"]}
+
+
+    @tracefix.session
+    def answer(question: str) -> str:
+        client = openai.OpenAI(max_retries=0)
+        messages = [{"role": "system", "content": system_prompt("AccountAgent")},
+                    {"role": "user", "content": question}]
+        with tracefix.agent("AccountAgent"):
+            first = client.chat.completions.create(model="bank-agent", messages=messages,
+                                                   tools=tools_for("AccountAgent"))
+            call = first.choices[0].message.tool_calls[0]
+            result = lookup_customer(**json.loads(call.function.arguments))
+            messages += [first.choices[0].message.model_dump(exclude_none=True),
+                         {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
+            return client.chat.completions.create(model="bank-agent", messages=messages).choices[0].message.content
+
+
+    if __name__ == "__main__":
+        print(answer("AccountAgent: look up customer Alice Chen and get her accounts."))
+''')
+
+
+def test_tools_without_the_decorator_make_a_session_replayable_with_live_tools_only(tmp_path):
+    sim = procs.start_sim()
+    serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", "off")
+    try:
+        url = serve.match["http"]
+        app_dir = tmp_path / "toolapp"
+        app_dir.mkdir()
+        (app_dir / "app.py").write_text(UNDECORATED_TOOL_APP)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
+               "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "k",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": ""}
+        subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, check=True, timeout=120,
+                       capture_output=True)
+        [summary] = HttpAccess(url).list_sessions()
+        sid = summary["session_id"]
+
+        shown = subprocess.run([sys.executable, "-m", "tracefix.cli", "show", sid, "--server", url],
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert "replayable with live tools only: lookup_customer" in shown.stdout, shown.stdout + shown.stderr
+        import urllib.request
+
+        with urllib.request.urlopen(f"{url}/api/v1/sessions/{sid}/report?format=md", timeout=120) as resp:
+            assert "with live tools only: lookup" in resp.read().decode()  # the facts table (markdown-escaped)
+
+        replay = [sys.executable, "-m", "tracefix.cli", "replay", sid, "--server", url, "--allow-module", "app",
+                  "--step", "1", "--runs", "1", "--json"]
+        refused = subprocess.run(replay, cwd=app_dir, env=env, capture_output=True, text=True, timeout=120)
+        assert refused.returncode != 0 and "live tools only: lookup_customer" in refused.stderr
+        assert "--allow-live-tools" in refused.stderr
+        allowed = subprocess.run([*replay, "--allow-live-tools"], cwd=app_dir, env=env, capture_output=True,
+                                 text=True, timeout=180)
+        assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
+        assert json.loads(allowed.stdout)["hypotheses"][0]["runs"][0]["error"] is None
+    finally:
+        serve.stop()
+        sim.stop()
