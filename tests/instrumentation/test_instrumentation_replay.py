@@ -36,6 +36,16 @@ def recorded(sim_url):
     return cassette_from_spans(spans), output, spans
 
 
+def replay_in_this_process(tmp_path: Path, cassette: dict, session_id: str, monkeypatch) -> None:
+    """The next tracefix.init() of this process replays `cassette` without intervention,
+    reporting to tmp_path/report.json."""
+    config = tmp_path / "replay.json"
+    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": session_id,
+                                  "parent_session_id": cassette["session_id"],
+                                  "report_path": str(tmp_path / "report.json")}))
+    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
+
+
 def run_replay_mode(tmp_path: Path, cassette: dict, intervention: dict | None, receiver, session_id: str,
                     allowed_modules: list[str]) -> tuple[subprocess.CompletedProcess, Path]:
     report_path = tmp_path / f"{session_id}.json"
@@ -221,11 +231,7 @@ def test_async_app_with_streams_replays_in_process_from_its_cassette(sim_url, tm
     cassette = cassette_from_spans(exporter.get_finished_spans())
     assert len(cassette["steps"]) == 2 and calls == ["Alice Chen"]
 
-    config = tmp_path / "replay.json"
-    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": "s-async-replay",
-                                  "parent_session_id": cassette["session_id"],
-                                  "report_path": str(tmp_path / "report.json")}))
-    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
+    replay_in_this_process(tmp_path, cassette, "s-async-replay", monkeypatch)
     before = sim_requests(sim_url)
     exporter = InMemorySpanExporter()
     handle = tracefix.init(span_processor=SimpleSpanProcessor(exporter))
@@ -320,11 +326,7 @@ def test_raw_and_streaming_response_shapes_replay_from_the_cassette(sim_url, tmp
     cassette = cassette_from_spans(exporter.get_finished_spans())
     assert len(cassette["steps"]) == 4
 
-    config = tmp_path / "replay.json"
-    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": "s-raw-replay",
-                                  "parent_session_id": cassette["session_id"],
-                                  "report_path": str(tmp_path / "report.json")}))
-    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
+    replay_in_this_process(tmp_path, cassette, "s-raw-replay", monkeypatch)
     before = sim_requests(sim_url)
     handle = tracefix.init(span_processor=SimpleSpanProcessor(InMemorySpanExporter()))
     try:

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.request
+from contextlib import contextmanager
 
 import procs
 
@@ -33,33 +35,39 @@ APP = textwrap.dedent('''
 ''')
 
 
-def test_a_script_run_as_main_is_recorded_importably_and_replays(tmp_path):
+@contextmanager
+def script_session(tmp_path, source: str):
+    """`python app.py` (source) run once in its own folder against a scripted LLM server,
+    exporting to a fresh `tracefix serve`; yields (collector URL, app folder, env, session summary)."""
     sim = procs.start_sim()
     serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", "off")
     try:
         url = serve.match["http"]
         app_dir = tmp_path / "myapp"
         app_dir.mkdir()
-        (app_dir / "app.py").write_text(APP)
+        (app_dir / "app.py").write_text(source)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
                "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "k",
                "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": ""}
         subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, check=True, timeout=120,
                        capture_output=True)
-        access = HttpAccess(url)
-        [summary] = access.list_sessions()
-        assert summary["entrypoint"] == "app:answer" and summary["replayable"]
+        [summary] = HttpAccess(url).list_sessions()
+        yield url, app_dir, env, summary
+    finally:
+        serve.stop()
+        sim.stop()
 
+
+def test_a_script_run_as_main_is_recorded_importably_and_replays(tmp_path):
+    with script_session(tmp_path, APP) as (url, app_dir, env, summary):
+        assert summary["entrypoint"] == "app:answer" and summary["replayable"]
         out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", summary["session_id"], "--server", url,
                               "--allow-module", "app", "--step", "0", "--runs", "1", "--json"],
                              cwd=app_dir, env=env, capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         run = json.loads(out.stdout)["hypotheses"][0]["runs"][0]
         assert run["error"] is None
-        assert access.get_session(run["child_session_id"])["parent_session_id"] == summary["session_id"]
-    finally:
-        serve.stop()
-        sim.stop()
+        assert HttpAccess(url).get_session(run["child_session_id"])["parent_session_id"] == summary["session_id"]
 
 
 def test_a_session_of_code_that_cannot_be_imported_again_is_not_replayable():
@@ -118,26 +126,11 @@ UNDECORATED_TOOL_APP = textwrap.dedent('''
 
 
 def test_tools_without_the_decorator_make_a_session_replayable_with_live_tools_only(tmp_path):
-    sim = procs.start_sim()
-    serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", "off")
-    try:
-        url = serve.match["http"]
-        app_dir = tmp_path / "toolapp"
-        app_dir.mkdir()
-        (app_dir / "app.py").write_text(UNDECORATED_TOOL_APP)
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
-               "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "k",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": ""}
-        subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, check=True, timeout=120,
-                       capture_output=True)
-        [summary] = HttpAccess(url).list_sessions()
+    with script_session(tmp_path, UNDECORATED_TOOL_APP) as (url, app_dir, env, summary):
         sid = summary["session_id"]
-
         shown = subprocess.run([sys.executable, "-m", "tracefix.cli", "show", sid, "--server", url],
                                capture_output=True, text=True, timeout=60, env=env)
         assert "replayable with live tools only: lookup_customer" in shown.stdout, shown.stdout + shown.stderr
-        import urllib.request
-
         with urllib.request.urlopen(f"{url}/api/v1/sessions/{sid}/report?format=md", timeout=120) as resp:
             assert "with live tools only: lookup" in resp.read().decode()  # the facts table (markdown-escaped)
 
@@ -150,6 +143,3 @@ def test_tools_without_the_decorator_make_a_session_replayable_with_live_tools_o
                                  text=True, timeout=180)
         assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
         assert json.loads(allowed.stdout)["hypotheses"][0]["runs"][0]["error"] is None
-    finally:
-        serve.stop()
-        sim.stop()
