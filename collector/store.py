@@ -687,9 +687,14 @@ class Store:
         return row is not None
 
     def requeue_running_jobs(self, kind: str = "diagnosis") -> int:
-        """Jobs of `kind` left `running` by a crash of this process run again (leased jobs
-        belong to workers that may outlive the collector: their leases decide)."""
+        """Jobs of `kind` left `running` by a crash of this process run again, unless they
+        already ran MAX_JOB_ATTEMPTS times: a job that takes the process down with it must not
+        do so at every start (leased jobs belong to workers that may outlive the collector:
+        their leases decide)."""
         with self._tx() as con:
+            con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
+                        "error = 'the collector stopped while running it ' || attempts || ' times' "
+                        "WHERE state = 'running' AND kind = ? AND attempts >= ?", [_now_ns(), kind, MAX_JOB_ATTEMPTS])
             n = con.execute("SELECT count(*) FROM jobs WHERE state = 'running' AND kind = ?", [kind]).fetchone()[0]
             con.execute("UPDATE jobs SET state = 'queued' WHERE state = 'running' AND kind = ?", [kind])
         return n

@@ -105,3 +105,19 @@ def test_key_set_answers_exactly_before_and_after_folding_recent_keys():
     assert keys.missing([9, 10, 10 + FOLD_AT - 1, 10 + FOLD_AT]) == [9, 10 + FOLD_AT]
     keys.add([9])
     assert 9 in keys and 8 not in keys
+
+
+def test_a_diagnosis_job_that_keeps_taking_the_collector_down_is_failed_not_requeued_forever(tmp_path):
+    from tracefix.collector.jobs import MAX_JOB_ATTEMPTS
+
+    store = Store(tmp_path / "jobs.duckdb")
+    store.import_sessions([{"session_id": "s-1", "messages": [{"role": "user", "content": "hi"}]}])
+    job = store.enqueue_job("s-1", reason="test")
+    for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
+        claimed = store.claim_job("diagnosis")  # ... and the process dies while running it
+        assert claimed["job_id"] == job["job_id"] and claimed["attempts"] == attempt
+        requeued = store.requeue_running_jobs("diagnosis")  # the next start
+        assert requeued == (1 if attempt < MAX_JOB_ATTEMPTS else 0)
+    failed = store.get_job(job["job_id"])
+    assert failed["state"] == "failed" and f"{MAX_JOB_ATTEMPTS} times" in failed["error"]
+    assert store.claim_job("diagnosis") is None
