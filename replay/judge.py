@@ -14,6 +14,7 @@ Each answer says how it was reached (the result's ``judged_by``):
 from __future__ import annotations
 
 import json
+import re
 
 from tracefix.replay import prompts
 
@@ -71,25 +72,68 @@ def _norm(text: str | None) -> str:
     return " ".join((text or "").split()).lower()
 
 
+# Values an edit states: quoted text, and tokens carrying a digit (ids, amounts, dates).
+_QUOTED = re.compile(r"`([^`]{1,120})`|\"([^\"]{1,120})\"")
+_STEP_REFERENCE = re.compile(r"\bsteps?\s+\d+(?:\s*(?:-|to|and)\s*\d+)?", re.I)
+_DIGIT_TOKEN = re.compile(r"(?<![\w.-])[\w.:/-]*\d[\w.:/-]*")
+
+
+def stated_values(text: str | None, known_names: set[str]) -> set[str]:
+    """The concrete values an edit states, without the names it merely mentions (tools,
+    arguments, agents): a corrected id or amount is what a followed edit must show."""
+    text = _STEP_REFERENCE.sub(" ", text or "")  # "at step 3" points into the log, it is no value
+    found = {a or b for a, b in _QUOTED.findall(text)}
+    found |= set(_DIGIT_TOKEN.findall(text))
+    return {v.strip().rstrip(".,;:") for v in found
+            if v.strip() and v.strip() not in known_names and any(c.isdigit() for c in v)}
+
+
+def _action(step: dict | None) -> tuple:
+    """What an agent did at a step, comparable across runs: its text and its tool calls."""
+    if step is None:
+        return ()
+    calls = tuple((c.get("name"), json.dumps(c.get("arguments"), sort_keys=True, default=str))
+                  for c in step.get("tool_calls") or [])
+    return (_norm((step.get("output_message") or {}).get("content")), calls)
+
+
 def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
-    """Did the replay, at or after t, move the way the intervention asked?"""
+    """Did the replay, at or after t, move the way the intervention asked?
+
+    Never when the agent did at t exactly what it did originally. For a tool call: the
+    asked tool is called by the acting agent, differently from the failed call, and with
+    one of the values the edit states when it states any. For an early answer: the agent
+    acts at t instead of answering, and calls the pending tool when one is named."""
     t = intervention["step"]
     expect = intervention.get("expect") or {}
     new_steps = child_doc.get("steps") or []
     old_by_index = {s["index"]: s for s in doc.get("steps") or []}
     new_by_index = {s["index"]: s for s in new_steps}
     action, tool, argument, agent = expect.get("action"), expect.get("tool"), expect.get("argument"), expect.get("agent")
+    new_t, old_t = new_by_index.get(t), old_by_index.get(t)
+    if new_t is None:
+        return False
 
+    if action == "replaced":
+        applied = new_t.get("replay_source") == "intervention" or (
+            intervention.get("kind") == "replace_output"
+            and _norm((new_t.get("output_message") or {}).get("content")) == _norm(intervention.get("text")))
+        return applied and any(s["index"] > t for s in new_steps)
+    if _action(new_t) == _action(old_t):
+        return False  # the edit changed nothing the agent did
     if action == "call_tool" and tool:
-        old_call = next((c for c in (old_by_index.get(t) or {}).get("tool_calls") or [] if c.get("name") == tool), None)
+        old_call = next((c for c in (old_t or {}).get("tool_calls") or [] if c.get("name") == tool), None)
         old_args = (old_call or {}).get("arguments") if isinstance((old_call or {}).get("arguments"), dict) else {}
+        names = {tool, argument, agent, *old_args} - {None}
+        wanted = stated_values(intervention.get("text"), names) - {str(v) for v in old_args.values()}
         for call in _calls_from(new_steps, t, agent):
             if call.get("name") != tool:
                 continue
             args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+            if wanted and not any(v in json.dumps(args, default=str) for v in wanted):
+                continue  # the call does not carry what the edit said
             if argument is None:
-                # Asked to call it again correctly: a call that differs from the failed one.
-                if args != old_args or not call.get("error"):
+                if args != old_args or (old_call or {}).get("error") and not call.get("error"):
                     return True
             elif argument not in old_args:
                 if args.get(argument) is not None:
@@ -97,19 +141,12 @@ def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
             elif args.get(argument) != old_args.get(argument):
                 return True
         return False
-    if action == "replaced":
-        new_t = new_by_index.get(t)
-        applied = new_t is not None and (new_t.get("replay_source") == "intervention" or (
-            intervention.get("kind") == "replace_output"
-            and _norm((new_t.get("output_message") or {}).get("content")) == _norm(intervention.get("text"))))
-        return applied and any(s["index"] > t for s in new_steps)
     if action == "continue":
-        return any(s["index"] >= t and s.get("tool_calls") for s in new_steps)
-    new_t, old_t = new_by_index.get(t), old_by_index.get(t)
-    changed = new_t is not None and _norm(prompts.step_content(new_t, 2000)) != _norm(prompts.step_content(old_t or {}, 2000))
+        acts_at_t = bool(new_t.get("tool_calls")) and (agent is None or new_t.get("agent") == agent)
+        return acts_at_t and (not tool or any(c.get("name") == tool for c in _calls_from(new_steps, t)))
     if action == "instruct" and tool:
-        return changed and any(c.get("name") == tool for c in _calls_from(new_steps, t))
-    return changed
+        return any(c.get("name") == tool for c in _calls_from(new_steps, t))
+    return True  # the step's action changed (checked above)
 
 
 def judge_fulfilled(intervention: dict, doc: dict, child_doc: dict | None, llm=None) -> tuple[bool | None, str]:

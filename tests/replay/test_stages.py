@@ -89,6 +89,45 @@ def test_fulfilment_heuristic_checks_the_asked_argument():
     assert judge.judge_fulfilled(iv, doc, None) == (None, "unavailable")
 
 
+def test_a_followed_edit_must_carry_the_values_it_states():
+    doc = failed_deposit_session()
+    iv = {"step": 3, "kind": "add_message", "expect": {"agent": "PaymentsAgent", "action": "call_tool",
+                                                      "tool": "deposit_check", "argument": "check_number"},
+          "text": "The check to deposit is CHK-5001 (see the instruction at step 2); pass it as check_number."}
+
+    def replay_with(args, agent="PaymentsAgent"):
+        child = copy.deepcopy(doc)
+        child["steps"][3] = llm_step(3, agent, calls=[("deposit_check", args, {"ok": True}, None)])
+        return child
+
+    assert judge.fulfilled_heuristic(iv, doc, replay_with({"account_id": "ACC-1001", "check_number": "CHK-5001"}))
+    # a call that changed but does not carry what the edit said: not the edit followed
+    assert not judge.fulfilled_heuristic(iv, doc, replay_with({"account_id": "ACC-1001", "check_number": "CHK-9"}))
+    # the right call by another agent is not the edited agent following it
+    assert not judge.fulfilled_heuristic(iv, doc, replay_with({"account_id": "ACC-1001", "check_number": "CHK-5001"},
+                                                              agent="AccountAgent"))
+    # a replay that does at t exactly what the original did is never "fulfilled"
+    assert not judge.fulfilled_heuristic({**iv, "expect": {**iv["expect"], "argument": None}}, doc,
+                                         copy.deepcopy(doc))
+    assert judge.stated_values(iv["text"], {"deposit_check", "check_number"}) == {"CHK-5001"}
+
+
+def test_an_early_answer_is_replaced_only_by_the_edited_agent_acting():
+    doc = failed_deposit_session()
+    iv = {"step": 7, "kind": "add_message", "text": "do not answer yet: deposit_check has not succeeded",
+          "expect": {"agent": "Orchestrator", "action": "continue", "tool": "deposit_check", "argument": None}}
+    answered_again = copy.deepcopy(doc)
+    answered_again["steps"][7] = llm_step(7, "Orchestrator", "Final answer: it is done.")
+    answered_again["steps"].append(llm_step(8, "AccountAgent", calls=[("deposit_check", {}, {"ok": True}, None)]))
+    assert not judge.fulfilled_heuristic(iv, doc, answered_again)  # someone else's later call does not count
+    acted = copy.deepcopy(doc)
+    acted["steps"][7] = llm_step(7, "Orchestrator", calls=[("deposit_check", {"check_number": "CHK-5001"}, {}, None)])
+    assert judge.fulfilled_heuristic(iv, doc, acted)
+    other_tool = copy.deepcopy(doc)
+    other_tool["steps"][7] = llm_step(7, "Orchestrator", calls=[("get_balance", {}, {}, None)])
+    assert not judge.fulfilled_heuristic(iv, doc, other_tool)  # the named pending action never happened
+
+
 def test_success_prefers_the_evaluator_then_ground_truth():
     doc = failed_deposit_session()
     assert judge.judge_success({"outcome": "success", "evaluation": {"success": True}}, doc, None) == (True, "evaluator")
