@@ -102,8 +102,8 @@ def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
 
     Never when the agent did at t exactly what it did originally. For a tool call: the
     asked tool is called by the acting agent, differently from the failed call, and with
-    one of the values the edit states when it states any. For an early answer: the agent
-    acts at t instead of answering, and calls the pending tool when one is named."""
+    one of the values the edit states when it states any. For an early answer: the session
+    goes on past t, and the pending tool, when one is named, is called."""
     t = intervention["step"]
     expect = intervention.get("expect") or {}
     new_steps = child_doc.get("steps") or []
@@ -142,8 +142,11 @@ def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
                 return True
         return False
     if action == "continue":
-        acts_at_t = bool(new_t.get("tool_calls")) and (agent is None or new_t.get("agent") == agent)
-        return acts_at_t and (not tool or any(c.get("name") == tool for c in _calls_from(new_steps, t)))
+        # the session no longer ends with the answer at t (an orchestrator goes on by instructing,
+        # a worker by calling), and the pending action, when one is named, now happens
+        goes_on = any(s["index"] > t for s in new_steps)
+        calls = _calls_from(new_steps, t)
+        return goes_on and (any(c.get("name") == tool for c in calls) if tool else bool(calls))
     if action == "instruct" and tool:
         return any(c.get("name") == tool for c in _calls_from(new_steps, t))
     return True  # the step's action changed (checked above)

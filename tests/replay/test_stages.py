@@ -112,20 +112,21 @@ def test_a_followed_edit_must_carry_the_values_it_states():
     assert judge.stated_values(iv["text"], {"deposit_check", "check_number"}) == {"CHK-5001"}
 
 
-def test_an_early_answer_is_replaced_only_by_the_edited_agent_acting():
+def test_an_early_answer_is_replaced_only_when_the_session_goes_on_to_the_pending_action():
     doc = failed_deposit_session()
     iv = {"step": 7, "kind": "add_message", "text": "do not answer yet: deposit_check has not succeeded",
           "expect": {"agent": "Orchestrator", "action": "continue", "tool": "deposit_check", "argument": None}}
     answered_again = copy.deepcopy(doc)
     answered_again["steps"][7] = llm_step(7, "Orchestrator", "Final answer: it is done.")
-    answered_again["steps"].append(llm_step(8, "AccountAgent", calls=[("deposit_check", {}, {"ok": True}, None)]))
-    assert not judge.fulfilled_heuristic(iv, doc, answered_again)  # someone else's later call does not count
-    acted = copy.deepcopy(doc)
-    acted["steps"][7] = llm_step(7, "Orchestrator", calls=[("deposit_check", {"check_number": "CHK-5001"}, {}, None)])
-    assert judge.fulfilled_heuristic(iv, doc, acted)
-    other_tool = copy.deepcopy(doc)
-    other_tool["steps"][7] = llm_step(7, "Orchestrator", calls=[("get_balance", {}, {}, None)])
-    assert not judge.fulfilled_heuristic(iv, doc, other_tool)  # the named pending action never happened
+    assert not judge.fulfilled_heuristic(iv, doc, answered_again)  # reworded, but the session still ends at t
+    delegated = copy.deepcopy(doc)
+    delegated["steps"][7] = llm_step(7, "Orchestrator", "PaymentsAgent: deposit check CHK-5001 into ACC-1001")
+    delegated["steps"].append(llm_step(8, "PaymentsAgent", calls=[
+        ("deposit_check", {"account_id": "ACC-1001", "check_number": "CHK-5001"}, {"ok": True}, None)]))
+    assert judge.fulfilled_heuristic(iv, doc, delegated)
+    elsewhere = copy.deepcopy(delegated)
+    elsewhere["steps"][8] = llm_step(8, "PaymentsAgent", calls=[("get_balance", {}, {}, None)])
+    assert not judge.fulfilled_heuristic(iv, doc, elsewhere)  # the named pending action never happened
 
 
 def test_success_prefers_the_evaluator_then_ground_truth():
