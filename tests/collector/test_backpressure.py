@@ -1,0 +1,135 @@
+"""Back-pressure as the OTLP specification asks: a real `tracefix serve` with a tiny writer queue
+answers a burst of exports RESOURCE_EXHAUSTED carrying `google.rpc.RetryInfo` (without it an
+exporter may not retry, and the spans are lost), HTTP 429 with a Retry-After from the same rule,
+and a retrying OTLP exporter ends with every span stored."""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import uuid
+
+import grpc
+import pytest
+from collector_support import TOKEN, tracer_provider
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from test_ingest import post
+from test_partial_success import good_chat, make_request
+
+import procs
+
+from tracefix.collector.access import HttpAccess
+from tracefix.collector.grpc_receiver import MAX_CONCURRENT_EXPORTS
+from tracefix.collector.writer import MAX_RETRY_DELAY_S, MIN_RETRY_DELAY_S, retry_delay_s
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    # a queue of 1 span refuses any export that arrives while another waits: back-pressure on demand
+    p = procs.start_serve(tmp_path_factory.mktemp("backpressure") / "b.duckdb", "--token", TOKEN,
+                          "--diagnose", "off", "--max-queue-spans", "1", env={"TRACEFIX_TOKEN": ""})
+    yield p
+    p.stop()
+
+
+def session_body(sid: str, spans: int) -> bytes:
+    trace = uuid.uuid4().bytes
+    return make_request([good_chat(sid, trace, n) for n in range(spans)]).SerializeToString()
+
+
+def retry_delay_of(error: grpc.RpcError) -> float | None:
+    """The RetryInfo delay in a gRPC error's rich status (grpc-status-details-bin), or None."""
+    status = rpc_status.from_call(error)
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            return info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+    return None
+
+
+def test_the_delay_is_the_time_to_drain_what_is_pending_within_bounds():
+    assert retry_delay_s(3000, 1000.0) == 3.0
+    assert retry_delay_s(1, 1000.0) == MIN_RETRY_DELAY_S  # never a retry storm
+    assert retry_delay_s(10**9, 1000.0) == MAX_RETRY_DELAY_S  # never past an exporter's timeout
+    assert retry_delay_s(10, 0.0) == MAX_RETRY_DELAY_S
+
+
+def test_every_resource_exhausted_carries_retry_info_beyond_the_concurrency_cap(serve):
+    """More exports at once than the handler admits (and more than gRPC's old own limit of 32,
+    which answered without RetryInfo): each refusal, by the queue or by the cap, has a delay."""
+    body = session_body(f"bp-grpc-{uuid.uuid4().hex[:8]}", 50)
+    channel = grpc.insecure_channel(serve.match["grpc"])
+    raw = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                              request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+    try:
+        # all on one channel at once: the server sees them concurrently (HTTP/2 streams)
+        calls = [raw.future(body, timeout=30, metadata=(("authorization", f"Bearer {TOKEN}"),))
+                 for _ in range(3 * MAX_CONCURRENT_EXPORTS)]
+        busy = []
+        for call in calls:
+            try:
+                call.result()
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (exc.code(), exc.details())
+                busy.append(exc)
+    finally:
+        channel.close()
+    assert busy, "no export met a full queue: the burst proves nothing"
+    for exc in busy:
+        delay = retry_delay_of(exc)
+        assert delay is not None, f"RESOURCE_EXHAUSTED without RetryInfo: {exc.details()!r}"
+        assert MIN_RETRY_DELAY_S <= delay <= MAX_RETRY_DELAY_S
+        # the same delay in the trailer the Python OTLP exporter reads
+        info = error_details_pb2.RetryInfo.FromString(dict(exc.trailing_metadata())["google.rpc.retryinfo-bin"])
+        assert info.retry_delay.ToNanoseconds() / 1e9 == pytest.approx(delay)
+
+
+def test_http_429_retry_after_follows_the_same_rule(serve):
+    body = session_body(f"bp-http-{uuid.uuid4().hex[:8]}", 50)
+    answers, lock = [], threading.Lock()
+
+    def send():
+        for _ in range(4):
+            answer = post(serve.match["http"] + "/v1/traces", body)
+            with lock:
+                answers.append(answer)
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {status for status, _, _ in answers} <= {200, 429}
+    busy = [(resp, headers) for status, resp, headers in answers if status == 429]
+    assert busy, "no export met a full queue: the burst proves nothing"
+
+    for resp, headers in busy:
+        delay = json.loads(resp)["retry_after_s"]
+        assert MIN_RETRY_DELAY_S <= delay <= MAX_RETRY_DELAY_S
+        retry_after = {k.lower(): v for k, v in headers.items()}["retry-after"]
+        assert retry_after == str(math.ceil(delay))
+
+
+def test_the_python_otlp_grpc_exporter_stores_every_span_of_a_burst(serve):
+    sid = f"bp-sdk-{uuid.uuid4().hex[:8]}"
+    providers = [tracer_provider(serve, "grpc", service=f"bp-{n}") for n in range(6)]
+
+    def emit(provider, n):
+        tracer = provider.get_tracer("bp")
+        for i in range(20):
+            with tracer.start_as_current_span(f"step {n}.{i}") as span:
+                span.set_attribute("tracefix.session.id", sid)
+
+    threads = [threading.Thread(target=emit, args=(p, n)) for n, p in enumerate(providers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    flushed = [p.force_flush(30_000) for p in providers]
+    for p in providers:
+        p.shutdown()
+    assert all(flushed)
+    assert len(HttpAccess(serve.match["http"], TOKEN).get_spans(sid)) == 6 * 20
