@@ -5,7 +5,9 @@ and a retrying OTLP exporter ends with every span stored."""
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
 import threading
 import uuid
 
@@ -57,17 +59,25 @@ def test_the_delay_is_the_time_to_drain_what_is_pending_within_bounds():
     assert retry_delay_s(10, 0.0) == MAX_RETRY_DELAY_S
 
 
-def test_every_resource_exhausted_carries_retry_info_beyond_the_concurrency_cap(serve):
-    """More exports at once than the handler admits (and more than gRPC's old own limit of 32,
-    which answered without RetryInfo): each refusal, by the queue or by the cap, has a delay."""
-    body = session_body(f"bp-grpc-{uuid.uuid4().hex[:8]}", 50)
+@pytest.fixture(scope="module")
+def roomy_serve(tmp_path_factory):
+    """A queue that never fills: exports wait for the writer, so a burst meets the concurrency cap."""
+    p = procs.start_serve(tmp_path_factory.mktemp("roomy") / "r.duckdb", "--token", TOKEN,
+                          "--diagnose", "off", env={"TRACEFIX_TOKEN": ""})
+    yield p
+    p.stop()
+
+
+def grpc_burst(serve, body: bytes, exports: int) -> list[grpc.RpcError]:
+    """`exports` raw gRPC exports of `body` at once; the RESOURCE_EXHAUSTED errors (any other
+    failure fails the test)."""
     channel = grpc.insecure_channel(serve.match["grpc"])
     raw = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                               request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
     try:
         # all on one channel at once: the server sees them concurrently (HTTP/2 streams)
         calls = [raw.future(body, timeout=30, metadata=(("authorization", f"Bearer {TOKEN}"),))
-                 for _ in range(3 * MAX_CONCURRENT_EXPORTS)]
+                 for _ in range(exports)]
         busy = []
         for call in calls:
             try:
@@ -75,9 +85,13 @@ def test_every_resource_exhausted_carries_retry_info_beyond_the_concurrency_cap(
             except grpc.RpcError as exc:
                 assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (exc.code(), exc.details())
                 busy.append(exc)
+        return busy
     finally:
         channel.close()
-    assert busy, "no export met a full queue: the burst proves nothing"
+
+
+def assert_retry_info(busy: list[grpc.RpcError]) -> None:
+    assert busy, "no export was refused: the burst proves nothing"
     for exc in busy:
         delay = retry_delay_of(exc)
         assert delay is not None, f"RESOURCE_EXHAUSTED without RetryInfo: {exc.details()!r}"
@@ -85,6 +99,20 @@ def test_every_resource_exhausted_carries_retry_info_beyond_the_concurrency_cap(
         # the same delay in the trailer the Python OTLP exporter reads
         info = error_details_pb2.RetryInfo.FromString(dict(exc.trailing_metadata())["google.rpc.retryinfo-bin"])
         assert info.retry_delay.ToNanoseconds() / 1e9 == pytest.approx(delay)
+
+
+def test_a_full_queue_answers_resource_exhausted_with_retry_info(serve):
+    busy = grpc_burst(serve, session_body(f"bp-queue-{uuid.uuid4().hex[:8]}", 50), 3 * MAX_CONCURRENT_EXPORTS)
+    assert_retry_info(busy)
+    assert all("waiting to be written" in exc.details() for exc in busy)
+
+
+def test_exports_beyond_the_concurrency_cap_answer_resource_exhausted_with_retry_info(roomy_serve):
+    """More exports at once than the handler admits, and more than gRPC's own limit used to be
+    (32, answered without RetryInfo): every refusal comes from our cap and has a delay."""
+    busy = grpc_burst(roomy_serve, session_body(f"bp-cap-{uuid.uuid4().hex[:8]}", 200), 4 * MAX_CONCURRENT_EXPORTS)
+    assert_retry_info(busy)
+    assert all("exports in progress" in exc.details() for exc in busy), {exc.details() for exc in busy}
 
 
 def test_http_429_retry_after_follows_the_same_rule(serve):
@@ -113,7 +141,12 @@ def test_http_429_retry_after_follows_the_same_rule(serve):
         assert retry_after == str(math.ceil(delay))
 
 
-def test_the_python_otlp_grpc_exporter_stores_every_span_of_a_burst(serve):
+def test_the_python_otlp_grpc_exporter_stores_every_span_of_a_burst_waiting_as_told(serve, caplog):
+    """The exporter retries RESOURCE_EXHAUSTED even without RetryInfo, on its own backoff (about
+    1 s, 2 s, 4 s): that it waited the collector's delay instead shows RetryInfo reached it. With a
+    queue of 1 span at most one small export is pending, drained well under the floor, so every
+    delay told is MIN_RETRY_DELAY_S."""
+    caplog.set_level(logging.WARNING, logger="opentelemetry.exporter.otlp.proto.grpc.exporter")
     sid = f"bp-sdk-{uuid.uuid4().hex[:8]}"
     providers = [tracer_provider(serve, "grpc", service=f"bp-{n}") for n in range(6)]
 
@@ -133,3 +166,7 @@ def test_the_python_otlp_grpc_exporter_stores_every_span_of_a_burst(serve):
         p.shutdown()
     assert all(flushed)
     assert len(HttpAccess(serve.match["http"], TOKEN).get_spans(sid)) == 6 * 20
+    waits = [float(m.group(1)) for r in caplog.records
+             if (m := re.search(r"RESOURCE_EXHAUSTED .* retrying in ([0-9.]+)s", r.getMessage()))]
+    assert waits, "no export was refused: the burst proves nothing"
+    assert set(waits) == {MIN_RETRY_DELAY_S}, waits
