@@ -8,8 +8,8 @@ import json
 import logging
 import math
 import re
-import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -18,6 +18,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from test_ingest import post
+from test_metrics import burst
 from test_partial_success import good_chat, make_request
 
 import procs
@@ -117,19 +118,7 @@ def test_exports_beyond_the_concurrency_cap_answer_resource_exhausted_with_retry
 
 def test_http_429_retry_after_follows_the_same_rule(serve):
     body = session_body(f"bp-http-{uuid.uuid4().hex[:8]}", 50)
-    answers, lock = [], threading.Lock()
-
-    def send():
-        for _ in range(4):
-            answer = post(serve.match["http"] + "/v1/traces", body)
-            with lock:
-                answers.append(answer)
-
-    threads = [threading.Thread(target=send) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    answers = burst(lambda: post(serve.match["http"] + "/v1/traces", body))
     assert {status for status, _, _ in answers} <= {200, 429}
     busy = [(resp, headers) for status, resp, headers in answers if status == 429]
     assert busy, "no export met a full queue: the burst proves nothing"
@@ -156,11 +145,8 @@ def test_the_python_otlp_grpc_exporter_stores_every_span_of_a_burst_waiting_as_t
             with tracer.start_as_current_span(f"step {n}.{i}") as span:
                 span.set_attribute("tracefix.session.id", sid)
 
-    threads = [threading.Thread(target=emit, args=(p, n)) for n, p in enumerate(providers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(len(providers)) as pool:  # all exporting at once
+        list(pool.map(emit, providers, range(len(providers))))
     flushed = [p.force_flush(30_000) for p in providers]
     for p in providers:
         p.shutdown()
