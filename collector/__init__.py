@@ -12,8 +12,9 @@ Receivers
     answered only after its spans are committed. Partial success for spans that cannot be
     stored (bad ids, an attribute over 8 M characters); 400 when nothing in it can be;
     413 above ``--max-body-mb`` (also after gunzip); 415 for other content types; 429 with
-    ``Retry-After`` / ``RESOURCE_EXHAUSTED`` when ``--max-queue-spans`` spans (or 256 MiB)
-    wait for the writer. Spans are normalized from tracefix/GenAI, OpenInference and
+    ``Retry-After`` / ``RESOURCE_EXHAUSTED`` with ``google.rpc.RetryInfo`` (the writer's
+    drain time, 0.5–10 s, so exporters retry) when ``--max-queue-spans`` spans (or 256 MiB)
+    wait for the writer, or 32 gRPC exports are in progress. Spans are normalized from tracefix/GenAI, OpenInference and
     OpenLLMetry conventions; a span without a session attribute joins its trace's session,
     else the trace id is the session id. The same span sent twice is stored once.
 

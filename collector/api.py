@@ -47,6 +47,13 @@ def error(status: int, message: str, **extra) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
 
 
+def busy(message: str, delay_s: float) -> JSONResponse:
+    """429 for back-pressure: Retry-After (whole seconds, RFC 9110) is the delay the gRPC
+    receiver sends in RetryInfo (`Writer.retry_delay_s`), rounded up; the body has it exact."""
+    return JSONResponse({"error": message, "retry_after_s": round(delay_s, 3)}, status_code=429,
+                        headers={"Retry-After": str(math.ceil(delay_s))})
+
+
 # A request body must keep coming: no byte for BODY_IDLE_S, or less than MIN_BODY_RATE on
 # average once BODY_GRACE_S have passed, and the upload is dropped (408, connection closed).
 # Without this a socket that declares a large body and stalls holds its request forever.
@@ -154,7 +161,7 @@ def build_app(collector: "Collector") -> Starlette:
             except otlp.OtlpError as exc:
                 return error(exc.status, exc.message)
             except QueueFull as exc:
-                return error(429, f"collector busy: {exc}; retry later")
+                return busy(f"collector busy: {exc}; retry later", writer.retry_delay_s())
             except WriterClosed as exc:
                 return error(503, str(exc))
             except UnknownSession as exc:

@@ -3,15 +3,22 @@
 Same path as OTLP/HTTP: the request arrives as raw bytes (no deserializer), decodes in the
 decode worker process (`Decoder`), goes to the single writer, and is answered after the
 commit. Decoding on gRPC's own threads would fight the writer for this process's GIL.
-A full writer queue answers RESOURCE_EXHAUSTED, which OTLP exporters retry with backoff.
+A full writer queue, or more than MAX_CONCURRENT_EXPORTS exports at once, answers
+RESOURCE_EXHAUSTED carrying `google.rpc.RetryInfo` (the delay the writer needs to drain,
+`Writer.retry_delay_s`): the OTLP specification lets an exporter retry RESOURCE_EXHAUSTED only
+when RetryInfo is there, so without it the spans would be dropped.
 """
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent import futures
 from typing import TYPE_CHECKING
 
 import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracefix.collector import otlp
@@ -27,12 +34,44 @@ log = logging.getLogger("tracefix.collector")
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
+# Exports handled at once; each holds its request (up to max_body_bytes) and a decode, so this
+# bounds the receiver's memory. Beyond it the handler answers RESOURCE_EXHAUSTED with RetryInfo.
+MAX_CONCURRENT_EXPORTS = 32
+# Threads beyond the cap, so an export over the cap reaches the handler and is refused at once
+# instead of waiting in the executor's queue behind exports that wait for the writer.
+REFUSING_THREADS = 8
+
+
+def abort_busy(context, message: str, delay_s: float) -> None:
+    """Answer RESOURCE_EXHAUSTED with `google.rpc.RetryInfo` (sent as grpc-status-details-bin),
+    which makes OTLP exporters retry after `delay_s` instead of dropping the spans. Raises."""
+    seconds = int(delay_s)
+    retry_info = error_details_pb2.RetryInfo(
+        retry_delay=duration_pb2.Duration(seconds=seconds, nanos=int((delay_s - seconds) * 1e9)))
+    detail = any_pb2.Any()
+    detail.Pack(retry_info)
+    status = rpc_status.to_status(status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=message,
+                                                     details=[detail]))
+    # the Python OTLP exporter reads RetryInfo from this trailer, not from the status details
+    context.abort_with_status(status._replace(trailing_metadata=(
+        *status.trailing_metadata, ("google.rpc.retryinfo-bin", retry_info.SerializeToString()))))
+
 
 class TraceService:
     def __init__(self, collector: "Collector"):
         self.collector = collector
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_EXPORTS)
 
     def export(self, body: bytes, context) -> ExportTraceServiceResponse:
+        if not self._slots.acquire(blocking=False):
+            abort_busy(context, f"collector busy: {MAX_CONCURRENT_EXPORTS} exports in progress; retry later",
+                       self.collector.writer.retry_delay_s())
+        try:
+            return self._export(body, context)
+        finally:
+            self._slots.release()
+
+    def _export(self, body: bytes, context) -> ExportTraceServiceResponse:
         if not self.collector.tokens.allows(dict(context.invocation_metadata()).get("authorization"), INGEST):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
@@ -46,7 +85,7 @@ class TraceService:
             try:
                 fut = self.collector.writer.submit_batch(batch)
             except QueueFull as exc:
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"collector busy: {exc}; retry later")
+                abort_busy(context, f"collector busy: {exc}; retry later", self.collector.writer.retry_delay_s())
             except WriterClosed as exc:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             try:
@@ -63,12 +102,15 @@ class TraceService:
 
 def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:
     limit = collector.config.max_body_bytes
-    # maximum_concurrent_rpcs bounds memory (each RPC holds a decoded request): beyond it gRPC
-    # answers RESOURCE_EXHAUSTED itself, which exporters retry
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp-grpc"),
+    # TraceService.export's cap bounds memory and answers RESOURCE_EXHAUSTED with RetryInfo; a
+    # thread for every export it admits plus REFUSING_THREADS keeps the executor's queue short.
+    # gRPC's own maximum_concurrent_rpcs answers without RetryInfo (exporters then drop the
+    # spans), so it sits far above the cap: a backstop only for a flood faster than the refusals.
+    workers = MAX_CONCURRENT_EXPORTS + REFUSING_THREADS
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
                          options=[("grpc.max_receive_message_length", limit),
                                   ("grpc.so_reuseport", 0)],
-                         maximum_concurrent_rpcs=32)
+                         maximum_concurrent_rpcs=4 * workers)
     export = grpc.unary_unary_rpc_method_handler(collector.metrics.count_grpc_exports(TraceService(collector).export),
                                                  request_deserializer=None,
                                                  response_serializer=ExportTraceServiceResponse.SerializeToString)

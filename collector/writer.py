@@ -45,6 +45,22 @@ class WriterClosed(RuntimeError):
     pass
 
 
+# What a refused exporter is told to wait (gRPC RetryInfo, HTTP Retry-After): long enough for the
+# writer to drain what is pending, never so short that retries hammer a busy collector, never so
+# long that an exporter's own timeout runs out first (the OTel SDKs give up after ~10 s).
+MIN_RETRY_DELAY_S = 0.5
+MAX_RETRY_DELAY_S = 10.0
+# Assumed until the first transaction is timed: a conservative rate for one DuckDB writer.
+INITIAL_DRAIN_SPANS_PER_S = 2000.0
+
+
+def retry_delay_s(pending_spans: int, drain_spans_per_s: float) -> float:
+    """Seconds the writer needs to write `pending_spans` at `drain_spans_per_s`, bounded to
+    [MIN_RETRY_DELAY_S, MAX_RETRY_DELAY_S]: the one rule for both receivers' back-pressure."""
+    needed = pending_spans / drain_spans_per_s if drain_spans_per_s > 0 else MAX_RETRY_DELAY_S
+    return min(MAX_RETRY_DELAY_S, max(MIN_RETRY_DELAY_S, needed))
+
+
 def is_data_error(exc: BaseException) -> bool:
     """True when a write failed because of what the batch holds: retrying cannot help, so the
     receiver answers 400 instead of a retryable 503."""
@@ -79,6 +95,8 @@ class Writer:
         self._thread = threading.Thread(target=self._run, name="tracefix-writer", daemon=True)
         self.committed_spans = 0
         self.transactions = 0
+        # spans written per second, a moving average over recent transactions (retry_delay_s)
+        self.drain_spans_per_s = INITIAL_DRAIN_SPANS_PER_S
 
     def start(self) -> "Writer":
         self._thread.start()
@@ -119,6 +137,10 @@ class Writer:
     @property
     def pending_spans(self) -> int:
         return self._pending_spans
+
+    def retry_delay_s(self) -> float:
+        """How long a refused exporter should wait before it retries (see `retry_delay_s`)."""
+        return retry_delay_s(self._pending_spans, self.drain_spans_per_s)
 
     # --- the writer thread ---------------------------------------------------------------------
     def _take(self) -> list:
@@ -185,8 +207,11 @@ class Writer:
                 except Exception as one_exc:
                     log.warning("a batch of %d spans failed: %s", b.span_count, one_exc)
                     results.append((fut, None, one_exc))
+        took = time.perf_counter() - started
         if self.on_commit:
-            self.on_commit(time.perf_counter() - started)
+            self.on_commit(took)
+        if took > 0:  # recent transactions weigh most: the rate follows the load and the disk
+            self.drain_spans_per_s = 0.7 * self.drain_spans_per_s + 0.3 * (n_spans / took)
         with self._cond:
             self._pending_spans -= n_spans
             self._pending_bytes -= sum(b.wire_bytes for _, b, _ in taken)
