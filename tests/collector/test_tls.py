@@ -214,6 +214,7 @@ def test_mutual_tls_refuses_clients_without_a_certificate_on_both_ports(mtls_ser
 
 @pytest.mark.parametrize("make_exporter", [http_exporter, grpc_exporter], ids=["http", "grpc"])
 def test_mutual_tls_stores_spans_of_clients_with_a_certificate(mtls_serve, pki, make_exporter):
+    assert mtls_serve.match["http"].startswith("https://")
     session_id, result = export_one_span(make_exporter(mtls_serve, pki, with_client_cert=True))
     assert result == SpanExportResult.SUCCESS
     assert read_session(mtls_serve, session_id, pki.context(with_client_cert=True))["session_id"] == session_id
@@ -237,3 +238,15 @@ def test_unusable_tls_options_are_a_usage_error_at_start(tmp_path, pki, args, me
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert not (tmp_path / "t.duckdb").exists()  # refused before opening the store
+
+
+def test_a_temporary_collector_ignores_tls_settings_in_the_environment(tmp_path, pki, monkeypatch):
+    """`tracefix replay --db` runs its own collector for its children; TRACEFIX_TLS_* meant for
+    the shared `tracefix serve` must not turn it into a TLS server they cannot verify."""
+    from tracefix.collector.launcher import temporary_collector
+
+    monkeypatch.setenv("TRACEFIX_TLS_CERT", str(pki.server_cert))
+    monkeypatch.setenv("TRACEFIX_TLS_KEY", str(pki.server_key))
+    monkeypatch.setenv("TRACEFIX_TLS_CLIENT_CA", str(pki.ca))
+    with temporary_collector(tmp_path / "replay.duckdb") as url:
+        assert url.startswith("http://")
