@@ -250,3 +250,18 @@ def test_a_temporary_collector_ignores_tls_settings_in_the_environment(tmp_path,
     monkeypatch.setenv("TRACEFIX_TLS_CLIENT_CA", str(pki.ca))
     with temporary_collector(tmp_path / "replay.duckdb") as url:
         assert url.startswith("http://")
+
+
+def test_cli_verbs_trust_the_collector_through_ssl_cert_file(tls_serve, pki, tmp_path):
+    """What the README tells users of the CLI verbs and `tracefix worker` (urllib's default context)."""
+    assert tls_serve.match["http"].startswith("https://")
+    env = {**os.environ, "TRACEFIX_TOKEN": TOKEN, "TRACEFIX_SERVER": tls_serve.match["http"]}
+
+    def sessions(**extra_env) -> subprocess.CompletedProcess:
+        # in tmp_path: a verb that cannot reach the server falls back to ./.tracefix/tracefix.duckdb
+        return subprocess.run([*procs.TRACEFIX, "sessions", "--json"], capture_output=True, text=True, timeout=60,
+                              env={**env, **extra_env}, cwd=tmp_path)
+
+    trusted = sessions(SSL_CERT_FILE=str(pki.ca))
+    assert trusted.returncode == 0 and "no tracefix serve answers" not in trusted.stderr, trusted.stderr
+    assert "no tracefix serve answers" in sessions().stderr
