@@ -80,10 +80,16 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--decode-workers", envvar="TRACEFIX_DECODE_WORKERS", default=1, show_default=True,
               type=click.IntRange(0, 16),
               help="Processes decoding OTLP/HTTP bodies beside the writer (0: a thread of the server).")
+@click.option("--tls-cert", envvar="TRACEFIX_TLS_CERT", default=None,
+              help="Serve TLS on the HTTP and gRPC ports with this PEM certificate (chain); needs --tls-key.")
+@click.option("--tls-key", envvar="TRACEFIX_TLS_KEY", default=None, help="PEM private key of --tls-cert (unencrypted).")
+@click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
+              help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
 def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
-          webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers):
+          webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers,
+          tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
-    from tracefix.collector.server import Config, serve_forever
+    from tracefix.collector.server import Config, check_tls_files, serve_forever
 
     config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
@@ -91,13 +97,15 @@ def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_
                     webhook_secret=webhook_secret,
                     diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
-                    db_threads=db_threads, decode_workers=decode_workers)
+                    db_threads=db_threads, decode_workers=decode_workers,
+                    tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     import duckdb
 
     from tracefix.collector.auth import Tokens
 
     try:
         Tokens(token, ingest_token)
+        check_tls_files(config)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:

@@ -100,6 +100,18 @@ class TraceService:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
 
 
+def _server_credentials(cert: str, key: str, client_ca: str | None) -> grpc.ServerCredentials:
+    """The same PEM files as the HTTP port's; with a client CA, clients without a certificate it
+    signed fail the handshake."""
+    def read(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_server_credentials([(read(key), read(cert))],
+                                       root_certificates=read(client_ca) if client_ca else None,
+                                       require_client_auth=client_ca is not None)
+
+
 def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:
     limit = collector.config.max_body_bytes
     # TraceService.export's cap bounds memory and answers RESOURCE_EXHAUSTED with RetryInfo; a
@@ -115,8 +127,13 @@ def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Serve
                                                  request_deserializer=None,
                                                  response_serializer=ExportTraceServiceResponse.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": export}),))
+    cfg = collector.config
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if cfg.tls:
+            bound = server.add_secure_port(f"{host}:{port}", _server_credentials(cfg.tls_cert, cfg.tls_key,
+                                                                                cfg.tls_client_ca))
+        else:
+            bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0
         raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}: {exc}") from exc
     if bound == 0:

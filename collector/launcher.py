@@ -104,9 +104,12 @@ class TracefixProcess:
 @contextmanager
 def temporary_collector(db: str | os.PathLike, *extra_args: str, timeout: float = 60.0) -> Iterator[str]:
     """`tracefix serve --db DB` on free loopback ports; yields its HTTP base URL and stops it
-    (SIGTERM: it drains and checkpoints) when the block ends."""
+    (SIGTERM: it drains and checkpoints) when the block ends. It is private to this machine's
+    loopback, so it ignores the TLS settings of a `tracefix serve` in the environment, which
+    its clients (replay children) would not know how to trust."""
+    no_tls = {"TRACEFIX_TLS_CERT": "", "TRACEFIX_TLS_KEY": "", "TRACEFIX_TLS_CLIENT_CA": ""}  # empty: unset for click
     serve = TracefixProcess("tracefix serve", ["serve", "--db", str(db), "--http-port", "0", "--grpc-port", "0",
-                                               *extra_args], SERVE_READY)
+                                               *extra_args], SERVE_READY, env=no_tls)
     try:
         yield serve.address(timeout)
     finally:

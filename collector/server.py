@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -61,6 +62,37 @@ class Config:
     # read of a session with 400 MB of messages would hold 400 MB for good. Reads fetch a few
     # rows at a time, so a small cache costs them little (docs/contracts.md §1b, bench/read_memory.py).
     db_memory_limit: str = "256MB"
+    # TLS on both receivers and the API: PEM server certificate chain and its key; with a
+    # client CA, every client must present a certificate it signed (mutual TLS)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+
+def check_tls_files(config: Config) -> None:
+    """Raise ValueError naming what is wrong with the TLS options, so that a missing key or an
+    unreadable file stops `serve` at once instead of failing the first handshake."""
+    if config.tls_cert is None:
+        if config.tls_key is not None or config.tls_client_ca is not None:
+            raise ValueError("--tls-key and --tls-client-ca need --tls-cert")
+        return
+    if config.tls_key is None:
+        raise ValueError("--tls-cert needs --tls-key (the certificate's private key, PEM)")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        # a password-protected key cannot be served: refuse it here rather than prompt on the terminal
+        context.load_cert_chain(config.tls_cert, config.tls_key, password=lambda: b"")
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot use --tls-cert {config.tls_cert} with --tls-key {config.tls_key}: {exc}") from None
+    if config.tls_client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=config.tls_client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot use --tls-client-ca {config.tls_client_ca}: {exc}") from None
 
 
 class Collector:
@@ -121,7 +153,7 @@ class Collector:
         sock.listen(2048)
         host, port = sock.getsockname()[:2]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        self.http_url = f"http://{shown}:{port}"
+        self.http_url = f"{'https' if cfg.tls else 'http'}://{shown}:{port}"
         self.writer.ingest_options = {"alert_threshold": cfg.alert_threshold, "webhooks": cfg.webhooks,
                                       "public_url": cfg.public_url or self.http_url}
         requeued = self.writer.run(lambda s: s.requeue_running_jobs("diagnosis"))
@@ -134,8 +166,13 @@ class Collector:
         self.grpc_addr = f"{shown}:{gport}"
 
         app = build_app(self)
+        tls = {}
+        if cfg.tls:
+            tls = {"ssl_certfile": cfg.tls_cert, "ssl_keyfile": cfg.tls_key}
+            if cfg.tls_client_ca:
+                tls.update(ssl_ca_certs=cfg.tls_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
         uconfig = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                 timeout_keep_alive=30, limit_concurrency=None)
+                                 timeout_keep_alive=30, limit_concurrency=None, **tls)
         self._uvicorn = uvicorn.Server(uconfig)
         def run_http() -> None:
             name_os_thread("tf-http")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import ssl
 import subprocess
 import sys
 import threading
@@ -49,9 +50,10 @@ class Proc:
 
 
 def start(args: list[str], ready: str, *, env: dict | None = None, cwd: str | Path | None = None,
-          timeout: float = 60.0, health: str | None = None) -> Proc:
+          timeout: float = 60.0, health: str | None = None, health_tls: ssl.SSLContext | None = None) -> Proc:
     """Run `tracefix ARGS`, wait for a stdout line matching `ready` (a regex) and, if
-    given, for `health` (a format string over the match's groupdict) to answer 200."""
+    given, for `health` (a format string over the match's groupdict) to answer 200
+    (over https with `health_tls`: the test's CA, and its client certificate for mutual TLS)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     popen = subprocess.Popen(TRACEFIX + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env=full_env, cwd=cwd)
@@ -80,7 +82,7 @@ def start(args: list[str], ready: str, *, env: dict | None = None, cwd: str | Pa
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
+                with urllib.request.urlopen(url, timeout=2, context=health_tls) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -93,7 +95,7 @@ def start(args: list[str], ready: str, *, env: dict | None = None, cwd: str | Pa
 
 
 SIM_READY = r"serving on (?P<base_url>http://127\.0\.0\.1:(?P<port>\d+)/v1)"
-SERVE_READY = r"http=(?P<http>http://127\.0\.0\.1:\d+) grpc=(?P<grpc>127\.0\.0\.1:\d+)"
+SERVE_READY = r"http=(?P<http>https?://127\.0\.0\.1:\d+) grpc=(?P<grpc>127\.0\.0\.1:\d+)"
 
 
 def start_sim(*extra: str, **kw) -> Proc:
