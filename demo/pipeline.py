@@ -208,7 +208,8 @@ class Demo:
         stack.callback(sim.stop)
         self.model_dir = self.work / "models"
         env = {"TRACEFIX_MODEL_DIR": str(self.model_dir)}  # where train() below writes the model
-        for key in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN"):
+        for key in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN", "TRACEFIX_INGEST_TOKEN",
+                    "TRACEFIX_TLS_CERT", "TRACEFIX_TLS_KEY", "TRACEFIX_TLS_CLIENT_CA"):
             env[key] = ""  # the demo's own collector, whatever the shell has configured
         self.sim_url = sim.address()
         if self.llm == "sim":
