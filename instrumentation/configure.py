@@ -113,14 +113,13 @@ class TracefixHandle:
 
 
 def _parse_headers(headers: dict | str | None) -> dict | None:
+    """A header dict, or "k=v,k2=v2" text parsed as OTEL_EXPORTER_OTLP_HEADERS is (values
+    percent-decoded: `Authorization=Bearer%20x`)."""
     if headers is None or isinstance(headers, dict):
         return headers
-    out = {}
-    for part in headers.split(","):
-        if "=" in part:
-            key, value = part.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
+    from opentelemetry.util.re import parse_env_headers
+
+    return parse_env_headers(headers, liberal=True)
 
 
 def otlp_exporter(endpoint: str | None, protocol: str | None, headers: dict | str | None) -> Any:

@@ -27,7 +27,9 @@ class Settings:
     @classmethod
     def from_env(cls, capture_content: bool | None = None, max_payload_bytes: int | None = None) -> "Settings":
         if capture_content is None:
-            capture_content = env_flag("TRACEFIX_CAPTURE_CONTENT", True)
+            # OpenTelemetry's own GenAI switch is honoured too: either one set to false turns capture off
+            capture_content = (env_flag("TRACEFIX_CAPTURE_CONTENT", True)
+                               and env_flag("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", True))
         if max_payload_bytes is None:
             max_payload_bytes = int(os.environ.get("TRACEFIX_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES))
         return cls(capture_content=capture_content, max_payload_bytes=max_payload_bytes)

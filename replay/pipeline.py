@@ -32,9 +32,10 @@ def check_replayable(doc: dict | None, session_id: str, allow_live_tools: bool =
         raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
                           "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
     if doc.get("replayable") is False:
-        raise ReplayError(f"session {session_id} is not replayable: its recording is incomplete (a payload was "
-                          "truncated: raise TRACEFIX_MAX_PAYLOAD_BYTES; another instrumentation traced its LLM calls; "
-                          "or its entrypoint cannot be imported again)")
+        raise ReplayError(f"session {session_id} is not replayable: its recording is incomplete (content capture "
+                          "was off: TRACEFIX_CAPTURE_CONTENT or OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT; a "
+                          "payload was truncated: raise TRACEFIX_MAX_PAYLOAD_BYTES; another instrumentation traced its "
+                          "LLM calls; or its entrypoint cannot be imported again)")
     if not doc.get("steps"):
         raise ReplayError(f"session {session_id} has no steps to replay")
     live = document.unrecorded_tools(doc["steps"])

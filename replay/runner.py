@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,13 +72,20 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
     started = time.monotonic()
     error = None
     with open(log_path, "w") as log:
+        # its own process group: what the agent started (tool subprocesses, servers) goes with it
+        proc = subprocess.Popen([sys.executable, "-m", "tracefix.replay.child"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=str(workdir), start_new_session=True)
         try:
-            proc = subprocess.run([sys.executable, "-m", "tracefix.replay.child"], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, timeout=job.timeout_s, cwd=str(workdir))
-            if proc.returncode != 0:
+            if proc.wait(timeout=job.timeout_s) != 0:
                 error = f"replay child exited with status {proc.returncode}"
         except subprocess.TimeoutExpired:
             error = f"replay child killed after its {job.timeout_s:.0f}s timeout"
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the timed-out child, or what it left running
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
     wall_s = time.monotonic() - started
     report = {}
     if report_path.exists():

@@ -82,6 +82,37 @@ def test_standard_otel_variables_choose_endpoint_and_headers(sim_url, otlp_recei
     assert any(h.get("x-tenant") == "acme" for h in otlp_receiver.headers)
 
 
+def test_init_headers_are_percent_decoded_as_the_otel_variable_is(sim_url, otlp_receiver):
+    code = f"""
+        import openai, tracefix
+        tracefix.init(endpoint="{otlp_receiver.endpoint}", headers="Authorization=Bearer%20s3cret,x-tenant=a%2Cb")
+        with tracefix.session("headers", session_id="s-headers"):
+            openai.OpenAI(base_url="{sim_url}", api_key="k", max_retries=0).chat.completions.create(
+                model="bank-agent", messages=[{{"role": "user", "content": "hi"}}])
+    """
+    proc = run_script(code, {})
+    assert proc.returncode == 0, proc.stderr
+    assert otlp_receiver.session_spans("s-headers")
+    sent = [{k.lower(): v for k, v in h.items()} for h in otlp_receiver.headers]
+    assert any(h.get("authorization") == "Bearer s3cret" and h.get("x-tenant") == "a,b" for h in sent), sent
+
+
+def test_the_otel_genai_content_switch_turns_capture_off(sim_url, otlp_receiver):
+    code = f"""
+        import openai, tracefix
+        tracefix.init(endpoint="{otlp_receiver.endpoint}")
+        with tracefix.session("private", session_id="s-private", entrypoint="pkg.mod:fn", inputs={{}}):
+            openai.OpenAI(base_url="{sim_url}", api_key="k", max_retries=0).chat.completions.create(
+                model="bank-agent", messages=[{{"role": "user", "content": "my secret question"}}])
+    """
+    proc = run_script(code, {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"})
+    assert proc.returncode == 0, proc.stderr
+    spans = otlp_receiver.session_spans("s-private")
+    assert spans and "my secret question" not in json.dumps(spans)
+    root = next(s for s in spans if s["name"] == "session private")
+    assert root["attributes"][sc.REPLAYABLE] is False  # no content: nothing a replay could serve
+
+
 def test_zero_code_opentelemetry_instrument_uses_the_entry_point(sim_url, otlp_receiver):
     script = f"""
         import openai

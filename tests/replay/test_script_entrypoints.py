@@ -143,3 +143,57 @@ def test_tools_without_the_decorator_make_a_session_replayable_with_live_tools_o
                                  text=True, timeout=180)
         assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
         assert json.loads(allowed.stdout)["hypotheses"][0]["runs"][0]["error"] is None
+
+
+SPAWNING_APP = textwrap.dedent('''
+    import subprocess
+
+    import openai
+    import tracefix
+
+    tracefix.init(service_name="script-agent")
+
+
+    @tracefix.session
+    def answer(question: str, pid_file: str = "") -> str:
+        if pid_file:  # a helper process the agent starts and would leave behind
+            helper = subprocess.Popen(["sleep", "300"])
+            with open(pid_file, "w") as f:
+                f.write(str(helper.pid))
+        reply = openai.OpenAI(max_retries=0, timeout=600).chat.completions.create(
+            model="bank-agent", messages=[{"role": "user", "content": question}])
+        return reply.choices[0].message.content
+
+
+    if __name__ == "__main__":
+        print(answer("AccountAgent: look up customer Alice Chen."))
+''')
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "zombie" not in next(line for line in f if line.startswith("State:"))
+    except (FileNotFoundError, StopIteration):
+        return False
+
+
+def test_a_replay_that_times_out_is_killed_with_everything_it_started(tmp_path):
+    import socket
+
+    with script_session(tmp_path, SPAWNING_APP) as (url, app_dir, env, summary):
+        silent = socket.socket()  # an LLM endpoint that accepts and never answers: the replay hangs live
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        pid_file = tmp_path / "helper.pid"
+        try:
+            out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", summary["session_id"], "--server",
+                                  url, "--allow-module", "app", "--step", "0", "--runs", "1", "--timeout", "8",
+                                  "--input", f"pid_file={pid_file}", "--json"], cwd=app_dir,
+                                 env={**env, "OPENAI_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1"},
+                                 capture_output=True, text=True, timeout=120)
+        finally:
+            silent.close()
+        assert "killed after its 8s timeout" in out.stdout + out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
+        pid = int(pid_file.read_text())
+        assert not _alive(pid), "the agent's helper process outlived the killed replay"
