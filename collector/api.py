@@ -293,46 +293,44 @@ def build_app(collector: "Collector") -> Starlette:
     async def get_spans(request: Request) -> Response:
         sid = request.path_params["session_id"]
         offset, limit = page_params(QueryParams(request.query_params), default_limit=500)
-        cur = store.cursor()  # the stream reads on after this handler returns, from other threads
-        try:
-            rowids = await run_in_threadpool(store.session_span_rowids, sid, cur)
-            if rowids is None:
-                raise UnknownSession(sid)
-            chosen = rowids[offset:offset + limit]
 
-            def items():
-                try:
-                    for n, span in enumerate(store.iter_spans(chosen, cur)):
-                        text = jsonsafe.dumps(span, ensure_ascii=False)
-                        yield offset + n, text, len(text)
-                finally:
-                    cur.close()
+        def spans(chosen, cur):
+            for n, span in enumerate(store.iter_spans(chosen, cur)):
+                text = jsonsafe.dumps(span, ensure_ascii=False)
+                yield offset + n, text, len(text)
 
-            return streamed_page("spans", len(rowids), offset, items())
-        except BaseException:
-            cur.close()
-            raise
+        return await streamed_rows("spans", sid, offset, limit, store.session_span_rowids, spans)
 
     async def list_messages(request: Request) -> Response:
         sid = request.path_params["session_id"]
         offset, limit = page_params(QueryParams(request.query_params), default_limit=100)
+
+        def messages(chosen, cur):
+            position = {k: offset + i for i, k in enumerate(chosen)}
+            for key, text in store.iter_message_texts(chosen, cur):
+                yield (position[key], jsonsafe.dumps({"key": document.key_ref(key), "text": text}, ensure_ascii=False),
+                       len(text))
+
+        return await streamed_rows("messages", sid, offset, limit, store.session_message_keys, messages)
+
+    async def streamed_rows(field: str, sid: str, offset: int, limit: int, list_ids, read_rows) -> Response:
+        """A page of one session's rows, streamed: `list_ids(sid, cursor)` names them all (None:
+        unknown session), `read_rows(chosen, cursor)` yields the page's (position, JSON, size).
+        The stream reads on after the handler returns, from other threads: on a cursor of its own."""
         cur = store.cursor()
         try:
-            keys = await run_in_threadpool(store.session_message_keys, sid, cur)
-            if keys is None:
+            ids = await run_in_threadpool(list_ids, sid, cur)
+            if ids is None:
                 raise UnknownSession(sid)
-            chosen = keys[offset:offset + limit]
-            position = {k: offset + i for i, k in enumerate(chosen)}
+            chosen = ids[offset:offset + limit]
 
             def items():
                 try:
-                    for key, text in store.iter_message_texts(chosen, cur):
-                        yield (position[key], jsonsafe.dumps({"key": document.key_ref(key), "text": text},
-                                                             ensure_ascii=False), len(text))
+                    yield from read_rows(chosen, cur)
                 finally:
                     cur.close()
 
-            return streamed_page("messages", len(keys), offset, items())
+            return streamed_page(field, len(ids), offset, items())
         except BaseException:
             cur.close()
             raise
