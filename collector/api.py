@@ -430,18 +430,21 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"jobs": rows})
 
     # --- the worker side of replay jobs (tracefix.replay.worker) -----------------------------
-    def worker_request(data: Any) -> tuple[str, float]:
+    def worker_name(data: Any) -> str:
         if not isinstance(data, dict) or not isinstance(data.get("worker"), str) or not data["worker"].strip():
-            raise ValueError("the request needs {\"worker\": str (the worker's name), \"lease_s\": number}")
+            raise ValueError("the request needs {\"worker\": str (the worker's name)}")
+        return data["worker"].strip()[:200]
+
+    def lease_seconds(data: dict) -> float:
         lease_s = data.get("lease_s", 60)
         if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not math.isfinite(lease_s) \
                 or not 5 <= lease_s <= 3600:
             raise ValueError("'lease_s' must be a number of seconds between 5 and 3600")
-        return data["worker"].strip()[:200], float(lease_s)
+        return float(lease_s)
 
     async def claim_job(request: Request) -> Response:
         data = await read_json(request, 1 << 16)
-        worker, lease_s = worker_request(data)
+        worker, lease_s = worker_name(data), lease_seconds(data)
         kind = data.get("kind", "replay")
         if kind != "replay":  # diagnosis jobs run inside the collector
             raise ValueError(f"workers claim replay jobs; {kind!r} is not one ({', '.join(JOB_KINDS)} exist)")
@@ -453,14 +456,15 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def renew_lease(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        worker, lease_s = worker_request(await read_json(request, 1 << 16))
+        data = await read_json(request, 1 << 16)
+        worker, lease_s = worker_name(data), lease_seconds(data)
         renewed = await write(lambda s: s.renew_lease(job_id, worker, lease_s))
         return JSONResponse({"job_id": job_id, "renewed": renewed}, status_code=200 if renewed else 409)
 
     async def finish_job(request: Request) -> Response:
         job_id = request.path_params["job_id"]
         data = await read_json(request, 1 << 20)
-        worker, _ = worker_request({"lease_s": 60, **data} if isinstance(data, dict) else data)
+        worker = worker_name(data)
         state, err = data.get("state"), data.get("error")
         if state not in FINISHED_JOB_STATES:
             raise ValueError(f"'state' must be one of {', '.join(FINISHED_JOB_STATES)}")

@@ -156,7 +156,8 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
 
     def run(url: str) -> dict:
         access = connect(server=url, token=token)
-        allowed = _confirmed_modules(access.get_session(session_id), list(allowed_modules))
+        # the entrypoint is a session field: one small page, not the whole session diagnose reads next
+        allowed = _confirmed_modules(access.session_page(session_id, 0, 1), list(allowed_modules))
         return diagnose(access, session_id, allowed_modules=allowed, llm=llm or False, runs=runs,
                         concurrency=concurrency, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
                         otlp_endpoint=url, overrides=overrides, progress=progress,

@@ -3,7 +3,6 @@ and a Content-Security-Policy; the HTML report's policy lets its own inline styl
 data: images draw and nothing else load, run or frame it (checked in headless Chromium)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import uuid
@@ -12,7 +11,7 @@ from urllib.parse import quote
 import procs
 import pytest
 from browser import CHROMIUM, console_messages, drawing, screenshot
-from collector_support import TOKEN, http
+from collector_support import http
 from test_ingest import _otlp_request
 
 
