@@ -166,13 +166,13 @@ class Ingest(FeedbackOutbox):
         now = time.time_ns()
         ids = list(sessions)
         in_ids, params = in_strings(ids + [t for t in fallback_ids if t not in sessions])
-        rows = con.execute(f"SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id {in_ids}",
-                           params).fetchall()
-        existed = bool(rows)
-        rows = [r for r in rows if r[0] in sessions]
-        known = {r[0] for r in rows}
-        starts = [r[1] for r in rows] + [f.get("started_ns") for f in sessions.values()]
-        ends = [r[2] for r in rows] + [f.get("ended_ns") for f in sessions.values()] + starts
+        stored = con.execute(f"SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id {in_ids}",
+                             params).fetchall()
+        existed = bool(stored)
+        stored = [(sid, started, ended) for sid, started, ended in stored if sid in sessions]
+        known = {sid for sid, _, _ in stored}
+        starts = [started for _, started, _ in stored] + [f.get("started_ns") for f in sessions.values()]
+        ends = [ended for _, _, ended in stored] + [f.get("ended_ns") for f in sessions.values()] + starts
         starts = [x for x in starts if x is not None]
         ends = [x for x in ends if x is not None]
         span_range = (min(starts) if starts else None, max(ends) if ends else None)

@@ -9,6 +9,7 @@ from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_JOB_ATTEMPTS, replay_request
 from tracefix.collector.store.connection import StoreConnection
+from tracefix.collector.store.sql import records
 from tracefix.errors import UnknownSession
 
 
@@ -51,10 +52,11 @@ class JobQueue(StoreConnection):
                               [kind]).fetchone()
             if row is None:
                 return None
+            job_id = row[0]
             lease = now + int(lease_s * 1e9) if lease_s else None
             con.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ns = ?, worker = ?, "
-                        "lease_until_ns = ? WHERE job_id = ?", [now, worker, lease, row[0]])
-        return self.get_job(row[0])
+                        "lease_until_ns = ? WHERE job_id = ?", [now, worker, lease, job_id])
+        return self.get_job(job_id)
 
     def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
         """Extend a running job's lease; False when the job is no longer this worker's."""
@@ -105,14 +107,15 @@ class JobQueue(StoreConnection):
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, job_id: str | None = None,
                   kind: str | None = None) -> list[dict]:
-        rows = self._read().execute(
+        rows = records(self._read().execute(
             """SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns,
                       worker, lease_until_ns, options
                FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR session_id = ?) AND (? IS NULL OR job_id = ?)
                AND (? IS NULL OR kind = ?) ORDER BY created_ns""",
-            [state, state, session_id, session_id, job_id, job_id, kind, kind]).fetchall()
-        return [{"job_id": r[0], "session_id": r[1], "kind": r[2], "state": r[3], "reason": r[4], "attempts": r[5],
-                 "error": r[6], "created_at": document.iso(r[7]), "started_at": document.iso(r[8]),
-                 "finished_at": document.iso(r[9]), "worker": r[10], "lease_until": document.iso(r[11]),
-                 "options": from_json_text(r[12])}
+            [state, state, session_id, session_id, job_id, job_id, kind, kind]))
+        return [{"job_id": r["job_id"], "session_id": r["session_id"], "kind": r["kind"], "state": r["state"],
+                 "reason": r["reason"], "attempts": r["attempts"], "error": r["error"],
+                 "created_at": document.iso(r["created_ns"]), "started_at": document.iso(r["started_ns"]),
+                 "finished_at": document.iso(r["finished_ns"]), "worker": r["worker"],
+                 "lease_until": document.iso(r["lease_until_ns"]), "options": from_json_text(r["options"])}
                 for r in rows]

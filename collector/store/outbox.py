@@ -13,6 +13,7 @@ from tracefix.attributes import from_json_text
 from tracefix.collector import document, jsonsafe
 from tracefix.collector.store.jobs import insert_job
 from tracefix.collector.store.reads import StoreReads
+from tracefix.collector.store.sql import records
 from tracefix.errors import UnknownSession
 
 
@@ -41,10 +42,10 @@ class FeedbackOutbox(StoreReads):
 
     def _add_feedback(self, con, session_id, score, comment, *, source, feedback_id, created_ns,
                       alert_threshold, webhooks, public_url) -> dict:
-        row = con.execute("SELECT session_id, metadata, inputs, output FROM sessions WHERE session_id = ?",
-                          [session_id]).fetchone()
+        row = con.execute("SELECT output FROM sessions WHERE session_id = ?", [session_id]).fetchone()
         if row is None:
             raise UnknownSession(session_id)
+        (output,) = row
         feedback_id = feedback_id or f"fb-{uuid.uuid4().hex[:16]}"
         created_ns = created_ns or time.time_ns()
         con.execute("INSERT INTO feedback VALUES (?, ?, ?, ?, ?, ?)",
@@ -55,7 +56,7 @@ class FeedbackOutbox(StoreReads):
         if score < alert_threshold:
             alert_id = f"al-{uuid.uuid4().hex[:16]}"
             task = self._task_of(con, session_id)
-            final_answer = document.final_answer(from_json_text(row[3]))
+            final_answer = document.final_answer(from_json_text(output))
             link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
             payload = {
                 "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
@@ -91,11 +92,11 @@ class FeedbackOutbox(StoreReads):
         return len(rows)
 
     def due_deliveries(self, now_ns: int | None = None, limit: int = 50) -> list[dict]:
-        rows = self._read().execute(
+        rows = records(self._read().execute(
             """SELECT d.alert_id, d.webhook, d.attempts, a.payload FROM deliveries d JOIN alerts a USING (alert_id)
                WHERE d.state = 'pending' AND d.next_attempt_ns <= ? ORDER BY d.next_attempt_ns LIMIT ?""",
-            [now_ns or time.time_ns(), limit]).fetchall()
-        return [{"alert_id": r[0], "webhook": r[1], "attempts": r[2], "payload": json.loads(r[3])} for r in rows]
+            [now_ns or time.time_ns(), limit]))
+        return [{**r, "payload": json.loads(r["payload"])} for r in rows]
 
     def next_delivery_ns(self) -> int | None:
         return self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'").fetchone()[0]
@@ -116,17 +117,18 @@ class FeedbackOutbox(StoreReads):
                             "WHERE alert_id = ? AND webhook = ?", [error, next_attempt_ns, alert_id, webhook])
 
     def list_alerts(self, session_id: str | None = None) -> list[dict]:
-        rows = self._read().execute(
+        rows = records(self._read().execute(
             """SELECT a.alert_id, a.feedback_id, a.session_id, a.payload, a.created_ns,
                       list({'webhook': d.webhook, 'state': d.state, 'attempts': d.attempts,
-                            'last_error': d.last_error, 'delivered_ns': d.delivered_ns}) FILTER (d.webhook IS NOT NULL)
+                            'last_error': d.last_error, 'delivered_ns': d.delivered_ns}) FILTER (d.webhook IS NOT NULL) AS deliveries
                FROM alerts a LEFT JOIN deliveries d USING (alert_id)
                WHERE ? IS NULL OR a.session_id = ?
-               GROUP BY ALL ORDER BY a.created_ns""", [session_id, session_id]).fetchall()
+               GROUP BY ALL ORDER BY a.created_ns""", [session_id, session_id]))
         out = []
         for r in rows:
             deliveries = [{**{k: v for k, v in d.items() if k != "delivered_ns"},
-                           "delivered_at": document.iso(d["delivered_ns"])} for d in (r[5] or [])]
-            out.append({"alert_id": r[0], "feedback_id": r[1], "session_id": r[2], "payload": json.loads(r[3]),
-                        "created_at": document.iso(r[4]), "deliveries": deliveries})
+                           "delivered_at": document.iso(d["delivered_ns"])} for d in (r["deliveries"] or [])]
+            out.append({"alert_id": r["alert_id"], "feedback_id": r["feedback_id"], "session_id": r["session_id"],
+                        "payload": json.loads(r["payload"]), "created_at": document.iso(r["created_ns"]),
+                        "deliveries": deliveries})
         return out

@@ -31,9 +31,10 @@ class Pages(StoreReads):
         row = cur.execute("SELECT count(*) FILTER (WHERE idx < ?), count(*) FILTER (WHERE idx = ?) FROM steps "
                           "WHERE started_ns BETWEEN ? AND ? AND session_id = ?",
                           [index, index, lo, hi, session_id]).fetchone()
-        if not row or not row[1]:
+        before, found = row or (0, 0)
+        if not found:
             return None
-        doc = self._paged_document(cur, session_id, row[0], 1, None, 1 << 62, input_previews=False, output=True)
+        doc = self._paged_document(cur, session_id, before, 1, None, 1 << 62, input_previews=False, output=True)
         if doc is None or not doc["steps"]:
             return None
         return {"session_id": session_id, "step": doc["steps"][0]}
@@ -59,9 +60,10 @@ class Pages(StoreReads):
         for r in cur.execute(f"""SELECT {select}, rowid FROM spans WHERE start_ns BETWEEN ? AND ?
                                  AND session_id = ? AND kind <> 'other' ORDER BY start_ns""",
                              [*in_params, lo, hi, session_id]).fetchall():
-            span = dict(zip(DOCUMENT_SPAN_COLUMNS, r))
+            *values, rowid = r
+            span = dict(zip(DOCUMENT_SPAN_COLUMNS, values))
             if span["kind"] == "tool":  # arguments and result: fetched for the page's steps only
-                span["tool_arguments"] = span["tool_result"] = document.RowRef(r[-1])
+                span["tool_arguments"] = span["tool_result"] = document.RowRef(rowid)
             spans.append(span)
         links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
                                  "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
@@ -197,7 +199,8 @@ class Pages(StoreReads):
         cur = cur or self._read()
         for i in range(0, len(rowids), 8):
             chunk = rowids[i:i + 8]
-            rows = {r[0]: r[1:] for r in self._fetch_by_rowid(cur, "spans", ", ".join(SPAN_DICT_COLUMNS), chunk)}
+            rows = {rowid: dict(zip(SPAN_DICT_COLUMNS, values))
+                    for rowid, *values in self._fetch_by_rowid(cur, "spans", ", ".join(SPAN_DICT_COLUMNS), chunk)}
             for rowid in chunk:
                 if rowid in rows:
                     yield document.span_dict(rows.pop(rowid), None)

@@ -7,6 +7,7 @@ from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
+from tracefix.collector.store.sql import records
 
 
 class Queries(StoreReads):
@@ -44,7 +45,7 @@ class Queries(StoreReads):
             where.append("s.parent_session_id = ?")
             params.append(parent_session_id)
         cur = self._read()
-        rows = cur.execute(
+        rows = records(cur.execute(
             f"""WITH page AS (SELECT * FROM sessions s WHERE {' AND '.join(where)}
                               ORDER BY s.started_ns DESC NULLS LAST, s.session_id LIMIT ? OFFSET ?),
                 agg AS (SELECT session_id, count(*) FILTER (WHERE kind IN ('llm', 'message')) AS n_steps,
@@ -61,31 +62,35 @@ class Queries(StoreReads):
                        page.metadata, page.inputs
                 FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
                 ORDER BY page.started_ns DESC NULLS LAST, page.session_id""",
-            [*params, int(limit), int(offset)]).fetchall()
-        firsts = self._first_messages(cur, [r[0] for r in rows]) if rows else {}
+            [*params, int(limit), int(offset)]))
+        firsts = self._first_messages(cur, [r["session_id"] for r in rows]) if rows else {}
         out = []
         for r in rows:
             out.append({
-                "session_id": r[0], "service": r[1], "name": r[2], "entrypoint": r[3], "outcome": r[4],
-                "score": r[5], "started_at": document.iso(r[6]), "ended_at": document.iso(r[7]),
-                "duration_ms": document.duration_ms(r[6], r[7]), "parent_session_id": r[8],
-                "replayable": bool(r[9]), "source": r[10], "steps": r[11] or 0, "agents": sorted(r[12] or []),
-                "models": sorted(r[13] or []), "errors": r[14] or 0, "spans": r[15] or 0,
-                "feedback_score": r[16], "feedback_count": r[17] or 0,
-                "task": document.task_of(from_json_text(r[18]), from_json_text(r[19]), firsts.get(r[0], [])),
+                "session_id": r["session_id"], "service": r["service"], "name": r["name"],
+                "entrypoint": r["entrypoint"], "outcome": r["outcome"], "score": r["score"],
+                "started_at": document.iso(r["started_ns"]), "ended_at": document.iso(r["ended_ns"]),
+                "duration_ms": document.duration_ms(r["started_ns"], r["ended_ns"]),
+                "parent_session_id": r["parent_session_id"], "replayable": bool(r["replayable"]),
+                "source": r["source"], "steps": r["n_steps"] or 0, "agents": sorted(r["agents"] or []),
+                "models": sorted(r["models"] or []), "errors": r["n_errors"] or 0, "spans": r["n_spans"] or 0,
+                "feedback_score": r["last_score"], "feedback_count": r["n_feedback"] or 0,
+                "task": document.task_of(from_json_text(r["metadata"]), from_json_text(r["inputs"]),
+                                         firsts.get(r["session_id"], [])),
             })
         return out
 
     def get_spans(self, session_id: str) -> list[dict]:
         cur = self._read()
         lo, hi = self._time_range(cur, session_id)
-        rows = cur.execute(
+        rows = records(cur.execute(
             f"""SELECT {', '.join(SPAN_DICT_COLUMNS)}
                 FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ? ORDER BY start_ns, span_id""",
-            [lo, hi, session_id]).fetchall()
-        keys = {k for r in rows if r[16] == "genai" for k in (r[17] or [])}
-        keys |= {r[18] for r in rows if r[16] == "genai" and r[18] is not None}
-        keys |= {r[19] for r in rows if r[19] is not None}
+            [lo, hi, session_id]))
+        genai = [r for r in rows if r["message_dialect"] == "genai"]  # the dialect whose messages were moved out
+        keys = {k for r in genai for k in (r["input_keys"] or [])}
+        keys |= {r["output_key"] for r in genai if r["output_key"] is not None}
+        keys |= {r["tools_key"] for r in rows if r["tools_key"] is not None}
         texts = {document.key_ref(k): t for k, t in self._iter_message_texts(keys, cur)}
         return [document.span_dict(r, texts) for r in rows]
 

@@ -16,9 +16,10 @@ class StoreReads(StoreConnection):
         """Where a session's spans start: lets scans skip row groups by their zonemaps."""
         row = cur.execute("SELECT started_ns, greatest(started_ns, ended_ns) FROM sessions WHERE session_id = ?",
                           [session_id]).fetchone()
-        if row is None or row[0] is None:
+        if row is None or row[0] is None:  # unknown session, or one without spans yet
             return (-(1 << 63), (1 << 63) - 1)
-        return row[0], row[1]
+        started, ended = row
+        return started, ended
 
     def _message_rowids(self, keys: Iterable[int], cur) -> dict[int, int]:
         """Where messages are, by key. The keys go in as a literal IN list (they are our own
@@ -79,10 +80,10 @@ class StoreReads(StoreConnection):
         in_sessions, params = in_strings(session_ids)
         firsts = con.execute(f"SELECT session_id, span_id, started_ns FROM steps WHERE idx = 0 "
                              f"AND session_id {in_sessions}", params).fetchall()
-        span_ids = [r[1] for r in firsts if HEX_ID.fullmatch(r[1] or "")]
+        span_ids = [span_id for _, span_id, _ in firsts if HEX_ID.fullmatch(span_id or "")]
         if not span_ids:
             return {}
-        starts = [r[2] for r in firsts if r[2] is not None]
+        starts = [started for _, _, started in firsts if started is not None]
         lo, hi = (min(starts), max(starts)) if starts else (-(1 << 63), (1 << 63) - 1)
         in_spans, _ = in_strings(span_ids)  # hex: never the bound fallback
         rows = con.execute(

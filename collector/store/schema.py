@@ -89,7 +89,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ]),
 ]
 
-# The span columns of a span dict (document.span_dict), in its order.
+# The span columns a span dict is made of (document.span_dict).
 SPAN_DICT_COLUMNS = ["trace_id", "span_id", "parent_span_id", "session_id", "service", "name", "span_kind", "kind",
                      "start_ns", "end_ns", "status_code", "status_message", "attributes", "events", "resource",
                      "scope", "message_dialect", "input_keys", "output_key", "tools_key"]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Any, Iterable
 
 import duckdb
 import pyarrow as pa
@@ -15,6 +15,13 @@ HEX_ID = re.compile(r"[0-9a-f]{1,64}")  # span ids are hex we wrote ourselves: s
 def distinct_spans(table: pa.Table) -> int:
     """How many different spans (trace_id, span_id) an Arrow table of spans holds."""
     return pc.count_distinct(pc.binary_join_element_wise(table["trace_id"], table["span_id"], "")).as_py()
+
+
+def records(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The rows of an executed query as dicts by column name (what the SELECT names them),
+    so no reader counts columns."""
+    names = [d[0] for d in result.description]
+    return [dict(zip(names, row)) for row in result.fetchall()]
 
 
 def in_strings(values: Iterable[str]) -> tuple[str, list]:
