@@ -29,11 +29,12 @@ from typing import Any
 
 from tracefix.collector import DEFAULT_DB
 from tracefix.collector.document import restore_message_attributes
+from tracefix.errors import TracefixError, UnknownSession
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
 
 
-class AccessError(RuntimeError):
+class AccessError(TracefixError, RuntimeError):
     """The store could not be reached (`status` None) or refused the request (its HTTP status)."""
 
     def __init__(self, message: str, status: int | None = None):
@@ -87,7 +88,8 @@ class HttpAccess(_Base):
             if exc.code == 404 and missing_ok:
                 return None
             if exc.code == 404 and "unknown session" in str(detail):
-                raise KeyError(detail) from None
+                sid = urllib.parse.unquote(path.removeprefix("/api/v1/sessions/").split("/", 1)[0])
+                raise UnknownSession(sid, str(detail)) from None
             raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None
         except urllib.error.URLError as exc:
             raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}") from None
@@ -265,12 +267,7 @@ class StoreAccess(_Base):
         return self.store.session_page(session_id, offset, limit, max_chars)
 
     def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
-        from tracefix.collector.store import UnknownSession
-
-        try:
-            return self._write(lambda s: s.add_feedback(session_id, score, comment, source="cli"))
-        except UnknownSession as exc:
-            raise KeyError(f"unknown session {session_id!r}") from exc
+        return self._write(lambda s: s.add_feedback(session_id, score, comment, source="cli"))
 
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._write(lambda s: s.import_sessions(docs))

@@ -9,6 +9,7 @@ import click
 
 from tracefix.collector import DEFAULT_DB
 from tracefix.collector.launcher import ProcessDidNotStart, temporary_collector
+from tracefix.errors import UnknownSession
 
 
 def _parse_overrides(pairs: tuple[str, ...]) -> dict:
@@ -173,7 +174,7 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
                 raise click.ClickException(f"no store at {path}: pass --server URL or --db PATH")
             with temporary_collector(path) as url:
                 result = run(url)
-    except (ProcessDidNotStart, ReplayError, EntrypointRefused) as exc:
+    except (ProcessDidNotStart, ReplayError, EntrypointRefused, UnknownSession) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
     ran = [r for h in result["hypotheses"] for r in h.get("runs") or [] if not r.get("error")]

@@ -16,18 +16,19 @@ import time
 
 from tracefix.collector import document
 from tracefix.entrypoints import check as check_entrypoint
+from tracefix.errors import TracefixError, UnknownSession
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
 from tracefix.replay.guard import Guard
 from tracefix.replay.memory import RepairMemory
 
 
-class ReplayError(RuntimeError):
+class ReplayError(TracefixError, RuntimeError):
     """A session cannot be diagnosed by replay (the message says why and what to do)."""
 
 
 def check_replayable(doc: dict | None, session_id: str, allow_live_tools: bool = False) -> dict:
     if doc is None:
-        raise ReplayError(f"no session {session_id!r} in the store")
+        raise UnknownSession(session_id, f"no session {session_id!r} in the store")
     if not doc.get("entrypoint") or doc.get("inputs") is None:
         raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
                           "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")

@@ -21,9 +21,10 @@ from tracefix.collector.normalize.dialects import (
 from tracefix.collector.normalize.json_text import dumps_compact, json_text
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
 from tracefix.collector.redact import redact_span
+from tracefix.errors import TracefixError
 
 
-class SpanRejected(ValueError):
+class SpanRejected(TracefixError, ValueError):
     """One span cannot be stored (reported through OTLP partial success)."""
 
 
