@@ -13,16 +13,12 @@ from pathlib import Path
 
 import click
 
+from tracefix.collector.cli_options import store_options
+
 _BARS = "▁▂▃▄▅▆▇█"
 
 
-def _store_options(fn):
-    fn = click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="API token for --server.")(fn)
-    fn = click.option("--db", envvar="TRACEFIX_DB", default=None, type=click.Path(dir_okay=False),
-                      help="DuckDB file to open directly (no server running).")(fn)
-    fn = click.option("--server", envvar="TRACEFIX_SERVER", default=None,
-                      help="URL of a running `tracefix serve` (e.g. http://127.0.0.1:8080).")(fn)
-    return fn
+_store_options = store_options
 
 
 def _access(server: str | None, db: str | None, token: str | None):

@@ -34,9 +34,9 @@ def default_model_dir(db: str | Path | None = None) -> Path:
     if not db or str(db) == ":memory:":
         # Same default as the store's, so `tracefix train --server` and `tracefix serve`
         # started in one folder agree without configuration.
-        from tracefix.collector import DEFAULT_DB
+        from tracefix.collector import db_path
 
-        db = os.environ.get("TRACEFIX_DB") or DEFAULT_DB
+        db = db_path()
     return Path(db).expanduser().resolve().parent / "models"
 
 

@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from tracefix.collector import DEFAULT_DB
+from tracefix.collector import db_path
 from tracefix.collector.document import restore_message_attributes
 from tracefix.errors import TracefixError, UnknownSession
 
@@ -338,7 +338,7 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
     explicit = server or os.environ.get("TRACEFIX_SERVER") or None
     if explicit and _health(explicit, timeout=2.0) is not None:
         return HttpAccess(explicit, token)
-    path = str(db or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+    path = db_path(db)
     if explicit:
         logging.getLogger("tracefix.collector.access").warning(
             "no tracefix serve answers at %s; using the file %s", explicit, path)

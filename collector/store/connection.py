@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracefix.collector import DEFAULT_DB
+from tracefix.collector import db_path
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.store import schema
 from tracefix.collector.store.sql import Transaction
@@ -32,7 +32,7 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
     TRACEFIX_CHECKPOINT_THRESHOLD) is the WAL size at which a commit checkpoints;
     TRACEFIX_DB_MEMORY_LIMIT (else `memory_limit`, else DuckDB's 80% of RAM) bounds DuckDB's
     memory, its cache of blocks read included."""
-    target = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+    target = db_path(path)
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     threads = threads or int(os.environ.get("TRACEFIX_DB_THREADS") or 0) or None
@@ -52,7 +52,7 @@ class StoreConnection:
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
                  threads: int | None = None, checkpoint_threshold: str | None = None,
                  memory_limit: str | None = None):
-        self.path = str(path or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+        self.path = db_path(path)
         self.con = connect_db(self.path, read_only=read_only, threads=threads,
                               checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
         self._local = threading.local()
