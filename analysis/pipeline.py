@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from .contracts import AnalysisResult
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
@@ -182,7 +183,7 @@ def _apply_analyst(llm: Any, graph: Any, doc: dict, task: str | None, hypotheses
 
 
 def analyze_session(access: Any, session_id: str, model_dir: str | Path | None = None, llm: Any = None,
-                    model: HGTDetector | None = None, save: bool = True) -> dict[str, Any]:
+                    model: HGTDetector | None = None, save: bool = True) -> AnalysisResult:
     """Read a session through the store access layer, analyze it, store and return the result.
     `llm=None` uses the TRACEFIX_LLM_* analyst when configured; pass False to skip it."""
     doc = access.get_session(session_id)

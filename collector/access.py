@@ -25,9 +25,10 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, Mapping
 
 from tracefix.collector import db_path
+from tracefix.collector.contracts import JsonDict, SessionDocument
 from tracefix.collector.document import restore_message_attributes
 from tracefix.errors import TracefixError, UnknownSession
 
@@ -127,7 +128,7 @@ class HttpAccess(_Base):
         res = self._paged(f"/api/v1/sessions/{self._sid(session_id)}/messages", "messages", self.PAGE_ITEMS)
         return {m["key"]: m["text"] for m in res[1]} if res else {}
 
-    def get_session(self, session_id: str) -> dict | None:
+    def get_session(self, session_id: str) -> SessionDocument | None:
         path = f"/api/v1/sessions/{self._sid(session_id)}"
         res = self._paged(path, "steps", self.PAGE_STEPS, {"max_chars": self.FULL_CHARS, "content": "keys"})
         if res is None:
@@ -176,19 +177,19 @@ class HttpAccess(_Base):
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._request("POST", "/api/v1/import", {"sessions": docs})["session_ids"]
 
-    def training_sessions(self, criterion: str = "success") -> list[dict]:
+    def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
         return self._request("GET", "/api/v1/training_sessions", query={"criterion": criterion})["sessions"]
 
-    def save_analysis(self, session_id: str, result: dict) -> None:
+    def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/analysis", result)
 
-    def get_analysis(self, session_id: str) -> dict | None:
+    def get_analysis(self, session_id: str) -> JsonDict | None:
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/analysis", missing_ok=True)
 
-    def save_replay(self, session_id: str, result: dict) -> None:
+    def save_replay(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/replay", result)
 
-    def get_replay(self, session_id: str) -> dict | None:
+    def get_replay(self, session_id: str) -> JsonDict | None:
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/replay", missing_ok=True)
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
@@ -257,7 +258,7 @@ class StoreAccess(_Base):
         return self.store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent, since=since,
                                         until=until, limit=limit, offset=offset, parent_session_id=parent_session_id)
 
-    def get_session(self, session_id: str) -> dict | None:
+    def get_session(self, session_id: str) -> SessionDocument | None:
         return self.store.get_session(session_id)
 
     def get_spans(self, session_id: str) -> list[dict]:
@@ -272,19 +273,19 @@ class StoreAccess(_Base):
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._write(lambda s: s.import_sessions(docs))
 
-    def training_sessions(self, criterion: str = "success") -> list[dict]:
+    def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
         return self.store.training_sessions(criterion)
 
-    def save_analysis(self, session_id: str, result: dict) -> None:
+    def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._write(lambda s: s.save_analysis(session_id, result))
 
-    def get_analysis(self, session_id: str) -> dict | None:
+    def get_analysis(self, session_id: str) -> JsonDict | None:
         return self.store.get_analysis(session_id)
 
-    def save_replay(self, session_id: str, result: dict) -> None:
+    def save_replay(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._write(lambda s: s.save_replay(session_id, result))
 
-    def get_replay(self, session_id: str) -> dict | None:
+    def get_replay(self, session_id: str) -> JsonDict | None:
         return self.store.get_replay(session_id)
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:

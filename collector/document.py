@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
+from tracefix.collector.contracts import SessionDocument
 
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
 
@@ -141,7 +142,7 @@ def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
 
 
 def build(session: dict, spans: list[dict], links: dict[str, str | None], order: list[tuple[str, int]],
-          messages: dict[int, dict], snapshots: list[tuple], feedback: list[tuple]) -> dict:
+          messages: Mapping[int, dict], snapshots: list[tuple], feedback: list[tuple]) -> SessionDocument:
     by_id = {s["span_id"]: s for s in spans}
     agent_of = _agent_resolver(by_id, links)
     steps: list[dict] = []

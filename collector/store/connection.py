@@ -12,7 +12,7 @@ import duckdb
 from tracefix.collector import db_path
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.store import schema
-from tracefix.collector.store.sql import Transaction
+from tracefix.collector.store.sql import Transaction, scalar
 
 
 def checkpoint_threshold_bytes() -> int:
@@ -36,7 +36,7 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     threads = threads or int(os.environ.get("TRACEFIX_DB_THREADS") or 0) or None
-    config = {"threads": threads} if threads else {}
+    config: dict[str, str | bool | int | float | list[str]] = {"threads": threads} if threads else {}
     threshold = checkpoint_threshold or os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD")
     if threshold:
         config["checkpoint_threshold"] = threshold
@@ -49,6 +49,8 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
 class StoreConnection:
     """One connection (the writer's) and a cursor per reading thread."""
 
+    _message_keys: KeySet | None  # the keys of the stored messages, loaded by the first write of messages
+
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
                  threads: int | None = None, checkpoint_threshold: str | None = None,
                  memory_limit: str | None = None):
@@ -56,7 +58,7 @@ class StoreConnection:
         self.con = connect_db(self.path, read_only=read_only, threads=threads,
                               checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
         self._local = threading.local()
-        self._message_keys: KeySet | None = None  # loaded by the first write of messages
+        self._message_keys = None
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
         if not read_only:
@@ -67,7 +69,7 @@ class StoreConnection:
         return schema.migrate(self.con)
 
     def schema_version(self) -> int:
-        return self._read().execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        return scalar(self._read().execute("SELECT max(version) FROM schema_version"))
 
     def wal_bytes(self) -> int:
         """Size of the write-ahead log (what a checkpoint folds into the file)."""

@@ -3,7 +3,7 @@ duplicates, steps numbered; feedback carried by spans goes through the outbox.""
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,7 +70,7 @@ class Ingest(FeedbackOutbox):
         """Store one batch in one transaction; returns what it created (feedback, alerts, jobs)."""
         with self._tx() as con:
             created, message_keys = self._ingest(con, batch, alert_threshold, list(webhooks), public_url)
-        self._message_keys.add(message_keys)  # committed: from now on they are stored
+        self._remember_messages(message_keys)
         return created
 
     def _new_messages(self, con, batch: Batch) -> list[int]:
@@ -81,6 +81,11 @@ class Ingest(FeedbackOutbox):
             stored = con.execute("SELECT key FROM messages").to_arrow_table().column("key")
             self._message_keys = KeySet(stored.to_numpy())
         return self._message_keys.missing(list(batch.messages))
+
+    def _remember_messages(self, keys: list[int]) -> None:
+        """Keys this writer committed: stored from now on (not loaded yet: the load reads them)."""
+        if self._message_keys is not None:
+            self._message_keys.add(keys)
 
     def _ingest(self, con, batch: Batch, alert_threshold: float, webhooks: list[str],
                 public_url) -> tuple[dict, list[int]]:
@@ -107,7 +112,8 @@ class Ingest(FeedbackOutbox):
         # only spans of sessions that existed before can be stored already (an exporter retry).
         # A span stored before its trace's session was known sits in the trace id's session.
         touched = list(batch.sessions)
-        span_range, new_sessions, existed = None, set(), table is not None
+        span_range, existed = None, table is not None
+        new_sessions: set[str] = set()
         if batch.sessions:
             trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
             span_range, new_sessions, existed = self._upsert_sessions(con, batch.sessions, source="otlp",
@@ -145,7 +151,7 @@ class Ingest(FeedbackOutbox):
                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""")
         if touched:
             self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
-        created = {"feedback": [], "alerts": [], "jobs": []}
+        created: dict[str, list[dict]] = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
             exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()
             if exists:
@@ -179,7 +185,7 @@ class Ingest(FeedbackOutbox):
         for part, is_new in (([i for i in ids if i not in known], True), ([i for i in ids if i in known], False)):
             if not part:
                 continue
-            cols = {f: [] for f in SESSION_FIELDS}
+            cols: dict[str, list[Any]] = {f: [] for f in SESSION_FIELDS}
             for sid in part:
                 fields = sessions[sid]
                 for f in SESSION_FIELDS:
@@ -204,7 +210,7 @@ class Ingest(FeedbackOutbox):
             new_sessions = frozenset()
         old = [sid for sid in session_ids if sid not in new_sessions]
         parts = []
-        if len(old) < len(session_ids):  # new sessions: their spans are all in the batch
+        if batch is not None and len(old) < len(session_ids):  # new sessions: their spans are all in the batch
             if old:
                 batch = batch.filter(pc.is_in(batch["session_id"], value_set=pa.array(list(new_sessions), pa.string())))
             parts.append(batch.select(list(STEP_SOURCE_COLUMNS)))
@@ -229,5 +235,5 @@ class Ingest(FeedbackOutbox):
             _, message_keys = self._ingest(con, batch, 0.0, [], None)
             in_ids, params = in_strings(ids)
             con.execute(f"UPDATE sessions SET source = 'import' WHERE session_id {in_ids}", params)
-        self._message_keys.add(message_keys)
+        self._remember_messages(message_keys)
         return ids

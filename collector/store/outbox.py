@@ -13,7 +13,7 @@ from tracefix.attributes import from_json_text
 from tracefix.collector import document, jsonsafe
 from tracefix.collector.store.jobs import insert_job
 from tracefix.collector.store.reads import StoreReads
-from tracefix.collector.store.sql import records
+from tracefix.collector.store.sql import records, scalar
 from tracefix.errors import UnknownSession
 
 
@@ -99,7 +99,7 @@ class FeedbackOutbox(StoreReads):
         return [{**r, "payload": json.loads(r["payload"])} for r in rows]
 
     def next_delivery_ns(self) -> int | None:
-        return self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'").fetchone()[0]
+        return scalar(self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'"))
 
     def mark_delivery(self, alert_id: str, webhook: str, *, delivered: bool, error: str | None = None,
                       next_attempt_ns: int | None = None, dead: bool = False) -> None:

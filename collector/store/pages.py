@@ -7,6 +7,7 @@ from typing import Iterator
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
+from tracefix.collector.contracts import JsonDict
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import in_strings
@@ -92,9 +93,12 @@ class Pages(StoreReads):
                              "ORDER BY time_ns, seq", [session_id]).fetchall()]
         feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
-        doc = document.build(session, spans, links, order, refs, snaps, feedback)
+        # the page's own shape (contracts §1b): the document's header, steps as the page shows them
+        doc: JsonDict = dict(document.build(session, spans, links, order, refs, snaps, feedback))
 
-        page, messages, used = [], {}, 0
+        page: list[dict] = []
+        messages: dict[str, dict] = {}
+        used = 0
         for step in (st for st in doc["steps"] if st["span_id"] in page_ids):
             if page and used > budget_chars:
                 break
@@ -127,12 +131,12 @@ class Pages(StoreReads):
         if output is not None and not with_output:
             step["output_message"] = None
         elif output is not None:
-            text = next((t for _, t in self._iter_message_texts([output.key], cur)), None)
-            preview, cut = document.clip(json.loads(text), max_chars) if text is not None else (None, 0)
-            if cut:
+            output_text = next((t for _, t in self._iter_message_texts([output.key], cur)), None)
+            preview, cut = document.clip(json.loads(output_text), max_chars) if output_text is not None else (None, 0)
+            if cut and preview is not None:
                 preview["truncated"] = cut
             step["output_message"] = preview
-            used += len(text or "") - cut
+            used += len(output_text or "") - cut
         calls = {tc["arguments"].rowid: tc for tc in step["tool_calls"] if isinstance(tc["arguments"], document.RowRef)}
         step_cut = 0
         for rowid, arguments, result in self._fetch_by_rowid(cur, "spans", "tool_arguments, tool_result", sorted(calls)):

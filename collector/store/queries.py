@@ -5,9 +5,10 @@ from typing import Any
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
+from tracefix.collector.contracts import SessionDocument
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
-from tracefix.collector.store.sql import records
+from tracefix.collector.store.sql import records, scalar
 
 
 class Queries(StoreReads):
@@ -17,7 +18,8 @@ class Queries(StoreReads):
     def list_sessions(self, feedback: str | None = None, outcome: str | None = None, service: str | None = None,
                       agent: str | None = None, since: Any = None, until: Any = None, limit: int = 50,
                       offset: int = 0, parent_session_id: str | None = None) -> list[dict]:
-        where, params = ["true"], []
+        where: list[str] = ["true"]
+        params: list[Any] = []
         if feedback == "negative":
             where.append("s.session_id IN (SELECT session_id FROM feedback WHERE score < 0)")
         elif feedback == "positive":
@@ -94,7 +96,7 @@ class Queries(StoreReads):
         texts = {document.key_ref(k): t for k, t in self._iter_message_texts(keys, cur)}
         return [document.span_dict(r, texts) for r in rows]
 
-    def get_session(self, session_id: str) -> dict | None:
+    def get_session(self, session_id: str) -> SessionDocument | None:
         cur = self._read()
         srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
                            [session_id]).fetchone()
@@ -119,7 +121,7 @@ class Queries(StoreReads):
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
         return document.build(session, spans, links, order, messages, snaps, feedback)
 
-    def training_sessions(self, criterion: str = "success", limit: int = 10_000) -> list[dict]:
+    def training_sessions(self, criterion: str = "success", limit: int = 10_000) -> list[SessionDocument]:
         if criterion == "success":
             cond = ("outcome = 'success' OR session_id IN (SELECT session_id FROM feedback "
                     "GROUP BY session_id HAVING arg_max(score, created_ns) > 0)")
@@ -136,5 +138,5 @@ class Queries(StoreReads):
 
     def stats(self) -> dict:
         cur = self._read()
-        return {t: cur.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        return {t: scalar(cur.execute(f"SELECT count(*) FROM {t}"))
                 for t in ("sessions", "spans", "messages", "steps", "snapshots", "feedback", "alerts", "jobs")}

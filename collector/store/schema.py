@@ -7,6 +7,8 @@ import time
 import duckdb
 import pyarrow as pa
 
+from tracefix.collector.store.sql import scalar
+
 
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "initial schema", [
@@ -114,7 +116,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     schema version it is at now."""
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
                 "description VARCHAR, applied_ns BIGINT)")
-    current = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+    current = scalar(con.execute("SELECT coalesce(max(version), 0) FROM schema_version"))
     for version, description, statements in MIGRATIONS:
         if version <= current:
             continue

@@ -24,6 +24,14 @@ def records(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in result.fetchall()]
 
 
+def scalar(result: duckdb.DuckDBPyConnection) -> Any:
+    """The one value of a query that answers one row (an aggregate: count, max)."""
+    row = result.fetchone()
+    if row is None:
+        raise LookupError("the query answered no row")
+    return row[0]
+
+
 def in_strings(values: Iterable[str]) -> tuple[str, list]:
     """`IN (...)` over strings, and its parameters: how the store puts a list of ids in SQL.
 
