@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from tracefix.collector.cli_options import store_options
+from tracefix.errors import UnknownSession
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -89,8 +90,8 @@ def analyze(session: str, as_json: bool, model_dir: str | None, no_llm: bool, al
     access = _access(server, db, token)
     try:
         result = analyze_session(access, session, model_dir=model_dir, llm=False if no_llm else None)
-    except KeyError as exc:
-        raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
+    except UnknownSession as exc:
+        raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))
     else:

@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from tracefix.errors import UnknownSession
+
 from .contracts import AnalysisResult
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
 from .features import FEATURE_NAMES, feature_matrix
@@ -188,7 +190,7 @@ def analyze_session(access: Any, session_id: str, model_dir: str | Path | None =
     `llm=None` uses the TRACEFIX_LLM_* analyst when configured; pass False to skip it."""
     doc = access.get_session(session_id)
     if doc is None:
-        raise KeyError(f"no session {session_id!r} in the store")
+        raise UnknownSession(session_id, f"no session {session_id!r} in the store")
     notes: list[str] = []
     if model is None:
         folder = Path(model_dir) if model_dir else model_dir_for(access)
