@@ -2,8 +2,8 @@
 `tracefix.collector.schemas` and the table of operations below.
 
 `document(routes)` walks the app's own route table: every route must have an entry in
-OPERATIONS (a route added without one stops `build_app` with a KeyError naming it), so the
-document lists every route the server answers. Schemas are pydantic's JSON Schema (2020-12,
+OPERATIONS (a route added without one stops `build_app` with a KeyError naming it:
+`operations(routes)`), so the document lists every route the server answers. Schemas are pydantic's JSON Schema (2020-12,
 which OpenAPI 3.1 uses as is) under `components/schemas`.
 """
 from __future__ import annotations
@@ -164,8 +164,9 @@ def _query_parameters(model: type[BaseModel]) -> list[dict]:
             for name, prop in schema["properties"].items()]
 
 
-def document(routes: Iterable, version: str) -> dict:
-    """The OpenAPI document of `routes` ((path template, methods) of the app's routes)."""
+def operations(routes: Iterable) -> list[tuple[str, str, Operation]]:
+    """(path template, method, Operation) of every method of `routes` ((path template,
+    methods) of the app's routes); KeyError naming a route that has no Operation."""
     chosen: list[tuple[str, str, Operation]] = []
     for template, methods in routes:
         for method in sorted(set(methods) - {"HEAD"}):
@@ -173,6 +174,12 @@ def document(routes: Iterable, version: str) -> dict:
             if key not in OPERATIONS:
                 raise KeyError(f"route {method} {template} has no description in tracefix.collector.openapi.OPERATIONS")
             chosen.append((template, method, OPERATIONS[key]))
+    return chosen
+
+
+def document(routes: Iterable, version: str) -> dict:
+    """The OpenAPI document of `routes` ((path template, methods) of the app's routes)."""
+    chosen = operations(routes)
     models = {(s.ErrorBody, "serialization")}
     for _, _, op in chosen:
         models |= {(m, "serialization") for m in [*op.ok.values(), *op.errors.values()] if not isinstance(m, str)}

@@ -23,17 +23,17 @@ JSONValue = Any  # any JSON value: what an agent returned, a tool's result, a tr
 
 class _Closed(BaseModel):
     """A request whose fields are all named here (unknown fields are ignored, as they always were)."""
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class _Answer(BaseModel):
     """An answer whose fields are all named here: the published schema admits no others."""
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Open(BaseModel):
     """A document that may carry fields beyond those named here."""
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 # --- errors ----------------------------------------------------------------------------------
