@@ -4,8 +4,10 @@ Reads run on store cursors in the thread pool; every write goes through the sing
 Bearer tokens, when configured, are required on every route but `/healthz`: the ingest
 token opens `/v1/traces` and `POST /api/v1/feedback`, the API token every route
 (tracefix.collector.auth). JSON leaves through `responses.JSONResponse` (non-finite numbers
-become null), query parameters and session ids in paths are read by `url_input`, and every
-answer carries the security headers of `responses.SecurityHeaders`.
+become null), query parameters and session ids in paths are read by `url_input`, request
+bodies are validated by the models of `schemas` (described, with every answer, in
+`GET /openapi.json`, tracefix.collector.openapi), every 4xx/5xx is `error()`'s one shape, and
+every answer carries the security headers of `responses.SecurityHeaders`.
 """
 from __future__ import annotations
 

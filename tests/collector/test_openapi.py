@@ -186,3 +186,25 @@ def test_real_answers_match_their_published_schemas(served, spec, webhook):
                           for status, answer in op["responses"].items() if re.fullmatch(r"2\d\d", status))}
     succeeded = {(path, method) for path, method, status in check.checked if status < 300 and path in spec["paths"]}
     assert json_routes - succeeded == {("/openapi.json", "get")}  # fetched by the `spec` fixture
+
+
+def test_an_unexpected_failure_is_a_500_in_the_error_shape_with_the_security_headers():
+    """The collector's last-resort handler, on a Starlette app of one route that raises."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from tracefix.collector.api import internal_error
+    from tracefix.collector.responses import SecurityHeaders
+
+    async def broken(request):
+        raise RuntimeError("a bug")
+
+    app = Starlette(routes=[Route("/broken", broken)], middleware=[Middleware(SecurityHeaders)],
+                    exception_handlers={Exception: internal_error})
+    answer = TestClient(app, raise_server_exceptions=False).get("/broken")
+    assert answer.status_code == 500
+    assert answer.json() == {"error": "internal error (RuntimeError)", "code": "internal"}
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["content-security-policy"].startswith("default-src 'none'")
