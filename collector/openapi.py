@@ -25,8 +25,8 @@ REF = "#/components/schemas/{model}"
 @dataclass(frozen=True)
 class Operation:
     summary: str
-    ok: dict[int, type[BaseModel] | str]  # status -> JSON model, or the media type of a non-JSON answer
-    body: type[BaseModel] | None = None
+    ok: dict[int, type[BaseModel] | tuple[str, ...]]  # status -> JSON model, or the media types of another answer
+    body: type[BaseModel] | tuple[str, ...] | None = None  # a JSON model, or the media types of another body
     query: type[BaseModel] | None = None
     errors: dict[int, type[BaseModel]] = field(default_factory=dict)  # besides those every route may answer
     scope: str | None = API  # the bearer token it needs (tracefix.collector.auth); None: no token
@@ -38,17 +38,17 @@ def _fails(*statuses: int) -> dict[int, type[BaseModel]]:
 
 
 SESSION = "/api/v1/sessions/{session_id:session_id}"
-OTLP_MEDIA = ("application/x-protobuf", JSON)
+OTLP_MEDIA = ("application/x-protobuf", JSON)  # OTLP/HTTP: the answer in the request's encoding
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/healthz", "GET"): Operation("Liveness and write progress", {200: s.Health}, scope=None),
-    ("/openapi.json", "GET"): Operation("This document", {200: JSON}),
+    ("/openapi.json", "GET"): Operation("This document", {200: (JSON,)}),
     ("/v1/traces", "POST"): Operation(
-        "OTLP/HTTP trace export", {200: "application/x-protobuf"}, scope=INGEST,
+        "OTLP/HTTP trace export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
         errors=_fails(400, 408, 413, 415, 429, 503),
         description="An ExportTraceServiceRequest as protobuf or OTLP/JSON (opentelemetry-proto); answered "
                     "with an ExportTraceServiceResponse in the request's encoding, partial success included."),
-    ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: "text/plain"}),
+    ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: ("text/plain",)}),
     ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: s.StoreInfo}),
     ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: s.SessionList},
                                            query=s.SessionListQuery, errors=_fails(422)),
@@ -74,9 +74,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                                              errors=_fails(400, 404, 413)),
     (f"{SESSION}/replay", "PUT"): Operation("Store a replay result", {201: s.ResultSaved}, body=s.ReplayResult,
                                             errors=_fails(400, 404, 413)),
-    (f"{SESSION}/report", "GET"): Operation("The session's report", {200: "text/html"}, query=s.ReportQuery,
-                                            errors=_fails(404, 422),
-                                            description="HTML, or Markdown (text/markdown) with format=md."),
+    (f"{SESSION}/report", "GET"): Operation("The session's report: HTML, or Markdown with format=md",
+                                            {200: ("text/html", "text/markdown")}, query=s.ReportQuery,
+                                            errors=_fails(404, 422)),
     ("/api/v1/feedback", "POST"): Operation(
         "Record feedback on a session", {201: s.FeedbackRecorded}, body=s.FeedbackRequest, scope=INGEST,
         errors=_fails(400, 404, 422, 429, 503),
@@ -89,7 +89,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/api/v1/jobs", "POST"): Operation("Queue a diagnosis or a replay", {201: s.Job}, body=s.JobRequest,
                                         errors=_fails(400, 404)),
     ("/api/v1/jobs/claim", "POST"): Operation(
-        "A worker claims the oldest queued replay job", {200: s.Job, 204: ""}, body=s.ClaimRequest,
+        "A worker claims the oldest queued replay job", {200: s.Job, 204: ()}, body=s.ClaimRequest,
         errors=_fails(400), description="204 (no body) when no job is queued."),
     ("/api/v1/jobs/{job_id}/lease", "POST"): Operation("Renew a claimed job's lease", {200: s.LeaseRenewed},
                                                        body=s.LeaseRequest, errors={400: s.ErrorBody,
@@ -101,13 +101,13 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                                          query=s.AlertsQuery),
 }
 
-UNDESCRIBED = Operation("(not described yet: add it to tracefix.collector.openapi.OPERATIONS)", {200: JSON})
+UNDESCRIBED = Operation("(not described yet: add it to tracefix.collector.openapi.OPERATIONS)", {200: (JSON,)})
 
 PATH_PARAMETERS = {
-    "session_id": "the session's id, percent-encoded as one path segment (`/` as %2F)",
-    "index": "a step number",
-    "key": "a message key: 16 lowercase hex digits",
-    "job_id": "the job's id",
+    "session_id": ({"type": "string"}, "the session's id, percent-encoded as one path segment (`/` as %2F)"),
+    "index": ({"type": "string", "pattern": "^[0-9]{1,10}$"}, "a step number"),
+    "key": ({"type": "string", "pattern": "^[0-9a-f]{16}$"}, "a message key: 16 lowercase hex digits"),
+    "job_id": ({"type": "string"}, "the job's id"),
 }
 
 
@@ -116,29 +116,28 @@ def openapi_path(template: str) -> str:
     return re.sub(r"\{(\w+)(?::\w+)?\}", r"{\1}", template)
 
 
-def _media(kind: type[BaseModel] | str, refs: dict) -> dict:
-    if isinstance(kind, str):
-        return {"content": {kind: {}}} if kind else {}
-    return {"content": {JSON: {"schema": refs[(kind, "serialization")]}}}
+def _media(kind: type[BaseModel] | tuple[str, ...], refs: dict, mode: str = "serialization") -> dict:
+    if isinstance(kind, tuple):  # not described here (OTLP protobuf, HTML, ...), or no content at all
+        return {"content": {media: {} for media in kind}} if kind else {}
+    return {"content": {JSON: {"schema": refs[(kind, mode)]}}}
 
 
 def _operation(op: Operation, path: str, method: str, refs: dict, query: dict) -> dict:
     out: dict = {"summary": op.summary, "operationId": f"{method.lower()}_{_slug(path)}"}
     if op.description:
         out["description"] = op.description
-    params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"},
-               "description": PATH_PARAMETERS.get(name, name)} for name in re.findall(r"\{(\w+)", path)]
+    params = [{"name": name, "in": "path", "required": True, "schema": schema, "description": text}
+              for name in re.findall(r"\{(\w+)", path)
+              for schema, text in [PATH_PARAMETERS.get(name, ({"type": "string"}, name))]]
     if op.query is not None:
         params += query[op.query]
     if params:
         out["parameters"] = params
     if op.body is not None:
-        out["requestBody"] = {"required": True, "content": {JSON: {"schema": refs[(op.body, "validation")]}}}
-    elif path == "/v1/traces":
-        out["requestBody"] = {"required": True, "content": {m: {} for m in OTLP_MEDIA}}
+        out["requestBody"] = {"required": True, **_media(op.body, refs, "validation")}
     responses: dict = {}
     for status, kind in sorted(op.ok.items()):
-        responses[str(status)] = {"description": "no content" if kind == "" else "success", **_media(kind, refs)}
+        responses[str(status)] = {"description": "success" if kind else "no content", **_media(kind, refs)}
     errors = {**({401: s.ErrorBody} if op.scope else {}), **op.errors}
     for status, model in sorted(errors.items()):
         responses[str(status)] = {"description": _ERROR_TEXT.get(status, "error"), **_media(model, refs)}
@@ -185,8 +184,8 @@ def document(routes: Iterable, version: str) -> dict:
     chosen = operations(routes)
     models = {(s.ErrorBody, "serialization")}
     for _, _, op in chosen:
-        models |= {(m, "serialization") for m in [*op.ok.values(), *op.errors.values()] if not isinstance(m, str)}
-        if op.body is not None:
+        models |= {(m, "serialization") for m in [*op.ok.values(), *op.errors.values()] if not isinstance(m, tuple)}
+        if op.body is not None and not isinstance(op.body, tuple):
             models.add((op.body, "validation"))
     refs, defs = models_json_schema(sorted(models, key=lambda m: (m[0].__name__, m[1])), ref_template=REF)
     query = {op.query: _query_parameters(op.query) for _, _, op in chosen if op.query is not None}

@@ -209,7 +209,7 @@ class SessionListQuery(_Closed):
     parent_session_id: Optional[str] = None
     since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
     until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
-    limit: int = Field(50, ge=0, le=1000)
+    limit: int = Field(50, ge=0, description="at most 1000 are returned")
     offset: int = Field(0, ge=0)
 
 

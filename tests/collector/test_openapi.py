@@ -63,8 +63,12 @@ def test_the_document_lists_every_route_of_the_app(spec, tmp_path):
                 "$ref": "#/components/schemas/ErrorBody"}, (path, method)
             for status, answer in op["responses"].items():
                 media = answer.get("content", {}).get("application/json")
-                if media is not None and path != "/openapi.json":
+                if media is not None and (path, method) not in OWN_JSON:
                     assert media["schema"]["$ref"].startswith("#/components/schemas/"), (path, method, status)
+
+
+# JSON answers whose schema is not ours to publish: this document, OTLP's ExportTraceServiceResponse
+OWN_JSON = {("/openapi.json", "get"), ("/v1/traces", "post")}
 
 
 class Checker:
@@ -183,10 +187,10 @@ def test_real_answers_match_their_published_schemas(served, spec, webhook):
 
     # every JSON route was answered at least once, with a success
     json_routes = {(path, method) for path, ops in spec["paths"].items() for method, op in ops.items()
-                   if any("application/json" in (answer.get("content") or {})
+                   if any("schema" in (answer.get("content") or {}).get("application/json", {})
                           for status, answer in op["responses"].items() if re.fullmatch(r"2\d\d", status))}
     succeeded = {(path, method) for path, method, status in check.checked if status < 300 and path in spec["paths"]}
-    assert json_routes - succeeded == {("/openapi.json", "get")}  # fetched by the `spec` fixture
+    assert json_routes - succeeded == set()
 
 
 def test_an_unexpected_failure_is_a_500_in_the_error_shape_with_the_security_headers():
