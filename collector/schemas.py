@@ -87,7 +87,9 @@ def parse_body(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()[:20]]
+        problems = [{"field": ".".join(str(p) for p in e["loc"]),
+                     "problem": "must be a JSON object" if e["type"] in ("model_type", "dict_type") else e["msg"]}
+                    for e in exc.errors()[:20]]
         raise InvalidBody(problems) from None
 
 
