@@ -40,7 +40,7 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``.../messages?offset=&limit=``, ``.../spans?offset=&limit=`` -> streamed pages (contracts §1b)
     ``POST /api/v1/feedback`` {session_id, score, comment} -> 201 feedback (+ alert_id, job_id)
     ``GET|POST /api/v1/sessions/{id}/analysis`` and ``.../replay`` (contracts §3, §5, stored as-is)
-    ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)
+    ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.report.render.render_html)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
     ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,

@@ -143,7 +143,7 @@ def resolve_llm(llm):
     if llm is False:
         return None
     if llm is None:
-        from tracefix.replay.llm import ProductLLM
+        from tracefix.analysis.llm import ProductLLM
 
         return ProductLLM.from_env()
     return llm

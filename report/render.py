@@ -20,10 +20,10 @@ import logging
 import re
 from datetime import datetime, timezone
 
-from tracefix.analysis import plots
-from tracefix.analysis import report_content as rc
+from tracefix.report import plots
+from tracefix.report import content as rc
 
-log = logging.getLogger("tracefix.analysis.report")
+log = logging.getLogger("tracefix.report")
 
 MAX_BLOCK = 4000  # characters of one message or tool result shown in the trace
 
@@ -653,9 +653,25 @@ def load_report_inputs(store, session_id: str) -> tuple[dict, dict | None, dict 
     return doc, analysis, replay, children
 
 
-def render_session_report(store, session_id: str, fmt: str = "html") -> str:
-    """The report of a stored session, children included (what the collector's report route
-    and ``tracefix report`` serve)."""
-    doc, analysis, replay, children = load_report_inputs(store, session_id)
+def render_stored_report(store, session_id: str, fmt: str = "html") -> str:
+    """The report of a stored session, its replays' child sessions beside it (what the
+    collector's report route serves). Analysis and replay results are stored as their
+    clients posted them; one the renderer cannot read must not make the session's report
+    unreachable, so the report is then drawn without them and says so at its top.
+    Raises KeyError for an unknown session."""
     render = render_markdown if fmt == "md" else render_html
-    return render(doc, analysis, replay, children)
+    try:
+        return render(*load_report_inputs(store, session_id))
+    except Exception as exc:
+        doc = store.get_session(session_id)
+        if doc is None:
+            raise KeyError(session_id) from None
+        if store.get_analysis(session_id) is None and store.get_replay(session_id) is None:
+            raise  # the session alone fails: the renderer's bug, not the stored results
+        log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
+        notice = (f"The stored analysis or replay result of this session could not be rendered "
+                  f"({type(exc).__name__}: {exc}); this report shows the session without them.")
+    text = render(doc, None, None, {})
+    if fmt == "md":
+        return f"> **Note.** {notice}\n\n{text}"
+    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)

@@ -14,7 +14,7 @@ import click
 
 def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> Path:
     """Render and write one report; returns its path. Raises KeyError for an unknown session."""
-    from tracefix.analysis import report
+    from tracefix.report import render as report
 
     doc, analysis, replay, children = report.load_report_inputs(store, session_id)
     path = Path(out)

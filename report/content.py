@@ -1,6 +1,6 @@
 """What a root-cause report says, independent of how it is rendered.
 
-The HTML and Markdown renderers (``tracefix.analysis.report``) both read from here: the
+The HTML and Markdown renderers (``tracefix.report.render``) both read from here: the
 session facts, the one-paragraph summary, a short line per step, the trials, which
 stages used an LLM, and the per-run comparison of a replay with the original session
 from the intervention step on. Inputs are the contract shapes of docs/contracts.md: the
@@ -284,7 +284,7 @@ def score_by_step(analysis: dict | None) -> dict[int, dict]:
 
 
 def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
-    from tracefix.analysis.plots import frontier_of
+    from tracefix.report.plots import frontier_of
 
     out: dict[int, list[str]] = {}
     for detector in ((analysis or {}).get("frontier") or {}):
