@@ -20,7 +20,6 @@ How (AgentTether section III, adapted to OTel traces):
   hypotheses.py  ranked hypotheses with separate evidence per detector and dependency paths
   analyst.py     optional LLM analyst confirming the turning point (TRACEFIX_LLM_*)
   pipeline.py    analyze_document / analyze_session / train_model
-  importer.py    message logs -> session documents
 
 Environment:
   TRACEFIX_MODEL_DIR      where models are written and read (default: <db folder>/models)

@@ -17,12 +17,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from tracefix.collector.document import session_task
+
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
 from .hypotheses import DEFAULT_WEIGHTS, EvidenceWeights, evidence_packet, rank_hypotheses
-from .units import build_units, session_task
+from .units import build_units
 
 NO_MODEL_NOTE = "no trained model found: run-local detector only (train one with `tracefix train`)"
 

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from tracefix.collector import document, jsonsafe, otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST
-from tracefix.collector.imports import ImportError_
+from tracefix.collector.imports import ImportFormatError
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS
@@ -378,7 +378,7 @@ def build_app(collector: "Collector") -> Starlette:
         docs = data.get("sessions") if isinstance(data, dict) else data
         try:
             ids = await write(lambda s: s.import_sessions(docs))
-        except ImportError_ as exc:
+        except ImportFormatError as exc:
             raise ValueError(str(exc)) from exc
         return JSONResponse({"session_ids": ids}, status_code=201)
 

@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tracefix.collector.document import unrecorded_tools
+from tracefix.collector.document import session_task, unrecorded_tools
 
 VERDICT_WORDS = {
     "validated": "validated",
@@ -112,12 +112,8 @@ def verdict_word(verdict) -> str:
 # --- the session ---------------------------------------------------------------------------
 
 def task_text(doc: dict) -> str:
-    if doc.get("task"):
-        return re.sub(r"^\s*task:\s*", "", str(doc["task"]), flags=re.I)
-    inputs = doc.get("inputs") or {}
-    if inputs:
-        return f"{doc.get('entrypoint') or 'entrypoint'}({', '.join(f'{k}={v!r}' for k, v in inputs.items())})"
-    return "(no task recorded)"
+    task = session_task(doc)
+    return re.sub(r"^\s*task:\s*", "", task, flags=re.I) if task else "(no task recorded)"
 
 
 def outcome_text(doc: dict) -> str:
