@@ -4,7 +4,7 @@
     analyze_session(access, session_id)    read from the store, analyze, save_analysis, return
     train_model(access, criterion=...)     fit the HGT on the store's successful sessions, save it
 
-The collector's diagnosis worker calls analyze_session. Models live in
+The diagnosis job of `tracefix serve` (analysis/diagnosis.py) calls analyze_session. Models live in
 $TRACEFIX_MODEL_DIR, else `<db folder>/models/` (the db being the access layer's file, else
 $TRACEFIX_DB, else the store's default `.tracefix/tracefix.duckdb`); the newest `hgt-*.pt`
 there is the one used.

@@ -1,5 +1,5 @@
 """`tracefix serve` assembled: store, single writer, OTLP/HTTP + API (uvicorn), OTLP/gRPC,
-alert delivery and the diagnosis worker; clean shutdown on SIGTERM/SIGINT.
+alert delivery and the diagnosis job runner; clean shutdown on SIGTERM/SIGINT.
 
 Shutdown order keeps every acknowledged span: stop the receivers (in-flight requests
 finish and are acknowledged), drain the writer, checkpoint the database, exit 0.
