@@ -101,3 +101,13 @@ def test_the_check_sees_function_local_and_relative_imports(tmp_path, monkeypatc
 def test_composition_roots_exist(module):
     folder, package = next((f, p) for f, p in reversed(LAYERS) if module.startswith(p))
     assert (ROOT / folder / (module[len(package) + 1:].replace(".", "/") + ".py")).is_file()
+
+
+def test_the_serve_wiring_names_real_callables():
+    """tracefix.cli hands `tracefix serve` its upper parts by name: the names must resolve."""
+    from tracefix.analysis.diagnosis import run_diagnosis
+    from tracefix.cli import serve_pipeline
+    from tracefix.report.render import render_stored_report
+
+    pipeline = serve_pipeline()
+    assert pipeline.diagnosis() is run_diagnosis and pipeline.report() is render_stored_report
