@@ -22,7 +22,7 @@ log = logging.getLogger("tracefix.collector.diagnosis")
 MODES = ("off", "analysis", "full")
 
 
-def _not_installed() -> Diagnose:
+def _no_diagnosis_given() -> Diagnose:
     raise ImportError("this collector was started without a diagnosis (run it as `tracefix serve`)")
 
 
@@ -35,7 +35,7 @@ class DiagnosisJobRunner:
         if mode not in MODES:
             raise ValueError(f"--diagnose must be one of {', '.join(MODES)}")
         self.collector = collector
-        self.diagnosis = diagnosis or _not_installed
+        self.diagnosis = diagnosis or _no_diagnosis_given
         self.mode = mode
         self.poll_s = poll_s
         self._wake = threading.Event()
