@@ -16,6 +16,7 @@ from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
 from tracefix.collector.contracts import SessionDocument, Step
 
+# Where a session's task is named: its metadata, its entrypoint inputs, an imported conversation
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
 
 
@@ -55,7 +56,20 @@ def final_answer(output: Any) -> Any:
     return output
 
 
+def content_text(content: Any) -> str:
+    """Chat message content as text: a string, a list of parts (joined), anything else as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return json.dumps(content, default=str)
+
+
 def task_of(metadata: Any, inputs: Any, first_messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The `task` field of a session document being built: named in its metadata or inputs
+    (TASK_KEYS), else its first user message."""
     for source in (metadata, inputs):
         if isinstance(source, dict):
             for key in TASK_KEYS:
@@ -65,6 +79,20 @@ def task_of(metadata: Any, inputs: Any, first_messages: Sequence[Mapping[str, An
         if msg.get("role") == "user" and isinstance(msg.get("content"), str):
             return msg["content"][:1000]
     return None
+
+
+def session_task(doc: dict) -> str | None:
+    """What a session was asked to do, the one definition every part reads: the document's
+    `task` (task_of), else the first user message of step 0, else its entrypoint inputs."""
+    if doc.get("task"):
+        return str(doc["task"])
+    steps = doc.get("steps") or []
+    if steps:
+        for msg in steps[0].get("input_messages") or []:
+            if msg.get("role") == "user":
+                return content_text(msg.get("content"))
+    inputs = doc.get("inputs") or {}
+    return " ".join(str(v) for v in inputs.values()) if inputs else None
 
 
 def span_dict(row: Mapping[str, Any], texts: dict[str, str] | None) -> dict:
