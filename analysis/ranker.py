@@ -153,7 +153,6 @@ def fit_ranker(sessions: Sequence[tuple[Sequence[Sequence[float]], int]], l2: fl
     step among its session's steps, with an L2 penalty on the standardized weights."""
     import numpy as np
     from scipy.optimize import minimize
-    from scipy.special import logsumexp
 
     usable = [(np.asarray(X, dtype=float), int(y)) for X, y in sessions if len(X) > 1 and 0 <= int(y) < len(X)]
     if not usable:
@@ -162,17 +161,25 @@ def fit_ranker(sessions: Sequence[tuple[Sequence[Sequence[float]], int]], l2: fl
     mean = stacked.mean(axis=0)
     scale = stacked.std(axis=0)
     scale = np.where(scale < 1e-9, 1.0, scale)
-    standardized = [((X - mean) / scale, y) for X, y in usable]
+    Z = (stacked - mean) / scale
+    # Sessions as segments of the stacked rows: one vectorized softmax per segment.
+    sizes = np.array([len(X) for X, _ in usable])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    segment = np.repeat(np.arange(len(usable)), sizes)
+    labelled = starts + np.array([y for _, y in usable])
+    Z_labelled_sum = Z[labelled].sum(axis=0)
+    m = len(usable)
 
     def loss(w: Any) -> tuple[float, Any]:
-        total, grad = 0.0, np.zeros_like(w)
-        for Z, y in standardized:
-            s = Z @ w
-            lse = logsumexp(s)
-            total += lse - s[y]
-            grad += Z.T @ np.exp(s - lse) - Z[y]
-        m = len(standardized)
-        return total / m + l2 * float(w @ w) / 2, grad / m + l2 * w
+        s = Z @ w
+        peak = np.maximum.reduceat(s, starts)
+        e = np.exp(s - peak[segment])
+        total = np.add.reduceat(e, starts)
+        lse = peak + np.log(total)
+        p = e / total[segment]
+        value = float(lse.sum() - s[labelled].sum()) / m + l2 * float(w @ w) / 2
+        grad = (Z.T @ p - Z_labelled_sum) / m + l2 * w
+        return value, grad
 
     w = minimize(loss, np.zeros(stacked.shape[1]), jac=True, method="L-BFGS-B").x
     ranker = StepRanker(feature_names=FEATURE_NAMES, mean=mean.tolist(), scale=scale.tolist(),

@@ -42,7 +42,7 @@ def _records(path: Path) -> Iterator[tuple[str, dict]]:
 
 def labelled_sessions(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """[{"name", "group", "doc", "step"}] from labelled logs and labelled session documents."""
-    from .importer import conversation_to_document  # MERGE-FIX: collector.imports after houseb
+    from tracefix.collector.imports import conversation_to_document
 
     out = []
     for path in paths:

@@ -39,7 +39,7 @@ def labelled_file(tmp_path_factory):
     rng = random.Random(7)
     path = tmp_path_factory.mktemp("labelled") / "logs.jsonl"
     with path.open("w") as f:
-        for _ in range(24):
+        for _ in range(16):
             n = rng.randrange(6, 12)
             f.write(json.dumps(_log(rng, n, rng.randrange(1, n - 1))) + "\n")
     return path
@@ -47,7 +47,7 @@ def labelled_file(tmp_path_factory):
 
 def test_ranker_learns_a_generic_signal_under_cross_validation(labelled_file):
     items = labelled_sessions([labelled_file])
-    assert len(items) == 24 and all(session_kind(it["doc"]) == "message" for it in items)
+    assert len(items) == 16 and all(session_kind(it["doc"]) == "message" for it in items)
     inputs = [session_inputs(it["doc"])[0] for it in items]
     assert all(len(row) == len(FEATURE_NAMES) for X in inputs for row in X)
     rankings = cross_validate(items, inputs, folds=4, seeds=(0,))
