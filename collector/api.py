@@ -29,6 +29,7 @@ from tracefix.collector.auth import API, INGEST
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
+from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
@@ -161,7 +162,7 @@ def build_app(collector: "Collector") -> Starlette:
             except otlp.OtlpError as exc:
                 return error(exc.status, exc.message)
             except QueueFull as exc:
-                return busy(f"collector busy: {exc}; retry later", writer.retry_delay_s())
+                return busy(f"collector busy: {exc}; retry later", collector.ingest.retry_delay_s())
             except WriterClosed as exc:
                 return error(503, str(exc))
             except UnknownSession as exc:
@@ -180,9 +181,13 @@ def build_app(collector: "Collector") -> Starlette:
     store_id = store_identity(store.path)
 
     async def healthz(request: Request) -> Response:
+        spool = collector.spool
         return JSONResponse({"status": "ok", "store_id": store_id, "pending_spans": writer.pending_spans,
                              "committed_spans": writer.committed_spans, "transactions": writer.transactions,
-                             "checkpoints": collector.checkpointer.checkpoints})
+                             "checkpoints": collector.checkpointer.checkpoints,
+                             "spooled_requests": spool.pending_requests if spool else 0,
+                             "spooled_spans": spool.pending_spans if spool else 0,
+                             "spool_bytes": spool.bytes if spool else 0})
 
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 
@@ -211,7 +216,8 @@ def build_app(collector: "Collector") -> Starlette:
             inflight["bytes"] -= held
         refused = []
         if batch.span_count:
-            fut = writer.submit_batch(batch)
+            encoding = request.headers.get("content-encoding")
+            fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body))
             try:
                 refused = await asyncio.wrap_future(fut)
             except Exception as exc:  # spans it refuses for their content are in `refused`
