@@ -37,7 +37,7 @@ import time
 import zlib
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -62,7 +62,10 @@ PROTOCOLS = ("http", "grpc")
 # (a segment is deleted whole); one request larger than this has a segment of its own.
 SEGMENT_BYTES = 16 << 20
 # How long the drain keeps going at shutdown before it leaves the rest for the next start.
-DRAIN_ON_STOP_S = 20.0
+DRAIN_ON_STOP_S = 5.0
+# Request bodies whose decoded batches stay in memory until the drain takes them, so a request
+# is decoded once, not again when it leaves the spool (beyond this, the drain decodes from disk).
+MEMO_BYTES = 64 << 20
 
 
 class SpoolFull(QueueFull):
@@ -77,6 +80,8 @@ class SpooledRequest:
     content_encoding: str | None
     body: bytes
     spans: int = 0  # spans it holds (normalized), for the retry delay and the gauges
+    # what the receiver decoded it to; never written: the drain uses it while it is in memory
+    batch: "Batch | None" = field(default=None, repr=False, compare=False)
 
     def encode(self) -> list[bytes]:
         """The record: header, then payload in pieces (the body is not copied)."""
@@ -100,7 +105,10 @@ class SpooledRequest:
 
 
 def record_size(request: SpooledRequest) -> int:
-    return sum(len(part) for part in request.encode()[:2]) + len(request.body)
+    """Bytes `request` takes in a segment (what `encode` writes, without computing it)."""
+    ctype = len(request.content_type.encode("latin-1", "replace")[:0xFFFF])
+    encoding = len((request.content_encoding or "").encode("latin-1", "replace")[:0xFFFF])
+    return RECORD_HEADER.size + RECORD_META.size + ctype + encoding + len(request.body)
 
 
 def read_record(fd: int, offset: int, end: int) -> tuple[SpooledRequest, int] | None:
@@ -145,10 +153,15 @@ class Spool:
     """An append-only log of requests in segment files, one appending thread (group commit),
     one reader (the drain). Thread-safe; `append` never blocks on the disk."""
 
-    def __init__(self, directory: str | os.PathLike, *, max_bytes: int, segment_bytes: int = SEGMENT_BYTES):
+    def __init__(self, directory: str | os.PathLike, *, max_bytes: int, segment_bytes: int = SEGMENT_BYTES,
+                 memo_bytes: int = MEMO_BYTES):
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
+        self.memo_bytes = memo_bytes
+        # (seq, offset) -> request still holding its batch, for the drain (MEMO_BYTES)
+        self._memo: dict[tuple[int, int], SpooledRequest] = {}
+        self._memo_held = 0
         self._cond = threading.Condition()
         self._file_lock = threading.Lock()  # the active segment's descriptor; taken before _cond
         self._segments: deque[Segment] = deque()  # oldest first; the last may be the active one
@@ -299,12 +312,31 @@ class Spool:
                     written, size = [], 0
                     self._start_segment()
                 _write_all(self._active_fd, parts)
+                self._remember(request, (self._active.seq, self._active.size + size))
                 written.append(request)
                 size += n
             self._sync(written, size, durable)
         except OSError:
             self._abandon_active()
             raise
+
+    def _remember(self, request: SpooledRequest, position: tuple[int, int]) -> None:
+        """Keep the request's decoded batch for the drain while the memo has room."""
+        if request.batch is None:
+            return
+        with self._cond:
+            if self._memo_held + len(request.body) <= self.memo_bytes:
+                self._memo[position] = request
+                self._memo_held += len(request.body)
+                return
+        request.batch = None
+
+    def _forget(self, position: tuple[int, int]) -> SpooledRequest | None:
+        """The remembered request at `position`, no longer remembered (call with _cond held)."""
+        request = self._memo.pop(position, None)
+        if request is not None:
+            self._memo_held -= len(request.body)
+        return request
 
     def _sync(self, written: list[SpooledRequest], size: int, durable: list[SpooledRequest]) -> None:
         """fsync the active segment, then make what was written there readable."""
@@ -352,6 +384,9 @@ class Spool:
                 os.ftruncate(self._active_fd, self._active.size)
             except OSError:
                 pass  # readers stop at the durable end anyway; the next start ignores the torn tail
+            with self._cond:
+                for position in [p for p in self._memo if p[0] == self._active.seq and p[1] >= self._active.size]:
+                    self._forget(position)
         self._seal_active()
 
     # --- the drain's side ------------------------------------------------------------------------
@@ -368,6 +403,10 @@ class Spool:
                 if left <= 0 or self._closing and not self._appending:
                     return None
                 self._cond.wait(left)
+            remembered = self._forget((segment.seq, offset))
+            if remembered is not None:
+                self._read = (segment.seq, offset + record_size(remembered))
+                return Position(segment.seq, offset, remembered.spans), remembered
         fd = self._reader(segment)
         record = read_record(fd, offset, segment.size)
         if record is None:  # a record fsynced whole does not tear: the disk damaged it
@@ -506,7 +545,7 @@ class Ingest:
                 return self.writer.submit_batch(batch)
             except QueueFull:
                 pass
-        request.spans = batch.span_count
+        request.spans, request.batch = batch.span_count, batch
         fut = self.spool.append(request)
         if self.on_spooled:
             self.on_spooled(request.protocol, batch.span_count)
@@ -534,7 +573,7 @@ class Ingest:
                     break
                 continue
             position, request = found
-            batch = self._decode(request)
+            batch, request.batch = request.batch or self._decode(request), None
             if batch is None:  # it cannot be stored, ever: logged, dropped
                 spool.taken()
                 spool.committed(position)
