@@ -3,7 +3,7 @@
 // the BatchSpanProcessor's forceFlush exports all batches at once (up to `concurrencyLimit`).
 //
 //   NODE_PATH=<cache>/node_modules node burst.js --protocol grpc|http/protobuf|http/json \
-//       --endpoint URL --spans 20000 --sessions 5 --run RUN_ID [--ca ca.pem]
+//       --endpoint URL --spans 20000 --sessions 5 --run RUN_ID [--ca ca.pem] [--token TOKEN]
 //
 // Prints one JSON line: spans exported and failed (by the exporter's own results) and the
 // errors it met. Used by tests/collector/test_js_exporters.py; the packages are pinned in
@@ -30,14 +30,17 @@ function exporterFor(opts) {
   const common = { url: opts.endpoint, concurrencyLimit: opts.concurrency, timeoutMillis: opts.timeoutMillis };
   if (opts.protocol === 'grpc') {
     const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
+    const grpc = require('@grpc/grpc-js');
     const extra = {};
-    if (ca) {
-      const grpc = require('@grpc/grpc-js');
-      extra.credentials = grpc.credentials.createSsl(ca);
+    if (ca) extra.credentials = grpc.credentials.createSsl(ca);
+    if (opts.token) {
+      extra.metadata = new grpc.Metadata();
+      extra.metadata.set('authorization', `Bearer ${opts.token}`);
     }
     return new OTLPTraceExporter({ ...common, ...extra });
   }
   const extra = ca ? { httpAgentOptions: { ca } } : {};
+  if (opts.token) extra.headers = { Authorization: `Bearer ${opts.token}` };
   if (opts.protocol === 'http/protobuf') {
     const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-proto');
     return new OTLPTraceExporter({ ...common, ...extra });
