@@ -225,8 +225,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each side; medians are compared")
     ap.add_argument("--db-threads", type=int, default=1, help="DuckDB worker threads on both sides")
-    ap.add_argument("--spill-queue-spans", type=int, default=2000,
-                    help="--max-queue-spans of the spilling run: past it, exports go through the disk spool")
+    ap.add_argument("--spill-queue-spans", type=int, default=300,
+                    help="--max-queue-spans of the spilling run (one request of the default size): the "
+                         "other exporters' requests go through the disk spool")
     args = ap.parse_args()
     global DB_THREADS
     DB_THREADS = args.db_threads

@@ -77,7 +77,7 @@ def _check_webhook_secret(ctx, param, value):
               help="Spans waiting in memory to be written; beyond, exports go to the spool on disk.")
 @click.option("--spool-dir", envvar="TRACEFIX_SPOOL_DIR", default=None,
               help="Directory of the durable spool [default: the database's path + '.spool'].")
-@click.option("--spool-max-mb", default=2048, show_default=True, type=click.IntRange(0),
+@click.option("--spool-max-mb", default=2048.0, show_default=True, type=click.FloatRange(0),
               help="Disk budget of the spool; once spent, receivers answer 429 / RESOURCE_EXHAUSTED "
                    "with a retry delay (0: no spool, a full queue is refused at once).")
 @click.option("--db-threads", default=1, show_default=True, type=int,
@@ -102,7 +102,7 @@ def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_
                     webhook_secret=webhook_secret,
                     diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
-                    spool_dir=spool_dir and os.path.abspath(spool_dir), spool_max_bytes=spool_max_mb * 1024 * 1024,
+                    spool_dir=spool_dir and os.path.abspath(spool_dir), spool_max_bytes=int(spool_max_mb * 1024 * 1024),
                     db_threads=db_threads, decode_workers=decode_workers,
                     tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     import duckdb

@@ -162,7 +162,7 @@ class Spool:
         # (seq, offset) -> request still holding its batch, for the drain (MEMO_BYTES)
         self._memo: dict[tuple[int, int], SpooledRequest] = {}
         self._memo_held = 0
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.RLock())
         self._file_lock = threading.Lock()  # the active segment's descriptor; taken before _cond
         self._segments: deque[Segment] = deque()  # oldest first; the last may be the active one
         self._active: Segment | None = None
@@ -235,8 +235,8 @@ class Spool:
             if self._closing:
                 raise WriterClosed("the collector is shutting down")
             if self.bytes + size > self.max_bytes:
-                raise SpoolFull(f"the spool holds {self.bytes >> 20} MiB of its {self.max_bytes >> 20} MiB budget "
-                                f"and {self.pending_spans} spans wait to be written")
+                raise SpoolFull(f"the spool holds {self.bytes / 2**20:.1f} MiB of its {self.max_bytes / 2**20:.1f} "
+                                f"MiB budget and {self.pending_spans} spans wait to be written")
             self._queue.append((request, fut))
             self._reserved_bytes += size
             self._appending += 1
@@ -244,20 +244,24 @@ class Spool:
             self._cond.notify_all()
         return fut
 
+    # (read from any thread: /metrics, /healthz; _cond is reentrant)
     @property
     def bytes(self) -> int:
         """Disk the spool holds or has promised (the budget's measure)."""
-        return sum(s.size for s in self._segments) + self._reserved_bytes
+        with self._cond:
+            return sum(s.size for s in self._segments) + self._reserved_bytes
 
     @property
     def pending_requests(self) -> int:
         """Requests acknowledged (or being appended) and not yet committed to the store."""
-        return sum(s.records - s.committed for s in self._segments) + self._appending
+        with self._cond:
+            return sum(s.records - s.committed for s in self._segments) + self._appending
 
     @property
     def pending_spans(self) -> int:
-        return (sum(s.spans - s.committed_spans for s in self._segments)
-                + sum(r.spans for r, _ in self._queue))
+        with self._cond:
+            return (sum(s.spans - s.committed_spans for s in self._segments)
+                    + sum(r.spans for r, _ in self._queue))
 
     @property
     def unread(self) -> int:
@@ -370,12 +374,19 @@ class Spool:
         return segment
 
     def _seal_active(self) -> None:
+        """No more appends to the active segment; deleted at once if the drain committed it all
+        (call with _file_lock held)."""
         if self._active_fd is not None:
             os.close(self._active_fd)
         with self._cond:
-            if self._active is not None:
-                self._active.sealed = True
+            segment = self._active
             self._active, self._active_fd = None, None
+            if segment is None:
+                return
+            segment.sealed = True
+            done = segment.committed >= segment.records
+        if done:
+            self._delete(segment)
 
     def _abandon_active(self) -> None:
         """After a failed write: cut the segment back to its durable end, and seal it."""
@@ -463,12 +474,14 @@ class Spool:
                     return
                 segment.committed += 1
                 segment.committed_spans += position.spans
-                done = segment.committed >= segment.records
-                if not done or (not segment.sealed and (self._appending or self._active is not segment)):
+                if segment.committed < segment.records:
                     return
-            if not segment.sealed:  # the active one, drained and idle: seal it to free the disk
+                if not segment.sealed and (self._appending or self._active is not segment):
+                    return  # more is coming to the active segment: sealing it deletes it once drained
+            if segment.sealed:
+                self._delete(segment)
+            else:  # the active one, drained and idle: seal it (and so delete it) to free the disk
                 self._seal_active()
-            self._delete(segment)
 
     def _delete(self, segment: Segment) -> None:
         if self._read_fd is not None and self._read_fd[0] == segment.seq:
