@@ -454,6 +454,7 @@ class Spool:
         return None
 
     def _reader(self, segment: Segment) -> int:
+        """A descriptor of `segment` for reading (the drain thread's alone)."""
         if self._read_fd is None or self._read_fd[0] != segment.seq:
             if self._read_fd is not None:
                 os.close(self._read_fd[1])
@@ -484,9 +485,8 @@ class Spool:
                 self._seal_active()
 
     def _delete(self, segment: Segment) -> None:
-        if self._read_fd is not None and self._read_fd[0] == segment.seq:
-            os.close(self._read_fd[1])
-            self._read_fd = None
+        # the drain's descriptor (`_reader`) stays open on the unlinked file until it moves on:
+        # only the drain thread opens and closes it
         segment.path.unlink(missing_ok=True)
         with self._cond:
             self._segments.remove(segment)
