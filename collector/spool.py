@@ -149,6 +149,29 @@ class Position:
     spans: int
 
 
+def scan_segment(segment: Segment) -> Segment | None:
+    """Count a segment's intact records; what follows the first torn one is ignored. None for
+    a file that is no spool segment."""
+    fd = os.open(segment.path, os.O_RDONLY)
+    try:
+        end = os.fstat(fd).st_size
+        if os.pread(fd, len(MAGIC), 0) != MAGIC:
+            log.warning("spool file %s is not a tracefix spool segment: left alone", segment.path)
+            return None
+        offset = len(MAGIC)
+        while (found := read_record(fd, offset, end)) is not None:
+            request, offset = found
+            segment.records += 1
+            segment.spans += request.spans
+        segment.size = offset
+        if offset < end:
+            log.warning("spool segment %s: %d bytes after its last intact request ignored (a write "
+                        "the last process did not finish, never acknowledged)", segment.path, end - offset)
+    finally:
+        os.close(fd)
+    return segment
+
+
 class Spool:
     """An append-only log of requests in segment files, one appending thread (group commit),
     one reader (the drain). Thread-safe; `append` never blocks on the disk."""
@@ -181,7 +204,7 @@ class Spool:
 
     # --- opening: what the last process left ---------------------------------------------------
     def open(self) -> "Spool":
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # span contents: the owner's alone
         self._lock_fd = os.open(self.directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -194,7 +217,9 @@ class Spool:
             except ValueError:
                 continue
             self._next_seq = max(self._next_seq, seq + 1)
-            segment = self._scan(Segment(seq, path, sealed=True))
+            segment = scan_segment(Segment(seq, path, sealed=True))
+            if segment is None:
+                continue
             if segment.records:
                 self._segments.append(segment)
                 self._unread += segment.records
@@ -202,28 +227,6 @@ class Spool:
                 path.unlink(missing_ok=True)
         self._thread.start()
         return self
-
-    @staticmethod
-    def _scan(segment: Segment) -> Segment:
-        """Count a segment's intact records; what follows the first torn one is ignored."""
-        fd = os.open(segment.path, os.O_RDONLY)
-        try:
-            end = os.fstat(fd).st_size
-            if os.pread(fd, len(MAGIC), 0) != MAGIC:
-                log.warning("spool file %s is not a tracefix spool segment: ignored", segment.path)
-                return segment
-            offset = len(MAGIC)
-            while (found := read_record(fd, offset, end)) is not None:
-                request, offset = found
-                segment.records += 1
-                segment.spans += request.spans
-            segment.size = offset
-            if offset < end:
-                log.warning("spool segment %s: %d bytes after its last intact request ignored (a write "
-                            "the last process did not finish, never acknowledged)", segment.path, end - offset)
-        finally:
-            os.close(fd)
-        return segment
 
     # --- the receivers' side -----------------------------------------------------------------
     def append(self, request: SpooledRequest) -> Future:

@@ -75,9 +75,9 @@ def _health(serve) -> dict:
 
 def _spool_records(spool_dir) -> int:
     """Requests in the spool's segment files, read as the next start will read them."""
-    from tracefix.collector.spool import Segment, Spool
+    from tracefix.collector.spool import Segment, scan_segment
 
-    return sum(Spool._scan(Segment(int(p.stem), p, sealed=True)).records for p in spool_dir.glob("*.seg"))
+    return sum(scan_segment(Segment(int(p.stem), p, sealed=True)).records for p in spool_dir.glob("*.seg"))
 
 
 def test_kill_9_while_spilling_to_the_spool_keeps_every_acknowledged_span_exactly_once(tmp_path):

@@ -11,7 +11,6 @@ import os
 import time
 import uuid
 
-import grpc
 import pytest
 from collector_support import TOKEN
 from test_backpressure import assert_retry_info, grpc_burst, session_body
