@@ -1,8 +1,10 @@
 """Exporters no one here wrote: the OpenTelemetry JS SDK 2.x on Node.js sends a burst of 20,000
 GenAI spans through each of its three OTLP trace exporters (gRPC, HTTP/protobuf, HTTP/JSON) to
 `tracefix serve --max-queue-spans 2000`, every batch at once (`concurrencyLimit` 1000, so the
-exporter's own limit drops nothing). The JS gRPC exporter never retries: only the spool keeps its
-spans. Pass: every span stored, the sessions grouped, the GenAI attributes intact.
+exporter's own limit drops nothing). The JS gRPC exporter never retries: whatever the writer's
+queue cannot take must go to the spool, or be lost. (How much of a burst needs the spool depends
+on how fast this machine decodes and writes; test_spool.py makes every export spill.) Pass:
+every span stored, the sessions grouped, the GenAI attributes intact.
 
 Marked `js`; tests/node_packages.py installs the pinned packages (tests/js/) into a cache, and
 the tests skip, saying why, where Node.js or npm is missing. (TLS: test_tls.py.)
@@ -13,7 +15,6 @@ import json
 import uuid
 
 import pytest
-from test_metrics import scrape, value
 from test_spool import wait_drained
 
 import procs
@@ -76,11 +77,7 @@ def assert_stored_whole(api: HttpAccess, protocol: str, run: str, spans: int, se
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf", "http/json"])
 def test_a_burst_of_20000_genai_spans_from_the_js_exporter_is_stored_whole(serve, modules, protocol):
     run = f"js-{protocol.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
-    wire = "grpc" if protocol == "grpc" else "http"
-    spooled_before = value(scrape(serve), "tracefix_spooled_requests_total", protocol=wire)
     summary = run_burst(modules, protocol, endpoint(serve, protocol), spans=SPANS, sessions=SESSIONS, run=run)
     assert (summary["created"], summary["exported"], summary["failed"], summary["errors"]) == (SPANS, SPANS, 0, {})
     wait_drained(serve)
-    # the burst outran the writer's queue: the spool took the rest (the gRPC exporter never retries)
-    assert value(scrape(serve), "tracefix_spooled_requests_total", protocol=wire) > spooled_before
     assert_stored_whole(HttpAccess(serve.match["http"]), protocol, run, SPANS, SESSIONS)
