@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from tracefix.collector import document, jsonsafe, otlp
 from tracefix.collector.access import store_identity
-from tracefix.collector.auth import API, INGEST
+from tracefix.collector.auth import API, INGEST, UI_COOKIE
 from tracefix.collector.imports import ImportError_
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
@@ -154,7 +154,8 @@ def build_app(collector: "Collector") -> Starlette:
 
     def guarded(handler, scope: str = API):
         async def wrapped(request: Request) -> Response:
-            if not collector.tokens.allows(request.headers.get("authorization"), scope):
+            if not collector.tokens.allows_request(request.headers.get("authorization"),
+                                                   request.cookies.get(UI_COOKIE), request.method, scope):
                 return error(401, "missing or wrong bearer token", hint="send 'Authorization: Bearer <token>'")
             try:
                 return await handler(request)
@@ -511,4 +512,7 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/jobs/{job_id}/finish", guarded(finish_job), methods=["POST"]),
         Route("/api/v1/alerts", guarded(alerts)),
     ]
+    from tracefix.ui import ui_routes  # the web UI at / (its own pages, same tokens)
+
+    routes += ui_routes(collector)
     return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)])
