@@ -979,11 +979,12 @@ class Store:
             yield from cur.execute(" UNION ALL ".join(
                 f"SELECT rowid, {columns} FROM {table} WHERE rowid = {int(r)}" for r in rowids[i:i + chunk])).fetchall()
 
-    def _iter_message_texts(self, keys: Iterable[int], cur) -> Iterator[tuple[int, str]]:
+    def _iter_message_texts(self, keys: Iterable[int], cur, where: dict[int, int] | None = None
+                            ) -> Iterator[tuple[int, str]]:
         """(key, stored text) of these messages in the order given, fetched a few at a time
-        (keys not stored are skipped)."""
+        (keys not stored are skipped). `where`: their rowids, when already looked up."""
         keys = list(dict.fromkeys(int(k) for k in keys))
-        where = self._message_rowids(keys, cur)
+        where = self._message_rowids(keys, cur) if where is None else where
         for i in range(0, len(keys), 8):
             chunk = [k for k in keys[i:i + 8] if k in where]
             texts = {key: text for _, key, text in self._fetch_by_rowid(cur, "messages", "key, message",
@@ -1059,8 +1060,30 @@ class Store:
             return None
         return {"session_id": session_id, "step": doc["steps"][0]}
 
+    def session_outline(self, session_id: str) -> dict | None:
+        """The session document (§1) with every step but without contents: each step has its
+        index, kind, agent, model, start, duration, tokens, error, `output_message_key`, and its
+        tool calls' names, ids and errors (what a timeline draws). Reads no message, argument or
+        result, so a tool call sits on the step its span recorded (`tracefix.step`), else the
+        step before it in time, rather than on the step whose output names its call id; the
+        task comes from the metadata or inputs only. None for an unknown session."""
+        doc = self._paged_document(self._read(), session_id, 0, 0, None, 0, input_previews=False, output=False,
+                                   outline=True)
+        if doc is None:
+            return None
+        fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
+                  "finish_reason", "error", "replay_source")
+        doc["steps"] = [
+            {**{f: step.get(f) for f in fields},
+             "output_message_key": (document.key_ref(step["output_message"].key)
+                                    if step["output_message"] is not None else None),
+             "tool_calls": [{"id": tc.get("id"), "name": tc.get("name"), "error": tc.get("error"),
+                             "duration_ms": tc.get("duration_ms")} for tc in step.get("tool_calls") or []]}
+            for step in doc["steps"]]
+        return doc
+
     def _paged_document(self, cur, session_id: str, offset: int, limit: int, max_chars: int | None,
-                        budget_chars: int, input_previews: bool, output: bool) -> dict | None:
+                        budget_chars: int, input_previews: bool, output: bool, outline: bool = False) -> dict | None:
         srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
                            [session_id]).fetchone()
         if srow is None:
@@ -1093,7 +1116,8 @@ class Store:
             if span["output_key"] is not None:
                 refs.setdefault(span["output_key"], document.MessageRef(span["output_key"]))
         # Outside the page an output matters only by its tool call ids, which place tool spans on steps.
-        if any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
+        # (an outline reads no message: its tool calls sit on their recorded step, else by time)
+        if not outline and any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
             outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
             where = self._message_rowids(outputs, cur)
             for _, key, ids in self._fetch_by_rowid(
@@ -1101,7 +1125,7 @@ class Store:
                     sorted(where.values()), chunk=64):
                 if ids:
                     refs[key]["tool_calls"] = [{"id": i} for i in ids if i is not None]
-        first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
+        first = next((s for s in spans if order and s["span_id"] == order[0][0]), None) if not outline else None
         if first is not None:
             first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
             for key, text in self._iter_message_texts(first_keys, cur):
@@ -1113,11 +1137,18 @@ class Store:
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
         doc = document.build(session, spans, links, order, refs, snaps, feedback)
 
+        if outline:
+            return doc
         page, messages, used = [], {}, 0
-        for step in (st for st in doc["steps"] if st["span_id"] in page_ids):
+        page_steps = [st for st in doc["steps"] if st["span_id"] in page_ids]
+        # where the page's messages are, in one scan of the key column rather than one per step
+        wanted = {m.key for st in page_steps for m in (st["input_messages"] if input_previews else [])}
+        wanted |= {st["output_message"].key for st in page_steps if output and st["output_message"] is not None}
+        where = self._message_rowids(wanted, cur)
+        for step in page_steps:
             if page and used > budget_chars:
                 break
-            used += self._fill_step(cur, step, messages if input_previews else None, max_chars, output)
+            used += self._fill_step(cur, step, messages if input_previews else None, max_chars, output, where)
             page.append(step)
         doc["steps"] = page
         if input_previews:
@@ -1127,7 +1158,8 @@ class Store:
                        "next_offset": end if end < len(order) else None, "max_chars": max_chars}
         return doc
 
-    def _fill_step(self, cur, step: dict, messages: dict | None, max_chars: int | None, with_output: bool) -> int:
+    def _fill_step(self, cur, step: dict, messages: dict | None, max_chars: int | None, with_output: bool,
+                   where: dict[int, int] | None = None) -> int:
         """Put a page step's contents in place (fetched now, cut to `max_chars`); returns
         about how many characters they add to the page."""
         used = 0
@@ -1135,7 +1167,7 @@ class Store:
         step["input_message_keys"] = [document.key_ref(m.key) for m in inputs]
         if messages is not None:
             fresh = [m.key for m in inputs if document.key_ref(m.key) not in messages]
-            for key, text in self._iter_message_texts(fresh, cur):
+            for key, text in self._iter_message_texts(fresh, cur, where):
                 preview, cut = document.clip(json.loads(text), max_chars)
                 if cut:
                     preview["truncated"] = cut
@@ -1146,7 +1178,7 @@ class Store:
         if output is not None and not with_output:
             step["output_message"] = None
         elif output is not None:
-            text = next((t for _, t in self._iter_message_texts([output.key], cur)), None)
+            text = next((t for _, t in self._iter_message_texts([output.key], cur, where)), None)
             preview, cut = document.clip(json.loads(text), max_chars) if text is not None else (None, 0)
             if cut:
                 preview["truncated"] = cut
