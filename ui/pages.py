@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tracefix.collector import document
 from tracefix.collector.api import read_body
 from tracefix.collector.jobs import JOB_KINDS, MAX_EDIT_CHARS
 from tracefix.collector.otlp import OtlpError
@@ -26,7 +27,7 @@ from tracefix.collector.store import UnknownSession
 from tracefix.collector.url_input import InvalidParameter, QueryParams
 from tracefix.collector.writer import QueueFull, WriterClosed
 from tracefix.ui import views
-from tracefix.ui.security import UI_CSP, Forbidden, Guard
+from tracefix.ui.security import UI_CSP, UI_REFERRER_POLICY, Forbidden, Guard
 from tracefix.ui.timeline import layout
 
 if TYPE_CHECKING:
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).parent
 SESSIONS_PER_PAGE = 50
-STEPS_PER_PAGE = 100
-OUTLINE_PAGE = 1000  # steps per read of the timeline's outline
+STEPS_PER_PAGE = 50
 SPANS_PER_PAGE = 500
 INPUTS_SHOWN = 12  # of a step's input messages, the last ones (a prompt repeats the earlier steps)
 FORM_BYTES = 64 * 1024
@@ -110,6 +110,7 @@ def routes(collector: "Collector") -> list:
             except ValueError as exc:
                 response = render(request, "error.html", 400, message=str(exc))
             response.headers["Content-Security-Policy"] = UI_CSP
+            response.headers["Referrer-Policy"] = UI_REFERRER_POLICY
             response.headers.setdefault("Cache-Control", "no-store")
             response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
             return response
@@ -179,47 +180,35 @@ def routes(collector: "Collector") -> list:
                       diagnosis_states=store.TABLE_DIAGNOSIS)
 
     # --- one session -----------------------------------------------------------------------
-    def outline(sid: str, total: int) -> list[dict]:
-        """Every step's agent, kind, error, tool calls and duration: the timeline's input."""
-        steps = []
-        for offset in range(0, total, OUTLINE_PAGE):
-            doc = store.session_page(sid, offset, OUTLINE_PAGE, 1, "keys")
-            steps += [{"index": s["index"], "agent": s.get("agent"), "kind": s.get("kind"),
-                       "error": bool(s.get("error") or any(tc.get("error") for tc in s.get("tool_calls") or [])),
-                       "tools": len(s.get("tool_calls") or []), "duration_ms": s.get("duration_ms")}
-                      for s in (doc or {}).get("steps", [])]
-        return steps
-
     def session(request: Request, form) -> Response:
         q = QueryParams(request.query_params)
         sid = session_id(q)
         selected = q.integer("step", -1, low=-1, high=1 << 31)
-        offset = q.integer("offset", max(0, selected // STEPS_PER_PAGE * STEPS_PER_PAGE), high=1 << 31)
-        doc = store.session_page(sid, offset, STEPS_PER_PAGE, 300, "previews")
+        doc = store.session_outline(sid)  # every step, no contents: the timeline and the step list
         if doc is None:
             raise UnknownSession(sid)
-        total = doc["page"]["total"]
-        steps = outline(sid, total)
+        total = len(doc["steps"])
+        first = max(0, selected) // STEPS_PER_PAGE * STEPS_PER_PAGE
+        offset = q.integer("offset", first, high=1 << 31)
+        shown = doc["steps"][offset:offset + STEPS_PER_PAGE]
+        # what each shown step said: its output message, read for this page only
+        keys = {document.key_from_ref(s["output_message_key"]): s for s in shown if s["output_message_key"]}
+        for key, text in store.iter_message_texts(list(keys)):
+            keys[key]["said"] = views.content_text(views.json_message(text))[:400]
         step, inputs = None, []
         if selected >= 0:
             found = store.session_step(sid, selected)
             if found is None:
                 raise NotFound(f"session {sid!r} has no step {selected}")
             step = found["step"]
-            keys = step.get("input_message_keys") or []
-            from tracefix.collector import document
-
-            for key in keys[-INPUTS_SHOWN:]:
-                text = store.session_message(sid, document.key_from_ref(key))
-                inputs.append(views.json_message(text))
-        return render(request, "session.html", doc=doc, sid=sid, timeline=layout(steps, selected if step else None),
-                      step=step, inputs=inputs, earlier_inputs=max(0, len(step.get("input_message_keys") or [])
-                                                                   - INPUTS_SHOWN) if step else 0,
-                      tokens_total=sum((s.get("input_tokens") or 0) + (s.get("output_tokens") or 0)
-                                       for s in doc["steps"]),
+            for key in (step.get("input_message_keys") or [])[-INPUTS_SHOWN:]:
+                inputs.append(views.json_message(store.session_message(sid, document.key_from_ref(key))))
+        return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset,
+                      timeline=layout(doc["steps"], selected if step else None), step=step, inputs=inputs,
+                      earlier_inputs=max(0, len(step.get("input_message_keys") or []) - INPUTS_SHOWN) if step else 0,
                       previous=offset > 0 and views.session_url(sid, offset=max(0, offset - STEPS_PER_PAGE)),
-                      following=doc["page"]["next_offset"] is not None
-                      and views.session_url(sid, offset=doc["page"]["next_offset"]))
+                      following=offset + STEPS_PER_PAGE < total
+                      and views.session_url(sid, offset=offset + STEPS_PER_PAGE))
 
     def spans(request: Request, form) -> Response:
         q = QueryParams(request.query_params)
@@ -250,7 +239,7 @@ def routes(collector: "Collector") -> list:
     # --- diagnosis -------------------------------------------------------------------------
     def diagnosis(request: Request, form) -> Response:
         sid = session_id(QueryParams(request.query_params))
-        head = store.session_page(sid, 0, 1, 300, "keys")
+        head = store.session_outline(sid)
         if head is None:
             raise UnknownSession(sid)
         analysis, replay = store.get_analysis(sid), store.get_replay(sid)

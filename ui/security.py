@@ -4,9 +4,10 @@
   is a cookie holding `Tokens.ui_cookie` (derived from the token, HttpOnly, SameSite=Strict,
   Secure under TLS). A bearer header works too, as on the API.
 - **Writes.** Every POST of the UI must carry the CSRF token of its form (an HMAC of the
-  cookie under a secret of this process) and, when the browser sends one, an `Origin` of
-  this very host. A SameSite=Strict cookie is not sent by other sites anyway: this is the
-  second lock.
+  cookie under a secret of this process) and, when the browser sends them, an `Origin` of
+  this very host and `Sec-Fetch-Site: same-origin` (the UI's pages set `Referrer-Policy:
+  same-origin`, else browsers send `Origin: null`). A SameSite=Strict cookie is not sent
+  by other sites anyway: this is the second lock.
 - **Content-Security-Policy.** Scripts, styles and images from this origin only, no inline
   script, no style attribute, nothing framed, forms posted here only.
 """
@@ -23,6 +24,9 @@ from tracefix.collector.auth import API, UI_COOKIE
 
 UI_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+# The API's `no-referrer` would make browsers send `Origin: null` with the UI's own forms;
+# `same-origin` sends this origin to this origin only (and no Referer to any other site).
+UI_REFERRER_POLICY = "same-origin"
 COOKIE_MAX_AGE_S = 7 * 24 * 3600
 
 
@@ -47,7 +51,9 @@ class Guard:
     def check_post(self, request: Request, form) -> None:
         """Raise Forbidden unless this POST comes from one of the UI's own forms."""
         origin = request.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        site = request.headers.get("sec-fetch-site")
+        if (origin is not None and urlsplit(origin).netloc != request.headers.get("host")) \
+                or site not in (None, "same-origin"):
             raise Forbidden("this form may only be sent from the UI's own pages")
         given = form.get("csrf")
         if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.csrf_token(request).encode()):

@@ -34,8 +34,7 @@ class Timeline:
 
 
 def layout(steps: list[dict], selected: int | None = None) -> Timeline:
-    """`steps`: dicts with `index`, `agent`, `kind`, `error` (bool), `tools` (how many tool
-    calls) and `duration_ms`, in step order."""
+    """`steps`: outline steps (`Store.session_outline`) in step order."""
     agents: list[str] = []
     for step in steps:
         name = step.get("agent") or NO_AGENT
@@ -50,17 +49,19 @@ def layout(steps: list[dict], selected: int | None = None) -> Timeline:
         name = step.get("agent") or NO_AGENT
         x, y = LABEL_W + n * (STEP_W + GAP), lane_y[name]
         css = ["step", f"kind-{step.get('kind') or 'other'}"]
-        if step.get("error"):
+        tools = step.get("tool_calls") or []
+        failed = bool(step.get("error") or any(tc.get("error") for tc in tools))
+        if failed:
             css.append("error")
-        if step.get("tools"):
+        if tools:
             css.append("tools")
         if step["index"] == selected:
             css.append("selected")
         duration = step.get("duration_ms")
         title = (f"step {step['index']} · {name} · {step.get('kind') or ''}"
-                 + (f" · {step['tools']} tool call{'s' if step['tools'] != 1 else ''}" if step.get("tools") else "")
+                 + (" · " + ", ".join(str(tc.get("name")) for tc in tools[:5]) if tools else "")
                  + (f" · {duration:.0f} ms" if isinstance(duration, (int, float)) else "")
-                 + (" · error" if step.get("error") else ""))
+                 + (" · error" if failed else ""))
         tl.boxes.append(Box(step["index"], x, y, " ".join(css), title))
         if previous is not None and previous[1] != y:
             tl.handoffs.append((previous[0] + STEP_W, previous[1] + BOX_H // 2, x, y + BOX_H // 2))

@@ -44,9 +44,16 @@ def number(x: Any, digits: int = 2) -> str:
 
 
 def thumbs(score: Any) -> str:
-    if not isinstance(score, (int, float)):
+    """A feedback score in words a browser without an emoji font still shows."""
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
         return ""
-    return "👎" if score < 0 else "👍" if score > 0 else "·"
+    return "▼ down" if score < 0 else "▲ up" if score > 0 else "· neutral"
+
+
+def compact(value: Any, limit: int = 300) -> str:
+    """A JSON value on one line (evidence, options), cut at `limit` characters."""
+    text = value if isinstance(value, str) else jsonsafe.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else f"{text[:limit]}…"
 
 
 def pretty(value: Any, limit: int = PREVIEW_CHARS) -> str:
@@ -89,7 +96,7 @@ def api_url(session_id: str, suffix: str = "") -> str:
     return f"/api/v1/sessions/{quote(session_id, safe='')}{suffix}"
 
 
-FILTERS = {"when": when, "duration": duration, "count": count, "number": number, "thumbs": thumbs,
+FILTERS = {"when": when, "duration": duration, "count": count, "number": number, "thumbs": thumbs, "compact": compact,
            "pretty": pretty, "content_text": content_text, "brief": brief}
 GLOBALS = {"session_url": session_url, "api_url": api_url}
 
