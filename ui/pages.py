@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).parent
 SESSIONS_PER_PAGE = 50
 STEPS_PER_PAGE = 50
-SPANS_PER_PAGE = 500
+SPANS_PER_PAGE = 100  # a span keeps its attributes whole: a page must stay small
 INPUTS_SHOWN = 12  # of a step's input messages, the last ones (a prompt repeats the earlier steps)
 FORM_BYTES = 64 * 1024
 LISTED = 200  # alerts and jobs shown, newest first
