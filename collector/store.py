@@ -1064,9 +1064,9 @@ class Store:
         """The session document (§1) with every step but without contents: each step has its
         index, kind, agent, model, start, duration, tokens, error, `output_message_key`, and its
         tool calls' names, ids and errors (what a timeline draws). Reads no message, argument or
-        result, so a tool call sits on the step its span recorded (`tracefix.step`), else the
-        step before it in time, rather than on the step whose output names its call id; the
-        task comes from the metadata or inputs only. None for an unknown session."""
+        result but step 0's messages (the task), so a tool call sits on the step its span
+        recorded (`tracefix.step`), else the step before it in time, rather than on the step
+        whose output names its call id. None for an unknown session."""
         doc = self._paged_document(self._read(), session_id, 0, 0, None, 0, input_previews=False, output=False,
                                    outline=True)
         if doc is None:
@@ -1125,7 +1125,7 @@ class Store:
                     sorted(where.values()), chunk=64):
                 if ids:
                     refs[key]["tool_calls"] = [{"id": i} for i in ids if i is not None]
-        first = next((s for s in spans if order and s["span_id"] == order[0][0]), None) if not outline else None
+        first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
         if first is not None:
             first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
             for key, text in self._iter_message_texts(first_keys, cur):
