@@ -79,14 +79,15 @@ class HttpAccess(_Base):
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            try:
-                detail = json.loads(detail).get("error", detail)
+            detail, code = exc.read().decode(errors="replace"), None
+            try:  # the API's error shape (tracefix.collector.schemas.ErrorBody)
+                answer = json.loads(detail)
+                detail, code = answer.get("error", detail), answer.get("code")
             except (ValueError, AttributeError):
                 pass
             if exc.code == 404 and missing_ok:
                 return None
-            if exc.code == 404 and "unknown session" in str(detail):
+            if exc.code == 404 and code == "unknown_session":
                 raise KeyError(detail) from None
             raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None
         except urllib.error.URLError as exc:

@@ -29,6 +29,7 @@ from tracefix.collector.metrics import CollectorMetrics
 from tracefix.collector.store import Store
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import Writer
+from tracefix.ui import with_ui
 
 log = logging.getLogger("tracefix.collector")
 
@@ -165,7 +166,7 @@ class Collector:
         self._grpc, gport = start_grpc(self, cfg.host, cfg.grpc_port)
         self.grpc_addr = f"{shown}:{gport}"
 
-        app = build_app(self)
+        app = with_ui(build_app(self), self)  # the web UI at / beside the API (tracefix.ui)
         tls = {}
         if cfg.tls:
             tls = {"ssl_certfile": cfg.tls_cert, "ssl_keyfile": cfg.tls_key}

@@ -19,19 +19,37 @@ styles from /static only, no inline script or style), POSTs only from the UI's o
 (SameSite cookie, a CSRF token and an Origin check). Reads go through the Store's query
 methods; writes through the collector's single writer, as the API's do.
 
+The UI is an app of its own beside the API's (`with_ui`): the API's route table, its
+OpenAPI document and its JSON error shape stay the API's; only the UI's own paths reach it.
+
 Modules: `security` (cookie, CSRF, CSP, the guard of every page), `pages` (the handlers),
 `timeline` (the agent-lane SVG's geometry), `views` (formatting for the templates).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
 
 
-def ui_routes(collector: "Collector") -> list:
-    """The UI's routes, to append to the collector's app."""
-    from tracefix.ui.pages import routes
+def with_ui(api_app: Any, collector: "Collector") -> Any:
+    """An ASGI app that answers the UI's paths with the UI and everything else with `api_app`."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
 
-    return routes(collector)
+    from tracefix.collector.responses import SecurityHeaders
+    from tracefix.ui.pages import STATIC_PREFIX, routes
+
+    ui_routes = routes(collector)
+    paths = {r.path for r in ui_routes if not r.path.startswith(STATIC_PREFIX)}
+    ui_app = Starlette(routes=ui_routes, middleware=[Middleware(SecurityHeaders)])
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else None
+        if path is not None and (path in paths or path.startswith(STATIC_PREFIX + "/")):
+            await ui_app(scope, receive, send)
+        else:
+            await api_app(scope, receive, send)
+
+    return app

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tracefix.collector.server import Collector
 
 HERE = Path(__file__).parent
+STATIC_PREFIX = "/static"
 SESSIONS_PER_PAGE = 50
 STEPS_PER_PAGE = 50
 SPANS_PER_PAGE = 100  # a span keeps its attributes whole: a page must stay small
@@ -288,5 +289,5 @@ def routes(collector: "Collector") -> list:
         Route("/diagnosis/start", page(start_job), methods=["POST"]),
         Route("/alerts", page(alerts)),
         Route("/jobs", page(jobs)),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Mount(STATIC_PREFIX, StaticFiles(directory=HERE / "static"), name="static"),
     ]
