@@ -895,14 +895,17 @@ class Store:
                                            and_scope="AND session_id IN (SELECT session_id FROM base)")
             sort_join = f"LEFT JOIN ({agg}) {needs} ON {needs}.session_id = b.session_id"
         cur = self._read()
-        total = cur.execute(f"WITH {jobs_cte} SELECT count(*) FROM sessions s WHERE {filtered}", params).fetchone()[0]
-        page_ids = [r[0] for r in cur.execute(
+        # the count rides on the page's own scan (a text search filters 100k rows once, not twice)
+        found = cur.execute(
             f"""WITH {jobs_cte}, base AS (SELECT session_id, service, outcome, started_ns, ended_ns
                                           FROM sessions s WHERE {filtered})
-                SELECT b.session_id FROM base b {sort_join} ORDER BY {order} LIMIT ? OFFSET ?""",
-            [*params, int(limit), int(offset)]).fetchall()]
-        if not page_ids:
+                SELECT b.session_id, count(*) OVER () FROM base b {sort_join} ORDER BY {order} LIMIT ? OFFSET ?""",
+            [*params, int(limit), int(offset)]).fetchall()
+        page_ids = [r[0] for r in found]
+        if not page_ids:  # past the last page: the count alone
+            total = cur.execute(f"WITH {jobs_cte} SELECT count(*) FROM sessions s WHERE {filtered}", params).fetchone()[0]
             return {"rows": [], "total": total}
+        total = found[0][1]
         in_page, page_params = _in_strings(page_ids)
         rows = cur.execute(
             f"""WITH {jobs_cte},
