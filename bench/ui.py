@@ -119,7 +119,7 @@ def main() -> None:
             (f"session of {args.steps} steps", f"/session?id={sid}", f"/api/v1/sessions/{sid}?limit=100"),
             (f"session of {args.steps} steps, step 500", f"/session?id={sid}&step=500",
              f"/api/v1/sessions/{sid}/steps/500"),
-            ("span tree, first 100 spans", f"/session/spans?id={sid}", f"/api/v1/sessions/{sid}/spans?limit=100"),
+            ("span tree, first 50 spans", f"/session/spans?id={sid}", f"/api/v1/sessions/{sid}/spans?limit=50"),
         ]
         pid = serve.popen.pid
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores "

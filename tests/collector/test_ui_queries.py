@@ -60,6 +60,7 @@ def test_session_table_sorts_filters_searches_and_pages(store):
     pages = [store.session_table(sort="steps", limit=3, offset=o) for o in (0, 3)]
     assert [len(p["rows"]) for p in pages] == [3, 1] and all(p["total"] == 4 for p in pages)
     assert sorted(ids_of(pages[0]) + ids_of(pages[1])) == sorted(ids_of(everything))
+    assert store.session_table(offset=10, search="account") == {"rows": [], "total": 2}  # past the last page
     with pytest.raises(ValueError, match="sort must be one of"):
         store.session_table(sort="session_id; DROP TABLE sessions")
     with pytest.raises(ValueError, match="diagnosis must be one of"):
