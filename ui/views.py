@@ -125,12 +125,12 @@ def span_tree(spans: list[dict]) -> list[dict]:
 
 def tested_hypotheses(store, session_id: str, replay: dict | None) -> list[dict]:
     """Each replayed hypothesis with its runs beside the original from step t (the report's
-    comparison, tracefix.analysis.report_content, where the analysis extra is installed)."""
+    comparison, tracefix.report.content, where the report part is installed)."""
     hypotheses = [h for h in (replay or {}).get("hypotheses") or [] if isinstance(h, dict)]
     if not hypotheses:
         return []
     try:
-        from tracefix.analysis import report_content as rc
+        from tracefix.report import content as rc
     except ImportError:
         return [{"h": h, "gone": set(), "comparisons": []} for h in hypotheses]
     doc = store.get_session(session_id) or {}
