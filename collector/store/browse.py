@@ -5,7 +5,7 @@ from __future__ import annotations
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.store.reads import StoreReads
-from tracefix.collector.store.sql import in_strings
+from tracefix.collector.store.sql import in_strings, scalar
 
 
 class Browse(StoreReads):
@@ -87,7 +87,7 @@ class Browse(StoreReads):
             [*params, int(limit), int(offset)]).fetchall()
         page_ids = [r[0] for r in found]
         if not page_ids:  # past the last page: the count alone
-            total = cur.execute(f"WITH {jobs_cte} SELECT count(*) FROM sessions s WHERE {filtered}", params).fetchone()[0]
+            total = scalar(cur.execute(f"WITH {jobs_cte} SELECT count(*) FROM sessions s WHERE {filtered}", params))
             return {"rows": [], "total": total}
         total = found[0][1]
         in_page, page_params = in_strings(page_ids)
