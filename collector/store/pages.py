@@ -42,17 +42,29 @@ class Pages(StoreReads):
             return None
         return {"session_id": session_id, "step": doc["steps"][0]}
 
-    def session_outline(self, session_id: str) -> dict | None:
+    def session_outline(self, session_id: str, full_step: int | None = None) -> dict | None:
         """The session document (§1) with every step but without contents: each step has its
         index, kind, agent, model, start, duration, tokens, error, `output_message_key`, and its
         tool calls' names, ids and errors (what a timeline draws). Reads no message, argument or
         result but step 0's messages (the task), so a tool call sits on the step its span
         recorded (`tracefix.step`), else the step before it in time, rather than on the step
-        whose output names its call id. None for an unknown session."""
-        doc = self._paged_document(self._read(), session_id, 0, 0, None, 0, input_previews=False, output=False,
+        whose output names its call id. With `full_step`, `doc["full_step"]` is that step as
+        `session_step` gives it (None when there is no such step), placed the same way, read in
+        the same pass. None for an unknown session."""
+        cur = self._read()
+        # steps are numbered 0..n-1: the full step's position is its index (its input keys are read)
+        at, wanted = (full_step, 1) if full_step is not None and full_step >= 0 else (0, 0)
+        doc = self._paged_document(cur, session_id, at, wanted, None, 0, input_previews=False, output=False,
                                    outline=True)
         if doc is None:
             return None
+        if full_step is not None:
+            found = next((step for step in doc["steps"] if step["index"] == full_step), None)
+            if found is not None:
+                found = {**found, "tool_calls": [dict(tc) for tc in found["tool_calls"]],
+                         "snapshots": dict(found["snapshots"])}
+                self._fill_step(cur, found, None, None, True)
+            doc["full_step"] = found
         fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
                   "finish_reason", "error", "replay_source")
         doc["steps"] = [

@@ -79,4 +79,8 @@ def test_session_outline_has_every_step_of_the_document_without_contents(store):
         assert [tc["id"] for tc in light["tool_calls"]] == [tc["id"] for tc in full["tool_calls"]]
         assert "input_messages" not in light and "arguments" not in light["tool_calls"][0]
         assert light["output_message_key"]  # where what it said can be read, for the shown steps only
+    # one step in full, read with the outline: what session_step reads for it
+    for index in (0, 5, 11):
+        assert store.session_outline("agent-2", full_step=index)["full_step"] == store.session_step("agent-2", index)["step"]
+    assert store.session_outline("agent-2", full_step=12)["full_step"] is None
     assert store.session_outline("no-such-session") is None
