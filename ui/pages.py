@@ -185,7 +185,8 @@ def routes(collector: "Collector") -> list:
         q = QueryParams(request.query_params)
         sid = session_id(q)
         selected = q.integer("step", -1, low=-1, high=1 << 31)
-        doc = store.session_outline(sid)  # every step, no contents: the timeline and the step list
+        # every step without contents (the timeline and the step list), the selected one in full
+        doc = store.session_outline(sid, full_step=selected if selected >= 0 else None)
         if doc is None:
             raise UnknownSession(sid)
         total = len(doc["steps"])
@@ -196,14 +197,14 @@ def routes(collector: "Collector") -> list:
         keys = {document.key_from_ref(s["output_message_key"]): s for s in shown if s["output_message_key"]}
         for key, text in store.iter_message_texts(list(keys)):
             keys[key]["said"] = views.content_text(views.json_message(text))[:400]
-        step, inputs = None, []
+        step, inputs = doc.get("full_step"), []
         if selected >= 0:
-            found = store.session_step(sid, selected)
-            if found is None:
+            if step is None:
                 raise NotFound(f"session {sid!r} has no step {selected}")
-            step = found["step"]
-            for key in (step.get("input_message_keys") or [])[-INPUTS_SHOWN:]:
-                inputs.append(views.json_message(store.session_message(sid, document.key_from_ref(key))))
+            # the step's own input keys (this session's): the last ones, read in one pass
+            keys = [document.key_from_ref(k) for k in (step.get("input_message_keys") or [])[-INPUTS_SHOWN:]]
+            texts = dict(store.iter_message_texts(keys))
+            inputs = [views.json_message(texts.get(k)) for k in keys]
         return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset,
                       timeline=layout(doc["steps"], selected if step else None), step=step, inputs=inputs,
                       earlier_inputs=max(0, len(step.get("input_message_keys") or []) - INPUTS_SHOWN) if step else 0,
