@@ -29,7 +29,7 @@ from starlette.routing import Route
 from tracefix import __version__
 from tracefix.collector import document, jsonsafe, openapi, otlp
 from tracefix.collector.access import store_identity
-from tracefix.collector.auth import API, INGEST
+from tracefix.collector.auth import API, INGEST, UI_COOKIE
 from tracefix.collector.imports import ImportFormatError
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, SECURITY_HEADERS, JSONResponse, SecurityHeaders
@@ -158,7 +158,8 @@ def build_app(collector: "Collector") -> Starlette:
 
     def guarded(handler, scope: str = API):
         async def wrapped(request: Request) -> Response:
-            if not collector.tokens.allows(request.headers.get("authorization"), scope):
+            if not collector.tokens.allows_request(request.headers.get("authorization"),
+                                                   request.cookies.get(UI_COOKIE), request.method, scope):
                 return error(401, "missing or wrong bearer token", hint="send 'Authorization: Bearer <token>'")
             try:
                 return await handler(request)

@@ -194,6 +194,11 @@ class Collector:
         self.grpc_addr = f"{shown}:{gport}"
 
         app = build_app(self)
+        if self.pipeline.web_ui is not None:  # the web UI at / beside the API (tracefix.ui)
+            try:
+                app = self.pipeline.web_ui()(app, self)
+            except ImportError as exc:
+                log.warning("no web UI at /: %s", exc)
         tls = {}
         if cfg.tls:
             tls = {"ssl_certfile": cfg.tls_cert, "ssl_keyfile": cfg.tls_key}
