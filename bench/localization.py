@@ -2,6 +2,17 @@
 hypothesis, against random / recency / frequency baselines, per fault kind, over seeds.
 
     .venv/bin/python bench/localization.py [--seeds 1,2,3] [--per-kind 6] [--epochs 30]
+    .venv/bin/python bench/localization.py --perturb all [--seeds 4,5] [--per-kind 4]
+
+`--perturb all` (or `--perturb agents,ids,...`, names in bench/perturb.py) is the robustness
+suite: each seed's corpus is recorded once, then every rewrite of bench/perturb.py (agents
+renamed, tool errors as plain text, ids without separators, reports without failure words,
+tools renamed, results as prose, key order, and the combinations) is applied to its
+documents, clean and failed alike (the HGT is trained on the rewritten clean sessions, as a
+user's own app would give it), and the product's analysis runs on them: top-1 / hit@3 of
+the shipped learned ranker and of the graph heuristics alone (ranker=None), per rewrite,
+beside the unrewritten figure and the baselines. The shipped 'llm' ranker was trained on
+the demo's seeds 1,2 (bench/demo_labelled.py): use other seeds here.
 
 Per seed: record every task fault-free (successful sessions: the HGT's training set) and,
 for each fault kind, `--per-kind` tasks with that fault injected from a random step (the
@@ -54,9 +65,8 @@ def evaluate(predictions: list[list[int]], truth: int, n: int) -> dict:
             "err": abs(first - truth) if first >= 0 else n}
 
 
-def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path) -> list[dict]:
-    from tracefix.analysis.pipeline import analyze_document, train_on_documents
-    from tracefix.analysis.units import build_units
+def record_seed(corpus: DemoCorpus, seed: int, per_kind: int) -> tuple[list[str], list[dict], dict[str, dict], float]:
+    """Every task fault-free, then `per_kind` faulted tasks per fault kind: (clean ids, truth, docs, seconds)."""
     from tracefix.demo.faults import fault_free_steps
     from tracefix.demo.policy import KINDS
     from tracefix.demo.tasks import TASKS
@@ -72,7 +82,15 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
             plan.append((task_id, kind, rng.randrange(len(fault_free_steps(task_id)))))
     truth = corpus.run_faulted(plan, seed=seed)
     docs = corpus.documents(clean_ids + [t["session"] for t in truth])
-    record_s = time.perf_counter() - t0
+    return clean_ids, truth, docs, time.perf_counter() - t0
+
+
+def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path) -> list[dict]:
+    from tracefix.analysis.pipeline import analyze_document, train_on_documents
+    from tracefix.analysis.units import build_units
+
+    rng = random.Random(seed)
+    clean_ids, truth, docs, record_s = record_seed(corpus, seed, per_kind)
 
     train_docs = [docs[s] for s in clean_ids if docs[s].get("outcome") == "success"]
     t0 = time.perf_counter()
@@ -185,13 +203,115 @@ def summarize(rows: list[dict], seeds: list[int]) -> None:
           f"better than every baseline: {'yes' if beats else 'NO'}")
 
 
+def both_orders(doc: dict, model) -> tuple[list, list[int], list[int]]:
+    """The shipped ranker's step order and the graph heuristics' (ranker=None) in one pass:
+    analyze_document's own steps, done once instead of once per order."""
+    from tracefix.analysis.detectors import IsolationForestDetector
+    from tracefix.analysis.features import feature_matrix
+    from tracefix.analysis.frontier import frontiers
+    from tracefix.analysis.graph import build_graph
+    from tracefix.analysis.hypotheses import rank_hypotheses
+    from tracefix.analysis.pipeline import session_failed
+    from tracefix.analysis.ranker import ranker_inputs, session_kind, shipped_rankers
+    from tracefix.analysis.units import build_units
+
+    units = build_units(doc)
+    graph = build_graph(units)
+    X = feature_matrix(graph)
+    scores = {"isolation_forest": IsolationForestDetector().fit_score(X)}
+    if model is not None:
+        scores["hgt"] = model.score(graph)
+    failed = session_failed(doc)
+    hypotheses = rank_hypotheses(graph, scores, frontiers(scores), X, failed=failed)
+    heuristic = [h["step"] for h in hypotheses]
+    ranker = shipped_rankers().get(session_kind(doc))
+    if ranker is None or len(units) < 2 or not failed:
+        return units, heuristic, heuristic
+    values = ranker.scores(ranker_inputs(doc, units, scores, hypotheses))
+    return units, sorted(range(len(units)), key=lambda k: (-values[k], k)), heuristic
+
+
+def perturb_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path,
+                 rewrites: dict[str, list[str]]) -> list[dict]:
+    """One recorded corpus, analyzed as recorded and under every rewrite: a row per failed
+    session and rewrite with the ranker's and the heuristics' top-3 and the baselines'."""
+    from perturb import perturb
+    from tracefix.analysis.pipeline import analyze_document, train_on_documents
+
+    clean_ids, truth, docs, record_s = record_seed(corpus, seed, per_kind)
+    failed = [t for t in truth if docs[t["session"]].get("outcome") == "failure"]
+    print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
+          f"{len(failed)} failed", flush=True)
+    rows = []
+    for name, steps in {"none": [], **rewrites}.items():
+        t0 = time.perf_counter()
+        view = {sid: perturb(doc, steps, seed=seed) for sid, doc in docs.items()}
+        train_docs = [view[s] for s in clean_ids if view[s].get("outcome") == "success"]
+        model, _ = train_on_documents(train_docs, epochs=epochs, out=model_dir / f"seed{seed}-{name}")
+        for i, label in enumerate(failed):
+            doc = view[label["session"]]
+            units, ranked, heuristic = both_orders(doc, model)
+            if i == 0:  # the one-pass mirror must agree with the product's entry point
+                product = [h["step"] for h in analyze_document(doc, model)["hypotheses"]]
+                assert product[:3] == ranked[:3], (name, product[:3], ranked[:3])
+            n, gt = len(units), label["step"]
+            rows.append({"seed": seed, "rewrite": name, "kind": label["kind"], "n": n, "truth": gt,
+                         "ranker": evaluate(ranked, gt, n), "heuristics": evaluate(heuristic, gt, n),
+                         "recency": evaluate([recency_baseline(units)], gt, n),
+                         "random": {"top1": 1 / n, "hit3": min(3, n) / n, "err": 0}})
+        print(f"  {name:<14} trained and analyzed in {time.perf_counter() - t0:.1f}s", flush=True)
+    return rows
+
+
+def summarize_perturbed(rows: list[dict], seeds: list[int], target: float = 0.85) -> None:
+    names = list(dict.fromkeys(r["rewrite"] for r in rows))
+
+    def mean(subset, method, key):
+        return sum(r[method][key] for r in subset) / len(subset) if subset else float("nan")
+
+    print()
+    print(f"robustness suite, seeds {','.join(map(str, seeds))} (top-1 / hit@3; target top-1 >= {target})")
+    print(f"{'rewrite':<14} {'n':>3}  {'ranker':>11}  {'heuristics':>11}  {'recency':>11}  {'random':>11}  "
+          f"{'ranker per seed':<20} target")
+    for name in names:
+        subset = [r for r in rows if r["rewrite"] == name]
+        cells = [f"{mean(subset, m, 'top1'):.2f} / {mean(subset, m, 'hit3'):.2f}"
+                 for m in ("ranker", "heuristics", "recency", "random")]
+        per_seed = "/".join(f"{mean([r for r in subset if r['seed'] == s], 'ranker', 'top1'):.2f}" for s in seeds)
+        ok = "met" if mean(subset, "ranker", "top1") >= target else "MISSED"
+        print(f"{name:<14} {len(subset):>3}  " + "  ".join(f"{c:>11}" for c in cells) + f"  {per_seed:<20} {ok}")
+    kinds = sorted({r["kind"] for r in rows})
+    print()
+    print("ranker top-1 per fault kind and rewrite:")
+    print(f"{'rewrite':<14} " + " ".join(f"{k[:12]:>12}" for k in kinds))
+    for name in names:
+        subset = [r for r in rows if r["rewrite"] == name]
+        print(f"{name:<14} " + " ".join(f"{mean([r for r in subset if r['kind'] == k], 'ranker', 'top1'):>12.2f}"
+                                        for k in kinds))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--per-kind", type=int, default=6, help="faulted tasks per fault kind and seed")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--show", action="store_true", help="print every session's truth and top-3")
+    ap.add_argument("--perturb", metavar="REWRITES",
+                    help="robustness suite: 'all' or names from bench/perturb.py (default seeds then 4,5, "
+                         "epochs 10: the HGT is trained once per rewrite)")
     args = ap.parse_args()
+    if args.perturb:
+        from perturb import expand
+
+        rewrites = expand(args.perturb)
+        epochs = args.epochs if args.epochs != 30 else 10
+        seeds = [int(s) for s in (args.seeds if args.seeds != "1,2,3" else "4,5").split(",")]
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:
+            for seed in seeds:
+                rows += perturb_seed(corpus, seed, args.per_kind, epochs, Path(tmp) / "models", rewrites)
+        summarize_perturbed(rows, seeds)
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:

@@ -1,0 +1,276 @@
+"""Presentation rewrites of recorded session documents, for the localization robustness suite.
+
+Each rewrite changes how a session *looks* (agent names, tool names, id spelling, how a
+tool reports failure, how a worker words its report, how results are laid out) and never
+what happened: same steps, same calls, same order, so the labelled step stays the truth.
+A rewrite is applied to a whole document consistently (messages, tool calls and their
+arguments and results, input prompts, agent names, task), after recording and before
+analysis, as if a different app had logged the same run.
+
+    from perturb import REWRITES, perturb
+    doc2 = perturb(doc, ["agents", "ids"], seed=1)
+
+Used by bench/localization.py --perturb (a benchmark helper, not product).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import re
+from typing import Any, Callable
+
+# Fields that identify or time a record rather than present its content: never rewritten.
+_IDENTITY_KEYS = {"session_id", "span_id", "parent_session_id", "intervention_id", "started_at",
+                  "ended_at", "created_at", "tool_call_id", "id", "model", "models", "service",
+                  "entrypoint", "snapshots", "replay_source"}
+# Neutral names: none says "planner", "lead", "router" or what the agent does.
+_NAMES = ("Kestrel", "Juniper", "Quartz", "Marlow", "Tansy", "Osric", "Wren", "Halcyon", "Basalt",
+          "Indigo", "Sorrel", "Vesper", "Alder", "Corvid", "Fennel", "Larkspur")
+_TOOL_WORDS = ("zephyr", "marble", "pylon", "cobalt", "thistle", "lantern", "orchid", "saffron",
+               "granite", "meadow", "quill", "tundra", "ember", "harbor", "nimbus", "oriel")
+
+
+def _map_strings(obj: Any, fn: Callable[[str], str], key: str | None = None) -> Any:
+    """`obj` with every string value (not dict keys, not identity fields) passed through fn."""
+    if key in _IDENTITY_KEYS:
+        return obj
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _map_strings(v, fn, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_map_strings(v, fn, key) for v in obj]
+    return obj
+
+
+def _session_rng(doc: dict, seed: int, salt: str) -> random.Random:
+    digest = hashlib.sha256(f"{seed}:{salt}:{doc.get('session_id')}".encode()).hexdigest()
+    return random.Random(int(digest[:16], 16))
+
+
+def _replace_words(mapping: dict[str, str]) -> Callable[[str], str]:
+    if not mapping:
+        return lambda s: s
+    pattern = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(re.escape(k) for k in
+                                                          sorted(mapping, key=len, reverse=True)) + r")(?![A-Za-z0-9])")
+    return lambda s: pattern.sub(lambda m: mapping[m.group(1)], s)
+
+
+# --- (a) agents renamed -----------------------------------------------------------------
+
+def rename_agents(doc: dict, seed: int) -> dict:
+    agents = sorted({s.get("agent") for s in doc.get("steps") or [] if s.get("agent")} | set(doc.get("agents") or []))
+    names = _session_rng(doc, seed, "agents").sample(_NAMES, len(agents))
+    mapping = dict(zip(agents, names))
+    doc = _map_strings(doc, _replace_words(mapping))
+    return doc
+
+
+# --- (b) tool errors returned as plain text ----------------------------------------------
+
+_EXCEPTION_PREFIX = re.compile(r"^\s*[A-Za-z_.]*(?:Error|Exception|[A-Z][a-z]+[A-Z]\w*)\s*:\s*")
+
+
+def _plain(error: str) -> str:
+    return _EXCEPTION_PREFIX.sub("", str(error), count=1)
+
+
+def plain_errors(doc: dict, seed: int) -> dict:
+    """A failing tool returns its message as an ordinary string result: no error field, no
+    exception type, no {"error": ...} wrapper in the next prompt."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        for tc in step.get("tool_calls") or []:
+            if tc.get("error"):
+                tc["result"], tc["error"] = _plain(tc["error"]), None
+            elif isinstance(tc.get("result"), dict) and set(tc["result"]) == {"error"}:
+                tc["result"] = _plain(tc["result"]["error"])
+        for msg in step.get("input_messages") or []:
+            if msg.get("role") == "tool" and isinstance(msg.get("content"), str):
+                parsed = _json_or_none(msg["content"])
+                if isinstance(parsed, dict) and set(parsed) == {"error"}:
+                    msg["content"] = _plain(parsed["error"])
+    return doc
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return None
+
+
+# --- (c) ids without a separator ---------------------------------------------------------
+
+# Any token of letter/digit runs joined by '-' or '_' that has a letter and a digit:
+# ACC-1007, CHK_2201, inv-2024-07-a1. Dates (no letter) and snake_case names (no digit) stay.
+_SEPARATED_ID = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w-])")
+
+
+def squash_ids(doc: dict, seed: int) -> dict:
+    return _map_strings(doc, lambda s: _SEPARATED_ID.sub(lambda m: re.sub(r"[-_]", "", m.group(0)).lower(), s))
+
+
+# --- (d) reports without failure words ---------------------------------------------------
+
+_PARAPHRASES = [
+    (r"\bFAILED\b\.?", "Outcome: incomplete."),
+    (r"\bfailed twice\b", "went wrong twice"),
+    (r"\bfailed\b", "went wrong"),
+    (r"\bfailures?\b", "setback"),
+    (r"\bfail\b", "go wrong"),
+    (r"\bcould not\b", "did not manage to"),
+    (r"\bcouldn't\b", "didn't manage to"),
+    (r"\bcannot\b|\bcan't\b", "am not able to"),
+    (r"\bunable to\b", "not able to"),
+    (r"\berrors\b", "problems"),
+    (r"\berror\b", "problem"),
+    (r"\bnot found\b", "missing"),
+    (r"\binvalid\b", "unusable"),
+]
+_PARAPHRASE = [(re.compile(p, re.I), r) for p, r in _PARAPHRASES]
+
+
+def _paraphrase(text: str) -> str:
+    if isinstance(_json_or_none(text), (dict, list)):
+        return text  # a tool's JSON output is the tool's wording, not the agent's
+    for pattern, repl in _PARAPHRASE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def paraphrase_reports(doc: dict, seed: int) -> dict:
+    """Agents' messages (reports, plans, answers) reworded without failure words; tool
+    errors keep their own text (that is rewrite (b)'s business)."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        errors = [(tc, tc.get("error"), tc.get("result")) for tc in step.get("tool_calls") or []]
+        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls",)}, _paraphrase))
+        for tc, error, result in errors:  # a delegation's result is the worker's report
+            if isinstance(result, str):
+                tc["result"] = _paraphrase(result)
+    for key in ("output", "task"):
+        if doc.get(key) is not None:
+            doc[key] = _map_strings(doc[key], _paraphrase)
+    return doc
+
+
+# --- extras ------------------------------------------------------------------------------
+
+def _tool_names(doc: dict) -> set[str]:
+    names = set()
+    for step in doc.get("steps") or []:
+        names |= {tc.get("name") for tc in step.get("tool_calls") or []}
+        for msg in [step.get("output_message") or {}] + list(step.get("input_messages") or []):
+            names |= {(tc.get("function") or {}).get("name") for tc in msg.get("tool_calls") or []}
+    return {n for n in names if n}
+
+
+def rename_tools(doc: dict, seed: int) -> dict:
+    """Tools renamed to neutral words, wherever a name is spelled out (call records, the
+    assistant's tool calls, prompts); a one-word name inside prose stays (it is English)."""
+    names = sorted(_tool_names(doc))
+    rng = _session_rng(doc, seed, "tools")
+    mapping = dict(zip(names, (f"{w}_{rng.randrange(10, 99)}" for w in rng.sample(_TOOL_WORDS, len(names)))))
+    prose = _replace_words({k: v for k, v in mapping.items() if "_" in k})
+
+    def rename_calls(msg: dict) -> None:
+        for tc in msg.get("tool_calls") or []:
+            fn = tc.get("function")
+            if isinstance(fn, dict) and fn.get("name") in mapping:
+                fn["name"] = mapping[fn["name"]]
+            if tc.get("name") in mapping:
+                tc["name"] = mapping[tc["name"]]
+
+    doc = _map_strings(doc, prose)
+    for step in doc.get("steps") or []:
+        rename_calls(step)
+        for msg in [step.get("output_message") or {}] + list(step.get("input_messages") or []):
+            rename_calls(msg)
+        for tool in step.get("tools") or []:
+            fn = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(fn, dict) and fn.get("name") in mapping:
+                fn["name"] = mapping[fn["name"]]
+    return doc
+
+
+def _as_prose(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{str(k).replace('_', ' ')} {_as_prose(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "\n".join(f"- {_as_prose(v)}" for v in value) if value else "nothing"
+    return "none" if value is None else str(value)
+
+
+def prose_results(doc: dict, seed: int) -> dict:
+    """JSON tool results written as prose lines ("account id X; type checking; ...")."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        for tc in step.get("tool_calls") or []:
+            if isinstance(tc.get("result"), (dict, list)):
+                tc["result"] = _as_prose(tc["result"])
+        for msg in step.get("input_messages") or []:
+            if msg.get("role") == "tool" and isinstance(msg.get("content"), str):
+                parsed = _json_or_none(msg["content"])
+                if isinstance(parsed, (dict, list)):
+                    msg["content"] = _as_prose(parsed)
+    return doc
+
+
+def _reverse_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _reverse_keys(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reverse_keys(v) for v in value]
+    return value
+
+
+def reorder_keys(doc: dict, seed: int) -> dict:
+    """Results' keys in reverse order (records and their JSON text in prompts alike)."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        for tc in step.get("tool_calls") or []:
+            tc["result"] = _reverse_keys(tc.get("result"))
+        for msg in step.get("input_messages") or []:
+            if msg.get("role") == "tool" and isinstance(msg.get("content"), str):
+                parsed = _json_or_none(msg["content"])
+                if isinstance(parsed, (dict, list)):
+                    msg["content"] = json.dumps(_reverse_keys(parsed))
+    return doc
+
+
+REWRITES: dict[str, Callable[[dict, int], dict]] = {
+    "agents": rename_agents,          # (a)
+    "plain_errors": plain_errors,     # (b)
+    "ids": squash_ids,                # (c)
+    "paraphrase": paraphrase_reports,  # (d)
+    "tools": rename_tools,
+    "prose_results": prose_results,
+    "key_order": reorder_keys,
+}
+# The issue's four rewrites together, and every rewrite together (prose last: it reads JSON).
+COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
+            "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "key_order", "prose_results"]}
+
+
+def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
+    for name in names:
+        doc = REWRITES[name](doc, seed)
+    return doc
+
+
+def expand(spec: str) -> dict[str, list[str]]:
+    """'all' -> every single rewrite and both combinations; 'a,b' -> those, by name."""
+    if spec == "all":
+        return {**{name: [name] for name in REWRITES}, **COMBINED}
+    out = {}
+    for name in spec.split(","):
+        if name in COMBINED:
+            out[name] = COMBINED[name]
+        elif name in REWRITES:
+            out[name] = [name]
+        else:
+            raise SystemExit(f"unknown rewrite {name!r}: one of {', '.join([*REWRITES, *COMBINED])}")
+    return out
