@@ -387,9 +387,9 @@ def _dry_sample(vocab: Vocab, window: int) -> Any:
     from .units import build_units
 
     doc = {"steps": [
-        {"index": 0, "kind": "llm", "agent": "a", "output_message": {"role": "assistant", "content": "ACC-11"},
-         "tool_calls": [{"name": "t", "arguments": {"x": "ACC-11"}, "result": {"v": "ACC-11"}, "error": "E: x"}]},
-        {"index": 1, "kind": "llm", "agent": "a", "output_message": {"role": "assistant", "content": "ACC-11"},
-         "tool_calls": [{"name": "t", "arguments": {"x": "ACC-11"}, "result": {"v": "ACC-11"}, "error": "E: x"}]},
+        {"index": 0, "kind": "llm", "agent": "a", "output_message": {"role": "assistant", "content": "x11"},
+         "tool_calls": [{"name": "t", "arguments": {"x": "x11"}, "result": {"v": "x11"}, "error": "E: x"}]},
+        {"index": 1, "kind": "llm", "agent": "a", "output_message": {"role": "assistant", "content": "x11"},
+         "tool_calls": [{"name": "t", "arguments": {"x": "x11"}, "result": {"v": "x11"}, "error": "E: x"}]},
     ]}
     return _example(build_graph(build_units(doc)), vocab, [1], window)

@@ -42,7 +42,7 @@ def _zscores(values: list[float]) -> list[float]:
 
 
 def _tool_family(name: str | None) -> str | None:
-    """get_account / get_customer -> "get"; transfer_funds -> "transfer"."""
+    """search_web / search_files -> "search"; write_file -> "write"."""
     if not name:
         return None
     return re.split(r"[_\-.]", name)[0].lower() or name

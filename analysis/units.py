@@ -37,14 +37,19 @@ _TOOL_SPEAKER = re.compile(r"executor|terminal|computer|(?:^|_)tool(?:$|_)|envir
 _PLAN_TEXT = re.compile(r"\bplan\b|^\s*(?:step\s*)?1[.):]\s", re.I | re.M)
 _REPLAN_TEXT = re.compile(r"re-?plan|new plan|revised plan|updated plan", re.I)
 _ANSWER_TEXT = re.compile(r"final answer|\bdone\b|completed|task (?:is )?complete|summary|here is|result:", re.I)
-_SUCCESS_CLAIM = re.compile(r"\b(?:success(?:fully)?|succeeded|completed|done|confirmed|transferred|closed|deposited|worked)\b", re.I)
+_SUCCESS_CLAIM = re.compile(r"\b(?:success(?:fully)?|succeeded|completed|done|confirmed|worked)\b", re.I)
 _FAILURE_CLAIM = re.compile(r"\b(?:fail(?:ed|ure)?|error|unable|could not|couldn't|cannot|can't|not found|invalid|denied|insufficient)\b", re.I)
 
+# An identifier of any shape: a token of letters and digits, both present, its runs joined by
+# "-" or "_" or not at all (ACC-1007, acc1007, inv_2024_a1, 7f3a9c, gpt4). A whole token only,
+# so a word or a plain number never is one.
+_ID_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*(?![\w-])")
+_ID = _ID_TOKEN
 # Artifacts: values a step can hand to a later step. Order matters: specific before generic.
 _ARTIFACT_PATTERNS = [
     ("url", re.compile(r"https?://[^\s\"'<>)\]]+")),
     ("file", re.compile(r"\b[\w./-]+\.(?:json|csv|txt|py|md|pdf|xlsx?|log|html|ya?ml)\b")),
-    ("id", re.compile(r"\b[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*\b")),
+    ("id", _ID_TOKEN),
     ("number", re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.-])")),
 ]
 # Quoted values; an apostrophe inside a word ("Erin's") does not open a quote.
@@ -77,13 +82,13 @@ class TransitionUnit:
     # Values the action carries that neither the task nor the step's input showed it.
     unsupported: list[str] = field(default_factory=list)
     # Words a text step attaches to one record that belong to another record of its own
-    # tool results ("ACC-1 savings" when the result says ACC-1 is checking, ACC-2 savings).
+    # tool results ("item 1 is red" when the result says item 1 is blue, item 2 red).
     misattributed: list[str] = field(default_factory=list)
     # Records of its own tool results a text step leaves out while naming their siblings.
     omitted: list[str] = field(default_factory=list)
     # Ids the action uses whose record (in earlier tool results) differs from its sibling
     # records only by words the task does not say, while a sibling's words are in the task
-    # (the task asks for the checking account; the step picks the savings one).
+    # (the task asks for the blue item; the step picks the red one).
     task_conflicts: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
     input_tokens: int = 0
@@ -114,7 +119,7 @@ def normalize_error(text: str | None) -> str | None:
     sig = _QUOTED.sub("<str>", sig)
     sig = re.sub(r"https?://\S+", "<url>", sig)
     sig = re.sub(r"\b[0-9a-f]{8,}\b", "<hex>", sig, flags=re.I)
-    sig = re.sub(r"\b[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*\b", "<id>", sig)
+    sig = _ID_TOKEN.sub("<id>", sig)
     sig = re.sub(r"-?\d+(?:\.\d+)?", "<num>", sig)
     sig = re.sub(r"\s+", " ", sig)
     return sig[:160] or None
@@ -418,7 +423,6 @@ def omitted_records(text: str, results: list[Any]) -> list[str]:
     return sorted(out)
 
 
-_ID = re.compile(r"[A-Za-z]{1,6}[-_][A-Za-z0-9]*\d[A-Za-z0-9-]*")
 
 
 def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:
