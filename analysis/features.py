@@ -68,12 +68,13 @@ def macro_blocks(units: list[TransitionUnit]) -> list[tuple[int, int]]:
 
 def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     """1.0 for a text step that reports success while its agent, a worker (an agent that
-    calls tools in this run, or any agent not named like a coordinator), called none since
+    calls tools in this run, or any agent that neither coordinates nor is named like a coordinator), called none since
     it was last handed work: a claim without an action. Message logs carry no calls: 0."""
-    from .units import is_coordinator
+    from .units import hub_agents, is_coordinator
 
+    hubs = hub_agents([u.agent for u in units if u.kind == "llm"])
     tool_users = {u.agent for u in units if u.action["calls"]}
-    tool_users |= {u.agent for u in units if u.kind == "llm" and not is_coordinator(u.agent)}
+    tool_users |= {u.agent for u in units if u.kind == "llm" and not is_coordinator(u.agent) and u.agent not in hubs}
     out = [0.0] * len(units)
     acted: dict[str, bool] = {}
     for i, u in enumerate(units):

@@ -207,6 +207,24 @@ def _result_error(result: Any) -> str | None:
     return None
 
 
+def _off_shape_result(result: Any, tool: str, structured_tools: set[str]) -> str | None:
+    """A plain-text result from a tool that answers in structured values (a JSON object or
+    list) elsewhere in the session: the tool's failure message returned instead of raised,
+    whatever its wording."""
+    if tool not in structured_tools or not isinstance(result, str) or not result.strip():
+        return None
+    try:
+        json.loads(result)
+        return None  # JSON text is still the tool's usual shape
+    except ValueError:
+        return result.strip()
+
+
+def _structured_tools(steps: list[dict]) -> set[str]:
+    return {tc.get("name") or "" for s in steps for tc in s.get("tool_calls") or []
+            if isinstance(tc.get("result"), (dict, list))}
+
+
 def _is_empty_result(result: Any) -> bool:
     return result is None or result == "" or result == [] or result == {}
 
@@ -335,8 +353,19 @@ def is_coordinator(agent: str | None) -> bool:
     return bool(_COORDINATOR.search(agent or ""))
 
 
-def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool) -> str:
-    coordinator = is_coordinator(agent)
+def hub_agents(agents: list[str]) -> set[str]:
+    """The agent that coordinates the others, read from the conversation's shape rather than
+    its name: in a session of several agents, the one that takes the first step and takes a
+    step right before every other agent's turn (work goes out from it and comes back to it)."""
+    if len(set(agents)) < 2:
+        return set()
+    hub = agents[0]
+    handed = all(agents[i - 1] == hub for i in range(1, len(agents))
+                 if agents[i] != hub and agents[i - 1] != agents[i])
+    return {hub} if handed else set()
+
+
+def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, coordinator: bool) -> str:
     if calls:
         if all(_DELEGATION_TOOL.search(c["name"] or "") for c in calls):
             return "instruct"
@@ -375,6 +404,8 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     results: list[Any] = []  # tool results so far, newest last
     task_words = {w.lower() for w in _WORD.findall(task or "")}
     conflicted: set[str] = set()
+    hubs = hub_agents([s.get("agent") or "agent" for s in steps if (s.get("kind") or "llm") == "llm"])
+    structured = _structured_tools(steps)
     for pos, step in enumerate(steps):
         is_last = pos == n - 1
         if (step.get("kind") or "llm") == "message":
@@ -386,7 +417,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
             if len(said) > _CONTEXT_MESSAGES:
                 del said[0]
         else:
-            unit = _unit_from_llm(step, pos, is_last, task)
+            unit = _unit_from_llm(step, pos, is_last, task, hubs, structured)
             if not unit.action["calls"] and unit.action["text"]:
                 own = _own_results(units, unit.agent)
                 unit.misattributed = misattributed_values(unit.action["text"], own)
@@ -501,7 +532,8 @@ def misattributed_values(text: str, results: list[Any]) -> list[str]:
     return sorted(set(out))
 
 
-def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> TransitionUnit:
+def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None, hubs: set[str] = frozenset(),
+                   structured_tools: set[str] = frozenset()) -> TransitionUnit:
     out = step.get("output_message") or {}
     text = content_text(out.get("content"))
     reasoning = content_text(out.get("reasoning_content") or out.get("reasoning") or "")
@@ -516,10 +548,11 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None) -> Tra
             fn = tc.get("function") or {}
             calls.append({"name": fn.get("name") or "", "arguments": from_json_text(fn.get("arguments"))})
     agent = step.get("agent") or "agent"
-    phase = _phase_for_llm(agent, text, calls, is_last)
+    phase = _phase_for_llm(agent, text, calls, is_last, agent in hubs or is_coordinator(agent))
 
     errors = [f"{f['tool']}: {f['error']}" for f in feedback if f.get("error")]
-    result_errors = [f"{f['tool']}: {e}" for f in feedback if not f.get("error") and (e := _result_error(f.get("result")))]
+    result_errors = [f"{f['tool']}: {e}" for f in feedback if not f.get("error")
+                     and (e := _result_error(f.get("result")) or _off_shape_result(f.get("result"), f["tool"], structured_tools))]
     step_error = step.get("error")
     error_text = step_error or (errors + result_errors or [None])[0]
     if step_error or errors:

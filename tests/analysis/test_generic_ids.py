@@ -25,3 +25,31 @@ def test_record_signals_work_with_ids_that_have_no_separator():
     assert omitted_records("found box7a", [RESULT]) == ["box9c"]
     assert task_conflicts({"box7a"}, [RESULT], {"blue", "item"}) == ["box7a"]
     assert task_conflicts({"box9c"}, [RESULT], {"blue", "item"}) == []
+
+
+def _step(i, agent, text="", calls=()):
+    return {"index": i, "kind": "llm", "agent": agent, "output_message": {"role": "assistant", "content": text},
+            "tool_calls": [dict(c) for c in calls]}
+
+
+def test_the_coordinator_is_read_from_the_conversation_shape_not_its_name():
+    from tracefix.analysis.units import build_units, hub_agents
+
+    assert hub_agents(["Kestrel", "Wren", "Wren", "Kestrel", "Alder", "Kestrel"]) == {"Kestrel"}
+    assert hub_agents(["Kestrel", "Wren", "Alder", "Kestrel"]) == set()  # Wren handed to Alder: a chain
+    assert hub_agents(["Kestrel", "Kestrel"]) == set()
+    doc = {"steps": [_step(0, "Kestrel", "1. look up box7a"), _step(1, "Kestrel", "Wren: look up box7a"),
+                     _step(2, "Wren", calls=[{"name": "look", "arguments": {"ref": "box7a"}, "result": {"ok": 1}}]),
+                     _step(3, "Wren", "box7a is red"), _step(4, "Kestrel", "box7a is red")]}
+    assert [u.phase for u in build_units(doc)] == ["plan", "instruct", "act", "answer", "answer"]
+
+
+def test_a_plain_text_result_from_a_tool_that_answers_in_json_is_an_error_whatever_its_words():
+    from tracefix.analysis.units import build_units
+
+    ok = {"name": "look", "arguments": {"ref": "box7a"}, "result": {"ref": "box7a", "color": "red"}}
+    prose = {"name": "look", "arguments": {}, "result": "look: a ref is needed to look something up"}
+    words = {"name": "say", "arguments": {}, "result": "a ref is needed"}  # a tool that always answers in text
+    units = build_units({"steps": [_step(0, "a", calls=[ok]), _step(1, "a", calls=[prose]), _step(2, "a", calls=[words])]})
+    assert [u.outcome for u in units] == ["result", "error_result", "result"]
+    assert units[1].status == "error" and "a ref is needed" in units[1].error_text
