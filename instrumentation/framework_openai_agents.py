@@ -78,7 +78,7 @@ async def _handoffs(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> A
     from_agent = getattr(kwargs.get("public_agent"), "name", None)
     tool_call = chosen.tool_call
     call = begin_tool(chosen.handoff.tool_name, decoded_arguments(tool_call.arguments),
-                      getattr(tool_call, "call_id", None), FRAMEWORK, replayed=False,
+                      getattr(tool_call, "call_id", None), FRAMEWORK, servable=False,
                       attributes={sc.HANDOFF_FROM: from_agent, sc.HANDOFF_TO: chosen.handoff.agent_name})
 
     def record(out: Any) -> tuple[Any, Any]:

@@ -86,10 +86,11 @@ class ToolCall:
     """One tool execution: its span, its link to the LLM call, and the replay decision."""
 
     def __init__(self, name: str, arguments: Any, call_id: str | None = None, *, framework: str | None = None,
-                 replayed: bool = True, attributes: dict | None = None):
+                 servable: bool = True, attributes: dict | None = None):
         """`call_id`: the LLM tool call it answers, when the caller knows it (frameworks do).
-        `framework`: who ran it ("openai-agents", ...). `replayed=False`: never served from
-        a cassette (framework control flow such as a handoff must really happen)."""
+        `framework`: who ran it ("openai-agents", ...). `servable=False`: a replay matches it
+        against the recording but never serves it: framework control flow (a handoff) must
+        really happen."""
         from .replay_mode import fingerprint_tool
 
         self.name = name
@@ -102,8 +103,9 @@ class ToolCall:
         self.step = pending.step if pending else (self.session.current_step if self.session else None)
         self.fingerprint = fingerprint_tool(name, arguments)
         self.decision = None
+        self.servable = servable
         controller = runtime.replay
-        if replayed and controller is not None and self.session is not None and controller.owns(self.session):
+        if controller is not None and self.session is not None and controller.owns(self.session):
             self.decision = controller.on_tool_call(self.step, self.call_id, name, self.fingerprint)
         capture = runtime.settings.capture_content
         attrs = {
@@ -128,7 +130,7 @@ class ToolCall:
     @property
     def served(self) -> bool:
         """True when the result comes from the cassette or the intervention: the tool does not run."""
-        return self.decision is not None and self.decision.source != "live"
+        return self.servable and self.decision is not None and self.decision.source != "live"
 
     def serve(self) -> Any:
         decision = self.decision
