@@ -1,13 +1,16 @@
 """Run an example agent of examples/ the way its README line says: `python examples/X.py`
 against a real `tracefix sim` (with a plan fault, so the run fails) exporting to a real
-`tracefix serve`; then diagnose it with a real `tracefix worker` replaying it."""
+`tracefix serve`; then diagnose it with a real `tracefix worker` replaying it.
+
+One sim, one serve and one worker serve every example of the module (`ExampleStack`): each
+example's session, diagnosis and replay are its own, told apart by session id."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import procs
@@ -19,24 +22,59 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FAULT = "refund.amount=200"
 
 
-@contextmanager
-def recorded_failure(tmp_path, example: str, *, diagnose: str = "off"):
-    """Yields (collector URL, env the example ran with, the stored session's summary)."""
-    sim = procs.start_sim("--plan-fault", FAULT)
-    serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", diagnose)
+@dataclass
+class ExampleStack:
+    url: str  # the collector
+    env: dict  # what an example (and the worker's replays) run with
+    procs: list[procs.Proc]
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+
+def start_stack(db: Path, examples: list[str], *, diagnose: str = "full") -> ExampleStack:
+    """A sim with the plan fault, a collector diagnosing thumbs-down sessions and a worker
+    allowed to replay every one of `examples`, started in examples/ as its README says."""
+    started: list[procs.Proc] = []
     try:
+        sim = procs.start_sim("--plan-fault", FAULT)
+        started.append(sim)
+        serve = procs.start_serve(db, "--diagnose", diagnose)
+        started.append(serve)
         url = serve.match["http"]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
                "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "sim",
                "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": str(EXAMPLES)}
-        run = subprocess.run([sys.executable, str(EXAMPLES / f"{example}.py")], env=env, timeout=120,
-                             capture_output=True, text=True)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        [summary] = wait_for(lambda: HttpAccess(url).list_sessions(), "the example's session")
-        yield url, env, summary
-    finally:
-        serve.stop()
-        sim.stop()
+        allow = [arg for example in examples for arg in ("--allow-module", example)]
+        started.append(procs.start_worker(url, *allow, "--name", "example-worker", env=env, cwd=EXAMPLES))
+    except BaseException:
+        for proc in reversed(started):
+            proc.stop()
+        raise
+    return ExampleStack(url, env, started)
+
+
+def record_failure(stack: ExampleStack, example: str) -> dict:
+    """Run the example once; returns the summary of the session it stored."""
+    access = HttpAccess(stack.url)
+    entrypoint = f"{example}:refund_order"
+    before = {s["session_id"] for s in access.list_sessions(limit=500)}
+    run = subprocess.run([sys.executable, str(EXAMPLES / f"{example}.py")], env=stack.env, timeout=120,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    [summary] = wait_for(lambda: [s for s in access.list_sessions(limit=500)
+                                  if s["session_id"] not in before and s.get("entrypoint") == entrypoint
+                                  and not s.get("parent_session_id")], f"session of {example}")
+    return summary
+
+
+def diagnose_with_worker(stack: ExampleStack, session_id: str, timeout: float = 120.0) -> dict:
+    """Thumbs-down the session, let the collector diagnose it and the worker replay the
+    hypotheses; returns the finished replay result."""
+    access = HttpAccess(stack.url)
+    access.add_feedback(session_id, -1.0, "the order was not refunded")
+    return wait_for(lambda: access.get_replay(session_id), "replay result", timeout)
 
 
 def wait_for(read, what: str, timeout: float = 60.0):
@@ -58,16 +96,3 @@ def tool_steps(session: dict) -> list[tuple[str, str, dict, object, str | None]]
             out.append((step.get("agent"), call.get("name"), call.get("arguments"), call.get("result"),
                         call.get("error")))
     return out
-
-
-def diagnose_with_worker(url: str, env: dict, session_id: str, example: str, timeout: float = 120.0) -> dict:
-    """Thumbs-down the session, let the collector diagnose it and a real worker replay the
-    hypotheses; returns the finished replay result."""
-    worker = procs.start_worker(url, "--allow-module", example, "--name", "example-worker", env=env,
-                                cwd=EXAMPLES)
-    try:
-        access = HttpAccess(url)
-        access.add_feedback(session_id, -1.0, "the order was not refunded")
-        return wait_for(lambda: access.get_replay(session_id), "replay result", timeout)
-    finally:
-        worker.stop()

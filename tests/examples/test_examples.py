@@ -1,11 +1,12 @@
 """Each example of examples/ end to end, run as its README says against `tracefix sim` and
 `tracefix serve`: the sim's plan fault makes the refund fail; the stored session has the
 framework's agent names and the tool steps with arguments and results, in order; a real
-`tracefix worker` replays the diagnosis' hypothesis and a verdict comes back."""
+`tracefix worker` replays the diagnosis' hypothesis and a verdict comes back. The four
+examples share one sim, one serve and one worker (each with its own session and verdict)."""
 from __future__ import annotations
 
 import pytest
-from example_runs import diagnose_with_worker, recorded_failure, tool_steps
+from example_runs import diagnose_with_worker, record_failure, start_stack, tool_steps
 
 from tracefix.collector.access import HttpAccess
 
@@ -20,6 +21,13 @@ CASES = {
     # AG2: the desk agent executes the functions; the steps are the clerk's and the refunder's
     "ag2_refund": (["clerk", "refunder"], {"clerk", "refunder"}),
 }
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    running = start_stack(tmp_path_factory.mktemp("examples") / "store.duckdb", list(CASES))
+    yield running
+    running.stop()
 
 
 def _check_recorded(url: str, summary: dict, example: str) -> dict:
@@ -43,13 +51,16 @@ def _check_recorded(url: str, summary: dict, example: str) -> dict:
 
 
 @pytest.mark.parametrize("example", list(CASES))
-def test_example_failure_is_recorded_with_framework_structure_and_a_replay_validates_the_fix(tmp_path, example):
-    with recorded_failure(tmp_path, example, diagnose="full") as (url, env, summary):
-        _check_recorded(url, summary, example)
-        result = diagnose_with_worker(url, env, summary["session_id"], example)
-        [hypothesis] = [h for h in result["hypotheses"] if h["intervention"]["expect"].get("tool") == "refund"]
-        errors = [r["error"] for r in hypothesis["runs"] if r["error"]]
-        assert not errors, errors
-        # the correction points the model back to the task's amount: every replay refunds 20
-        assert hypothesis["verdict"] == "validated", hypothesis
-        assert all(r["success"] and "refunded" in str(r["output"]) for r in hypothesis["runs"])
+def test_example_failure_is_recorded_with_framework_structure_and_a_replay_validates_the_fix(stack, example):
+    summary = record_failure(stack, example)
+    _check_recorded(stack.url, summary, example)
+    result = diagnose_with_worker(stack, summary["session_id"])
+    [hypothesis] = [h for h in result["hypotheses"] if h["intervention"]["expect"].get("tool") == "refund"]
+    errors = [r["error"] for r in hypothesis["runs"] if r["error"]]
+    assert not errors, errors
+    # the correction points the model back to the task's amount: every replay refunds 20
+    assert hypothesis["verdict"] == "validated", hypothesis
+    assert all(r["success"] and "refunded" in str(r["output"]) for r in hypothesis["runs"])
+    # three replays of this session (not of an example that shares the worker), stored as its children
+    children = {s["session_id"] for s in HttpAccess(stack.url).list_sessions(parent_session_id=summary["session_id"])}
+    assert len(hypothesis["runs"]) == 3 and {r["child_session_id"] for r in hypothesis["runs"]} <= children
