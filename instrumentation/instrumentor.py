@@ -30,6 +30,15 @@ _TARGETS: tuple[tuple[str, str, str, bool], ...] = (
 )
 
 
+def hooked_modules() -> list[tuple[str, str]]:
+    """(library module, tracefix module that patches it) for every SDK and framework traced
+    here: what a replay zygote (tracefix.replay.zygote) imports ahead for an agent using it."""
+    from .frameworks import FRAMEWORKS
+
+    targets = [(module, adapter) for module, _, adapter, _ in _TARGETS] + list(FRAMEWORKS.items())
+    return sorted({(module, f"tracefix.{target.split(':')[0]}") for module, target in targets})
+
+
 def _adapter(target: str) -> Any:
     module_name, cls = target.split(":")
     return getattr(importlib.import_module(f"tracefix.{module_name}"), cls)()
