@@ -195,7 +195,7 @@ def _stage_label(labels: set[str]) -> str:
 
 
 def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, runs: int = 3,
-             concurrency: int = 3, preload: bool = True, rounds: int = 1, guard: bool = False, allow_live_tools: bool = False,
+             concurrency: int = 3, preload: bool = True, zygotes=None, rounds: int = 1, guard: bool = False, allow_live_tools: bool = False,
              otlp_endpoint: str | None = None, overrides: dict | None = None, progress=None,
              hypotheses: list[dict] | None = None, per_trial: int = 1,
              timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
@@ -207,7 +207,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
     `overrides` replaces recorded entrypoint inputs (e.g. `base_url`); `hypotheses`, when
     given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
     `preload` forks the children from a process that imported the agent's traced libraries
-    once (tracefix.replay.zygote). `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
+    once (tracefix.replay.zygote; `zygotes`: a worker's warm ones). `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
     endpoint when one is configured; `llm=False` forces the deterministic fallbacks.
     The children's files go to a private folder (`workdir`, else a temporary one), removed
     at the end unless `keep`.
@@ -257,6 +257,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         with runner.replay_folder(workdir, keep=keep) as folder:
             results = runner.run_all(jobs, concurrency=concurrency, workdir=folder, preload=preload,
+                                     zygotes=zygotes,
                                      progress=lambda done, total: say(f"replays {done}/{total}"))
         for h in chosen:
             for r in (r for r in results if r["key"] == h["id"]):

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracefix.replay.zygote import Zygote, preloads
+from tracefix.replay.zygote import Zygote, Zygotes, preloads
 
 DEFAULT_TIMEOUT_S = 120.0
 log = logging.getLogger("tracefix.replay")
@@ -162,14 +162,18 @@ def replay_folder(workdir: str | Path | None = None, *, keep: bool = False):
 
 
 def run_all(jobs: list[ReplayJob], *, concurrency: int = 3, workdir: str | Path, progress=None,
-            preload: bool = True) -> list[dict]:
+            preload: bool = True, zygotes: Zygotes | None = None) -> list[dict]:
     """Run every job with at most `concurrency` children alive, each in its own folder under
     `workdir`; results in job order. With `preload` (and os.fork), children are forked from
     a process that imported tracefix and the entrypoint's libraries once
-    (tracefix.replay.zygote); without, or if that process cannot start, each starts cold."""
+    (tracefix.replay.zygote): one of `zygotes`, kept warm by its owner, else one for this
+    batch; without, or if that process cannot start, each child starts cold."""
     base = Path(workdir)
     results: dict[int, dict] = {}
-    zygote = _start_zygote(jobs, base) if preload and jobs else None
+    zygote = None
+    if preload and jobs and hasattr(os, "fork"):
+        modules = entrypoint_preloads(jobs[0].cassette.get("entrypoint") or "")
+        zygote = zygotes.get(modules) if zygotes is not None else _start_zygote(modules, base)
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = {pool.submit(run_one, job, base / job.child_session_id, zygote): i
@@ -179,19 +183,19 @@ def run_all(jobs: list[ReplayJob], *, concurrency: int = 3, workdir: str | Path,
                 if progress:
                     progress(done, len(jobs))
     finally:
-        if zygote is not None:
+        if zygote is not None and zygotes is None:
             zygote.close()
     return [results[i] for i in range(len(jobs))]
 
 
-def _start_zygote(jobs: list[ReplayJob], base: Path) -> Zygote | None:
-    if not hasattr(os, "fork"):
-        return None
-    env = child_env()
-    search_path = env["PYTHONPATH"].split(os.pathsep) + sys.path
-    modules = preloads(jobs[0].cassette.get("entrypoint") or "", search_path)
+def entrypoint_preloads(entrypoint: str) -> list[str]:
+    """What a zygote preloads for `entrypoint`, found where its children will look."""
+    return preloads(entrypoint, child_env()["PYTHONPATH"].split(os.pathsep) + sys.path)
+
+
+def _start_zygote(modules: list[str], base: Path) -> Zygote | None:
     try:
-        return Zygote(modules, cwd=base, env=env, log=base / "zygote.log")
+        return Zygote(modules, cwd=base, env=child_env(), log=base / "zygote.log")
     except (OSError, RuntimeError) as exc:
         log.warning("replays start cold: %s", exc)
         return None

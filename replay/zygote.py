@@ -162,6 +162,72 @@ class Zygote:
             self.proc.wait()
 
 
+class Zygotes:
+    """Zygotes kept warm between batches, one per set of preloaded modules (at most `keep`,
+    the least recently used closed first): a `tracefix worker` replays the same agent again
+    and again, and can start its zygotes before the first job comes (`warm`)."""
+
+    def __init__(self, *, env: dict, folder: str | Path, keep: int = 4):
+        self.env, self.folder, self.keep = env, Path(folder), keep
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, ...], dict] = {}  # insertion order = last use
+        self._closed = False
+
+    def get(self, modules: list[str]) -> Zygote | None:
+        """The zygote for `modules`, started (and waited for) if needed; None if it cannot start."""
+        key = tuple(modules)
+        with self._lock:
+            if self._closed:
+                return None
+            entry = self._entries.pop(key, None)
+            if entry is not None and entry["ready"].is_set() and not _alive(entry["zygote"]):
+                entry = None  # it died: start another
+            if entry is None:
+                entry = {"ready": threading.Event(), "zygote": None}
+                threading.Thread(target=self._start, args=(key, entry), name="tracefix-zygote-start",
+                                 daemon=True).start()
+            self._entries[key] = entry
+            while len(self._entries) > self.keep:
+                oldest = self._entries.pop(next(iter(self._entries)))
+                if oldest["ready"].is_set() and oldest["zygote"] is not None:
+                    oldest["zygote"].close()
+        entry["ready"].wait()
+        return entry["zygote"]
+
+    def warm(self, preload_sets: list[list[str]]) -> None:
+        """Start these zygotes in the background (a worker does so for its allowed modules)."""
+        for modules in preload_sets[:self.keep]:
+            threading.Thread(target=self.get, args=(modules,), name="tracefix-zygote-warm", daemon=True).start()
+
+    def _start(self, key: tuple[str, ...], entry: dict) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            zygote = Zygote(list(key), cwd=self.folder, env=self.env,
+                            log=self.folder / f"zygote-{abs(hash(key)):x}.log")
+            with self._lock:
+                if self._closed:  # closed while this one was loading
+                    zygote.close()
+                else:
+                    entry["zygote"] = zygote
+        except (OSError, RuntimeError) as exc:
+            print(f"tracefix: replays start cold: {exc}", file=sys.stderr, flush=True)
+        finally:
+            entry["ready"].set()
+
+    def close(self) -> None:
+        """Stop the zygotes; one still loading stops when it is ready."""
+        with self._lock:
+            self._closed = True
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            if entry["zygote"] is not None:
+                entry["zygote"].close()
+
+
+def _alive(zygote: Zygote | None) -> bool:
+    return zygote is not None and zygote.proc.poll() is None and not zygote._gone
+
+
 # --- the zygote process ------------------------------------------------------------------
 
 def _send(message: dict) -> None:
