@@ -3,7 +3,9 @@ against a real `tracefix sim` (with a plan fault, so the run fails) exporting to
 `tracefix serve`; then diagnose it with a real `tracefix worker` replaying it.
 
 One sim, one serve and one worker serve every example of the module (`ExampleStack`): each
-example's session, diagnosis and replay are its own, told apart by session id."""
+example's session, diagnosis and replay are its own, told apart by its entrypoint and
+session id. The examples run at once (`start_recordings`): each is a cold Python process
+importing its framework, seconds of CPU that a shared machine gives them side by side."""
 from __future__ import annotations
 
 import os
@@ -55,17 +57,25 @@ def start_stack(db: Path, examples: list[str], *, diagnose: str = "full") -> Exa
     return ExampleStack(url, env, started)
 
 
-def record_failure(stack: ExampleStack, example: str) -> dict:
-    """Run the example once; returns the summary of the session it stored."""
+def start_recordings(stack: ExampleStack, examples: list[str]) -> dict[str, subprocess.Popen]:
+    """Start every example once (their sessions are recorded as they end)."""
+    return {example: subprocess.Popen([sys.executable, str(EXAMPLES / f"{example}.py")], env=stack.env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for example in examples}
+
+
+def record_failure(stack: ExampleStack, example: str, run: subprocess.Popen) -> dict:
+    """Wait for the example's run; returns the summary of the session it stored."""
+    try:
+        out, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, out[-2000:] + err[-3000:]
     access = HttpAccess(stack.url)
     entrypoint = f"{example}:refund_order"
-    before = {s["session_id"] for s in access.list_sessions(limit=500)}
-    run = subprocess.run([sys.executable, str(EXAMPLES / f"{example}.py")], env=stack.env, timeout=120,
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     [summary] = wait_for(lambda: [s for s in access.list_sessions(limit=500)
-                                  if s["session_id"] not in before and s.get("entrypoint") == entrypoint
-                                  and not s.get("parent_session_id")], f"session of {example}")
+                                  if s.get("entrypoint") == entrypoint and not s.get("parent_session_id")],
+                         f"session of {example}")
     return summary
 
 

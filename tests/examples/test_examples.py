@@ -6,7 +6,7 @@ examples share one sim, one serve and one worker (each with its own session and 
 from __future__ import annotations
 
 import pytest
-from example_runs import diagnose_with_worker, record_failure, start_stack, tool_steps
+from example_runs import diagnose_with_worker, record_failure, start_recordings, start_stack, tool_steps
 
 from tracefix.collector.access import HttpAccess
 
@@ -24,9 +24,14 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def examples(tmp_path_factory):
+    """The shared sim, serve and worker, and every example already running against them."""
     running = start_stack(tmp_path_factory.mktemp("examples") / "store.duckdb", list(CASES))
-    yield running
+    runs = start_recordings(running, list(CASES))
+    yield running, runs
+    for run in runs.values():
+        run.kill()
+        run.communicate()
     running.stop()
 
 
@@ -51,8 +56,9 @@ def _check_recorded(url: str, summary: dict, example: str) -> dict:
 
 
 @pytest.mark.parametrize("example", list(CASES))
-def test_example_failure_is_recorded_with_framework_structure_and_a_replay_validates_the_fix(stack, example):
-    summary = record_failure(stack, example)
+def test_example_failure_is_recorded_with_framework_structure_and_a_replay_validates_the_fix(examples, example):
+    stack, runs = examples
+    summary = record_failure(stack, example, runs[example])
     _check_recorded(stack.url, summary, example)
     result = diagnose_with_worker(stack, summary["session_id"])
     [hypothesis] = [h for h in result["hypotheses"] if h["intervention"]["expect"].get("tool") == "refund"]
