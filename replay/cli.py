@@ -195,8 +195,8 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, pr
 @click.option("--lease", default=60.0, show_default=True, type=click.FloatRange(5, 3600),
               help="Seconds a claimed job stays this worker's without a renewal (renewed while it runs).")
 @click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs.")
-def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, guard, allow_live_tools, timeout, keep,
-           llm_base_url, llm_model, name, poll, lease, once):
+def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, guard, allow_live_tools, timeout,
+           keep, llm_base_url, llm_model, name, poll, lease, once):
     """Run replay jobs queued by `tracefix serve`, beside the agent's own code.
 
     Start it in the agent's image or virtualenv with the agent's modules allowed
@@ -211,7 +211,8 @@ def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, g
     if not allowed:
         raise click.UsageError("give at least one --allow-module PKG: the modules whose sessions this worker "
                                "may replay")
-    options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
+    options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
+                   allow_live_tools=allow_live_tools,
                    timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
     access = HttpAccess(server.rstrip("/"), token)
     the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options)

@@ -35,8 +35,8 @@ from pathlib import Path
 
 # Besides the SDKs and frameworks tracefix patches (tracefix.instrumentor.hooked_modules):
 # integration packages an agent imports instead, with the traced packages they bring along.
-INTEGRATIONS = {"agents": ("openai",), "autogen": ("openai",), "langgraph": ("langchain_core",), "langchain_openai": ("langchain_core", "openai"),
-                "langchain_anthropic": ("langchain_core", "anthropic")}
+INTEGRATIONS = {"agents": ("openai",), "autogen": ("openai",), "langgraph": ("langchain_core",),
+                "langchain_openai": ("langchain_core", "openai"), "langchain_anthropic": ("langchain_core", "anthropic")}
 # what every replay child imports before the agent's code
 ALWAYS = ("tracefix", "tracefix.configure", "tracefix.instrumentor", "tracefix.replay_mode", "tracefix.replay.child",
           "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
