@@ -21,34 +21,63 @@ def _has_tool_result(body: dict) -> bool:
                                            for i in items)
 
 
+THINKING = "The user asks for a balance; the get_balance tool answers that."
+SIGNATURE = "EqQBCkYIARgCKkCsig" + "x" * 40  # opaque to the client: it must come back byte for byte
+CITATION = {"type": "char_location", "cited_text": "Balance: 120.50", "document_index": 0,
+            "document_title": "statement", "start_char_index": 0, "end_char_index": 15, "file_id": None}
+
+
 def anthropic_message(body: dict) -> dict:
+    """With `thinking` enabled the turn opens with a signed thinking block and a redacted one,
+    and a text answer cites its source, as extended thinking and citations answer."""
+    thinking = (body.get("thinking") or {}).get("type") == "enabled"
+    content: list[dict] = []
+    if thinking:
+        content += [{"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
+                    {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}]
     if body.get("tools") and not _has_tool_result(body):
         tool = body["tools"][0]
-        content = [{"type": "tool_use", "id": "toolu_01", "name": tool["name"], "input": {"account_id": "ACC-1"}}]
+        content.append({"type": "tool_use", "id": "toolu_01", "name": tool["name"], "input": {"account_id": "ACC-1"}})
         stop = "tool_use"
     else:
-        content, stop = [{"type": "text", "text": ANSWER}], "end_turn"
+        text = {"type": "text", "text": ANSWER}
+        content.append({**text, "citations": [CITATION]} if thinking else text)
+        stop = "end_turn"
     return {"id": "msg_01", "type": "message", "role": "assistant", "model": body["model"], "content": content,
             "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 21, "output_tokens": 9}}
 
 
+def _halves(text: str) -> list[str]:
+    return [text[:len(text) // 2], text[len(text) // 2:]]
+
+
 def anthropic_events(message: dict) -> list[tuple[str, dict]]:
+    """The SSE the Messages API sends: streamed fields arrive in pieces (text, thinking, tool
+    input JSON), a signature and each citation in one delta, other blocks whole; a ping."""
     start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 21, "output_tokens": 1}}
-    events = [("message_start", {"type": "message_start", "message": start})]
+    events = [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
+
+    def delta(i: int, payload: dict) -> tuple[str, dict]:
+        return "content_block_delta", {"type": "content_block_delta", "index": i, "delta": payload}
+
     for i, block in enumerate(message["content"]):
-        if block["type"] == "text":
-            events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                   "content_block": {"type": "text", "text": ""}}))
-            for piece in (block["text"][:10], block["text"][10:]):
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                       "delta": {"type": "text_delta", "text": piece}}))
+        kind, deltas = block["type"], []
+        if kind == "text":
+            first = {"type": "text", "text": ""}
+            deltas += [delta(i, {"type": "citations_delta", "citation": c}) for c in block.get("citations") or ()]
+            deltas += [delta(i, {"type": "text_delta", "text": piece}) for piece in _halves(block["text"])]
+        elif kind == "thinking":
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas += [delta(i, {"type": "thinking_delta", "thinking": piece}) for piece in _halves(block["thinking"])]
+            deltas.append(delta(i, {"type": "signature_delta", "signature": block["signature"]}))
+        elif kind == "tool_use":
+            first = {**block, "input": {}}
+            deltas += [delta(i, {"type": "input_json_delta", "partial_json": piece})
+                       for piece in _halves(json.dumps(block["input"]))]
         else:
-            events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                   "content_block": {**block, "input": {}}}))
-            text = json.dumps(block["input"])
-            for piece in (text[:5], text[5:]):
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                       "delta": {"type": "input_json_delta", "partial_json": piece}}))
+            first = block
+        events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": first}))
+        events += deltas
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
     events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
                                                                         "stop_sequence": None},
