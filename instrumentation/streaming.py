@@ -132,11 +132,24 @@ class AsyncStreamProxy(_StreamProxyBase):
 
 
 class RecordedStream:
-    """A replayed stream: yields prepared SDK chunk objects, no network (sync and async use)."""
+    """A replayed stream: yields prepared SDK chunk objects, no network (sync and async use).
+    `response` is an HTTP response look-alike: the SDKs' stream helpers (`messages.stream`,
+    `chat.completions.stream`, `responses.stream`) read it when they wrap the raw stream."""
 
     def __init__(self, chunks: list):
         self._chunks = list(chunks)
         self._index = 0
+        self._response: Any = None
+
+    @property
+    def response(self) -> Any:
+        if self._response is None:
+            import httpx  # the SDKs' own dependency: present whenever a call is replayed
+
+            self._response = httpx.Response(
+                200, headers={"content-type": "text/event-stream", "x-tracefix-replay": "cassette"},
+                request=httpx.Request("POST", "http://tracefix-replay.invalid/"))
+        return self._response
 
     def _next(self) -> Any:
         if self._index >= len(self._chunks):

@@ -22,7 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import tracefix
 from tracefix import semconv as sc
 from tracefix.anthropic_messages import AnthropicMessages
+from tracefix.llm import rehydrate_model, rehydrate_union
 from tracefix.openai_chat import OpenAIChat
+from tracefix.openai_responses import OpenAIResponses
 
 from instr_support import cassette_from_spans, replay_in_this_process
 from provider_server import ProviderServer
@@ -406,3 +408,112 @@ def test_openai_chat_stream_with_logprobs_annotations_and_function_call_replays_
     assert tools["message"]["tool_calls"]
     assert replayed == recorded  # byte for byte
     assert report["counts"]["llm_cassette"] == len(requests)
+
+
+# --- OpenAI Responses -----------------------------------------------------------------------
+
+def responses_events(events: list[tuple[str, dict]]) -> list:
+    """As the SDK builds them from the wire: leniently (a scripted response lacks fields a
+    real one has)."""
+    return [rehydrate_union(openai.types.responses.ResponseStreamEvent, payload) for _, payload in events]
+
+
+def sdk_final_response(events: typing.Iterable) -> tuple[typing.Any, list]:
+    """The SDK's stream helper over `events`: its final Response and the events it yielded."""
+    from openai.lib.streaming.responses import ResponseStream
+
+    raw_stream = events if hasattr(events, "__next__") else _EventList(list(events))
+    stream = ResponseStream(raw_stream=raw_stream, text_format=openai.omit, input_tools=openai.omit,
+                            starting_after=None)
+    seen = list(stream)
+    return stream.get_final_response(), seen
+
+
+def as_response_json(response: typing.Any) -> str:
+    data = response if isinstance(response, dict) else response.model_dump(mode="json")
+    response = rehydrate_model(openai.types.responses.Response, _strip_stream_helper_fields(data))
+    return json.dumps(response.model_dump(mode="json", warnings=False), sort_keys=True)
+
+
+def _server_events(**body: typing.Any) -> list[tuple[str, dict]]:
+    from provider_server import openai_response, openai_response_events
+
+    return openai_response_events(openai_response({"model": "gpt-test", **body}))
+
+
+REASONING_TOOL_TURN = {"reasoning": {"effort": "low"}, "tools": [{"type": "function", "name": "get_balance",
+                                                                  "parameters": {"type": "object"}}]}
+
+
+def test_every_responses_event_type_the_sdk_defines_is_folded_or_known_to_need_no_fold():
+    from tracefix.openai_responses import FOLDED_EVENTS, UNFOLDED_EVENTS
+
+    assert not FOLDED_EVENTS & UNFOLDED_EVENTS
+    unknown = type_literals(openai.types.responses.ResponseStreamEvent) - FOLDED_EVENTS - UNFOLDED_EVENTS
+    assert not unknown, f"Responses stream events the recorder does not classify: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("body", [REASONING_TOOL_TURN, {"reasoning": {"effort": "low"}}], ids=["tool", "text"])
+def test_responses_recorder_rebuilds_output_the_final_event_leaves_out_and_replays_it_exactly(body):
+    """The final event may carry no `output` (the SDK's helper then takes the items'
+    done events): the record must not come out empty."""
+    events = _server_events(**body)
+    name, completed = events[-1]
+    without_output = [*events[:-1], (name, {**completed, "response": {
+        k: v for k, v in completed["response"].items() if k != "output"}})]
+    live, live_events = sdk_final_response(responses_events(events))
+    for stream in (events, without_output):
+        accumulator = OpenAIResponses().new_accumulator()
+        for event in responses_events(stream):
+            accumulator.add(event)
+        raw = accumulator.raw()
+        assert as_response_json(raw) == as_response_json(live)
+        replayed, replayed_events = sdk_final_response(OpenAIResponses().fake_stream(raw, {}, is_async=False))
+        assert replayed.to_json() == live.to_json()
+        assert {e.type for e in replayed_events} == {e.type for e in live_events}
+
+
+def test_responses_recorder_keeps_what_an_abandoned_stream_got():
+    events = responses_events(_server_events(reasoning={"effort": "low"}))
+    cut = next(i for i, e in enumerate(events) if e.type == "response.output_text.done")  # mid message
+    accumulator = OpenAIResponses().new_accumulator()
+    for event in events[:cut]:
+        accumulator.add(event)
+    reasoning, message = accumulator.raw()["output"]
+    assert reasoning["summary"][0]["text"] and reasoning["encrypted_content"]
+    text = message["content"][0]
+    assert text["text"] == "The balance is 120.50." and text["annotations"][0]["type"] == "url_citation"
+
+
+def test_openai_responses_reasoning_turn_replays_byte_identical(provider, tmp_path, monkeypatch):
+    tools = REASONING_TOOL_TURN["tools"]
+
+    @tracefix.tool
+    def get_balance(account_id: str) -> dict:
+        return {"account_id": account_id, "balance": 120.5}
+
+    def agent_run() -> dict:
+        client = openai.OpenAI(base_url=f"{provider.url}/v1", api_key="k", max_retries=0)
+        items: list = [{"role": "user", "content": "Balance of ACC-1?"}]
+        finals, deltas = [], []
+        for _ in range(2):
+            with client.responses.stream(model="gpt-test", input=items, tools=tools,
+                                         reasoning={"effort": "low"}) as stream:
+                deltas += [e.delta for e in stream if e.type.endswith(".delta")]
+                final = stream.get_final_response()
+            finals.append(final.to_json(indent=None))
+            items += [item.to_dict() for item in final.output]
+            for call in (item for item in final.output if item.type == "function_call"):
+                items.append({"type": "function_call_output", "call_id": call.call_id,
+                              "output": json.dumps(get_balance(**json.loads(call.arguments)))})
+        return {"responses": finals, "deltas": "".join(deltas)}
+
+    run = tracefix.session(entrypoint="tests:agent_run")(agent_run)
+    served_before = len(provider.requests)
+    recorded, replayed, report, _ = _record_then_replay(run, tmp_path, monkeypatch, "s-responses-replay")
+    assert len(provider.requests) - served_before == 2  # the replay reached no server
+    first, second = (json.loads(r) for r in recorded["responses"])
+    assert [i["type"] for i in first["output"]] == ["reasoning", "function_call"]
+    assert first["output"][0]["encrypted_content"] and second["output"][1]["content"][0]["annotations"]
+    assert replayed == recorded  # final responses byte for byte, and the same deltas
+    assert report["counts"]["llm_cassette"] == 2
