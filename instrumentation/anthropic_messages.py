@@ -1,6 +1,8 @@
 """Adapter for Anthropic `messages.create`: recorded in the same chat-message JSON as OpenAI.
 
 ``system`` becomes a leading system message; ``tool_use`` blocks become ``tool_calls``.
+A stream is recorded as the Message it assembles to, thinking and its signature included
+(:class:`MessageAccumulator`), and replayed as the API's events for it (:func:`stream_events`).
 """
 from __future__ import annotations
 

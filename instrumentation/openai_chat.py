@@ -1,6 +1,8 @@
 """Adapter for OpenAI `chat.completions.create`: request, response, stream chunks, replay types.
 
-Imports `openai` only inside functions: `import tracefix` stays free of it.
+A stream is recorded as the ChatCompletion it assembles to (:class:`ChatAccumulator`) and
+replayed as chunks that assemble to it again (:func:`stream_chunks`). Imports `openai` only
+inside functions: `import tracefix` stays free of it.
 """
 from __future__ import annotations
 

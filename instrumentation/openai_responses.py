@@ -2,7 +2,9 @@
 
 Recorded as a `chat` operation like chat completions: the input (``instructions`` first,
 as a system message) and the output (text and function calls) are written in the same
-chat-message JSON, so the collector and the replay read one format.
+chat-message JSON, so the collector and the replay read one format. A stream is recorded as
+the Response it assembles to (:class:`ResponsesAccumulator`) and replayed as the API's event
+sequence for it (:func:`stream_events`).
 """
 from __future__ import annotations
 

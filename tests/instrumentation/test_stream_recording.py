@@ -396,18 +396,21 @@ def test_openai_chat_stream_with_logprobs_annotations_and_function_call_replays_
         for request in requests:
             with client.chat.completions.create(model="bank-agent", stream=True, **request) as stream:
                 finals.append(sdk_final_completion(stream).to_json(indent=None))
+        # the SDK's stream helper reads the raw stream's HTTP response: a replay has one too
+        with client.chat.completions.stream(model="bank-agent", **requests[0]) as stream:
+            finals.append(stream.get_final_completion().to_json(indent=None))
         return {"completions": finals}
 
     run = tracefix.session(entrypoint="tests:agent_run")(agent_run)
     before = sim_requests(sim_url)
     recorded, replayed, report, _ = _record_then_replay(run, tmp_path, monkeypatch, "s-chat-stream-replay")
-    assert sim_requests(sim_url) - before == len(requests)  # live once; the replay never reached the server
-    hello, legacy, tools = (json.loads(c)["choices"][0] for c in recorded["completions"])
+    assert sim_requests(sim_url) - before == len(requests) + 1  # live once; the replay never reached the server
+    hello, legacy, tools, _ = (json.loads(c)["choices"][0] for c in recorded["completions"])
     assert hello["logprobs"]["content"] and hello["message"]["annotations"][0]["type"] == "url_citation"
     assert legacy["message"]["function_call"]["name"] == "lookup_customer"
     assert tools["message"]["tool_calls"]
     assert replayed == recorded  # byte for byte
-    assert report["counts"]["llm_cassette"] == len(requests)
+    assert report["counts"]["llm_cassette"] == len(requests) + 1
 
 
 # --- OpenAI Responses -----------------------------------------------------------------------
