@@ -232,6 +232,13 @@ class LLMCall:
 
                 proxy = AsyncStreamProxy if is_async else SyncStreamProxy
                 return proxy(result, self)
+            if self.request.stream and callable(getattr(result, "parse", None)):
+                # .with_raw_response / .with_streaming_response: the stream comes out of parse()
+                from .streaming import AsyncRawStreamResponseProxy, RawStreamResponseProxy
+
+                proxy = AsyncRawStreamResponseProxy if inspect.iscoroutinefunction(result.parse) \
+                    else RawStreamResponseProxy
+                return proxy(result, self)
             self.finish_raw(self.adapter.response_raw(parsed_result if parsed_result is not None else result))
         except Exception:
             warn_once(f"result:{self.adapter.operation}", "tracefix: could not record an LLM result", exc_info=True)

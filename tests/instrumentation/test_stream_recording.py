@@ -520,3 +520,37 @@ def test_openai_responses_reasoning_turn_replays_byte_identical(provider, tmp_pa
     assert first["output"][0]["encrypted_content"] and second["output"][1]["content"][0]["annotations"]
     assert replayed == recorded  # final responses byte for byte, and the same deltas
     assert report["counts"]["llm_cassette"] == 2
+
+
+def test_streamed_calls_through_raw_and_streaming_response_are_recorded_and_replayed(sim_url, tmp_path,
+                                                                                     monkeypatch):
+    """The stream of `.with_streaming_response` / `.with_raw_response` comes out of
+    parse(): it is recorded as the app reads it, and replayed the same way."""
+    import asyncio
+
+    request = {"model": "bank-agent", "messages": [{"role": "user", "content": "Say hello."}], "stream": True,
+               "logprobs": True}
+
+    def agent_run() -> dict:
+        client = openai.OpenAI(base_url=sim_url, api_key="k", max_retries=0)
+        finals = []
+        with client.chat.completions.with_streaming_response.create(**request) as response:
+            finals.append(sdk_final_completion(response.parse()).to_json(indent=None))
+        raw = client.chat.completions.with_raw_response.create(**request)
+        finals.append(sdk_final_completion(raw.parse()).to_json(indent=None))
+
+        async def streamed_async() -> str:
+            aclient = openai.AsyncOpenAI(base_url=sim_url, api_key="k", max_retries=0)
+            async with aclient.chat.completions.with_streaming_response.create(**request) as response:
+                chunks = [chunk async for chunk in await response.parse()]
+            await aclient.close()
+            return sdk_final_completion(chunks).to_json(indent=None)
+        finals.append(asyncio.run(streamed_async()))
+        return {"completions": finals}
+
+    run = tracefix.session(entrypoint="tests:agent_run")(agent_run)
+    recorded, replayed, report, spans = _record_then_replay(run, tmp_path, monkeypatch, "s-raw-stream-replay")
+    chats = [s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == "chat"]
+    assert len(chats) == 3 and all(json.loads(s.attributes[sc.RESPONSE_RAW])["choices"][0]["logprobs"]
+                                   for s in chats)
+    assert replayed == recorded and report["counts"]["llm_cassette"] == 3
