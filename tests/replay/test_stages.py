@@ -42,16 +42,31 @@ def test_attribution_without_analysis_falls_back_to_the_first_error():
     assert hyps[0]["step"] == 3 and hyps[0]["source"] == "fallback"
 
 
-def test_template_names_agent_tool_error_and_missing_argument():
+def test_template_names_the_missing_argument_and_the_value_the_instruction_gives():
     doc = failed_deposit_session()
+    doc["steps"][3]["input_messages"] = [
+        {"role": "system", "content": "You are PaymentsAgent"},
+        {"role": "user", "content": "PaymentsAgent: deposit check CHK-5001 into ACC-1001"}]
     h = {"id": "h-1", "step": 3, "agent": "PaymentsAgent", "evidence": {}}
     iv = interventions.template(doc, h)
     assert iv["kind"] == "add_message" and iv["category"] == "correction" and iv["step"] == 3
-    assert iv["text"].startswith("CORRECTION for PaymentsAgent:")
-    for part in ("deposit_check", "check_number", "missing required argument"):
-        assert part in iv["text"]
+    assert "CORRECTION" not in iv["text"]  # plain advice, no code word
+    for part in ("deposit_check", "check_number = CHK-5001", "your instruction", "missing required argument"):
+        assert part in iv["text"], iv["text"]
     assert iv["expect"] == {"agent": "PaymentsAgent", "action": "call_tool", "tool": "deposit_check",
                             "argument": "check_number"}
+
+
+def test_template_calls_a_value_that_appears_nowhere_in_the_context_wrong_and_gives_the_right_one():
+    doc = failed_deposit_session()
+    doc["steps"][3]["input_messages"] = [
+        {"role": "user", "content": "Move $20 from account ACC-1001 to account ACC-1002 with transfer."}]
+    doc["steps"][3]["tool_calls"] = [{"id": "c", "name": "transfer", "error": None, "result": {"ok": True},
+                                      "arguments": {"from_account": "ACC-1001", "to_account": "ACC-1003",
+                                                    "amount": 20}}]
+    iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "PaymentsAgent", "evidence": {}})
+    assert "to_account was ACC-1003, which is wrong" in iv["text"] and "the right value is ACC-1002" in iv["text"]
+    assert iv["expect"]["argument"] == "to_account"
 
 
 def test_template_uses_tool_schema_for_a_silently_missing_argument():
@@ -68,7 +83,8 @@ def test_template_for_an_early_final_answer_and_an_instruction():
     final = interventions.template(doc, {"id": "h", "step": 7, "agent": "Orchestrator", "evidence": {}})
     assert "final answer" in final["text"] and final["expect"]["action"] == "continue"
     instr = interventions.template(doc, {"id": "h", "step": 2, "agent": "Orchestrator", "evidence": {}})
-    assert instr["text"].startswith("CORRECTION for Orchestrator:") and "deposit_check" in instr["text"]
+    assert "plan" in instr["text"] and "every identifier and amount" in instr["text"]
+    assert instr["expect"]["tool"] == "deposit_check"
     assert instr["before"] == "task"
 
 
@@ -206,13 +222,14 @@ def test_template_for_a_skipped_tool_and_a_misread_result():
                    {"role": "user", "content": "Deposit check CHK-5001 into account ACC-1001 using deposit_check."}]
     doc["steps"][4]["input_messages"] = instruction
     skip = interventions.template(doc, {"id": "h", "step": 4, "agent": "PaymentsAgent", "evidence": {}})
-    assert "you did not call `deposit_check`" in skip["text"] and skip["expect"]["tool"] == "deposit_check"
+    assert "`deposit_check`" in skip["text"] and "has not been carried out" in skip["text"]
+    assert skip["expect"]["tool"] == "deposit_check"
     doc["steps"][4]["input_messages"] = instruction + [
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
                                               "function": {"name": "deposit_check", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"balance": "$60.00"}'}]
     misread = interventions.template(doc, {"id": "h", "step": 4, "agent": "PaymentsAgent", "evidence": {}})
-    assert "misread the result of `deposit_check`" in misread["text"] and misread["expect"]["action"] == "reread"
+    assert 'returned {"balance": "$60.00"}' in misread["text"] and misread["expect"]["action"] == "reread"
 
 
 def test_instruction_template_quotes_the_plan_line_it_should_carry_out():
