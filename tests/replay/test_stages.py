@@ -145,6 +145,22 @@ def test_an_early_answer_is_replaced_only_when_the_session_goes_on_to_the_pendin
     assert not judge.fulfilled_heuristic(iv, doc, elsewhere)  # the named pending action never happened
 
 
+def test_a_changed_instruction_follows_the_edit_only_when_it_carries_the_stated_value():
+    doc = failed_deposit_session()
+    iv = {"step": 2, "kind": "add_message", "text": "The deposit goes into ACC-1002, which the lookup reported.",
+          "expect": {"agent": "Orchestrator", "action": "instruct", "tool": "deposit_check", "argument": None}}
+
+    def replay_with(text):
+        child = copy.deepcopy(doc)
+        child["steps"][2] = llm_step(2, "Orchestrator", text)
+        return child
+
+    assert judge.fulfilled_heuristic(iv, doc, replay_with("PaymentsAgent: deposit check CHK-5001 into ACC-1002"))
+    # reworded, with a remark appended, but still the old account: not the edit carried out
+    assert not judge.fulfilled_heuristic(iv, doc, replay_with(
+        "PaymentsAgent: deposit check CHK-5001 into ACC-1001. Please be careful."))
+
+
 def test_success_prefers_the_evaluator_then_ground_truth():
     doc = failed_deposit_session()
     assert judge.judge_success({"outcome": "success", "evaluation": {"success": True}}, doc, None) == (True, "evaluator")
