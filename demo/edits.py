@@ -29,8 +29,8 @@ _AMOUNT = re.compile(r"(?:\$\s*|\b(?:amount|sum|of|is|be)\s+\$?)([\d,]*\d(?:\.\d
 _NEGATED_BEFORE = re.compile(r"\b(not|never|instead of|rather than|wrong|incorrect|mistaken|invalid|bad|no longer)"
                              r"\b\W*(?:[\w=]+\W+){0,3}$", re.I)
 _NEGATED_AFTER = re.compile(r"^[^.;:]{0,30}?\b(is|was|were|are)\s+(wrong|incorrect|not|invalid|a mistake)\b|"
-                            r"^[^.;:]{0,30}?\b(appears nowhere|does not|doesn't|is nowhere|instead)\b", re.I)
-_DIRECTION = re.compile(r"\b(from|to|into|source|destination|recipient|target|payee)\b\W*(?:\w+\W+){0,3}$", re.I)
+                            r"^[^.;:]{0,30}?\b(appears nowhere|does not|doesn't|is nowhere)\b", re.I)
+_DIRECTION_WORD = re.compile(r"\b(from|to|into|source|destination|recipient|target|payee)\b", re.I)
 
 # Where a value can be found in an agent's context.
 SOURCES = {
@@ -118,14 +118,18 @@ def shape(value: str) -> str:
 
 
 def _direction(before: str) -> str | None:
-    m = _DIRECTION.search(before[-40:])
-    if not m:
+    """The direction word nearest before a value, within three words of it."""
+    tail = before[-40:]
+    found = list(_DIRECTION_WORD.finditer(tail))
+    if not found or len(re.findall(r"[\w=]+", tail[found[-1].end():])) > 3:
         return None
-    return "source" if m.group(1).lower() in ("from", "source") else "destination"
+    return "source" if found[-1].group(1).lower() in ("from", "source") else "destination"
 
 
 def _negated(text: str, start: int, end: int) -> bool:
-    return bool(_NEGATED_BEFORE.search(text[max(0, start - 40):start]) or _NEGATED_AFTER.search(text[end:end + 60]))
+    # a negation counts only inside the value's own clause ("X is wrong; use Y": Y is meant)
+    before = re.split(r"[.;:,]|\bbut\b|\binstead\b(?! of)|\buse\b", text[max(0, start - 40):start])[-1]
+    return bool(_NEGATED_BEFORE.search(before) or _NEGATED_AFTER.search(text[end:end + 60]))
 
 
 def read(text: str) -> Reading:

@@ -210,7 +210,7 @@ def _action_words(action: str) -> str:
     return rf"\b{re.escape(action.replace('_', ' '))}\b|{_INTENT_PATTERNS.get(action, re.escape(action))}"
 
 
-_INSTRUCTION_DETAILS = r"\b(accounts?|amounts?|identifiers?|ids?|check numbers?|customers?)\b"
+_INSTRUCTION_DETAILS = r"\b(accounts?|amounts?|identifiers?|ids?|check numbers?)\b"
 
 
 def adopt_ids(text: str, edit: Reading | None) -> str:
