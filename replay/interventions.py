@@ -248,6 +248,12 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
                 f"from your instruction, then report its result.{quoted}{retry}")
         expect = {"agent": agent, "action": "call_tool", "tool": skipped, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
+    if not called and instruction:
+        text = (f"In the recorded run you answered here without calling any tool since your instruction: what it "
+                f"asks for has not been carried out yet. Carry it out with your tools and the "
+                f"values from your instruction, then report the results.{quoted}{retry}")
+        expect = {"agent": agent, "action": "call_tool", "tool": evidence_tool, "argument": None}
+        return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
     # Every result read since the instruction is a suspect; quote them (most recent first).
     read = list(dict.fromkeys(reversed(called))) or ([evidence_tool] if evidence_tool else [])
     tool = read[0] if read else None
