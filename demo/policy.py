@@ -323,7 +323,8 @@ def _orchestrator(messages: list[dict], reads_edits: bool) -> Decision:
             return Variant(text_message(before + wrong_id + after + (NOTE_MARK + note if note else "")),
                            f"instructed {sub.worker} to use {wrong_id} instead of {ids[-1]} for {sub.action}")
         decision.hosts["wrong_instruction"] = (wrong, Need(
-            values=(ids[-1],), decides=(ids[-1],), about=about + r"|\baccounts?\b", sources=("reports", "instruction"),
+            values=(ids[-1],), decides=(ids[-1],), about=about + "|" + _INSTRUCTION_DETAILS,
+            sources=("reports", "instruction"),
             target=(sub.worker, sub.action)))
     decision.hosts["vague_instruction"] = (lambda: Variant(
         text_message(f"{sub.worker}: please handle the next part of the customer's request as discussed."),
