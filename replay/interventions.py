@@ -124,7 +124,8 @@ def _context_text(step: dict, doc: dict) -> str:
 
 def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] | None:
     """(value, where) for an argument the call left out: a tool result's field of that name,
-    else an id-like token right after the argument's words in the instruction or the task."""
+    else an id-like token or a quoted value right after the argument's words in the
+    instruction or the task."""
     for m in reversed(step.get("input_messages") or []):
         if m.get("role") == "tool":
             found = re.search(rf'"{re.escape(argument)}"\s*:\s*"?([^",}}]+)', str(m.get("content") or ""))
@@ -133,9 +134,11 @@ def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] |
     cues = [w for w in argument.lower().split("_") if w not in ("id", "number", "no", "num", "value") and len(w) > 2]
     for where, text in (("your instruction", _latest_instruction(step)), ("the task", doc.get("task"))):
         for cue in cues:
-            found = re.search(rf"\b{re.escape(cue)}\w*\s+(?:\w+\s+)?([A-Za-z][\w]*[-_]?\d[\w-]*)", str(text or ""), re.I)
+            # an id right after the argument's word ("check CHK-5001"), or a quoted value ("named "Ann"")
+            found = re.search(rf"\b{re.escape(cue)}\w*\s+(?:\w+\s+)?(?:([A-Za-z][\w]*[-_]?\d[\w-]*)|\"([^\"]{{1,80}})\")",
+                              str(text or ""), re.I)
             if found:
-                return found.group(1), where
+                return found.group(1) or found.group(2), where
     return None
 
 

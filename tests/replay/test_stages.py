@@ -57,6 +57,15 @@ def test_template_names_the_missing_argument_and_the_value_the_instruction_gives
                             "argument": "check_number"}
 
 
+def test_template_finds_a_quoted_value_for_a_dropped_argument():
+    doc = failed_deposit_session()
+    doc["steps"][1]["input_messages"] = [{"role": "user", "content": 'Look up the customer named "Ana Diaz".'}]
+    doc["steps"][1]["tool_calls"] = [{"id": "c", "name": "lookup_customer", "arguments": {}, "result": None,
+                                      "error": "MissingArgument: lookup_customer: missing required argument 'name'"}]
+    iv = interventions.template(doc, {"id": "h", "step": 1, "agent": "AccountAgent", "evidence": {}})
+    assert "Pass name = Ana Diaz, as your instruction states" in iv["text"], iv["text"]
+
+
 def test_template_calls_a_value_that_appears_nowhere_in_the_context_wrong_and_gives_the_right_one():
     doc = failed_deposit_session()
     doc["steps"][3]["input_messages"] = [
