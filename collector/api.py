@@ -4,13 +4,15 @@ Reads run on store cursors in the thread pool; every write goes through the sing
 Bearer tokens, when configured, are required on every route but `/healthz`: the ingest
 token opens `/v1/traces` and `POST /api/v1/feedback`, the API token every route
 (tracefix.collector.auth). JSON leaves through `responses.JSONResponse` (non-finite numbers
-become null), query parameters and session ids in paths are read by `url_input`, and every
-answer carries the security headers of `responses.SecurityHeaders`.
+become null), query parameters and session ids in paths are read by `url_input`, request
+bodies are validated by the models of `schemas` (described, with every answer, in
+`GET /openapi.json`, tracefix.collector.openapi), every 4xx/5xx is `error()`'s one shape, and
+every answer carries the security headers of `responses.SecurityHeaders`.
 """
 from __future__ import annotations
 
 import asyncio
-import html
+import functools
 import json
 import math
 import logging
@@ -18,21 +20,26 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tracefix.collector import document, jsonsafe, otlp
+from tracefix import __version__
+from tracefix.collector import document, jsonsafe, openapi, otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST
-from tracefix.collector.imports import ImportError_
+from tracefix.collector.imports import ImportFormatError
 from tracefix.collector.decoding import DecodeFailed
-from tracefix.collector.responses import REPORT_CSP, JSONResponse, SecurityHeaders
-from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS
+from tracefix.collector.responses import REPORT_CSP, SECURITY_HEADERS, JSONResponse, SecurityHeaders
+from tracefix.collector.schemas import (ERROR_CODES, AnalysisResult, ClaimRequest, FeedbackRequest, FinishRequest,
+                                        ImportRequest, JobRequest, LeaseRequest, ReplayResult,
+                                        parse_body)
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
-from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.collector.writer import QueueFull
+from tracefix.errors import TracefixError
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
@@ -40,18 +47,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracefix.collector")
 
 
-def error(status: int, message: str, **extra) -> JSONResponse:
-    headers = {"Retry-After": "1"} if status in (429, 503) else None
+def error(status: int, message: str, code: str | None = None, headers: dict | None = None,
+          **extra) -> JSONResponse:
+    """Every 4xx/5xx answer of the API: `schemas.ErrorBody`, `code` by status unless given."""
+    headers = dict(headers or {})
+    if status in (429, 503):
+        headers.setdefault("Retry-After", "1")
     if status == 408:  # the client stalled mid-body: the connection cannot carry another request
-        headers = {"Connection": "close"}
-    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+        headers["Connection"] = "close"
+    return JSONResponse({"error": message, "code": code or ERROR_CODES.get(status, "error"), **extra},
+                        status_code=status, headers=headers or None)
 
 
 def busy(message: str, delay_s: float) -> JSONResponse:
     """429 for back-pressure: Retry-After (whole seconds, RFC 9110) is the delay the gRPC
     receiver sends in RetryInfo (`Writer.retry_delay_s`), rounded up; the body has it exact."""
-    return JSONResponse({"error": message, "retry_after_s": round(delay_s, 3)}, status_code=429,
-                        headers={"Retry-After": str(math.ceil(delay_s))})
+    return error(429, message, retry_after_s=round(delay_s, 3), headers={"Retry-After": str(math.ceil(delay_s))})
 
 
 # A request body must keep coming: no byte for BODY_IDLE_S, or less than MIN_BODY_RATE on
@@ -117,29 +128,21 @@ async def read_json(request: Request, limit: int) -> Any:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
 
 
-def render_report(store, session_id: str, fmt: str) -> str:
-    """The session's report, its replays' child sessions beside it. Analysis and replay
-    results are stored as their clients posted them; one the renderer cannot read must not
-    make the session's report unreachable, so the report is then drawn without them and
-    says so at its top."""
-    from tracefix.analysis.report import load_report_inputs, render_html, render_markdown
+async def read_model(request: Request, model, limit: int):
+    """The JSON body validated as `model` (tracefix.collector.schemas); InvalidBody otherwise."""
+    return parse_body(model, await read_json(request, limit))
 
-    render = render_markdown if fmt == "md" else render_html
-    try:
-        return render(*load_report_inputs(store, session_id))
-    except Exception as exc:
-        doc = store.get_session(session_id)
-        if doc is None:
-            raise KeyError(session_id) from None
-        if store.get_analysis(session_id) is None and store.get_replay(session_id) is None:
-            raise  # the session alone fails: the renderer's bug, not the stored results
-        log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
-        notice = (f"The stored analysis or replay result of this session could not be rendered "
-                  f"({type(exc).__name__}: {exc}); this report shows the session without them.")
-    text = render(doc, None, None, {})
-    if fmt == "md":
-        return f"> **Note.** {notice}\n\n{text}"
-    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
+
+async def http_error(request: Request, exc: HTTPException) -> Response:
+    """Starlette's own answers (no such route 404, method not allowed 405) in the error shape."""
+    return error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """A bug of ours: the error shape, and the security headers, since this answer is written
+    outside the middleware that adds them."""
+    log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+    return error(500, f"internal error ({type(exc).__name__})", headers=SECURITY_HEADERS)
 
 
 def page_params(query: QueryParams, default_limit: int) -> tuple[int, int]:
@@ -158,16 +161,10 @@ def build_app(collector: "Collector") -> Starlette:
                 return error(401, "missing or wrong bearer token", hint="send 'Authorization: Bearer <token>'")
             try:
                 return await handler(request)
-            except otlp.OtlpError as exc:
-                return error(exc.status, exc.message)
-            except QueueFull as exc:
+            except QueueFull as exc:  # with the Retry-After the writer's backlog calls for
                 return busy(f"collector busy: {exc}; retry later", writer.retry_delay_s())
-            except WriterClosed as exc:
-                return error(503, str(exc))
-            except UnknownSession as exc:
-                return error(404, f"unknown session {exc.args[0]!r}")
-            except InvalidParameter as exc:
-                return error(422, str(exc), parameter=exc.name)
+            except TracefixError as exc:  # each says its status and code (tracefix.errors)
+                return error(exc.http_status, str(exc), code=exc.error_code, **exc.http_details())
             except ValueError as exc:
                 return error(400, str(exc))
         return wrapped
@@ -336,26 +333,17 @@ def build_app(collector: "Collector") -> Starlette:
             raise
 
     async def feedback(request: Request) -> Response:
-        data = await read_json(request, 1 << 20)
-        if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
-            raise ValueError("feedback needs {\"session_id\": str, \"score\": number, \"comment\": str?}")
-        try:
-            score = float(data.get("score"))
-        except (TypeError, ValueError) as exc:
-            raise ValueError("feedback 'score' must be a number (e.g. -1 thumbs down, 1 thumbs up)") from exc
+        data = await read_model(request, FeedbackRequest, 1 << 20)
         try:  # NaN / Infinity (or 1e400): refused before anything is written
-            check_score(score)
+            check_score(data.score)
         except ValueError as exc:
             return error(422, str(exc))
-        comment = data.get("comment")
-        if comment is not None and not isinstance(comment, str):
-            raise ValueError("feedback 'comment' must be a string")
-        fb = await write(lambda s: s.add_feedback(data["session_id"], score, comment, source="api",
+        fb = await write(lambda s: s.add_feedback(data.session_id, data.score, data.comment, source="api",
                                                   **collector.feedback_options()))
         collector.feedback_recorded(fb)
         return JSONResponse(fb, status_code=201)
 
-    def result_routes(kind: str):
+    def result_routes(kind: str, model):
         async def get_result(request: Request) -> Response:
             sid = request.path_params["session_id"]
             result = await run_in_threadpool(getattr(store, f"get_{kind}"), sid)
@@ -366,8 +354,7 @@ def build_app(collector: "Collector") -> Starlette:
         async def post_result(request: Request) -> Response:
             sid = request.path_params["session_id"]
             result = await read_json(request, cfg.max_body_bytes)
-            if not isinstance(result, dict):
-                raise ValueError(f"the {kind} result must be a JSON object")
+            parse_body(model, result)  # checked, then stored as posted
             if not await run_in_threadpool(store.session_exists, sid):
                 raise UnknownSession(sid)
             await write(lambda s: getattr(s, f"save_{kind}")(sid, result))
@@ -375,17 +362,19 @@ def build_app(collector: "Collector") -> Starlette:
 
         return get_result, post_result
 
-    get_analysis, post_analysis = result_routes("analysis")
-    get_replay, post_replay = result_routes("replay")
+    get_analysis, post_analysis = result_routes("analysis", AnalysisResult)
+    get_replay, post_replay = result_routes("replay", ReplayResult)
 
     async def report(request: Request) -> Response:
         sid = request.path_params["session_id"]
         fmt = QueryParams(request.query_params).choice("format", ("html", "md"), default="html")
         try:
-            import tracefix.analysis.report  # noqa: F401
+            if collector.pipeline.report is None:
+                raise ImportError("this collector was started without one (run it as `tracefix serve`)")
+            render_report = collector.pipeline.report()
         except ImportError as exc:
             return error(404, f"the report renderer is not available in this installation ({exc}); "
-                              "install tracefix[analysis]")
+                              "install tracefix[report]")
         try:
             text = await run_in_threadpool(render_report, store, sid, fmt)
         except KeyError:
@@ -399,10 +388,11 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def import_sessions(request: Request) -> Response:
         data = await read_json(request, cfg.max_body_bytes)
+        parse_body(ImportRequest, data)  # checked; the store reads the documents as sent
         docs = data.get("sessions") if isinstance(data, dict) else data
         try:
             ids = await write(lambda s: s.import_sessions(docs))
-        except ImportError_ as exc:
+        except ImportFormatError as exc:
             raise ValueError(str(exc)) from exc
         return JSONResponse({"session_ids": ids}, status_code=201)
 
@@ -414,13 +404,10 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def jobs(request: Request) -> Response:
         if request.method == "POST":
-            data = await read_json(request, 1 << 20)
-            if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
-                raise ValueError("a job needs {\"session_id\": str, \"kind\": \"diagnosis\" | \"replay\"?, "
-                                 "\"steps\": [int]?, \"edit\": str?}")
-            kind = data.get("kind") or "diagnosis"
-            options = {k: data[k] for k in ("steps", "edit") if data.get(k) is not None}
-            job = await write(lambda s: s.enqueue_job(data["session_id"], reason=str(data.get("reason") or "api"),
+            data = await read_model(request, JobRequest, 1 << 20)
+            kind = data.kind or "diagnosis"
+            options = {k: v for k, v in (("steps", data.steps), ("edit", data.edit)) if v is not None}
+            job = await write(lambda s: s.enqueue_job(data.session_id, reason=data.reason or "api",
                                                       kind=kind, options=options or None))
             if kind == "diagnosis":
                 collector.wake_diagnosis()
@@ -430,25 +417,10 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"jobs": rows})
 
     # --- the worker side of replay jobs (tracefix.replay.worker) -----------------------------
-    def worker_name(data: Any) -> str:
-        if not isinstance(data, dict) or not isinstance(data.get("worker"), str) or not data["worker"].strip():
-            raise ValueError("the request needs {\"worker\": str (the worker's name)}")
-        return data["worker"].strip()[:200]
-
-    def lease_seconds(data: dict) -> float:
-        lease_s = data.get("lease_s", 60)
-        if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not math.isfinite(lease_s) \
-                or not 5 <= lease_s <= 3600:
-            raise ValueError("'lease_s' must be a number of seconds between 5 and 3600")
-        return float(lease_s)
-
     async def claim_job(request: Request) -> Response:
-        data = await read_json(request, 1 << 16)
-        worker, lease_s = worker_name(data), lease_seconds(data)
-        kind = data.get("kind", "replay")
-        if kind != "replay":  # diagnosis jobs run inside the collector
-            raise ValueError(f"workers claim replay jobs; {kind!r} is not one ({', '.join(JOB_KINDS)} exist)")
-        job = await write(lambda s: s.claim_job("replay", worker, lease_s))
+        data = await read_model(request, ClaimRequest, 1 << 16)  # kind: replay only (diagnoses run in here)
+        worker = data.worker[:200]
+        job = await write(lambda s: s.claim_job("replay", worker, data.lease_s))
         if job is None:
             return Response(status_code=204)
         log.info("replay job %s of session %s claimed by %s", job["job_id"], job["session_id"], worker)
@@ -456,24 +428,24 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def renew_lease(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        data = await read_json(request, 1 << 16)
-        worker, lease_s = worker_name(data), lease_seconds(data)
-        renewed = await write(lambda s: s.renew_lease(job_id, worker, lease_s))
-        return JSONResponse({"job_id": job_id, "renewed": renewed}, status_code=200 if renewed else 409)
+        data = await read_model(request, LeaseRequest, 1 << 16)
+        worker = data.worker[:200]
+        if await write(lambda s: s.renew_lease(job_id, worker, data.lease_s)):
+            return JSONResponse({"job_id": job_id, "renewed": True})
+        return error(409, f"job {job_id!r} is not running under a lease of worker {worker!r}", code="lease_lost",
+                     job_id=job_id, renewed=False)
 
     async def finish_job(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        data = await read_json(request, 1 << 20)
-        worker = worker_name(data)
-        state, err = data.get("state"), data.get("error")
-        if state not in FINISHED_JOB_STATES:
-            raise ValueError(f"'state' must be one of {', '.join(FINISHED_JOB_STATES)}")
-        if err is not None and not isinstance(err, str):
-            raise ValueError("'error' must be a string")
+        data = await read_model(request, FinishRequest, 1 << 20)
+        worker, state, err = data.worker[:200], data.state, data.error
         finished = await write(lambda s: s.finish_job(job_id, error=err and err[:20_000], state=state, worker=worker))
-        if finished and state != "done":
+        if not finished:
+            return error(409, f"job {job_id!r} is not running under worker {worker!r}", code="lease_lost",
+                         job_id=job_id, finished=False)
+        if state != "done":
             log.warning("replay job %s %s by %s: %s", job_id, state, worker, err)
-        return JSONResponse({"job_id": job_id, "finished": finished}, status_code=200 if finished else 409)
+        return JSONResponse({"job_id": job_id, "finished": True})
 
     async def alerts(request: Request) -> Response:
         rows = await run_in_threadpool(store.list_alerts, QueryParams(request.query_params).text("session_id"))
@@ -485,8 +457,16 @@ def build_app(collector: "Collector") -> Starlette:
         body, media = await run_in_threadpool(collector.metrics.render)
         return Response(body, media_type=media)
 
+    @functools.cache
+    def openapi_document() -> bytes:  # built at the first request: the models' schemas cost ~0.2 s
+        return jsonsafe.dumps(openapi.document(route_table, __version__)).encode()
+
+    async def openapi_json(request: Request) -> Response:
+        return Response(await run_in_threadpool(openapi_document), media_type="application/json")
+
     routes = [
         Route("/healthz", healthz),
+        Route("/openapi.json", guarded(openapi_json)),
         Route("/v1/traces", collector.metrics.count_http_exports(guarded(traces, INGEST)), methods=["POST"]),
         Route("/metrics", guarded(metrics)),
         Route("/api/v1/store", guarded(store_info)),
@@ -511,4 +491,8 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/jobs/{job_id}/finish", guarded(finish_job), methods=["POST"]),
         Route("/api/v1/alerts", guarded(alerts)),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)])
+    route_table = [(r.path, r.methods) for r in routes]
+    if openapi.undescribed(route_table):
+        log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)],
+                     exception_handlers={HTTPException: http_error, Exception: internal_error})

@@ -24,6 +24,9 @@ API_CSP = "default-src 'none'; frame-ancestors 'none'"
 REPORT_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
               "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 
+# what SecurityHeaders adds to an API answer; as a dict for an answer written outside it
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                    "Content-Security-Policy": API_CSP}
 _ALWAYS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
 
 

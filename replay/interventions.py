@@ -21,8 +21,9 @@ import hashlib
 import json
 import re
 
+from tracefix.analysis.units import is_coordinator
+from tracefix.collector.document import content_text, session_task
 from tracefix.replay import prompts
-from tracefix.replay.trials import PLANNER_ROLE
 
 KINDS = ("add_message", "replace_output", "replace_tool_result")
 CATEGORIES = ("orchestrator_instruction", "plan", "correction", "tool_result")
@@ -111,15 +112,16 @@ def _shape(value: str) -> str:
 def _latest_instruction(step: dict) -> str | None:
     """The newest user turn in the step's input: what the acting agent was asked to do."""
     for m in reversed(step.get("input_messages") or []):
-        if m.get("role") == "user" and isinstance(m.get("content"), str) and m["content"].strip():
-            return m["content"]
+        text = content_text(m.get("content")) if m.get("role") == "user" else ""
+        if text and text.strip():
+            return text
     return None
 
 
 def _context_text(step: dict, doc: dict) -> str:
     """Everything the acting agent had seen at the step: its input messages and the task."""
-    parts = [str(m.get("content") or "") for m in step.get("input_messages") or [] if m.get("role") != "system"]
-    return "\n".join(parts + [str(doc.get("task") or "")])
+    parts = [content_text(m.get("content")) or "" for m in step.get("input_messages") or [] if m.get("role") != "system"]
+    return "\n".join(parts + [str(session_task(doc) or "")])
 
 
 def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] | None:
@@ -128,11 +130,11 @@ def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] |
     instruction or the task."""
     for m in reversed(step.get("input_messages") or []):
         if m.get("role") == "tool":
-            found = re.search(rf'"{re.escape(argument)}"\s*:\s*"?([^",}}]+)', str(m.get("content") or ""))
+            found = re.search(rf'"{re.escape(argument)}"\s*:\s*"?([^",}}]+)', content_text(m.get("content")) or "")
             if found:
                 return found.group(1).strip(), "an earlier tool result"
     cues = [w for w in argument.lower().split("_") if w not in ("id", "number", "no", "num", "value") and len(w) > 2]
-    for where, text in (("your instruction", _latest_instruction(step)), ("the task", doc.get("task"))):
+    for where, text in (("your instruction", _latest_instruction(step)), ("the task", session_task(doc))):
         for cue in cues:
             # an id right after the argument's word ("check CHK-5001"), or a quoted value ("named "Ann"")
             found = re.search(rf"\b{re.escape(cue)}\w*\s+(?:\w+\s+)?(?:([A-Za-z][\w]*[-_]?\d[\w-]*)|\"([^\"]{{1,80}})\")",
@@ -149,7 +151,7 @@ def _unsupported(call: dict, step: dict, doc: dict) -> list[tuple[str, str, str 
     args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     context = _context_text(step, doc)
     used = {str(v) for v in args.values()}
-    offered = _values(_latest_instruction(step)) or _values(doc.get("task"))
+    offered = _values(_latest_instruction(step)) or _values(session_task(doc))
     out = []
     for name, value in args.items():
         if not isinstance(value, str) or not re.search(r"\d", value) or not _shape(value):
@@ -215,11 +217,11 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
                 else f" The `{pending}` action has not succeeded yet." if pending else "")
         text = (f"The task is not finished, so do not give the final answer yet.{todo} "
                 f"Carry out every remaining step of the plan first, check the results, and only then answer. "
-                f'The task: "{_excerpt(doc.get("task"))}"{retry}')
+                f'The task: "{_excerpt(session_task(doc))}"{retry}')
         expect = {"agent": agent, "action": "continue", "tool": pending, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
-    if PLANNER_ROLE.search(agent):
+    if is_coordinator(agent):
         # An orchestrator's instruction at t: hold it to the plan line it should carry out and
         # to the values the task and the reports give.
         plan_line = _plan_line_for(doc, step)
@@ -236,7 +238,7 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         elif not _values(original):
             parts.append("In the recorded run it named no account, amount or identifier, so the worker could not act.")
         parts.append("Give the worker the action and every identifier and amount it needs, each checked against "
-                     f'what the workers reported and the task: "{_excerpt(doc.get("task"))}"')
+                     f'what the workers reported and the task: "{_excerpt(session_task(doc))}"')
         text = " ".join(parts) + retry
         expect = {"agent": agent, "action": "instruct", "tool": target, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
@@ -275,7 +277,7 @@ def _results_since_instruction(step: dict) -> list[tuple[str, str]]:
     messages = step.get("input_messages") or []
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     names = {c.get("id"): (c.get("function") or {}).get("name") for m in messages for c in m.get("tool_calls") or []}
-    return [(names.get(m.get("tool_call_id")) or "a tool", str(m.get("content") or ""))
+    return [(names.get(m.get("tool_call_id")) or "a tool", content_text(m.get("content")))
             for m in messages[last_user + 1:] if m.get("role") == "tool"]
 
 
@@ -382,7 +384,7 @@ def from_llm(llm, doc: dict, hypothesis: dict, memory_notes: list[str]) -> dict:
     by_index = {s["index"]: s for s in steps}
     step = by_index[hypothesis["step"]]
     context = [s for s in steps if hypothesis["step"] - 2 <= s["index"] < hypothesis["step"]]
-    system, user = prompts.intervention(doc.get("task"), hypothesis, context, step,
+    system, user = prompts.intervention(session_task(doc), hypothesis, context, step,
                                         hypothesis.get("evidence") or {}, memory_notes)
     answer = llm.complete_json("intervention", system, user)
     kind = answer.get("kind") or "add_message"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 
+from tracefix.collector.document import content_text, session_task
 from tracefix.replay import prompts
 
 
@@ -52,7 +53,7 @@ def judge_success(report: dict, doc: dict, child_doc: dict | None, llm=None) -> 
     if llm is not None and child_doc is not None:
         complaint = "; ".join(f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")) or None
         try:
-            system, user = prompts.success(doc.get("task"), complaint, report.get("output"), child_doc.get("steps") or [])
+            system, user = prompts.success(session_task(doc), complaint, report.get("output"), child_doc.get("steps") or [])
             answer = llm.complete_json("success", system, user)
             if isinstance(answer.get("success"), bool):
                 return answer["success"], "llm"
@@ -102,7 +103,7 @@ def _step_text(step: dict | None) -> str:
     if step is None:
         return ""
     calls = [json.dumps(c.get("arguments"), sort_keys=True, default=str) for c in step.get("tool_calls") or []]
-    return " ".join([(step.get("output_message") or {}).get("content") or "", *calls])
+    return " ".join([content_text((step.get("output_message") or {}).get("content")), *calls])
 
 
 def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
@@ -210,7 +211,7 @@ class MilestoneJudge:
         self.original_achieved: list[dict] = []
 
     def _ask(self, steps: list[dict], given: list[dict] | None) -> list[dict]:
-        system, user = prompts.milestones(self.doc.get("task"), self.doc.get("ground_truth"), steps, given)
+        system, user = prompts.milestones(session_task(self.doc), self.doc.get("ground_truth"), steps, given)
         answer = self.llm.complete_json("milestones", system, user)
         found = [m for m in answer.get("milestones") or [] if isinstance(m, dict) and m.get("name")][:5]
         if not found:

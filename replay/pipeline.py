@@ -5,8 +5,8 @@ hypothesis to each failed trial, writes one intervention per hypothesis, replays
 session from the intervention step in child processes (``runs`` times each, ``concurrency``
 at once), judges every replay, gives each hypothesis its DoVer verdict, and stores the
 result (contracts §5) with ``access.save_replay``. With ``rounds > 1`` repair memory
-carries what was tried into the next round. The collector's diagnosis worker calls it
-inside ``tracefix serve``; ``tracefix replay`` calls it from the command line.
+carries what was tried into the next round. A ``tracefix worker`` (replay/worker.py) calls
+it for the replay jobs it claims; ``tracefix replay`` calls it from the command line.
 """
 from __future__ import annotations
 
@@ -15,19 +15,22 @@ import os
 import time
 
 from tracefix.collector import document
+from tracefix.collector.contracts import SessionDocument
 from tracefix.entrypoints import check as check_entrypoint
+from tracefix.errors import TracefixError, UnknownSession
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
+from tracefix.replay.contracts import ReplayResult
 from tracefix.replay.guard import Guard
 from tracefix.replay.memory import RepairMemory
 
 
-class ReplayError(RuntimeError):
+class ReplayError(TracefixError, RuntimeError):
     """A session cannot be diagnosed by replay (the message says why and what to do)."""
 
 
-def check_replayable(doc: dict | None, session_id: str, allow_live_tools: bool = False) -> dict:
+def check_replayable(doc: SessionDocument | None, session_id: str, allow_live_tools: bool = False) -> SessionDocument:
     if doc is None:
-        raise ReplayError(f"no session {session_id!r} in the store")
+        raise UnknownSession(session_id, f"no session {session_id!r} in the store")
     if not doc.get("entrypoint") or doc.get("inputs") is None:
         raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
                           "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
@@ -143,7 +146,7 @@ def resolve_llm(llm):
     if llm is False:
         return None
     if llm is None:
-        from tracefix.replay.llm import ProductLLM
+        from tracefix.analysis.llm import ProductLLM
 
         return ProductLLM.from_env()
     return llm
@@ -199,7 +202,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
              otlp_endpoint: str | None = None, overrides: dict | None = None, progress=None,
              hypotheses: list[dict] | None = None, per_trial: int = 1,
              timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
-             save: bool = True) -> dict:
+             save: bool = True) -> ReplayResult:
     """Test the session's failure hypotheses by replay; return (and store) the replay result.
 
     The session's recorded entrypoint is imported (in the replay children) only when its

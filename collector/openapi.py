@@ -1,0 +1,206 @@
+"""`GET /openapi.json`: the API described as OpenAPI 3.1, built from the models of
+`tracefix.collector.schemas` and the table of operations below.
+
+`document(routes)` walks the app's own route table, so the document lists every route the
+server answers; each should have an entry in OPERATIONS (`undescribed(routes)` names those
+that have none: the server logs them, tests/collector/test_openapi.py fails on them). Schemas are pydantic's JSON Schema (2020-12,
+which OpenAPI 3.1 uses as is) under `components/schemas`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from tracefix.collector import schemas as s
+from tracefix.collector.auth import API, INGEST
+
+JSON = "application/json"
+REF = "#/components/schemas/{model}"
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    ok: dict[int, type[BaseModel] | tuple[str, ...]]  # status -> JSON model, or the media types of another answer
+    body: type[BaseModel] | tuple[str, ...] | None = None  # a JSON model, or the media types of another body
+    query: type[BaseModel] | None = None
+    errors: dict[int, type[BaseModel]] = field(default_factory=dict)  # besides those every route may answer
+    scope: str | None = API  # the bearer token it needs (tracefix.collector.auth); None: no token
+    description: str = ""
+
+
+def _fails(*statuses: int) -> dict[int, type[BaseModel]]:
+    return {status: s.ErrorBody for status in statuses}
+
+
+SESSION = "/api/v1/sessions/{session_id:session_id}"
+OTLP_MEDIA = ("application/x-protobuf", JSON)  # OTLP/HTTP: the answer in the request's encoding
+
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("/healthz", "GET"): Operation("Liveness and write progress", {200: s.Health}, scope=None),
+    ("/openapi.json", "GET"): Operation("This document", {200: (JSON,)}),
+    ("/v1/traces", "POST"): Operation(
+        "OTLP/HTTP trace export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
+        errors=_fails(400, 408, 413, 415, 429, 503),
+        description="An ExportTraceServiceRequest as protobuf or OTLP/JSON (opentelemetry-proto); answered "
+                    "with an ExportTraceServiceResponse in the request's encoding, partial success included."),
+    ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: ("text/plain",)}),
+    ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: s.StoreInfo}),
+    ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: s.SessionList},
+                                           query=s.SessionListQuery, errors=_fails(422)),
+    (SESSION, "GET"): Operation("One page of a session (contracts §1b)", {200: s.SessionPage},
+                                query=s.SessionPageQuery, errors=_fails(404, 422)),
+    (f"{SESSION}/spans", "GET"): Operation("A page of the session's spans (streamed)", {200: s.SpansPage},
+                                           query=s.SpansQuery, errors=_fails(404, 422)),
+    (f"{SESSION}/steps/{{index}}", "GET"): Operation("One step uncut", {200: s.StepAnswer},
+                                                     errors=_fails(404, 422)),
+    (f"{SESSION}/messages", "GET"): Operation("A page of the session's stored message texts (streamed)",
+                                              {200: s.MessagesPage}, query=s.PageQuery, errors=_fails(404, 422)),
+    (f"{SESSION}/messages/{{key}}", "GET"): Operation("One message uncut", {200: s.MessageAnswer},
+                                                      errors=_fails(404, 422)),
+    (f"{SESSION}/analysis", "GET"): Operation("The session's stored analysis", {200: s.AnalysisResult},
+                                              errors=_fails(404)),
+    (f"{SESSION}/analysis", "POST"): Operation("Store an analysis", {201: s.ResultSaved}, body=s.AnalysisResult,
+                                               errors=_fails(400, 404, 413)),
+    (f"{SESSION}/analysis", "PUT"): Operation("Store an analysis", {201: s.ResultSaved}, body=s.AnalysisResult,
+                                              errors=_fails(400, 404, 413)),
+    (f"{SESSION}/replay", "GET"): Operation("The session's stored replay result", {200: s.ReplayResult},
+                                            errors=_fails(404)),
+    (f"{SESSION}/replay", "POST"): Operation("Store a replay result", {201: s.ResultSaved}, body=s.ReplayResult,
+                                             errors=_fails(400, 404, 413)),
+    (f"{SESSION}/replay", "PUT"): Operation("Store a replay result", {201: s.ResultSaved}, body=s.ReplayResult,
+                                            errors=_fails(400, 404, 413)),
+    (f"{SESSION}/report", "GET"): Operation("The session's report: HTML, or Markdown with format=md",
+                                            {200: ("text/html", "text/markdown")}, query=s.ReportQuery,
+                                            errors=_fails(404, 422)),
+    ("/api/v1/feedback", "POST"): Operation(
+        "Record feedback on a session", {201: s.FeedbackRecorded}, body=s.FeedbackRequest, scope=INGEST,
+        errors=_fails(400, 404, 422, 429, 503),
+        description="A score below the alert threshold raises an alert (webhooks) and queues a diagnosis."),
+    ("/api/v1/import", "POST"): Operation("Import message-log sessions", {201: s.Imported}, body=s.ImportRequest,
+                                          errors=_fails(400, 413)),
+    ("/api/v1/training_sessions", "GET"): Operation("Sessions to train the detectors on", {200: s.TrainingSessions},
+                                                    query=s.TrainingQuery, errors=_fails(422)),
+    ("/api/v1/jobs", "GET"): Operation("Jobs", {200: s.JobList}, query=s.JobsQuery),
+    ("/api/v1/jobs", "POST"): Operation("Queue a diagnosis or a replay", {201: s.Job}, body=s.JobRequest,
+                                        errors=_fails(400, 404)),
+    ("/api/v1/jobs/claim", "POST"): Operation(
+        "A worker claims the oldest queued replay job", {200: s.Job, 204: ()}, body=s.ClaimRequest,
+        errors=_fails(400), description="204 (no body) when no job is queued."),
+    ("/api/v1/jobs/{job_id}/lease", "POST"): Operation("Renew a claimed job's lease", {200: s.LeaseRenewed},
+                                                       body=s.LeaseRequest, errors={400: s.ErrorBody,
+                                                                                    409: s.LeaseConflict}),
+    ("/api/v1/jobs/{job_id}/finish", "POST"): Operation("Finish a claimed job", {200: s.JobFinished},
+                                                        body=s.FinishRequest, errors={400: s.ErrorBody,
+                                                                                      409: s.FinishConflict}),
+    ("/api/v1/alerts", "GET"): Operation("Alerts and their webhook deliveries", {200: s.AlertList},
+                                         query=s.AlertsQuery),
+}
+
+UNDESCRIBED = Operation("(not described yet: add it to tracefix.collector.openapi.OPERATIONS)", {200: (JSON,)})
+
+PATH_PARAMETERS = {
+    "session_id": ({"type": "string"}, "the session's id, percent-encoded as one path segment (`/` as %2F)"),
+    "index": ({"type": "string", "pattern": "^[0-9]{1,10}$"}, "a step number"),
+    "key": ({"type": "string", "pattern": "^[0-9a-f]{16}$"}, "a message key: 16 lowercase hex digits"),
+    "job_id": ({"type": "string"}, "the job's id"),
+}
+
+
+def openapi_path(template: str) -> str:
+    """A Starlette path template as OpenAPI writes it: `{session_id:session_id}` -> `{session_id}`."""
+    return re.sub(r"\{(\w+)(?::\w+)?\}", r"{\1}", template)
+
+
+def _media(kind: type[BaseModel] | tuple[str, ...], refs: dict, mode: str = "serialization") -> dict:
+    if isinstance(kind, tuple):  # not described here (OTLP protobuf, HTML, ...), or no content at all
+        return {"content": {media: {} for media in kind}} if kind else {}
+    return {"content": {JSON: {"schema": refs[(kind, mode)]}}}
+
+
+def _operation(op: Operation, path: str, method: str, refs: dict, query: dict) -> dict:
+    out: dict = {"summary": op.summary, "operationId": f"{method.lower()}_{_slug(path)}"}
+    if op.description:
+        out["description"] = op.description
+    params = [{"name": name, "in": "path", "required": True, "schema": schema, "description": text}
+              for name in re.findall(r"\{(\w+)", path)
+              for schema, text in [PATH_PARAMETERS.get(name, ({"type": "string"}, name))]]
+    if op.query is not None:
+        params += query[op.query]
+    if params:
+        out["parameters"] = params
+    if op.body is not None:
+        out["requestBody"] = {"required": True, **_media(op.body, refs, "validation")}
+    responses: dict = {}
+    for status, kind in sorted(op.ok.items()):
+        responses[str(status)] = {"description": "success" if kind else "no content", **_media(kind, refs)}
+    errors = {**({401: s.ErrorBody} if op.scope else {}), **op.errors}
+    for status, model in sorted(errors.items()):
+        responses[str(status)] = {"description": _ERROR_TEXT.get(status, "error"), **_media(model, refs)}
+    responses["default"] = {"description": "any other error", **_media(s.ErrorBody, refs)}
+    out["responses"] = responses
+    out["security"] = [{"bearer": []}] if op.scope else []
+    return out
+
+
+_ERROR_TEXT = {400: "the body is not JSON or does not match its schema", 401: "missing or wrong bearer token",
+               404: "unknown session, or nothing stored there", 408: "the body arrived too slowly",
+               409: "the job is no longer this worker's", 413: "the body is too large",
+               415: "unsupported Content-Type", 422: "a query parameter or value the API cannot use",
+               429: "busy: retry after Retry-After", 503: "the collector cannot store now"}
+
+
+def _slug(path: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", path.lower()).strip("_") or "root"
+
+
+def _query_parameters(model: type[BaseModel]) -> list[dict]:
+    schema = model.model_json_schema()
+    return [{"name": name, "in": "query", "required": False, "schema": {k: v for k, v in prop.items() if k != "title"},
+             **({"description": prop["description"]} if "description" in prop else {})}
+            for name, prop in schema["properties"].items()]
+
+
+def undescribed(routes: Iterable) -> list[str]:
+    """`METHOD path` of every route of `routes` ((path template, methods)) that has no
+    Operation in OPERATIONS (tests/collector/test_openapi.py requires none)."""
+    return [f"{method} {template}" for template, methods in routes for method in sorted(set(methods) - {"HEAD"})
+            if (template, method) not in OPERATIONS]
+
+
+def operations(routes: Iterable) -> list[tuple[str, str, Operation]]:
+    """(path template, method, Operation) of every method of `routes`; a route without an
+    entry in OPERATIONS is listed all the same, as undescribed."""
+    return [(template, method, OPERATIONS.get((template, method), UNDESCRIBED))
+            for template, methods in routes for method in sorted(set(methods) - {"HEAD"})]
+
+
+def document(routes: Iterable, version: str) -> dict:
+    """The OpenAPI document of `routes` ((path template, methods) of the app's routes)."""
+    chosen = operations(routes)
+    models = {(s.ErrorBody, "serialization")}
+    for _, _, op in chosen:
+        models |= {(m, "serialization") for m in [*op.ok.values(), *op.errors.values()] if not isinstance(m, tuple)}
+        if op.body is not None and not isinstance(op.body, tuple):
+            models.add((op.body, "validation"))
+    refs, defs = models_json_schema(sorted(models, key=lambda m: (m[0].__name__, m[1])), ref_template=REF)
+    query = {op.query: _query_parameters(op.query) for _, _, op in chosen if op.query is not None}
+    paths: dict = {}
+    for template, method, op in chosen:
+        path = openapi_path(template)
+        paths.setdefault(path, {})[method.lower()] = _operation(op, path, method, refs, query)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "tracefix collector API", "version": version,
+                 "description": "Every 4xx/5xx answer is an ErrorBody: {\"error\": text, \"code\": name, ...}. "
+                                "See docs/contracts.md for the documents."},
+        "paths": paths,
+        "components": {"schemas": defs.get("$defs", {}),
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description":
+                                                      "the API token (--token) opens every route; the ingest token "
+                                                      "(--ingest-token) opens /v1/traces and /api/v1/feedback"}}},
+    }

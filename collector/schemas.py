@@ -1,0 +1,522 @@
+"""The JSON the collector's API reads and writes, as pydantic models (docs/contracts.md).
+
+Request models validate what a client sends: `parse_body(Model, data)` returns the model
+or raises `InvalidBody` (answered 400 in the error shape, naming each field at fault).
+Response models only describe: a route writes its store dicts as they are (a session page
+is never round-tripped through pydantic), and `tracefix.collector.openapi` publishes these
+models as the schemas of `/openapi.json`. Documents a client may extend (session
+metadata, analysis and replay results) allow fields the models do not name.
+
+Every 4xx/5xx answer of the API is an `ErrorBody`: `{"error": "what went wrong", "code":
+"machine_readable", ...}` plus the optional fields named below.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt, StringConstraints, ValidationError
+
+from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
+from tracefix.errors import TracefixError
+
+JSONValue = Any  # any JSON value: what an agent returned, a tool's result, a tracked object's state
+
+
+class _Closed(BaseModel):
+    """A request whose fields are all named here (unknown fields are ignored, as they always were)."""
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+
+class _Answer(BaseModel):
+    """An answer whose fields are all named here: the published schema admits no others."""
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class _Open(BaseModel):
+    """A document that may carry fields beyond those named here."""
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+# `code` by HTTP status, where the route has nothing more precise to say
+ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+               408: "request_timeout", 409: "conflict", 413: "too_large", 415: "unsupported_media_type",
+               422: "invalid_value", 429: "busy", 500: "internal", 503: "unavailable"}
+
+
+class BodyProblem(_Answer):
+    field: str = Field(description="where in the body, dotted ('steps.0'); empty for the body itself")
+    problem: str
+
+
+class ErrorBody(_Answer):
+    """The one shape of every 4xx/5xx answer of the API."""
+    error: str = Field(description="what went wrong, for a person")
+    code: str = Field(description="what went wrong, for a program: " + ", ".join(sorted(
+        {*ERROR_CODES.values(), "unknown_session", "invalid_parameter", "invalid_body", "lease_lost"})))
+    parameter: Optional[str] = Field(None, description="the query parameter or path segment at fault (422)")
+    detail: Optional[list[BodyProblem]] = Field(None, description="every problem of a request body (400)")
+    hint: Optional[str] = None
+    retry_after_s: Optional[float] = Field(None, description="back-pressure (429): retry after this many seconds")
+
+
+class LeaseConflict(ErrorBody):
+    """409: the job is no longer this worker's (its lease ran out, or it was finished)."""
+    job_id: str
+    renewed: Literal[False]
+
+
+class FinishConflict(ErrorBody):
+    job_id: str
+    finished: Literal[False]
+
+
+class InvalidBody(TracefixError, ValueError):
+    """A request body that does not match its model (answered 400)."""
+
+    error_code = "invalid_body"
+
+    def __init__(self, problems: list[dict]):
+        self.problems = problems
+        first = problems[0]
+        where = f"body field {first['field']!r}" if first["field"] else "body"
+        more = f" (and {len(problems) - 1} more problem(s), see 'detail')" if len(problems) > 1 else ""
+        super().__init__(f"{where}: {first['problem']}{more}")
+
+    def http_details(self) -> dict:
+        return {"detail": self.problems}
+
+
+def parse_body(model: type[BaseModel], data: Any) -> Any:
+    """`data` (parsed JSON) validated as `model`, or InvalidBody naming what is wrong."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [{"field": ".".join(str(p) for p in e["loc"]),
+                     "problem": "must be a JSON object" if e["type"] in ("model_type", "dict_type") else e["msg"]}
+                    for e in exc.errors()[:20]]
+        raise InvalidBody(problems) from None
+
+
+# --- request bodies --------------------------------------------------------------------------
+
+WorkerName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                       Field(description="the worker's name (cut to 200 characters)")]
+LeaseSeconds = Annotated[float, Field(strict=True, ge=5, le=3600, description="lease length in seconds")]
+
+
+class FeedbackRequest(_Closed):
+    session_id: str
+    score: float = Field(description="finite: e.g. -1 thumbs down, 1 thumbs up; below the alert threshold "
+                                     "it raises an alert and queues a diagnosis (non-finite: 422)")
+    comment: Optional[str] = None
+
+
+class JobRequest(_Closed):
+    """Queue a diagnosis, or a replay (optionally of given steps, with a person's own edit)."""
+    session_id: str
+    kind: Optional[Literal[JOB_KINDS]] = Field(None, description="default diagnosis")
+    reason: Optional[str] = None
+    steps: Optional[Annotated[list[Annotated[StrictInt, Field(ge=0, lt=1 << 31)]],
+                              Field(min_length=1, max_length=MAX_REQUESTED_STEPS)]] = Field(
+        None, description="replay only: the steps to test instead of the attributed ones")
+    edit: Optional[Annotated[str, Field(min_length=1, max_length=MAX_EDIT_CHARS)]] = Field(
+        None, description="replay only: the intervention text to test at the one step given")
+
+
+class ClaimRequest(_Closed):
+    worker: WorkerName
+    lease_s: LeaseSeconds = 60
+    kind: Literal["replay"] = Field("replay", description="workers claim replay jobs (diagnoses run in the collector)")
+
+
+class LeaseRequest(_Closed):
+    worker: WorkerName
+    lease_s: LeaseSeconds = 60
+
+
+class FinishRequest(_Closed):
+    worker: WorkerName
+    state: Literal[FINISHED_JOB_STATES]
+    error: Optional[str] = Field(None, description="why it failed or was refused (kept to 20,000 characters)")
+
+
+class Message(_Open):
+    """A chat message as stored (canonical OpenAI-style JSON)."""
+    role: Optional[str] = None
+    content: JSONValue = None
+
+
+class ImportedSession(_Open):
+    """A message-log session (or a session document whose steps carry messages), contracts §1."""
+    session_id: Optional[str] = None
+    messages: Optional[list[dict[str, JSONValue]]] = None
+    steps: Optional[list[dict[str, JSONValue]]] = None
+    metadata: Optional[dict[str, JSONValue]] = None
+    task: Optional[str] = None
+    outcome: Optional[str] = None
+    score: Optional[float] = None
+    started_at: Optional[str | float] = None
+
+
+class ImportBody(_Closed):
+    sessions: list[ImportedSession]
+
+
+class ImportRequest(RootModel[ImportBody | list[ImportedSession]]):
+    """`{"sessions": [...]}` or the bare list."""
+
+
+class AnalysisResult(_Open):
+    """contracts §3, as the analysis posted it."""
+    session_id: Optional[str] = None
+    created_at: Optional[str] = None
+    model_version: Optional[str] = None
+    detectors: Optional[list[str]] = None
+    notes: Optional[list[str]] = None
+    llm_used: Optional[bool] = None
+    scores: Optional[list[dict[str, JSONValue]]] = None
+    frontier: Optional[dict[str, list[int]]] = None
+    graph: Optional[dict[str, JSONValue]] = None
+    hypotheses: Optional[list[dict[str, JSONValue]]] = None
+
+
+class ReplayResult(_Open):
+    """contracts §5, as the replay posted it."""
+    session_id: Optional[str] = None
+    created_at: Optional[str] = None
+    rounds: Optional[int] = None
+    stages: Optional[dict[str, JSONValue]] = None
+    trials: Optional[list[dict[str, JSONValue]]] = None
+    hypotheses: Optional[list[dict[str, JSONValue]]] = None
+    notes: Optional[list[str]] = None
+
+
+# --- query parameters (described here, parsed by url_input.QueryParams) ----------------------
+
+class PageQuery(_Closed):
+    offset: int = Field(0, ge=0, le=1 << 31)
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class SpansQuery(PageQuery):
+    limit: int = Field(500, ge=1, le=1000)
+
+
+class SessionPageQuery(PageQuery):
+    max_chars: int = Field(2000, ge=1, le=1_000_000, description="longer strings are cut and marked")
+    content: Literal["previews", "keys"] = Field("previews", description="keys: message bodies left out")
+
+
+class SessionListQuery(_Closed):
+    feedback: Optional[Literal["negative", "positive", "any"]] = None
+    outcome: Optional[str] = None
+    service: Optional[str] = None
+    agent: Optional[str] = None
+    parent_session_id: Optional[str] = None
+    since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
+    until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
+    limit: int = Field(50, ge=0, description="at most 1000 are returned")
+    offset: int = Field(0, ge=0)
+
+
+class ReportQuery(_Closed):
+    format: Literal["html", "md"] = "html"
+
+
+class TrainingQuery(_Closed):
+    criterion: Literal["success", "positive", "all"] = "success"
+
+
+class JobsQuery(_Closed):
+    state: Optional[str] = None
+    session_id: Optional[str] = None
+    kind: Optional[str] = None
+
+
+class AlertsQuery(_Closed):
+    session_id: Optional[str] = None
+
+
+# --- responses -------------------------------------------------------------------------------
+
+class Health(_Answer):
+    status: Literal["ok"]
+    store_id: Optional[str] = Field(description="the store file's identity, not its path (tracefix.collector.access)")
+    pending_spans: int
+    committed_spans: int
+    transactions: int
+    checkpoints: int
+
+
+class StoreInfo(_Answer):
+    db: str
+    store_id: Optional[str]
+
+
+class SessionSummary(_Answer):
+    session_id: str
+    service: Optional[str]
+    name: Optional[str]
+    entrypoint: Optional[str]
+    outcome: Optional[str]
+    score: Optional[float]
+    started_at: Optional[str]
+    ended_at: Optional[str]
+    duration_ms: Optional[float]
+    parent_session_id: Optional[str]
+    replayable: bool
+    source: Optional[str]
+    steps: int
+    agents: list[str]
+    models: list[str]
+    errors: int
+    spans: int
+    feedback_score: Optional[float]
+    feedback_count: int
+    task: Optional[str]
+
+
+class SessionList(_Answer):
+    sessions: list[SessionSummary]
+    limit: int
+    offset: int
+
+
+class Feedback(_Answer):
+    feedback_id: str
+    score: Optional[float]
+    comment: Optional[str]
+    source: Optional[str]
+    created_at: Optional[str]
+
+
+class FeedbackRecorded(Feedback):
+    session_id: str
+    alert_id: Optional[str] = Field(description="set when the score raised an alert")
+    job_id: Optional[str] = Field(description="the diagnosis job the alert queued")
+
+
+class ToolCall(_Answer):
+    id: Optional[str]
+    name: Optional[str]
+    arguments: JSONValue
+    result: JSONValue
+    error: Optional[str]
+    span_id: str
+    duration_ms: Optional[float]
+    truncated: Optional[int] = Field(None, description="characters cut from arguments and result (pages)")
+
+
+class _Step(_Answer):
+    index: int
+    kind: str = Field(description="llm, or message in an imported session")
+    agent: Optional[str]
+    span_id: str
+    model: Optional[str]
+    started_at: Optional[str]
+    duration_ms: Optional[float]
+    output_message: Optional[Message]
+    finish_reason: Optional[str]
+    input_tokens: Optional[int]
+    output_tokens: Optional[int]
+    tool_calls: list[ToolCall]
+    error: Optional[str]
+    snapshots: dict[str, JSONValue] = Field(description="state of tracked objects that changed at this step")
+    replay_source: Optional[str]
+
+
+class DocumentStep(_Step):
+    input_messages: list[Message]
+
+
+class PageStep(_Step):
+    input_message_keys: list[str] = Field(description="the step's input messages by key, in prompt order")
+    output_message_key: Optional[str]
+    truncated: Optional[int] = Field(None, description="characters cut from its tool calls and snapshots")
+
+
+class _SessionHeader(_Answer):
+    session_id: str
+    service: Optional[str]
+    name: Optional[str]
+    entrypoint: Optional[str]
+    inputs: JSONValue
+    user_id: Optional[str]
+    metadata: JSONValue
+    task: Optional[str]
+    ground_truth: JSONValue
+    outcome: Optional[str]
+    score: Optional[float]
+    output: JSONValue
+    evaluation: JSONValue
+    replayable: bool
+    parent_session_id: Optional[str]
+    intervention_id: Optional[str]
+    intervention: JSONValue
+    source: Optional[str]
+    started_at: Optional[str]
+    ended_at: Optional[str]
+    duration_ms: Optional[float]
+    agents: list[str]
+    models: list[str]
+    tokens: dict[str, int]
+    feedback: list[Feedback]
+
+
+class SessionDocument(_SessionHeader):
+    """contracts §1: the whole session (training sessions)."""
+    steps: list[DocumentStep]
+
+
+class PageInfo(_Answer):
+    offset: int
+    returned: int
+    total: int
+    next_offset: Optional[int] = Field(description="where the next page starts; null after the last")
+
+
+class SessionPageInfo(PageInfo):
+    limit: int
+    max_chars: Optional[int]
+
+
+class PreviewMessage(Message):
+    truncated: Optional[int] = None
+
+
+class SessionPage(_SessionHeader):
+    """contracts §1b: the header, steps [offset, offset + limit), previews of their messages."""
+    steps: list[PageStep]
+    messages: Optional[dict[str, PreviewMessage]] = Field(None, description="absent with content=keys")
+    page: SessionPageInfo
+
+
+class StepAnswer(_Answer):
+    session_id: str
+    step: PageStep
+
+
+class MessageAnswer(_Answer):
+    key: str
+    message: Message
+
+
+class SpanStatus(_Answer):
+    code: Optional[int]
+    message: Optional[str]
+
+
+class Span(_Answer):
+    trace_id: str
+    span_id: str
+    parent_span_id: Optional[str]
+    session_id: Optional[str]
+    service: Optional[str]
+    name: Optional[str]
+    span_kind: Optional[int]
+    kind: Optional[str]
+    start_time: Optional[str]
+    end_time: Optional[str]
+    start_ns: Optional[int]
+    end_ns: Optional[int]
+    duration_ms: Optional[float]
+    status: SpanStatus
+    attributes: dict[str, JSONValue]
+    events: list[JSONValue]
+    resource: dict[str, JSONValue]
+    scope: Optional[str]
+    message_keys: Optional[dict[str, str | list[str]]] = Field(
+        None, description="attributes held in the messages table, by key (contracts §1b)")
+
+
+class SpansPage(_Answer):
+    spans: list[Span]
+    page: PageInfo
+
+
+class StoredText(_Answer):
+    key: str
+    text: str = Field(description="exactly as stored: a message's canonical JSON, tool definitions as sent")
+
+
+class MessagesPage(_Answer):
+    messages: list[StoredText]
+    page: PageInfo
+
+
+class ResultSaved(_Answer):
+    session_id: str
+    saved: Literal["analysis", "replay"]
+
+
+class Imported(_Answer):
+    session_ids: list[str]
+
+
+class TrainingSessions(_Answer):
+    sessions: list[SessionDocument]
+
+
+class Job(_Answer):
+    job_id: str
+    session_id: str
+    kind: Literal[JOB_KINDS]
+    state: str = Field(description="queued, running, done, failed or refused")
+    reason: Optional[str] = None
+    attempts: Optional[int] = None
+    error: Optional[str] = None
+    created_at: Optional[str] = None
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    worker: Optional[str] = None
+    lease_until: Optional[str] = None
+    options: Optional[dict[str, JSONValue]] = Field(description="what a person asked a replay to test")
+
+
+class JobList(_Answer):
+    jobs: list[Job]
+
+
+class LeaseRenewed(_Answer):
+    job_id: str
+    renewed: Literal[True]
+
+
+class JobFinished(_Answer):
+    job_id: str
+    finished: Literal[True]
+
+
+class AlertPayload(_Open):
+    """The webhook body (Slack-compatible `text` plus the fields a receiver reads)."""
+    text: str
+    alert_id: str
+    session_id: str
+    score: float
+    task: Optional[str]
+    final_answer: JSONValue
+    comment: Optional[str]
+    link: str
+
+
+class Delivery(_Answer):
+    webhook: str
+    state: Literal["pending", "delivered", "dead"]
+    attempts: int
+    last_error: Optional[str]
+    delivered_at: Optional[str]
+
+
+class Alert(_Answer):
+    alert_id: str
+    feedback_id: str
+    session_id: str
+    payload: AlertPayload
+    created_at: Optional[str]
+    deliveries: list[Delivery]
+
+
+class AlertList(_Answer):
+    alerts: list[Alert]
