@@ -279,7 +279,7 @@ def build_app(collector: "Collector") -> Starlette:
             for n, (position, text, size) in enumerate(items):
                 if n and used > PAGE_BUDGET_CHARS:
                     break
-                yield (b"," if n else b"") + text.encode("utf-8", "surrogatepass")
+                yield (b"," if n else b"") + jsonsafe.utf8(text)
                 end, used = position + 1, used + size
             page = {"offset": offset, "returned": end - offset, "total": total,
                     "next_offset": end if end < total else None}
@@ -383,8 +383,8 @@ def build_app(collector: "Collector") -> Starlette:
             log.warning("report of session %s failed: %s", sid, exc)
             return error(500, f"the report renderer failed: {type(exc).__name__}: {exc}")
         if fmt == "md":
-            return Response(text, media_type="text/markdown; charset=utf-8")
-        return HTMLResponse(text, headers={"Content-Security-Policy": REPORT_CSP})
+            return Response(jsonsafe.utf8(text), media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(jsonsafe.utf8(text), headers={"Content-Security-Policy": REPORT_CSP})
 
     async def import_sessions(request: Request) -> Response:
         data = await read_json(request, cfg.max_body_bytes)
