@@ -16,7 +16,7 @@ import functools
 import json
 import math
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracefix.collector")
 
 
-def error(status: int, message: str, code: str | None = None, headers: dict | None = None,
-          **extra) -> JSONResponse:
+def error(status: int, message: str, code: str | None = None, headers: Mapping[str, str] | None = None,
+          **extra: Any) -> JSONResponse:
     """Every 4xx/5xx answer of the API: `schemas.ErrorBody`, `code` by status unless given."""
     headers = dict(headers or {})
     if status in (429, 503):
@@ -81,8 +81,10 @@ async def read_body(request: Request, limit: int, on_chunk: Callable[[int], None
         raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {limit} bytes")
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
+    assert task is not None, "read_body runs in the request's task"
     start = last = loop.time()
     chunks, size, stalled = [], 0, False
+    timer: asyncio.TimerHandle | None = None
 
     def due() -> float:  # when the upload is too slow unless more arrives before
         return min(last + BODY_IDLE_S, start + BODY_GRACE_S + size / MIN_BODY_RATE)
@@ -133,8 +135,9 @@ async def read_model(request: Request, model, limit: int):
     return parse_body(model, await read_json(request, limit))
 
 
-async def http_error(request: Request, exc: HTTPException) -> Response:
+async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own answers (no such route 404, method not allowed 405) in the error shape."""
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
     return error(exc.status_code, str(exc.detail), headers=exc.headers)
 
 
