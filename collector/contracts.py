@@ -162,7 +162,7 @@ class AnalysisResult(TypedDict):
 
 # --- §5 the replay result --------------------------------------------------------------------
 
-Verdict = Literal["validated", "partially_validated", "refuted", "inconclusive"]
+Verdict = Literal["validated", "partially_validated", "refuted", "inconclusive", "error"]  # replay.verdicts.VERDICTS
 
 
 class Intervention(TypedDict, total=False):
