@@ -61,8 +61,11 @@ def derived_model(contract: type, base: type[BaseModel], *, lenient: bool = Fals
                 models[tp] = derived_model(tp, base, lenient=lenient, models=models)
             return models[tp]
         origin = get_origin(tp)
-        if origin in (list, dict):
-            return origin[tuple(convert(a) for a in get_args(tp))] if origin is dict else list[convert(get_args(tp)[0])]
+        if origin is list:
+            return list[convert(get_args(tp)[0])]
+        if origin is dict:
+            key, value = get_args(tp)
+            return dict[key, convert(value)]
         if origin in (Union, types.UnionType):
             return Union[tuple(convert(a) for a in get_args(tp))]
         return tp
