@@ -147,7 +147,7 @@ class Hypothesis(TypedDict):
 
 
 class AnalysisResult(TypedDict):
-    """contracts §3: the analysis of one session (the API accepts one with fields missing and keeps it as posted)."""
+    """contracts §3: the analysis of one session (the API checks its outline only and keeps it as posted)."""
     session_id: str
     created_at: str
     model_version: str | None
@@ -216,7 +216,7 @@ class Trial(TypedDict, total=False):
 
 
 class ReplayResult(TypedDict):
-    """contracts §5: the replay of one session's hypotheses (the API accepts one with fields missing and keeps it as posted)."""
+    """contracts §5: the replay of one session's hypotheses (the API checks its outline only and keeps it as posted)."""
     session_id: str
     created_at: str
     rounds: int

@@ -44,21 +44,25 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", defer_build=True)
 
 
-def derived_model(contract: type, base: type[BaseModel], *, lenient: bool = False, name: str | None = None,
+def derived_model(contract: type, base: type[BaseModel], *, outline: bool = False, name: str | None = None,
                   omit: tuple[str, ...] = (), models: dict[type, type[BaseModel]] | None = None,
                   describe: dict[str, str] | None = None, **more: Any) -> type[BaseModel]:
     """The pydantic model of the typed dict `contract`: its fields with their types and
     docstring, on `base`. Typed dicts nested in a field become models the same way, unless
-    `models` names the model to use for one. `lenient`: every field, nested ones too, may be
-    missing or null (a result as a client may post it: the store keeps it as posted).
+    `models` names the model to use for one. `outline`: only the outline is checked, as the
+    API checks a posted result: every field may be missing or null, and a typed dict nested
+    in a field is any JSON object (the store keeps the result as posted; what is inside is
+    for its readers to judge, and a report survives junk there).
     `omit` leaves fields out; `more` adds fields (pydantic's `(type, default)` pairs)."""
     models = {} if models is None else models
     hints = get_type_hints(contract)
 
     def convert(tp: Any) -> Any:
         if is_typeddict(tp):
+            if outline:
+                return dict[str, JSONValue]
             if tp not in models:
-                models[tp] = derived_model(tp, base, lenient=lenient, models=models)
+                models[tp] = derived_model(tp, base, models=models)
             return models[tp]
         origin = get_origin(tp)
         if origin is list:
@@ -75,7 +79,7 @@ def derived_model(contract: type, base: type[BaseModel], *, lenient: bool = Fals
         if field in omit:
             continue
         kind = convert(tp)
-        required = field in contract.__required_keys__ and not lenient
+        required = field in contract.__required_keys__ and not outline
         info = Field(... if required else None, description=(describe or {}).get(field))
         fields[field] = (kind if required else Optional[kind], info)
     return create_model(name or contract.__name__, __base__=base, __doc__=contract.__doc__,
@@ -213,8 +217,8 @@ class ImportRequest(RootModel[ImportBody | list[ImportedSession]]):
     """`{"sessions": [...]}` or the bare list."""
 
 
-AnalysisResult = derived_model(contracts.AnalysisResult, _Open, lenient=True)  # contracts §3, as posted
-ReplayResult = derived_model(contracts.ReplayResult, _Open, lenient=True)  # contracts §5, as posted
+AnalysisResult = derived_model(contracts.AnalysisResult, _Open, outline=True)  # contracts §3, as posted
+ReplayResult = derived_model(contracts.ReplayResult, _Open, outline=True)  # contracts §5, as posted
 
 
 # --- query parameters (described here, parsed by url_input.QueryParams) ----------------------
