@@ -68,7 +68,12 @@ def _check_webhook_secret(ctx, param, value):
               help="Diagnosis jobs run at the same time.")
 @click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
 @click.option("--max-queue-spans", default=50_000, show_default=True, type=int,
-              help="Spans waiting to be written before receivers answer 429 / RESOURCE_EXHAUSTED.")
+              help="Spans waiting in memory to be written; beyond, exports go to the spool on disk.")
+@click.option("--spool-dir", envvar="TRACEFIX_SPOOL_DIR", default=None,
+              help="Directory of the durable spool [default: the database's path + '.spool'].")
+@click.option("--spool-max-mb", default=2048.0, show_default=True, type=click.FloatRange(0),
+              help="Disk budget of the spool; once spent, receivers answer 429 / RESOURCE_EXHAUSTED "
+                   "with a retry delay (0: no spool, a full queue is refused at once).")
 @click.option("--db-threads", default=1, show_default=True, type=int,
               help="DuckDB worker threads (raise for large analytical reads).")
 @click.option("--decode-workers", envvar="TRACEFIX_DECODE_WORKERS", default=1, show_default=True,
@@ -80,9 +85,9 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
 @click.pass_obj
-def serve(pipeline, db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
-          webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers,
-          tls_cert, tls_key, tls_client_ca):
+def serve(pipeline, db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold,
+          alert_retry_max, webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb,
+          max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers, tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     # `pipeline`: the diagnosis and report renderer, injected by the composition root (tracefix.cli)
     from tracefix.collector.server import Config, check_tls_files, serve_forever
@@ -93,6 +98,7 @@ def serve(pipeline, db, host, http_port, grpc_port, token, ingest_token, webhook
                     webhook_secret=webhook_secret,
                     diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
+                    spool_dir=spool_dir and os.path.abspath(spool_dir), spool_max_bytes=int(spool_max_mb * 1024 * 1024),
                     db_threads=db_threads, decode_workers=decode_workers,
                     tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     import duckdb

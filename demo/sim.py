@@ -6,8 +6,9 @@ transcripts on, `GET /_sim/sessions/{session}` (every exchange and injected faul
 standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
 `handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
 demo's agents (:mod:`tracefix.demo.policy`) with fault injection
-(:mod:`tracefix.demo.faults`); `sim-analyst` stands in for tracefix's own LLM
-(:mod:`tracefix.demo.analyst`). Tests add models with :func:`register_model`.
+(:mod:`tracefix.demo.faults`); `plan-agent` plays any agent whose task spells out a tool plan
+(:mod:`tracefix.demo.plan_agent`, faults from ``plan_faults``); `sim-analyst` stands in for
+tracefix's own LLM (:mod:`tracefix.demo.analyst`). Tests add models with :func:`register_model`.
 
 The app identifies itself in headers, so request bodies (what tracefix records and
 fingerprints) stay clean: `X-Demo-Task`, `X-Demo-Step` (its 0-based count of LLM calls in
@@ -29,6 +30,7 @@ from typing import Any, Callable
 
 from . import analyst
 from .faults import FaultConfig, FaultInjector, unit_draw
+from .plan_agent import MODEL as PLAN_MODEL, plan_agent
 from .policy import decide
 
 
@@ -42,6 +44,7 @@ class RequestContext:
     seed: int
     headers: dict[str, str]
     injector: FaultInjector
+    plan_faults: tuple = ()  # plan_agent.PlanFault: the plan-agent model's flaws
 
     def draw(self, purpose: str) -> float:
         """A reproducible number in [0, 1) for this session, step and purpose."""
@@ -69,7 +72,7 @@ def bank_agent(body: dict, ctx: RequestContext) -> dict:
 
 
 # the agents of the banking app, and the scripted stand-in for tracefix's own LLM
-MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent, analyst.MODEL: analyst.handle}
+MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent, analyst.MODEL: analyst.handle, PLAN_MODEL: plan_agent}
 
 
 def register_model(name: str, handler: ModelHandler) -> None:
@@ -86,6 +89,7 @@ class SimConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)
     # Keep every exchange per session (tests compare transcripts; off by default: memory).
     record_transcripts: bool = False
+    plan_faults: tuple = ()  # plan_agent.PlanFault, e.g. parse_fault("refund.amount=200")
 
 
 class ApiError(Exception):
@@ -328,7 +332,8 @@ class SimServer:
         return RequestContext(
             session=headers.get("X-Demo-Session") or "anonymous", task=headers.get("X-Demo-Task"),
             step=step_index, replay=headers.get("X-Demo-Replay") in ("1", "true", "yes"),
-            seed=self.config.seed, headers=dict(headers.items()), injector=self.injector)
+            seed=self.config.seed, headers=dict(headers.items()), injector=self.injector,
+            plan_faults=tuple(self.config.plan_faults))
 
     def complete(self, handler: _Handler, request: dict) -> None:
         ctx = self.context(handler.headers)

@@ -171,7 +171,7 @@ class LLMCall:
             if raw is not None:
                 summary = self.adapter.summarize(raw)
                 if self.session is not None and summary.tool_calls and self.step is not None:
-                    self.session.add_tool_calls(self.step, summary.tool_calls)
+                    self.session.add_tool_calls(self.step, summary.tool_calls, self.agent)
                 attrs: dict[str, Any] = {
                     sc.GEN_AI_RESPONSE_MODEL: summary.response_model,
                     sc.GEN_AI_RESPONSE_ID: summary.response_id,
