@@ -193,7 +193,7 @@ def build_app(collector: "Collector") -> Starlette:
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 
     async def traces(request: Request) -> Response:
-        ctype = request.headers.get("content-type")
+        ctype = request.headers.get("content-type", "")
         mt = otlp.media_type(ctype)
         if mt not in (otlp.PROTOBUF, otlp.JSON):
             raise otlp.OtlpError(415, f"unsupported Content-Type {ctype!r}: use {otlp.PROTOBUF} or {otlp.JSON}")
