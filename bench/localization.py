@@ -310,6 +310,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:
             for seed in seeds:
                 rows += perturb_seed(corpus, seed, args.per_kind, epochs, Path(tmp) / "models", rewrites)
+                if len(seeds) > 1:  # a long run's seeds so far, should it be cut short
+                    summarize_perturbed([r for r in rows if r["seed"] == seed], [seed])
         summarize_perturbed(rows, seeds)
         return
     seeds = [int(s) for s in args.seeds.split(",")]
