@@ -221,8 +221,24 @@ def _off_shape_result(result: Any, tool: str, structured_tools: set[str]) -> str
 
 
 def _structured_tools(steps: list[dict]) -> set[str]:
-    return {tc.get("name") or "" for s in steps for tc in s.get("tool_calls") or []
-            if isinstance(tc.get("result"), (dict, list))}
+    """Tools that answer in JSON: those that did in this session, and, in a session whose
+    tools answer in JSON at least as often as in text, a tool whose one text answer (however often repeated) is all it said:
+    a tool that answered two different texts is a text tool (one that hands work on)."""
+    structured: dict[str, int] = {}
+    text: dict[str, int] = {}
+    distinct: dict[str, set[str]] = {}
+    for s in steps:
+        for tc in s.get("tool_calls") or []:
+            name, result = tc.get("name") or "", tc.get("result")
+            if isinstance(result, (dict, list)):
+                structured[name] = structured.get(name, 0) + 1
+            elif isinstance(result, str) and result.strip():
+                text[name] = text.get(name, 0) + 1
+                distinct.setdefault(name, set()).add(result.strip())
+    tools = set(structured)
+    if sum(structured.values()) >= sum(text.values()):
+        tools |= {name for name, texts in distinct.items() if len(texts) == 1}
+    return tools
 
 
 def _is_empty_result(result: Any) -> bool:

@@ -53,3 +53,15 @@ def test_a_plain_text_result_from_a_tool_that_answers_in_json_is_an_error_whatev
     units = build_units({"steps": [_step(0, "a", calls=[ok]), _step(1, "a", calls=[prose]), _step(2, "a", calls=[words])]})
     assert [u.outcome for u in units] == ["result", "error_result", "result"]
     assert units[1].status == "error" and "a ref is needed" in units[1].error_text
+
+
+def test_a_lone_text_answer_in_a_session_of_json_answers_is_an_error_but_a_text_tool_is_not():
+    from tracefix.analysis.units import build_units
+
+    ok = {"name": "look", "arguments": {"ref": "box7a"}, "result": {"ref": "box7a", "color": "red"}}
+    lone = {"name": "paint", "arguments": {}, "result": "paint: a colour is needed"}
+    told = {"name": "tell", "arguments": {}, "result": "done as asked"}
+    told2 = {"name": "tell", "arguments": {}, "result": "done, twice"}
+    calls = [ok, ok, ok, lone, lone, ok, ok, ok, ok, ok, ok, told, told2]
+    steps = [_step(i, "a", calls=[c]) for i, c in enumerate(calls)]
+    assert [u.outcome for u in build_units({"steps": steps})] == ["result"] * 3 + ["error_result"] * 2 + ["result"] * 8
