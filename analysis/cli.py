@@ -13,16 +13,13 @@ from pathlib import Path
 
 import click
 
+from tracefix.collector.cli_options import store_options
+from tracefix.errors import UnknownSession
+
 _BARS = "▁▂▃▄▅▆▇█"
 
 
-def _store_options(fn):
-    fn = click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="API token for --server.")(fn)
-    fn = click.option("--db", envvar="TRACEFIX_DB", default=None, type=click.Path(dir_okay=False),
-                      help="DuckDB file to open directly (no server running).")(fn)
-    fn = click.option("--server", envvar="TRACEFIX_SERVER", default=None,
-                      help="URL of a running `tracefix serve` (e.g. http://127.0.0.1:8080).")(fn)
-    return fn
+_store_options = store_options
 
 
 def _access(server: str | None, db: str | None, token: str | None):
@@ -93,8 +90,8 @@ def analyze(session: str, as_json: bool, model_dir: str | None, no_llm: bool, al
     access = _access(server, db, token)
     try:
         result = analyze_session(access, session, model_dir=model_dir, llm=False if no_llm else None)
-    except KeyError as exc:
-        raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
+    except UnknownSession as exc:
+        raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))
     else:

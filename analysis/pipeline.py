@@ -17,6 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from tracefix.errors import UnknownSession
+
+from .contracts import AnalysisResult
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
@@ -34,9 +37,9 @@ def default_model_dir(db: str | Path | None = None) -> Path:
     if not db or str(db) == ":memory:":
         # Same default as the store's, so `tracefix train --server` and `tracefix serve`
         # started in one folder agree without configuration.
-        from tracefix.collector import DEFAULT_DB
+        from tracefix.collector import db_path
 
-        db = os.environ.get("TRACEFIX_DB") or DEFAULT_DB
+        db = db_path()
     return Path(db).expanduser().resolve().parent / "models"
 
 
@@ -182,12 +185,12 @@ def _apply_analyst(llm: Any, graph: Any, doc: dict, task: str | None, hypotheses
 
 
 def analyze_session(access: Any, session_id: str, model_dir: str | Path | None = None, llm: Any = None,
-                    model: HGTDetector | None = None, save: bool = True) -> dict[str, Any]:
+                    model: HGTDetector | None = None, save: bool = True) -> AnalysisResult:
     """Read a session through the store access layer, analyze it, store and return the result.
     `llm=None` uses the TRACEFIX_LLM_* analyst when configured; pass False to skip it."""
     doc = access.get_session(session_id)
     if doc is None:
-        raise KeyError(f"no session {session_id!r} in the store")
+        raise UnknownSession(session_id, f"no session {session_id!r} in the store")
     notes: list[str] = []
     if model is None:
         folder = Path(model_dir) if model_dir else model_dir_for(access)

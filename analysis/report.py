@@ -21,6 +21,7 @@ import re
 from datetime import datetime, timezone
 
 from tracefix.analysis import plots
+from tracefix.errors import UnknownSession
 from tracefix.analysis import report_content as rc
 
 log = logging.getLogger("tracefix.analysis.report")
@@ -639,10 +640,10 @@ def render_index(entries: list[dict], *, title: str = "tracefix: root-cause repo
 def load_report_inputs(store, session_id: str) -> tuple[dict, dict | None, dict | None, dict[str, dict]]:
     """(session document, analysis, replay, child documents by id) from anything with the
     store access methods (docs/contracts.md §2: the access layer or the Store itself).
-    Raises KeyError for an unknown session; a missing child is left out (the report says so)."""
+    Raises UnknownSession (a KeyError); a missing child is left out (the report says so)."""
     doc = store.get_session(session_id)
     if doc is None:
-        raise KeyError(session_id)
+        raise UnknownSession(session_id)
     analysis = store.get_analysis(session_id)
     replay = store.get_replay(session_id)
     children = {}

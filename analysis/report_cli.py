@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from tracefix.collector.cli_options import store_options
+
 
 def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> Path:
     """Render and write one report; returns its path. Raises KeyError for an unknown session."""
@@ -39,10 +41,7 @@ def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> 
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
               help="html (self-contained, default) or md (Markdown, images beside it); "
                    "inferred from --out's suffix when not given.")
-@click.option("--server", envvar="TRACEFIX_SERVER", default=None, help="URL of a running `tracefix serve`.")
-@click.option("--db", envvar="TRACEFIX_DB", default=None, type=click.Path(dir_okay=False),
-              help="DuckDB file to open directly (no server running).")
-@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="API token for --server.")
+@store_options
 def report(session_id, out, fmt, server, db, token):
     """Write the root-cause report of SESSION (HTML or Markdown).
 

@@ -82,3 +82,9 @@ Access from other code: ``tracefix.collector.access.connect(server=None, db=None
 import os as _os
 
 DEFAULT_DB = _os.path.join(".tracefix", "tracefix.duckdb")  # the embedded default store, relative to the cwd
+
+
+def db_path(db: str | _os.PathLike | None = None) -> str:
+    """The store file a command means: `db` when given, else TRACEFIX_DB, else DEFAULT_DB.
+    Every part that opens or names the store file resolves it here."""
+    return str(db or _os.environ.get("TRACEFIX_DB") or DEFAULT_DB)

@@ -25,15 +25,17 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, Mapping
 
-from tracefix.collector import DEFAULT_DB
+from tracefix.collector import db_path
+from tracefix.collector.contracts import JsonDict, SessionDocument
 from tracefix.collector.document import restore_message_attributes
+from tracefix.errors import TracefixError, UnknownSession
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
 
 
-class AccessError(RuntimeError):
+class AccessError(TracefixError, RuntimeError):
     """The store could not be reached (`status` None) or refused the request (its HTTP status)."""
 
     def __init__(self, message: str, status: int | None = None):
@@ -87,8 +89,9 @@ class HttpAccess(_Base):
                 pass
             if exc.code == 404 and missing_ok:
                 return None
-            if exc.code == 404 and code == "unknown_session":
-                raise KeyError(detail) from None
+            if exc.code == 404 and (code == "unknown_session" or "unknown session" in str(detail)):
+                sid = urllib.parse.unquote(path.removeprefix("/api/v1/sessions/").split("/", 1)[0])
+                raise UnknownSession(sid, str(detail)) from None
             raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None
         except urllib.error.URLError as exc:
             raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}") from None
@@ -126,7 +129,7 @@ class HttpAccess(_Base):
         res = self._paged(f"/api/v1/sessions/{self._sid(session_id)}/messages", "messages", self.PAGE_ITEMS)
         return {m["key"]: m["text"] for m in res[1]} if res else {}
 
-    def get_session(self, session_id: str) -> dict | None:
+    def get_session(self, session_id: str) -> SessionDocument | None:
         path = f"/api/v1/sessions/{self._sid(session_id)}"
         res = self._paged(path, "steps", self.PAGE_STEPS, {"max_chars": self.FULL_CHARS, "content": "keys"})
         if res is None:
@@ -175,19 +178,19 @@ class HttpAccess(_Base):
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._request("POST", "/api/v1/import", {"sessions": docs})["session_ids"]
 
-    def training_sessions(self, criterion: str = "success") -> list[dict]:
+    def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
         return self._request("GET", "/api/v1/training_sessions", query={"criterion": criterion})["sessions"]
 
-    def save_analysis(self, session_id: str, result: dict) -> None:
+    def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/analysis", result)
 
-    def get_analysis(self, session_id: str) -> dict | None:
+    def get_analysis(self, session_id: str) -> JsonDict | None:
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/analysis", missing_ok=True)
 
-    def save_replay(self, session_id: str, result: dict) -> None:
+    def save_replay(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/replay", result)
 
-    def get_replay(self, session_id: str) -> dict | None:
+    def get_replay(self, session_id: str) -> JsonDict | None:
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/replay", missing_ok=True)
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
@@ -256,7 +259,7 @@ class StoreAccess(_Base):
         return self.store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent, since=since,
                                         until=until, limit=limit, offset=offset, parent_session_id=parent_session_id)
 
-    def get_session(self, session_id: str) -> dict | None:
+    def get_session(self, session_id: str) -> SessionDocument | None:
         return self.store.get_session(session_id)
 
     def get_spans(self, session_id: str) -> list[dict]:
@@ -266,29 +269,24 @@ class StoreAccess(_Base):
         return self.store.session_page(session_id, offset, limit, max_chars)
 
     def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
-        from tracefix.collector.store import UnknownSession
-
-        try:
-            return self._write(lambda s: s.add_feedback(session_id, score, comment, source="cli"))
-        except UnknownSession as exc:
-            raise KeyError(f"unknown session {session_id!r}") from exc
+        return self._write(lambda s: s.add_feedback(session_id, score, comment, source="cli"))
 
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._write(lambda s: s.import_sessions(docs))
 
-    def training_sessions(self, criterion: str = "success") -> list[dict]:
+    def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
         return self.store.training_sessions(criterion)
 
-    def save_analysis(self, session_id: str, result: dict) -> None:
+    def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._write(lambda s: s.save_analysis(session_id, result))
 
-    def get_analysis(self, session_id: str) -> dict | None:
+    def get_analysis(self, session_id: str) -> JsonDict | None:
         return self.store.get_analysis(session_id)
 
-    def save_replay(self, session_id: str, result: dict) -> None:
+    def save_replay(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._write(lambda s: s.save_replay(session_id, result))
 
-    def get_replay(self, session_id: str) -> dict | None:
+    def get_replay(self, session_id: str) -> JsonDict | None:
         return self.store.get_replay(session_id)
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
@@ -342,7 +340,7 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
     explicit = server or os.environ.get("TRACEFIX_SERVER") or None
     if explicit and _health(explicit, timeout=2.0) is not None:
         return HttpAccess(explicit, token)
-    path = str(db or os.environ.get("TRACEFIX_DB") or DEFAULT_DB)
+    path = db_path(db)
     if explicit:
         logging.getLogger("tracefix.collector.access").warning(
             "no tracefix serve answers at %s; using the file %s", explicit, path)

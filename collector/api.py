@@ -40,6 +40,7 @@ from tracefix.collector.schemas import (ERROR_CODES, AnalysisResult, ClaimReques
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.errors import TracefixError
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
@@ -158,7 +159,7 @@ def render_report(store, session_id: str, fmt: str) -> str:
     except Exception as exc:
         doc = store.get_session(session_id)
         if doc is None:
-            raise KeyError(session_id) from None
+            raise UnknownSession(session_id) from None
         if store.get_analysis(session_id) is None and store.get_replay(session_id) is None:
             raise  # the session alone fails: the renderer's bug, not the stored results
         log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
@@ -186,18 +187,18 @@ def build_app(collector: "Collector") -> Starlette:
                 return error(401, "missing or wrong bearer token", hint="send 'Authorization: Bearer <token>'")
             try:
                 return await handler(request)
-            except otlp.OtlpError as exc:
-                return error(exc.status, exc.message)
-            except QueueFull as exc:
+            except QueueFull as exc:  # with the Retry-After the writer's backlog calls for
                 return busy(f"collector busy: {exc}; retry later", writer.retry_delay_s())
             except WriterClosed as exc:
                 return error(503, str(exc))
             except UnknownSession as exc:
-                return error(404, f"unknown session {exc.args[0]!r}", code="unknown_session")
+                return error(404, str(exc), code="unknown_session")
             except InvalidParameter as exc:
                 return error(422, str(exc), code="invalid_parameter", parameter=exc.name)
             except InvalidBody as exc:
                 return error(400, str(exc), code="invalid_body", detail=exc.problems)
+            except TracefixError as exc:  # each says its status (tracefix.errors)
+                return error(exc.http_status, str(exc), **exc.http_details())
             except ValueError as exc:
                 return error(400, str(exc))
         return wrapped

@@ -11,19 +11,14 @@ import sys
 
 import click
 
-from tracefix.collector import document
+from tracefix.collector import DEFAULT_DB, document
 from tracefix.collector.access import AccessError, connect
-from tracefix.collector.store import DEFAULT_DB
+from tracefix.collector.cli_options import db_option, store_options, token_option
 
 
 def _store_options(fn):
     fn = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
-    fn = click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Bearer token of the collector.")(fn)
-    fn = click.option("--server", envvar="TRACEFIX_SERVER", default=None,
-                      help="URL of a running tracefix serve (default: use it when it runs, else the file).")(fn)
-    fn = click.option("--db", envvar="TRACEFIX_DB", default=None, type=click.Path(dir_okay=False),
-                      help=f"DuckDB file (default {DEFAULT_DB}).")(fn)
-    return fn
+    return store_options(fn)
 
 
 def _connect(db, server, token):
@@ -46,13 +41,11 @@ def _check_webhook_secret(ctx, param, value):
 
 
 @click.command()
-@click.option("--db", envvar="TRACEFIX_DB", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
-              help="DuckDB file of the store.")
+@db_option(default=DEFAULT_DB)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
 @click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
-@click.option("--token", envvar="TRACEFIX_TOKEN", default=None,
-              help="Require 'Authorization: Bearer TOKEN' on every route (the API's and workers' token).")
+@token_option(help="Require 'Authorization: Bearer TOKEN' on every route (the API's and workers' token).")
 @click.option("--ingest-token", envvar="TRACEFIX_INGEST_TOKEN", default=None,
               help="A second token that may only send spans and feedback: give it to instrumented apps.")
 @click.option("--webhook", "webhooks", multiple=True, help="POST alerts here (repeatable; Slack-compatible).")

@@ -23,6 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from tracefix.collector import otlp
 from tracefix.collector.normalize import Batch, normalize_request
 from tracefix.collector.threadnames import name_os_thread
+from tracefix.errors import TracefixError
 
 log = logging.getLogger("tracefix.collector")
 
@@ -68,8 +69,10 @@ def _die_with(server_pid: int) -> None:
         os._exit(0)
 
 
-class DecodeFailed(RuntimeError):
+class DecodeFailed(TracefixError, RuntimeError):
     """The decode worker died: a retryable failure (503)."""
+
+    http_status = 503
 
 
 class Decoder:

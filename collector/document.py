@@ -10,10 +10,11 @@ import bisect
 import datetime as dt
 import json
 import re
-from typing import Any
+from typing import Any, Mapping
 
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
+from tracefix.collector.contracts import SessionDocument
 
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
 
@@ -66,14 +67,15 @@ def task_of(metadata: Any, inputs: Any, first_messages: list[dict]) -> str | Non
     return None
 
 
-def span_dict(row: tuple, texts: dict[str, str] | None) -> dict:
+def span_dict(row: Mapping[str, Any], texts: dict[str, str] | None) -> dict:
     """A stored span with its attributes whole: content-addressed values are put back
     (message lists as canonical JSON, tool definitions byte for byte), from `texts` by key
-    ref. With `texts=None`
-    they are named instead (`message_keys`, the API's paged spans) for
+    ref. With `texts=None` they are named instead (`message_keys`, the API's paged spans) for
     `restore_message_attributes` to put back where the texts are."""
-    (trace_id, span_id, parent, session_id, service, name, span_kind, kind, start_ns, end_ns, status_code,
-     status_message, attributes, events, resource, scope, dialect, input_keys, output_key, tools_key) = row
+    attributes, events, resource = row["attributes"], row["events"], row["resource"]
+    dialect, input_keys, output_key, tools_key = (row["message_dialect"], row["input_keys"], row["output_key"],
+                                                  row["tools_key"])
+    start_ns, end_ns = row["start_ns"], row["end_ns"]
     attrs = json.loads(attributes) if attributes else {}
     refs: dict[str, Any] = {}
     if dialect == "genai":
@@ -88,13 +90,14 @@ def span_dict(row: tuple, texts: dict[str, str] | None) -> dict:
     else:
         restore_message_attributes(attrs, refs, texts)
     return {
-        "trace_id": trace_id, "span_id": span_id, "parent_span_id": parent, "session_id": session_id,
-        "service": service, "name": name, "span_kind": span_kind, "kind": kind,
+        "trace_id": row["trace_id"], "span_id": row["span_id"], "parent_span_id": row["parent_span_id"],
+        "session_id": row["session_id"], "service": row["service"], "name": row["name"],
+        "span_kind": row["span_kind"], "kind": row["kind"],
         "start_time": iso(start_ns), "end_time": iso(end_ns), "start_ns": start_ns, "end_ns": end_ns,
         "duration_ms": duration_ms(start_ns, end_ns),
-        "status": {"code": status_code, "message": status_message},
+        "status": {"code": row["status_code"], "message": row["status_message"]},
         "attributes": attrs, "events": json.loads(events) if events else [],
-        "resource": json.loads(resource) if resource else {}, "scope": scope, **extra,
+        "resource": json.loads(resource) if resource else {}, "scope": row["scope"], **extra,
     }
 
 
@@ -139,7 +142,7 @@ def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
 
 
 def build(session: dict, spans: list[dict], links: dict[str, str | None], order: list[tuple[str, int]],
-          messages: dict[int, dict], snapshots: list[tuple], feedback: list[tuple]) -> dict:
+          messages: Mapping[int, dict], snapshots: list[tuple], feedback: list[tuple]) -> SessionDocument:
     by_id = {s["span_id"]: s for s in spans}
     agent_of = _agent_resolver(by_id, links)
     steps: list[dict] = []

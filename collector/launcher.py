@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tracefix.errors import TracefixError
+
 SERVE_READY = re.compile(r"tracefix serve: http=(\S+) grpc=\S+")
 
 
-class ProcessDidNotStart(RuntimeError):
+class ProcessDidNotStart(TracefixError, RuntimeError):
     pass
 
 

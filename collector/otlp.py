@@ -17,6 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from tracefix.errors import TracefixError
+
 if TYPE_CHECKING:
     from tracefix.collector.normalize import Batch
 
@@ -24,10 +26,12 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
 
-class OtlpError(Exception):
+class OtlpError(TracefixError):
+    """A request the OTLP receivers refuse, with the HTTP status to answer."""
+
     def __init__(self, status: int, message: str):
         super().__init__(message)
-        self.status = status
+        self.status = self.http_status = status
         self.message = message
 
     def __reduce__(self):  # raised in a decode worker process, re-raised in the receiver

@@ -19,18 +19,24 @@ from urllib.parse import quote, unquote
 from starlette.convertors import Convertor, register_url_convertor
 
 from tracefix.collector import document
+from tracefix.errors import TracefixError
 
 SESSIONS_PREFIX = "/api/v1/sessions/"
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
 
 
-class InvalidParameter(ValueError):
+class InvalidParameter(TracefixError, ValueError):
     """A query parameter the API cannot use (answered 422)."""
+
+    http_status = 422
 
     def __init__(self, name: str, problem: str, where: str = "query parameter"):
         super().__init__(f"{where} {name!r}: {problem}")
         self.name = name
+
+    def http_details(self) -> dict:
+        return {"parameter": self.name}
 
 
 class QueryParams:

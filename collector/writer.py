@@ -24,12 +24,13 @@ from typing import Any, Callable
 from tracefix.collector.normalize import Batch, span_label
 from tracefix.collector.store import Store
 from tracefix.collector.threadnames import name_os_thread
+from tracefix.errors import TracefixError
 
 log = logging.getLogger("tracefix.collector.writer")
 
 
-class QueueFull(RuntimeError):
-    pass
+class QueueFull(TracefixError, RuntimeError):
+    http_status = 429
 
 
 # Spans the database refused for what they hold: (how many, why). A batch's future resolves
@@ -41,8 +42,8 @@ Refused = tuple[int, str]
 MAX_ISOLATION_ATTEMPTS = 64
 
 
-class WriterClosed(RuntimeError):
-    pass
+class WriterClosed(TracefixError, RuntimeError):
+    http_status = 503  # shutting down: a client retries elsewhere or later
 
 
 # What a refused exporter is told to wait (gRPC RetryInfo, HTTP Retry-After): long enough for the

@@ -20,8 +20,10 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Iterable
 
+from tracefix.errors import TracefixError
 
-class EntrypointRefused(PermissionError):
+
+class EntrypointRefused(TracefixError, PermissionError):
     """The entrypoint may not be run here; the message says why and how to allow it."""
 
 

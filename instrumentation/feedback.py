@@ -6,10 +6,12 @@ import os
 import urllib.error
 import urllib.request
 
+from tracefix.errors import TracefixError
+
 DEFAULT_SERVER = "http://127.0.0.1:4318"
 
 
-class FeedbackError(RuntimeError):
+class FeedbackError(TracefixError, RuntimeError):
     """The collector did not accept the feedback (unreachable, refused, or an error answer)."""
 
 

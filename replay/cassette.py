@@ -11,6 +11,7 @@ import json
 
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
+from tracefix.errors import TracefixError
 
 
 # Recorded on each LLM span by the instrumentation: copying it beats recomputing from
@@ -18,7 +19,7 @@ from tracefix.attributes import from_json_text
 REQUEST_FINGERPRINT = getattr(sc, "REQUEST_FINGERPRINT", "tracefix.request.fingerprint")
 
 
-class CassetteError(ValueError):
+class CassetteError(TracefixError, ValueError):
     """The stored session lacks something a replay needs."""
 
 

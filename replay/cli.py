@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from tracefix.collector import DEFAULT_DB
+from tracefix.collector.cli_options import db_path, server_option, store_options, token_option
 from tracefix.collector.launcher import ProcessDidNotStart, temporary_collector
+from tracefix.errors import UnknownSession
 
 
 def _parse_overrides(pairs: tuple[str, ...]) -> dict:
@@ -117,9 +118,7 @@ def _confirmed_modules(doc: dict | None, allowed: list[str]) -> list[str]:
 
 @click.command("replay")
 @click.argument("session_id")
-@click.option("--server", envvar="TRACEFIX_SERVER", help="URL of a running `tracefix serve` (else --db).")
-@click.option("--db", envvar="TRACEFIX_DB", default=None, help=f"Store file when no server runs (default {DEFAULT_DB}).")
-@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="Bearer token of the server (its API token).")
+@store_options
 @replay_options
 @click.option("--per-trial", default=1, show_default=True, type=click.IntRange(1, 5),
               help="Hypotheses tested per failed trial in the first round.")
@@ -168,12 +167,12 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
         if server:
             result = run(server.rstrip("/"))
         else:
-            path = db or DEFAULT_DB
+            path = db_path(db)
             if not os.path.exists(path):
                 raise click.ClickException(f"no store at {path}: pass --server URL or --db PATH")
             with temporary_collector(path) as url:
                 result = run(url)
-    except (ProcessDidNotStart, ReplayError, EntrypointRefused) as exc:
+    except (ProcessDidNotStart, ReplayError, EntrypointRefused, UnknownSession) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
     ran = [r for h in result["hypotheses"] for r in h.get("runs") or [] if not r.get("error")]
@@ -184,8 +183,8 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
 
 
 @click.command("worker")
-@click.option("--server", envvar="TRACEFIX_SERVER", required=True, help="URL of the `tracefix serve` to take jobs from.")
-@click.option("--token", envvar="TRACEFIX_TOKEN", default=None, help="The collector's API token (not the ingest token).")
+@server_option(required=True)
+@token_option()
 @replay_options
 @click.option("--name", default=None, help="This worker's name in the jobs table (default HOST:PID).")
 @click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(0.05, 60),

@@ -18,10 +18,12 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+from tracefix.errors import TracefixError
+
 DEFAULT_MODEL = "gpt-4o-mini"
 
 
-class LLMError(RuntimeError):
+class LLMError(TracefixError, RuntimeError):
     """The LLM endpoint failed or kept answering something that is not a JSON object."""
 
     def __init__(self, stage: str, detail: str):

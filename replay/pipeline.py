@@ -15,19 +15,22 @@ import os
 import time
 
 from tracefix.collector import document
+from tracefix.collector.contracts import SessionDocument
 from tracefix.entrypoints import check as check_entrypoint
+from tracefix.errors import TracefixError, UnknownSession
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
+from tracefix.replay.contracts import ReplayResult
 from tracefix.replay.guard import Guard
 from tracefix.replay.memory import RepairMemory
 
 
-class ReplayError(RuntimeError):
+class ReplayError(TracefixError, RuntimeError):
     """A session cannot be diagnosed by replay (the message says why and what to do)."""
 
 
-def check_replayable(doc: dict | None, session_id: str, allow_live_tools: bool = False) -> dict:
+def check_replayable(doc: SessionDocument | None, session_id: str, allow_live_tools: bool = False) -> SessionDocument:
     if doc is None:
-        raise ReplayError(f"no session {session_id!r} in the store")
+        raise UnknownSession(session_id, f"no session {session_id!r} in the store")
     if not doc.get("entrypoint") or doc.get("inputs") is None:
         raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
                           "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
@@ -199,7 +202,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
              otlp_endpoint: str | None = None, overrides: dict | None = None, progress=None,
              hypotheses: list[dict] | None = None, per_trial: int = 1,
              timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
-             save: bool = True) -> dict:
+             save: bool = True) -> ReplayResult:
     """Test the session's failure hypotheses by replay; return (and store) the replay result.
 
     The session's recorded entrypoint is imported (in the replay children) only when its

@@ -29,6 +29,7 @@ import traceback
 
 from tracefix.collector.access import AccessError
 from tracefix.entrypoints import EntrypointRefused
+from tracefix.errors import UnknownSession
 from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
 
 log = logging.getLogger("tracefix.worker")
@@ -102,7 +103,7 @@ class Worker:
                               **self.replay_options)
         except EntrypointRefused as exc:
             return "refused", str(exc)
-        except ReplayError as exc:
+        except (ReplayError, UnknownSession) as exc:
             return "failed", str(exc)
         except Exception as exc:  # a bug in a stage or an unreachable collector: the job says so, the worker goes on
             log.warning("replay of %s failed:\n%s", session_id, traceback.format_exc(limit=5))

@@ -1,0 +1,44 @@
+"""The options every CLI verb that reaches the store shares: `--server`, `--db`, `--token`,
+each with one help text and one environment variable.
+
+Light on purpose (click only, no duckdb): `tracefix worker` uses `server_option` and
+`token_option` beside the agent's own code. Where the store file is when `--db` is not
+given is `tracefix.collector.db_path`.
+"""
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import click
+
+from tracefix.collector import DEFAULT_DB, db_path
+
+__all__ = ["db_option", "db_path", "server_option", "store_options", "token_option"]
+
+F = TypeVar("F", bound=Callable)
+
+
+def server_option(required: bool = False) -> Callable[[F], F]:
+    """`--server URL` (TRACEFIX_SERVER): the `tracefix serve` to talk to."""
+    text = "URL of a running `tracefix serve`" + ("." if required else
+                                                 " (without it: the store file, through the collector "
+                                                 "running on it when there is one).")
+    return click.option("--server", envvar="TRACEFIX_SERVER", default=None, required=required, metavar="URL",
+                        help=text)
+
+
+def db_option(default: str | None = None) -> Callable[[F], F]:
+    """`--db PATH` (TRACEFIX_DB): the DuckDB file of the store."""
+    return click.option("--db", envvar="TRACEFIX_DB", default=default, show_default=default is not None,
+                        type=click.Path(dir_okay=False), metavar="PATH",
+                        help="DuckDB file of the store" + ("." if default else f" (default {DEFAULT_DB})."))
+
+
+def token_option(help: str = "Bearer token of the collector's API (`tracefix serve --token`).") -> Callable[[F], F]:
+    """`--token TOKEN` (TRACEFIX_TOKEN): the API token (not the ingest token)."""
+    return click.option("--token", envvar="TRACEFIX_TOKEN", default=None, metavar="TOKEN", help=help)
+
+
+def store_options(fn: F) -> F:
+    """`--server`, `--db` and `--token`, in that order, for a verb that reads or writes the store."""
+    return server_option()(db_option()(token_option()(fn)))

@@ -1,0 +1,26 @@
+"""Turn decoded OTLP spans into the store's rows, whatever instrumentation produced them.
+
+| module | what it holds |
+|---|---|
+| `dialects` | how GenAI, OpenInference and OpenLLMetry attributes name a span's kind, messages, model, tokens, tool call, session |
+| `batch` | `Batch` (one transaction's worth), content-addressed messages, session field merging |
+| `span_row` | `SpanRow`, one stored span by column name, and the Arrow schema `SPAN_COLUMNS` |
+| `rows` | `normalize_request`: an `ExportTraceServiceRequest` to a `Batch` |
+| `json_text` | fast compact JSON text |
+
+Pure (no I/O, no SQL). Chat messages are content-addressed, so a growing history is stored
+once per message.
+"""
+from __future__ import annotations
+
+from tracefix.collector.normalize.batch import (Batch, Evaluation, Snapshot, add_blob, add_messages, add_texts,
+                                                merge_session, message_key)
+from tracefix.collector.normalize.dialects import canonical_message, finite_score, llm_messages, span_kind
+from tracefix.collector.normalize.json_text import dumps_compact, loads_fast
+from tracefix.collector.normalize.rows import SpanRejected, normalize_request, span_label
+from tracefix.collector.normalize.span_row import SPAN_COLUMNS, SPAN_SCHEMA, SpanRow, spans_table, tuples_table
+
+__all__ = ["SPAN_COLUMNS", "SPAN_SCHEMA", "Batch", "Evaluation", "Snapshot", "SpanRejected", "SpanRow", "add_blob",
+           "add_messages", "add_texts", "canonical_message", "dumps_compact", "finite_score", "llm_messages",
+           "loads_fast", "merge_session", "message_key", "normalize_request", "span_kind", "span_label",
+           "spans_table", "tuples_table"]

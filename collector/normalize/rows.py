@@ -1,0 +1,388 @@
+"""OTLP to rows: `normalize_request` maps an `ExportTraceServiceRequest` to a `Batch` the
+writer inserts in one transaction. Pure (no I/O, no SQL); runs in the decode workers.
+
+A span that cannot be stored is rejected alone, with a reason (OTLP partial success);
+every attribute is held to a size bound; secrets are redacted before anything reads them.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from tracefix import semconv as sc
+from tracefix.collector.normalize.batch import Batch, Evaluation, Snapshot, add_blob, add_texts, merge_session
+from tracefix.collector.normalize.dialects import (
+    AGENT_KEYS, CONTENT_ADDRESSED_KEYS, FINISH_REASON_KEYS, INPUT_TOKEN_KEYS, INT32_MAX, INT64_MAX, MODEL_KEYS,
+    OUTPUT_TOKEN_KEYS, PROVIDER_KEYS, SESSION_ATTR_KEYS, SESSION_ID_KEYS, TOOL_ARGUMENTS_KEYS, TOOL_CALL_ID_KEYS,
+    TOOL_NAME_KEYS, TOOL_RESULT_KEYS, finite_score, first_value, int_value, llm_messages, session_fields, span_kind,
+    text_or_none)
+from tracefix.collector.normalize.json_text import dumps_compact, json_text
+from tracefix.collector.normalize.span_row import SpanRow, tuples_table
+from tracefix.collector.redact import redact_span
+from tracefix.errors import TracefixError
+
+
+class SpanRejected(TracefixError, ValueError):
+    """One span cannot be stored (reported through OTLP partial success)."""
+
+
+# --- OTLP protobuf -> python ---------------------------------------------------------------
+
+def any_value(v) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "array_value":
+        return [x.string_value or any_value(x) for x in v.array_value.values]  # most hold strings
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()
+    return None
+
+
+NO_LIMIT = 1 << 62
+MAX_ATTRIBUTE_ELEMENTS = 10_000  # in one array or key-value list attribute, nested ones included
+
+
+def attributes(kvs, max_chars: int = NO_LIMIT) -> dict:
+    """The attributes as a dict; SpanRejected when a string is longer than `max_chars` or an
+    array / key-value list holds more than MAX_ATTRIBUTE_ELEMENTS values."""
+    out = {}
+    for kv in kvs:  # the scalar cases inline: this loop runs for every attribute of every span
+        v = kv.value
+        text = v.string_value  # "" unless the value is a non-empty string: most attributes are
+        if text:
+            if len(text) > max_chars:
+                raise SpanRejected(f"attribute {kv.key!r} is {len(text)} characters (limit {max_chars})")
+            out[kv.key] = text
+            continue
+        kind = v.WhichOneof("value")
+        if kind == "int_value":
+            out[kv.key] = v.int_value
+        elif kind == "string_value":
+            out[kv.key] = text
+        else:
+            value = out[kv.key] = any_value(v)
+            if type(value) is list or type(value) is dict:
+                _check_container(kv.key, value, max_chars)
+    return out
+
+
+def _check_container(key: str, value: list | dict, max_chars: int) -> None:
+    """The limits of `attributes` inside an array or key-value list (walked without
+    recursion: protobuf already bounds the nesting, this bounds the work)."""
+    count, stack = 0, [value]
+    while stack:
+        items = stack.pop()
+        items = items.values() if type(items) is dict else items
+        count += len(items)
+        if count > MAX_ATTRIBUTE_ELEMENTS:
+            raise SpanRejected(f"attribute {key!r} has more than {MAX_ATTRIBUTE_ELEMENTS} elements")
+        for item in items:
+            if type(item) is str:
+                if len(item) > max_chars:
+                    raise SpanRejected(f"attribute {key!r} holds a string of {len(item)} characters "
+                                       f"(limit {max_chars})")
+            elif type(item) is list or type(item) is dict:
+                stack.append(item)
+
+
+def _error_text(attrs: dict, status_code: int, status_message: str, events: list[dict]) -> str | None:
+    """The step's error as "Type: message" with the exception's own short type name
+    (docs/contracts.md §1): what the agent saw, so a replay can show it the same text.
+
+    OTel's exception event names the type module-qualified; tracefix's own status
+    description already reads "Type: message" and is preferred when present."""
+    if status_code != 2 and not any(ev["name"] == "exception" for ev in events):
+        return None
+    etype = attrs.get(sc.ERROR_TYPE)
+    if status_code == 2 and status_message and etype and status_message.startswith(f"{etype}:"):
+        return status_message
+    for ev in events:
+        if ev["name"] == "exception":
+            a = ev["attributes"]
+            short = str(a.get("exception.type") or "Exception").rsplit(".", 1)[-1]
+            return f"{short}: {a.get('exception.message', '')}"
+    short = str(etype or "Error").rsplit(".", 1)[-1]
+    return f"{short}: {status_message}" if status_message else short
+
+
+def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wire_bytes: int | None = None) -> Batch:
+    """Map an ExportTraceServiceRequest to rows. Total: a span that cannot be stored, for
+    whatever reason its content gives, is counted in `rejected` with a reason naming it in
+    `errors`; the others are kept. What is stored differently than sent (a score that is no
+    finite number) is noted in `warnings`.
+
+    A span without a session attribute joins the session of another span of its trace
+    (in this request, else later via `Batch.reassign`), else the session named by its trace id.
+    The same span twice in one request is kept once (the first with a session attribute,
+    else the first). Every attribute is held to `max_attribute_chars` (and to
+    MAX_ATTRIBUTE_ELEMENTS); `wire_bytes` is the encoded request's size, kept for callers."""
+    batch = Batch()
+    rows: list[SpanRow] = []
+    seen: set[tuple[str, str]] = set()
+    pending: list[tuple[Any, ReadSpan, Origin]] = []  # spans with no session attribute: rows built once all sessions are seen
+    known = batch.explicit_traces
+    for rs in request.resource_spans:
+        try:
+            resource = attributes(rs.resource.attributes, max_attribute_chars)
+            service = text_or_none(resource.get("service.name"))
+            resource_json = dumps_compact(resource, sort_keys=True)
+        except Exception as exc:  # every span of the resource would carry it
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    _reject(batch, _span_label(span), f"its resource: {_reason(exc)}")
+            continue
+        for ss in rs.scope_spans:
+            where = Origin(service, ss.scope.name or None, resource_json)
+            for span in ss.spans:
+                try:
+                    read = _read_span(span, max_attribute_chars)
+                except Exception as exc:
+                    _reject(batch, _span_label(span), _reason(exc))
+                    continue
+                sid = read.session_id
+                if sid is None:
+                    pending.append((span, read, where))
+                    continue
+                key = (read.trace_id, read.span_id)
+                known.setdefault(read.trace_id, sid)
+                if key not in seen:
+                    try:
+                        rows.append(_span_row(batch, span, read, sid, where))
+                    except Exception as exc:
+                        _reject(batch, _span_label(span), _reason(exc))
+                        continue
+                    seen.add(key)
+    for span, read, where in pending:
+        trace_id = read.trace_id
+        sid = known.get(trace_id)
+        if sid is None:
+            sid = trace_id
+            batch.fallback_traces.add(sid)
+        key = (trace_id, read.span_id)
+        if key not in seen:
+            try:
+                rows.append(_span_row(batch, span, read, sid, where))
+            except Exception as exc:
+                _reject(batch, _span_label(span), _reason(exc))
+                continue
+            seen.add(key)
+    if rows:
+        try:
+            table = tuples_table(rows)
+        except Exception:  # a value Arrow cannot hold: find its rows, keep the others
+            table = _table_of_storable(batch, rows)
+        if table.num_rows:
+            batch.span_tables = [table]
+            batch.table_only_spans = table.num_rows
+    return batch
+
+
+MAX_NOTES = 5  # reasons and warnings kept per request: enough to act on, bounded in size
+
+
+def span_label(name: str, span_id: str | None = None, trace_id: str | None = None) -> str:
+    """How an error message names a span: its name (cut short) and its hex ids when known."""
+    name = name if len(name) <= 100 else name[:100] + "..."
+    return f"span {name!r} ({span_id} in trace {trace_id})" if span_id else f"span {name!r}"
+
+
+def _span_label(span) -> str:
+    if len(span.trace_id) == 16 and len(span.span_id) == 8:
+        return span_label(span.name, span.span_id.hex(), span.trace_id.hex())
+    return span_label(span.name)  # its ids are what is wrong with it
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, SpanRejected):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "a value is nested too deeply"
+    text = str(exc)
+    return f"cannot be read ({type(exc).__name__}: {text[:200]}{'...' if len(text) > 200 else ''})"
+
+
+def _reject(batch: Batch, label: str, reason: str) -> None:
+    batch.rejected += 1
+    if len(batch.errors) < MAX_NOTES:
+        batch.errors.append(f"{label}: {reason}")
+
+
+def _warn(batch: Batch, text: str) -> None:
+    if len(batch.warnings) < MAX_NOTES:
+        batch.warnings.append(text)
+
+
+def _table_of_storable(batch: Batch, rows: list[SpanRow]) -> pa.Table:
+    """The Arrow table of the rows that convert, the others rejected (what they added to
+    the batch's sessions and messages stays: harmless without the span)."""
+    kept = []
+    for row in rows:
+        try:
+            tuples_table([row])
+        except Exception as exc:
+            _reject(batch, span_label(row.name, row.span_id, row.trace_id), _reason(exc))
+        else:
+            kept.append(row)
+    return tuples_table(kept)
+
+
+class ReadSpan(NamedTuple):
+    """What `_read_span` reads of a span before its row is built."""
+    trace_id: str  # hex
+    span_id: str  # hex
+    attrs: dict
+    events: list[dict]
+    session_id: str | None  # None: no session attribute (the trace's session decides)
+
+
+class Origin(NamedTuple):
+    """Where a span was sent from: shared by every span of one scope."""
+    service: str | None
+    scope: str | None
+    resource_json: str
+
+
+def _read_span(span, max_chars: int) -> ReadSpan:
+    """What a span that can be stored holds (else SpanRejected)."""
+    trace_id, span_id = span.trace_id, span.span_id
+    if len(trace_id) != 16 or len(span_id) != 8:
+        raise SpanRejected("trace_id must be 16 bytes and span_id 8 bytes")
+    if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
+        raise SpanRejected("timestamps beyond the year 2262")
+    attrs = attributes(span.attributes, max_chars)
+    events = []
+    if span.events:  # most spans have none (iterating an empty repeated field still costs)
+        for ev in span.events:
+            events.append({"name": ev.name, "time_ns": ev.time_unix_nano,
+                           "attributes": attributes(ev.attributes, max_chars)})
+    redact_span(attrs, events)  # before anything reads them: no secret from any instrumentation is stored
+    sid = first_value(attrs, SESSION_ID_KEYS)
+    return ReadSpan(trace_id.hex(), span_id.hex(), attrs, events, str(sid) if sid is not None else None)
+
+
+def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> SpanRow:
+    """The span's row from what `_read_span` read and where the span was sent from; its messages, session fields,
+    snapshots and evaluations go into `batch`.
+
+    Whatever the span's content can make fail (parsing its messages, writing JSON) runs
+    before anything goes into `batch`, so a span that raises leaves no trace there."""
+    trace_id, span_id, attrs, events, _ = read
+    service, scope, resource_json = where
+    name = span.name
+    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    status = span.status
+    status_code, status_message = status.code, status.message
+    kind = span_kind(attrs)
+    step = int_value(attrs.get(sc.STEP), INT32_MAX)
+    call_seq = int_value(attrs.get(sc.CALL_SEQ), INT32_MAX)
+    agent = text_or_none(first_value(attrs, AGENT_KEYS)
+                          or (attrs.get("traceloop.entity.name") if kind == "agent" else None))
+    error = _error_text(attrs, status_code, status_message, events) if status_code == 2 or events else None
+    replay_source = text_or_none(attrs.get(sc.REPLAY_SOURCE))
+    truncated = bool(attrs.get(sc.TRUNCATED, False))
+    model = provider = input_tokens = output_tokens = finish_reason = None
+    input_keys = output_key = dialect = tools_key = None
+    tool_name = tool_call_id = tool_arguments = tool_result = None
+    if kind == "llm":
+        inputs, output, dialect = llm_messages(attrs)
+        input_texts = [dumps_compact(m, sort_keys=True) for m in inputs]
+        output_text = dumps_compact(output, sort_keys=True) if output else None
+        model = text_or_none(first_value(attrs, MODEL_KEYS))
+        provider = text_or_none(first_value(attrs, PROVIDER_KEYS))
+        input_tokens = int_value(first_value(attrs, INPUT_TOKEN_KEYS))
+        output_tokens = int_value(first_value(attrs, OUTPUT_TOKEN_KEYS))
+        fr = first_value(attrs, FINISH_REASON_KEYS)
+        if isinstance(fr, (list, tuple)):
+            fr = fr[0] if fr else None
+        finish_reason = text_or_none(fr)
+        tools = attrs.get(sc.GEN_AI_TOOL_DEFINITIONS)
+        if not isinstance(tools, str):  # the same tool list rides along on every call: stored once
+            tools = None
+        stripped = CONTENT_ADDRESSED_KEYS if dialect == "genai" else ()
+        if tools is not None:
+            stripped = (*stripped, sc.GEN_AI_TOOL_DEFINITIONS)
+        if stripped:  # rebuilt from the messages table by get_spans
+            attrs = dict(attrs)
+            for k in stripped:
+                attrs.pop(k, None)
+    elif kind == "tool":
+        tool_name = text_or_none(first_value(attrs, TOOL_NAME_KEYS) or name)
+        tool_call_id = text_or_none(first_value(attrs, TOOL_CALL_ID_KEYS))
+        tool_arguments = json_text(first_value(attrs, TOOL_ARGUMENTS_KEYS))
+        tool_result = json_text(first_value(attrs, TOOL_RESULT_KEYS))
+    attrs_json = dumps_compact(attrs)
+    events_json = dumps_compact(events) if events else None
+
+    # from here on nothing fails: the span's share of the batch
+    if kind == "llm":
+        input_keys = add_texts(batch, input_texts)
+        output_key = add_blob(batch, output_text) if output_text is not None else None
+        tools_key = add_blob(batch, tools) if tools is not None else None
+    session = batch.sessions.get(sid)
+    if session is not None and kind != "session" and not truncated and SESSION_ATTR_KEYS.isdisjoint(attrs):
+        # most spans: one more span of a session already in the batch (merge_session, inlined)
+        if service is not None:
+            session["service"] = service
+        started, ended = session.get("started_ns"), session.get("ended_ns")
+        session["started_ns"] = start_ns if started is None else min(started, start_ns)
+        session["ended_ns"] = end_ns if ended is None else max(ended, end_ns)
+    else:
+        fields = session_fields(attrs)
+        if sc.OUTCOME_SCORE in attrs and "score" not in fields:
+            _note_unscored(batch, span, sc.OUTCOME_SCORE, attrs[sc.OUTCOME_SCORE], "the session's score")
+        fields["service"] = service
+        fields["started_ns"] = start_ns
+        fields["ended_ns"] = end_ns
+        if kind == "session":  # tracefix.session.root is true
+            fields["name"] = name
+        if truncated:
+            fields["replayable"] = False
+        merge_session(batch.sessions, sid, fields)
+    if events:
+        _add_event_items(batch, span, events, sid, trace_id, span_id, step, end_ns)
+
+    return SpanRow(  # positional: a keyword NamedTuple call costs twice as much, and this runs per span
+        trace_id, span_id, span.parent_span_id.hex() if span.parent_span_id else None, sid, service, name,
+        span.kind, kind, start_ns, end_ns, status_code, status_message or None, step, call_seq, agent,
+        model, provider, input_tokens, output_tokens, finish_reason, input_keys, output_key, dialect,
+        tool_name, tool_call_id, tool_arguments, tool_result, error, replay_source, truncated, scope,
+        resource_json, attrs_json, events_json, tools_key,
+    )
+
+
+def _note_unscored(batch: Batch, span, key: str, value: Any, what: str) -> None:
+    _warn(batch, f"{_span_label(span)}: {key}={str(value)[:40]} is not a finite number; "
+                 f"{what} is stored as null")
+
+
+def _add_event_items(batch: Batch, span, events: list[dict], sid: str, trace_id: str, span_id: str,
+                     step: int | None, end_ns: int) -> None:
+    """The span's snapshot and evaluation events."""
+    for seq, ev in enumerate(events):
+        a = ev["attributes"]
+        if ev["name"] == sc.SNAPSHOT_EVENT and sc.SNAPSHOT_KEY in a:
+            batch.snapshots.append(Snapshot(
+                session_id=sid, trace_id=trace_id, span_id=span_id, seq=seq,
+                key=str(a[sc.SNAPSHOT_KEY]), state=json_text(a.get(sc.SNAPSHOT_STATE)) or "null",
+                hash=text_or_none(a.get(sc.SNAPSHOT_HASH)), step=int_value(a.get(sc.STEP, step), INT32_MAX),
+                time_ns=min(ev["time_ns"], INT64_MAX)))
+        elif ev["name"] == sc.EVALUATION_EVENT and sc.EVALUATION_SCORE in a:
+            score = finite_score(a[sc.EVALUATION_SCORE])
+            if score is None:  # no feedback (and no alert) from it; the event stays on the span
+                _note_unscored(batch, span, sc.EVALUATION_SCORE, a[sc.EVALUATION_SCORE], "the evaluation's score")
+                continue
+            batch.evaluations.append(Evaluation(
+                feedback_id=f"ev-{trace_id}-{span_id}-{seq}", session_id=sid, score=score,
+                comment=text_or_none(a.get(sc.EVALUATION_EXPLANATION)),
+                time_ns=min(ev["time_ns"] or end_ns, INT64_MAX)))

@@ -1,0 +1,239 @@
+"""Writing batches: messages once by key, sessions merged, spans and snapshots without
+duplicates, steps numbered; feedback carried by spans goes through the outbox."""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracefix.collector.keyset import KeySet
+from tracefix.collector.normalize import Batch
+from tracefix.collector.store.outbox import FeedbackOutbox
+from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
+from tracefix.collector.store.sql import distinct_spans, in_strings
+
+
+STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id")
+
+
+def numbered_steps(spans: pa.Table) -> pa.Table:
+    """The steps table's rows for these spans: each session's LLM calls and messages numbered
+    0..n-1 by `tracefix.step` (absent last), then start time, call sequence and span id. A
+    span present twice (a retry merged into the batch) counts once. Done in Arrow, not SQL:
+    a DuckDB window over a registered Arrow table cost ~3 ms per ingest transaction."""
+    spans = spans.filter(pc.is_in(spans["kind"], value_set=pa.array(["llm", "message"])))
+    spans = spans.take(pc.sort_indices(spans, sort_keys=[
+        ("session_id", "ascending"), ("step", "ascending", "at_end"), ("start_ns", "ascending"),
+        ("call_seq", "ascending", "at_end"), ("span_id", "ascending"), ("trace_id", "ascending")]))
+    keep, idx = [], []
+    prev_sid = prev_span = None
+    n = 0
+    for i, (sid, trace_id, span_id) in enumerate(zip(spans["session_id"].to_pylist(), spans["trace_id"].to_pylist(),
+                                                      spans["span_id"].to_pylist())):
+        if (sid, trace_id, span_id) == prev_span:
+            continue
+        n = n + 1 if sid == prev_sid else 0
+        prev_sid, prev_span = sid, (sid, trace_id, span_id)
+        keep.append(i)
+        idx.append(n)
+    spans = spans.take(pa.array(keep, pa.int64()))
+    return pa.table({"session_id": spans["session_id"], "idx": pa.array(idx, pa.int32()),
+                     "trace_id": spans["trace_id"], "span_id": spans["span_id"],
+                     "raw_step": spans["step"], "started_ns": spans["start_ns"]})
+
+
+def _merge_expressions() -> list[str]:
+    out = []
+    for f in SESSION_FIELDS[1:]:
+        if f == "started_ns":
+            out.append("started_ns = least(sessions.started_ns, u.started_ns)")
+        elif f == "ended_ns":
+            out.append("ended_ns = greatest(sessions.ended_ns, u.ended_ns)")
+        elif f == "replayable":  # false wins: one truncated span makes the session not replayable
+            out.append("replayable = CASE WHEN sessions.replayable = false OR u.replayable = false "
+                       "THEN false ELSE coalesce(u.replayable, sessions.replayable) END")
+        elif f == "source":
+            out.append("source = coalesce(sessions.source, u.source)")
+        else:
+            out.append(f"{f} = coalesce(u.{f}, sessions.{f})")
+    return out
+
+
+_MERGE_SESSION = _merge_expressions()
+
+
+class Ingest(FeedbackOutbox):
+    def ingest(self, batch: Batch, *, alert_threshold: float = 0.0, webhooks: Iterable[str] = (),
+               public_url: str | None = None) -> dict:
+        """Store one batch in one transaction; returns what it created (feedback, alerts, jobs)."""
+        with self._tx() as con:
+            created, message_keys = self._ingest(con, batch, alert_threshold, list(webhooks), public_url)
+        self._remember_messages(message_keys)
+        return created
+
+    def _new_messages(self, con, batch: Batch) -> list[int]:
+        """Keys of the batch's messages not stored yet. This store is its file's only writer
+        (DuckDB lets one process write; the collector has one Store), so the keys it loaded
+        and added since are exactly the stored ones."""
+        if self._message_keys is None:
+            stored = con.execute("SELECT key FROM messages").to_arrow_table().column("key")
+            self._message_keys = KeySet(stored.to_numpy())
+        return self._message_keys.missing(list(batch.messages))
+
+    def _remember_messages(self, keys: list[int]) -> None:
+        """Keys this writer committed: stored from now on (not loaded yet: the load reads them)."""
+        if self._message_keys is not None:
+            self._message_keys.add(keys)
+
+    def _ingest(self, con, batch: Batch, alert_threshold: float, webhooks: list[str],
+                public_url) -> tuple[dict, list[int]]:
+        """Write one batch in the caller's transaction. Returns what it created (feedback,
+        alerts, jobs) and the keys of the messages it inserted, stored once it commits."""
+        if batch.fallback_traces:  # rare: foreign spans that name their session on some spans only
+            in_traces, params = in_strings(batch.fallback_traces)
+            found = con.execute(f"SELECT trace_id, any_value(session_id) FROM spans WHERE trace_id {in_traces} "
+                                "AND session_id <> trace_id GROUP BY trace_id", params).fetchall()
+            batch.reassign(dict(found))
+        # The Arrow tables of a transaction reach DuckDB as local variables its SQL names
+        # (DuckDB's replacement scans; no table is called `_..._batch`): con.register and
+        # unregister cost ~0.8 ms per table, and a transaction has up to six.
+        keys = self._new_messages(con, batch)
+        if keys:
+            _msg_batch = pa.table({"key": pa.array(keys, pa.int64()),  # noqa: F841 (scanned by name)
+                                   "sha256": pa.array([batch.messages[k][0] for k in keys], pa.string()),
+                                   "message": pa.array([batch.messages[k][1] for k in keys], pa.string())})
+            con.execute("INSERT INTO messages SELECT * FROM _msg_batch")
+        table = batch.span_arrow()
+        if table is not None and not table.num_rows:
+            table = None
+        # Sessions first: a span is written in the same transaction as its session's row, so
+        # only spans of sessions that existed before can be stored already (an exporter retry).
+        # A span stored before its trace's session was known sits in the trace id's session.
+        touched = list(batch.sessions)
+        span_range, existed = None, table is not None
+        new_sessions: set[str] = set()
+        if batch.sessions:
+            trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
+            span_range, new_sessions, existed = self._upsert_sessions(con, batch.sessions, source="otlp",
+                                                                      fallback_ids=trace_ids)
+        # fresh: every span of the batch was new, so none of its snapshots can be stored yet
+        fresh, source = True, "_span_batch"
+        if table is not None:
+            table = _span_batch = table.combine_chunks()  # one chunk per column: scanned ~30% faster
+            unique = distinct_spans(table) if batch.merged else table.num_rows
+            if unique != table.num_rows:  # requests merged into one transaction repeat a span (a retry)
+                source = "(SELECT DISTINCT ON (trace_id, span_id) * FROM _span_batch)"
+            if existed:
+                # a retried span has the same start time: only row groups overlapping the batch's
+                # time range are read (zonemaps), so this stays cheap as the table grows
+                lo, hi = (int(x.as_py()) for x in pc.min_max(table["start_ns"]).values())
+                inserted = con.execute(f"""INSERT INTO spans SELECT b.* FROM {source} b WHERE NOT EXISTS (
+                                    SELECT 1 FROM spans s WHERE s.start_ns BETWEEN {lo} AND {hi}
+                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id)""").fetchone()[0]
+            else:  # only new sessions: nothing stored to compare against
+                inserted = con.execute(f"INSERT INTO spans SELECT * FROM {source}").fetchone()[0]
+            fresh = inserted == unique
+        if batch.snapshots:  # one copy per (span, event) even when a retry shares the batch
+            s = list({(x.trace_id, x.span_id, x.seq): x for x in reversed(batch.snapshots)}.values())
+            _snap_batch = pa.table({  # noqa: F841 (scanned by name)
+                "session_id": [x.session_id for x in s], "trace_id": [x.trace_id for x in s],
+                "span_id": [x.span_id for x in s], "seq": pa.array([x.seq for x in s], pa.int32()),
+                "key": [x.key for x in s], "state": [x.state for x in s], "hash": pa.array([x.hash for x in s], pa.string()),
+                "step": pa.array([x.step for x in s], pa.int32()), "time_ns": pa.array([x.time_ns for x in s], pa.int64())})
+            if fresh:
+                con.execute("INSERT INTO snapshots SELECT * FROM _snap_batch")
+            else:
+                lo, hi = int(min(x.time_ns for x in s)), int(max(x.time_ns for x in s))
+                con.execute(f"""INSERT INTO snapshots SELECT b.* FROM _snap_batch b WHERE NOT EXISTS (
+                                   SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN {lo} AND {hi}
+                                   AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""")
+        if touched:
+            self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
+        created: dict[str, list[dict]] = {"feedback": [], "alerts": [], "jobs": []}
+        for ev in batch.evaluations:
+            exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()
+            if exists:
+                continue
+            res = self._add_feedback(con, ev.session_id, ev.score, ev.comment, source="span_event",
+                                     feedback_id=ev.feedback_id, created_ns=ev.time_ns,
+                                     alert_threshold=alert_threshold, webhooks=webhooks, public_url=public_url)
+            for k in created:
+                created[k].extend(res[k])
+        return created, keys
+
+    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str,
+                         fallback_ids: Iterable[str] = ()) -> tuple[tuple, set[str], bool]:
+        """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
+        INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case). Returns the time
+        range the touched sessions' spans start in, after the merge, the new sessions' ids, and
+        whether any of them or of `fallback_ids` (the batch's trace ids) was stored before."""
+        now = time.time_ns()
+        ids = list(sessions)
+        in_ids, params = in_strings(ids + [t for t in fallback_ids if t not in sessions])
+        stored = con.execute(f"SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id {in_ids}",
+                             params).fetchall()
+        existed = bool(stored)
+        stored = [(sid, started, ended) for sid, started, ended in stored if sid in sessions]
+        known = {sid for sid, _, _ in stored}
+        starts = [started for _, started, _ in stored] + [f.get("started_ns") for f in sessions.values()]
+        ends = [ended for _, _, ended in stored] + [f.get("ended_ns") for f in sessions.values()] + starts
+        starts = [x for x in starts if x is not None]
+        ends = [x for x in ends if x is not None]
+        span_range = (min(starts) if starts else None, max(ends) if ends else None)
+        for part, is_new in (([i for i in ids if i not in known], True), ([i for i in ids if i in known], False)):
+            if not part:
+                continue
+            cols: dict[str, list[Any]] = {f: [] for f in SESSION_FIELDS}
+            for sid in part:
+                fields = sessions[sid]
+                for f in SESSION_FIELDS:
+                    cols[f].append(sid if f == "session_id" else source if f == "source"
+                                   else now if f == "updated_ns" else fields.get(f))
+            _sess_batch = pa.Table.from_arrays(  # noqa: F841 (scanned by name, see _ingest)
+                [pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS], schema=SESSION_SCHEMA)
+            if is_new:
+                con.execute("INSERT INTO sessions SELECT * FROM _sess_batch")
+            else:
+                con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
+                            + " FROM _sess_batch u WHERE sessions.session_id = u.session_id")
+        return span_range, set(ids) - known, existed
+
+    def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
+                      new_sessions: set | frozenset = frozenset(), batch: pa.Table | None = None) -> None:
+        """Number a session's decisions 0..n-1 (`numbered_steps`). Sessions in `new_sessions`
+        were created in this transaction: they have no steps to delete, and all their spans
+        are in `batch` (this batch's spans), so the spans table is read only for sessions that
+        existed before."""
+        if batch is None:
+            new_sessions = frozenset()
+        old = [sid for sid in session_ids if sid not in new_sessions]
+        parts = []
+        if batch is not None and len(old) < len(session_ids):  # new sessions: their spans are all in the batch
+            if old:
+                batch = batch.filter(pc.is_in(batch["session_id"], value_set=pa.array(list(new_sessions), pa.string())))
+            parts.append(batch.select(list(STEP_SOURCE_COLUMNS)))
+        if old:
+            in_old, params = in_strings(old)
+            con.execute(f"DELETE FROM steps WHERE session_id {in_old}", params)
+            # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
+            lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
+            parts.append(con.execute(f"SELECT {', '.join(STEP_SOURCE_COLUMNS)} FROM spans "
+                                     f"WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} AND kind IN ('llm', 'message') "
+                                     f"AND session_id {in_old}", params).to_arrow_table())
+        _steps_batch = numbered_steps(pa.concat_tables(parts)) if parts else None
+        if _steps_batch is not None and _steps_batch.num_rows:
+            con.execute("INSERT INTO steps SELECT * FROM _steps_batch")  # scanned by name, see _ingest
+
+    # --- import of message-log sessions ------------------------------------------------------
+    def import_sessions(self, docs: list[dict]) -> list[str]:
+        from tracefix.collector.imports import batch_from_documents
+
+        batch, ids = batch_from_documents(docs)
+        with self._tx() as con:
+            _, message_keys = self._ingest(con, batch, 0.0, [], None)
+            in_ids, params = in_strings(ids)
+            con.execute(f"UPDATE sessions SET source = 'import' WHERE session_id {in_ids}", params)
+        self._remember_messages(message_keys)
+        return ids

@@ -1,0 +1,134 @@
+"""Feedback and the alert outbox: negative feedback records its alert, one delivery per
+webhook and a diagnosis job in one transaction; the notifier works the deliveries off."""
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from typing import Iterable
+from urllib.parse import quote
+
+from tracefix.attributes import from_json_text
+from tracefix.collector import document, jsonsafe
+from tracefix.collector.store.jobs import insert_job
+from tracefix.collector.store.reads import StoreReads
+from tracefix.collector.store.sql import records, scalar
+from tracefix.errors import UnknownSession
+
+
+def check_score(score: float) -> float:
+    """A feedback score as stored: a finite number. NaN compares false with everything (it
+    would never alert) and ±Infinity is no JSON number, so both are refused."""
+    if not math.isfinite(score):
+        raise ValueError(f"feedback 'score' must be a finite number, not {score!r}")
+    return score
+
+
+class FeedbackOutbox(StoreReads):
+    def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
+                     alert_threshold: float = 0.0, webhooks: Iterable[str] = (), public_url: str | None = None) -> dict:
+        """Record feedback; below the threshold, the alert (outbox) and a diagnosis job are
+        created in the same transaction. Raises UnknownSession."""
+        score = check_score(float(score))
+        with self._tx() as con:
+            res = self._add_feedback(con, session_id, score, comment, source=source,
+                                     feedback_id=None, created_ns=None, alert_threshold=alert_threshold,
+                                     webhooks=list(webhooks), public_url=public_url)
+        fb = res["feedback"][0]
+        fb["alert_id"] = res["alerts"][0]["alert_id"] if res["alerts"] else None
+        fb["job_id"] = res["jobs"][0]["job_id"] if res["jobs"] else None
+        return fb
+
+    def _add_feedback(self, con, session_id, score, comment, *, source, feedback_id, created_ns,
+                      alert_threshold, webhooks, public_url) -> dict:
+        row = con.execute("SELECT output FROM sessions WHERE session_id = ?", [session_id]).fetchone()
+        if row is None:
+            raise UnknownSession(session_id)
+        (output,) = row
+        feedback_id = feedback_id or f"fb-{uuid.uuid4().hex[:16]}"
+        created_ns = created_ns or time.time_ns()
+        con.execute("INSERT INTO feedback VALUES (?, ?, ?, ?, ?, ?)",
+                    [feedback_id, session_id, score, comment, source, created_ns])
+        fb = {"feedback_id": feedback_id, "session_id": session_id, "score": score, "comment": comment,
+              "source": source, "created_at": document.iso(created_ns)}
+        out = {"feedback": [fb], "alerts": [], "jobs": []}
+        if score < alert_threshold:
+            alert_id = f"al-{uuid.uuid4().hex[:16]}"
+            task = self._task_of(con, session_id)
+            final_answer = document.final_answer(from_json_text(output))
+            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
+            payload = {
+                "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
+                        + (f": {comment}" if comment else "") + (f"\nTask: {task}" if task else "")
+                        + f"\nReport: {link}",
+                "alert_id": alert_id, "session_id": session_id, "score": score, "task": task,
+                "final_answer": final_answer, "comment": comment, "link": link,
+            }
+            con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
+                        [alert_id, feedback_id, session_id, jsonsafe.dumps(payload), bool(public_url), created_ns])
+            for url in dict.fromkeys(webhooks):
+                con.execute("INSERT INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
+                            [alert_id, url, created_ns])
+            job_id = insert_job(con, session_id, "diagnosis", f"feedback {feedback_id}", created_ns)
+            out["alerts"].append({"alert_id": alert_id, "payload": payload})
+            out["jobs"].append({"job_id": job_id, "session_id": session_id})
+        return out
+
+    def fan_out_alerts(self, webhooks: list[str], public_url: str) -> int:
+        """Give alerts recorded without a server (CLI on the file) a delivery per webhook."""
+        with self._tx() as con:
+            rows = con.execute("SELECT alert_id, payload, created_ns FROM alerts WHERE NOT fanout_done").fetchall()
+            for alert_id, payload, created_ns in rows:
+                p = json.loads(payload)
+                if not p.get("link", "").startswith("http"):
+                    p["link"] = f"{public_url.rstrip('/')}{p['link']}"
+                    p["text"] = p["text"].replace("Report: /api", f"Report: {public_url.rstrip('/')}/api")
+                for url in dict.fromkeys(webhooks):
+                    con.execute("INSERT OR IGNORE INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
+                                [alert_id, url, created_ns])
+                con.execute("UPDATE alerts SET fanout_done = true, payload = ? WHERE alert_id = ?",
+                            [jsonsafe.dumps(p), alert_id])
+        return len(rows)
+
+    def due_deliveries(self, now_ns: int | None = None, limit: int = 50) -> list[dict]:
+        rows = records(self._read().execute(
+            """SELECT d.alert_id, d.webhook, d.attempts, a.payload FROM deliveries d JOIN alerts a USING (alert_id)
+               WHERE d.state = 'pending' AND d.next_attempt_ns <= ? ORDER BY d.next_attempt_ns LIMIT ?""",
+            [now_ns or time.time_ns(), limit]))
+        return [{**r, "payload": json.loads(r["payload"])} for r in rows]
+
+    def next_delivery_ns(self) -> int | None:
+        return scalar(self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'"))
+
+    def mark_delivery(self, alert_id: str, webhook: str, *, delivered: bool, error: str | None = None,
+                      next_attempt_ns: int | None = None, dead: bool = False) -> None:
+        """Record one attempt: delivered, failed and due again at `next_attempt_ns`, or failed and
+        `dead` (dead-lettered: kept with its last error for `list_alerts`, never due again)."""
+        with self._tx() as con:
+            if delivered:
+                con.execute("UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, delivered_ns = ?, "
+                            "last_error = NULL WHERE alert_id = ? AND webhook = ?", [time.time_ns(), alert_id, webhook])
+            elif dead:
+                con.execute("UPDATE deliveries SET state = 'dead', attempts = attempts + 1, last_error = ?, "
+                            "next_attempt_ns = NULL WHERE alert_id = ? AND webhook = ?", [error, alert_id, webhook])
+            else:
+                con.execute("UPDATE deliveries SET attempts = attempts + 1, last_error = ?, next_attempt_ns = ? "
+                            "WHERE alert_id = ? AND webhook = ?", [error, next_attempt_ns, alert_id, webhook])
+
+    def list_alerts(self, session_id: str | None = None) -> list[dict]:
+        rows = records(self._read().execute(
+            """SELECT a.alert_id, a.feedback_id, a.session_id, a.payload, a.created_ns,
+                      list({'webhook': d.webhook, 'state': d.state, 'attempts': d.attempts,
+                            'last_error': d.last_error, 'delivered_ns': d.delivered_ns}) FILTER (d.webhook IS NOT NULL) AS deliveries
+               FROM alerts a LEFT JOIN deliveries d USING (alert_id)
+               WHERE ? IS NULL OR a.session_id = ?
+               GROUP BY ALL ORDER BY a.created_ns""", [session_id, session_id]))
+        out = []
+        for r in rows:
+            deliveries = [{**{k: v for k, v in d.items() if k != "delivered_ns"},
+                           "delivered_at": document.iso(d["delivered_ns"])} for d in (r["deliveries"] or [])]
+            out.append({"alert_id": r["alert_id"], "feedback_id": r["feedback_id"], "session_id": r["session_id"],
+                        "payload": json.loads(r["payload"]), "created_at": document.iso(r["created_ns"]),
+                        "deliveries": deliveries})
+        return out

@@ -1,0 +1,210 @@
+"""Bounded reads for the API (docs/contracts.md §1b): a session a page of steps at a time,
+one step or one message whole, spans by rowid."""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from tracefix.attributes import from_json_text
+from tracefix.collector import document
+from tracefix.collector.contracts import JsonDict
+from tracefix.collector.store.reads import StoreReads
+from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
+from tracefix.collector.store.sql import in_strings
+
+
+class Pages(StoreReads):
+    def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int | None = 2000,
+                     content: str = "previews", budget_chars: int = PAGE_BUDGET_CHARS) -> dict | None:
+        """The session document with only steps [offset, offset + limit) (fewer when their
+        content passes `budget_chars`), strings longer than `max_chars` cut and marked, input
+        messages named by key with their previews under `messages`; `content="keys"` leaves
+        messages out (keys only), for a reader that fetches them in full. Reads only what the
+        page shows, so its memory is bounded by the page, not the session."""
+        return self._paged_document(self._read(), session_id, offset, limit, max_chars, budget_chars,
+                                    input_previews=content == "previews", output=content == "previews")
+
+    def session_step(self, session_id: str, index: int) -> dict | None:
+        """One step in full (contents uncut); its input messages by key only, since a growing
+        prompt can be as large as the whole session."""
+        cur = self._read()
+        lo, hi = self._time_range(cur, session_id)
+        row = cur.execute("SELECT count(*) FILTER (WHERE idx < ?), count(*) FILTER (WHERE idx = ?) FROM steps "
+                          "WHERE started_ns BETWEEN ? AND ? AND session_id = ?",
+                          [index, index, lo, hi, session_id]).fetchone()
+        before, found = row or (0, 0)
+        if not found:
+            return None
+        doc = self._paged_document(cur, session_id, before, 1, None, 1 << 62, input_previews=False, output=True)
+        if doc is None or not doc["steps"]:
+            return None
+        return {"session_id": session_id, "step": doc["steps"][0]}
+
+    def _paged_document(self, cur, session_id: str, offset: int, limit: int, max_chars: int | None,
+                        budget_chars: int, input_previews: bool, output: bool) -> dict | None:
+        srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
+                           [session_id]).fetchone()
+        if srow is None:
+            return None
+        session = dict(zip(SESSION_FIELDS, srow))
+        lo, hi = self._time_range(cur, session_id)
+        order = cur.execute("SELECT span_id, idx FROM steps WHERE started_ns BETWEEN ? AND ? AND session_id = ? "
+                            "ORDER BY idx", [lo, hi, session_id]).fetchall()
+        page_ids = {span_id for span_id, _ in order[offset:offset + limit]}
+        # step 0 too: its first messages name the session's task
+        detail_ids = page_ids | ({order[0][0]} if order else set())
+        in_detail, in_params = in_strings(detail_ids)
+        select = ", ".join(f"CASE WHEN span_id {in_detail} THEN input_keys END" if c == "input_keys"
+                           else "NULL" if c in ("tool_arguments", "tool_result") else c
+                           for c in DOCUMENT_SPAN_COLUMNS)
+        spans = []
+        for r in cur.execute(f"""SELECT {select}, rowid FROM spans WHERE start_ns BETWEEN ? AND ?
+                                 AND session_id = ? AND kind <> 'other' ORDER BY start_ns""",
+                             [*in_params, lo, hi, session_id]).fetchall():
+            *values, rowid = r
+            span = dict(zip(DOCUMENT_SPAN_COLUMNS, values))
+            if span["kind"] == "tool":  # arguments and result: fetched for the page's steps only
+                span["tool_arguments"] = span["tool_result"] = document.RowRef(rowid)
+            spans.append(span)
+        links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
+                                 "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
+        refs: dict[int, document.MessageRef] = {}
+        for span in spans:
+            for k in (span["input_keys"] or []):
+                refs.setdefault(k, document.MessageRef(k))
+            if span["output_key"] is not None:
+                refs.setdefault(span["output_key"], document.MessageRef(span["output_key"]))
+        # Outside the page an output matters only by its tool call ids, which place tool spans on steps.
+        if any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
+            outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
+            where = self._message_rowids(outputs, cur)
+            for _, key, ids in self._fetch_by_rowid(
+                    cur, "messages", "key, json_extract_string(message, '$.tool_calls[*].id')",
+                    sorted(where.values()), chunk=64):
+                if ids:
+                    refs[key]["tool_calls"] = [{"id": i} for i in ids if i is not None]
+        first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
+        if first is not None:
+            first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
+            for key, text in self._iter_message_texts(first_keys, cur):
+                refs[key].update(document.clip(json.loads(text), 1000)[0])
+        snaps = [(span_id, key, document.RowRef(rowid), step, time_ns) for span_id, key, rowid, step, time_ns in
+                 cur.execute("SELECT span_id, key, rowid, step, time_ns FROM snapshots WHERE session_id = ? "
+                             "ORDER BY time_ns, seq", [session_id]).fetchall()]
+        feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
+                               "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
+        # the page's own shape (contracts §1b): the document's header, steps as the page shows them
+        doc: JsonDict = dict(document.build(session, spans, links, order, refs, snaps, feedback))
+
+        page: list[dict] = []
+        messages: dict[str, dict] = {}
+        used = 0
+        for step in (st for st in doc["steps"] if st["span_id"] in page_ids):
+            if page and used > budget_chars:
+                break
+            used += self._fill_step(cur, step, messages if input_previews else None, max_chars, output)
+            page.append(step)
+        doc["steps"] = page
+        if input_previews:
+            doc["messages"] = messages
+        end = offset + len(page)
+        doc["page"] = {"offset": offset, "limit": limit, "returned": len(page), "total": len(order),
+                       "next_offset": end if end < len(order) else None, "max_chars": max_chars}
+        return doc
+
+    def _fill_step(self, cur, step: dict, messages: dict | None, max_chars: int | None, with_output: bool) -> int:
+        """Put a page step's contents in place (fetched now, cut to `max_chars`); returns
+        about how many characters they add to the page."""
+        used = 0
+        inputs = step.pop("input_messages")
+        step["input_message_keys"] = [document.key_ref(m.key) for m in inputs]
+        if messages is not None:
+            fresh = [m.key for m in inputs if document.key_ref(m.key) not in messages]
+            for key, text in self._iter_message_texts(fresh, cur):
+                preview, cut = document.clip(json.loads(text), max_chars)
+                if cut:
+                    preview["truncated"] = cut
+                messages[document.key_ref(key)] = preview
+                used += len(text) - cut + 64
+        output = step["output_message"]
+        step["output_message_key"] = document.key_ref(output.key) if output is not None else None
+        if output is not None and not with_output:
+            step["output_message"] = None
+        elif output is not None:
+            output_text = next((t for _, t in self._iter_message_texts([output.key], cur)), None)
+            preview, cut = document.clip(json.loads(output_text), max_chars) if output_text is not None else (None, 0)
+            if cut and preview is not None:
+                preview["truncated"] = cut
+            step["output_message"] = preview
+            used += len(output_text or "") - cut
+        calls = {tc["arguments"].rowid: tc for tc in step["tool_calls"] if isinstance(tc["arguments"], document.RowRef)}
+        step_cut = 0
+        for rowid, arguments, result in self._fetch_by_rowid(cur, "spans", "tool_arguments, tool_result", sorted(calls)):
+            tc = calls.pop(rowid)
+            (tc["arguments"], tc["result"]), cut = document.clip([from_json_text(arguments), from_json_text(result)],
+                                                                 max_chars)
+            if cut:
+                tc["truncated"] = cut
+            step_cut += cut
+            used += len(arguments or "") + len(result or "") - cut
+        for tc in calls.values():  # rows gone since the skeleton was read
+            tc["arguments"] = tc["result"] = None
+        states = {ref.rowid: key for key, ref in step["snapshots"].items() if isinstance(ref, document.RowRef)}
+        for rowid, state in self._fetch_by_rowid(cur, "snapshots", "state", sorted(states)):
+            step["snapshots"][states[rowid]], cut = document.clip(from_json_text(state), max_chars)
+            step_cut += cut
+            used += len(state or "") - cut
+        for key, value in step["snapshots"].items():
+            if isinstance(value, document.RowRef):  # rows gone since the skeleton was read
+                step["snapshots"][key] = None
+        if step_cut:
+            step["truncated"] = step_cut  # the step in full: GET .../steps/{index}
+        return used
+
+    def session_message_keys(self, session_id: str, cur=None) -> list[int] | None:
+        """Every message (and tool-definitions blob) the session's spans refer to, by key, in
+        key order: what `GET .../messages` pages through. None for an unknown session."""
+        cur = cur or self._read()
+        if cur.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
+            return None
+        lo, hi = self._time_range(cur, session_id)
+        where = "FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?"
+        return [r[0] for r in cur.execute(
+            f"""SELECT DISTINCT k FROM (SELECT unnest(input_keys) AS k {where} UNION ALL SELECT output_key {where}
+                UNION ALL SELECT tools_key {where}) WHERE k IS NOT NULL ORDER BY k""",
+            [lo, hi, session_id] * 3).fetchall()]
+
+    def session_message(self, session_id: str, key: int) -> str | None:
+        """A message's stored text when the session refers to it (else None: keys are not
+        a way to read other sessions' messages)."""
+        cur = self._read()
+        lo, hi = self._time_range(cur, session_id)
+        key = int(key)
+        used = cur.execute(f"""SELECT 1 FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
+                               AND (output_key = {key} OR tools_key = {key} OR list_contains(input_keys, {key}))
+                               LIMIT 1""", [lo, hi, session_id]).fetchone()
+        if used is None:
+            return None
+        return next((text for _, text in self._iter_message_texts([key], cur)), None)
+
+    def session_span_rowids(self, session_id: str, cur=None) -> list[int] | None:
+        """The session's spans in `get_spans` order, as rowids (what `GET .../spans` pages
+        through). None for an unknown session."""
+        cur = cur or self._read()
+        if cur.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
+            return None
+        lo, hi = self._time_range(cur, session_id)
+        return [r[0] for r in cur.execute("SELECT rowid FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ? "
+                                          "ORDER BY start_ns, span_id", [lo, hi, session_id]).fetchall()]
+
+    def iter_spans(self, rowids: list[int], cur=None) -> Iterator[dict]:
+        """Span dicts (contracts §2) for these rowids, in that order, a few in memory at a time;
+        the attributes the messages table holds are named by key (`message_keys`), not rebuilt."""
+        cur = cur or self._read()
+        for i in range(0, len(rowids), 8):
+            chunk = rowids[i:i + 8]
+            rows = {rowid: dict(zip(SPAN_DICT_COLUMNS, values))
+                    for rowid, *values in self._fetch_by_rowid(cur, "spans", ", ".join(SPAN_DICT_COLUMNS), chunk)}
+            for rowid in chunk:
+                if rowid in rows:
+                    yield document.span_dict(rows.pop(rowid), None)

@@ -1,0 +1,34 @@
+"""Analysis and replay results, one JSON document per session each."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Mapping
+
+from tracefix.collector.contracts import JsonDict
+from tracefix.collector.store.connection import StoreConnection
+
+
+class Results(StoreConnection):
+    def _save_result(self, table: str, session_id: str, result: Mapping[str, Any]) -> None:
+        with self._tx() as con:
+            con.execute(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)",
+                        [session_id, json.dumps(result, ensure_ascii=False), time.time_ns()])
+
+    def _get_result(self, table: str, session_id: str) -> JsonDict | None:
+        row = self._read().execute(f"SELECT result FROM {table} WHERE session_id = ?", [session_id]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
+        """Store an analysis result (tracefix.analysis.contracts.AnalysisResult): JSON, opaque here."""
+        self._save_result("analyses", session_id, result)
+
+    def get_analysis(self, session_id: str) -> JsonDict | None:
+        return self._get_result("analyses", session_id)
+
+    def save_replay(self, session_id: str, result: Mapping[str, Any]) -> None:
+        """Store a replay result (tracefix.replay.contracts.ReplayResult): JSON, opaque here."""
+        self._save_result("replays", session_id, result)
+
+    def get_replay(self, session_id: str) -> JsonDict | None:
+        return self._get_result("replays", session_id)
