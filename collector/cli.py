@@ -42,6 +42,12 @@ def _check_webhook_secret(ctx, param, value):
 
 @click.command()
 @db_option(default=DEFAULT_DB)
+@click.option("--store", "store_location", envvar="TRACEFIX_STORE", default=None, metavar="ducklake:postgres:CONNINFO",
+              help="Store in a DuckLake whose catalog is this PostgreSQL database instead of the --db file, so several "
+                   "collectors share one store, e.g. 'ducklake:postgres:dbname=tracefix host=db user=tracefix'.")
+@click.option("--data-path", envvar="TRACEFIX_DATA_PATH", default=None, metavar="DIR|s3://...",
+              help="Where a new DuckLake puts its Parquet files (a shared directory or an S3-compatible URL); "
+                   "the catalog remembers it.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
 @click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
@@ -78,13 +84,26 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-key", envvar="TRACEFIX_TLS_KEY", default=None, help="PEM private key of --tls-cert (unencrypted).")
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
-def serve(db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
+def serve(db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
           webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers,
           tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     from tracefix.collector.server import Config, check_tls_files, serve_forever
 
-    config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
+    from tracefix.collector.store.lake import catalog_conninfo, is_lake
+
+    if store_location is not None:
+        try:
+            if not is_lake(store_location):
+                raise ValueError(f"--store {store_location!r}: use ducklake:postgres:CONNINFO (or --db for a DuckDB file)")
+            catalog_conninfo(store_location)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--store") from None
+    elif data_path is not None:
+        raise click.UsageError("--data-path goes with --store ducklake:...")
+    if data_path is not None and "://" not in data_path:
+        data_path = os.path.abspath(data_path)
+    config = Config(db=store_location or os.path.abspath(db), data_path=data_path, host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, webhook_max_attempts=webhook_max_attempts,
                     webhook_secret=webhook_secret,

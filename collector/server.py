@@ -27,6 +27,7 @@ from tracefix.collector.diagnosis import DiagnosisWorker
 from tracefix.collector.grpc_receiver import start_grpc
 from tracefix.collector.metrics import CollectorMetrics
 from tracefix.collector.store import Store
+from tracefix.collector.store.lake import redacted
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import Writer
 
@@ -35,7 +36,8 @@ log = logging.getLogger("tracefix.collector")
 
 @dataclass
 class Config:
-    db: str
+    db: str  # a DuckDB file, or ducklake:postgres:... (tracefix.collector.store.lake)
+    data_path: str | None = None  # a new lake's file directory or s3:// URL
     host: str = "127.0.0.1"
     http_port: int = 4318
     grpc_port: int = 4317
@@ -101,7 +103,7 @@ class Collector:
         self.tokens = Tokens(config.token, config.ingest_token)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
-                           memory_limit=config.db_memory_limit)
+                           memory_limit=config.db_memory_limit, data_path=config.data_path)
         self.checkpointer = Checkpointer(self.store)
         self.metrics = CollectorMetrics(self)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
@@ -220,7 +222,7 @@ def serve_forever(config: Config) -> int:
         log.warning("one token for apps and the API: every instrumented app can read all sessions; "
                     "give apps their own with --ingest-token")
     collector.start()
-    print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={collector.store.path}",
+    print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={redacted(collector.store.path)}",
           flush=True)
     if config.diagnose == "full":
         log.info("replays of thumbs-down sessions are queued for workers: run `tracefix worker --server %s "

@@ -85,8 +85,9 @@ class FeedbackOutbox(StoreReads):
                     p["link"] = f"{public_url.rstrip('/')}{p['link']}"
                     p["text"] = p["text"].replace("Report: /api", f"Report: {public_url.rstrip('/')}/api")
                 for url in dict.fromkeys(webhooks):
-                    con.execute("INSERT OR IGNORE INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
-                                [alert_id, url, created_ns])
+                    con.execute("INSERT INTO deliveries SELECT ?, ?, 'pending', 0, ?, NULL, NULL WHERE NOT EXISTS "
+                                "(SELECT 1 FROM deliveries WHERE alert_id = ? AND webhook = ?)",
+                                [alert_id, url, created_ns, alert_id, url])
                 con.execute("UPDATE alerts SET fanout_done = true, payload = ? WHERE alert_id = ?",
                             [jsonsafe.dumps(p), alert_id])
         return len(rows)
