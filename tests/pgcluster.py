@@ -69,6 +69,11 @@ class PostgresCluster:
         self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.dbname)
         return self
 
+    def create_database(self, name: str) -> str:
+        """A new empty database in the cluster; its connection string."""
+        self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, name)
+        return f"dbname={name} host=127.0.0.1 port={self.port} user={self.user}"
+
     def stop(self) -> None:
         try:
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")

@@ -68,13 +68,24 @@ class StoreConnection:
             self.path = str(path)
             # names this store in the jobs it claims; its lock says whether it still runs
             self.instance = f"collector-{uuid.uuid4().hex[:12]}"
-            self.con = lake.connect_lake(self.path, data_path, threads=threads, memory_limit=memory_limit)
             self.lock = lake.LakeLock(self.path, self.instance)
-        else:
-            self.path = db_path(path)
-            self.instance = "collector"
-            self.con = connect_db(self.path, read_only=read_only, threads=threads,
-                                  checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
+            # the first ATTACH of a new lake creates DuckLake's catalog tables: one collector at a time
+            try:
+                self.lock.acquire()
+                try:
+                    self.con = lake.connect_lake(self.path, data_path, threads=threads, memory_limit=memory_limit)
+                    if not read_only:
+                        schema.migrate_lake(self.con)
+                finally:
+                    self.lock.release()
+            except BaseException:
+                self.lock.close()
+                raise
+            return
+        self.path = db_path(path)
+        self.instance = "collector"
+        self.con = connect_db(self.path, read_only=read_only, threads=threads,
+                              checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
         if not read_only:
             self.migrate()
 

@@ -110,7 +110,7 @@ def connect_lake(location: str, data_path: str | None, *, threads: int | None = 
     if data_path:
         if "://" not in data_path:
             Path(data_path).mkdir(parents=True, exist_ok=True)
-        options = f" (DATA_PATH '{data_path.rstrip('/')}/'" + ")"
+        options = f" (DATA_PATH '{data_path.rstrip('/')}/'" + os.environ.get('TF_LAKE_OPTS', '') + ")"
     con.execute(f"ATTACH 'ducklake:postgres:{conninfo}' AS {CATALOG}{options}")
     con.execute(f"USE {CATALOG}")
     return con
