@@ -70,10 +70,11 @@ class StoreConnection:
             self.instance = f"collector-{uuid.uuid4().hex[:12]}"
             self.lock = lake.LakeLock(self.path, self.instance)
             # the first ATTACH of a new lake creates DuckLake's catalog tables: one collector at a time
+            self.con = lake.connect_lake(threads=threads, memory_limit=memory_limit)
             try:
                 self.lock.acquire()
                 try:
-                    self.con = lake.connect_lake(self.path, data_path, threads=threads, memory_limit=memory_limit)
+                    lake.attach_lake(self.con, self.path, data_path)
                     if not read_only:
                         schema.migrate_lake(self.con)
                 finally:

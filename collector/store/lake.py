@@ -95,25 +95,29 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"LOAD '{link}'")
 
 
-def connect_lake(location: str, data_path: str | None, *, threads: int | None = None,
-                 memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the lake attached as `lake` and in use. `data_path` (a
-    directory or an s3:// URL) is where the Parquet files go; the catalog remembers it, so
-    only the first collector of a lake must name it."""
+def connect_lake(*, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the ducklake and postgres extensions loaded, for
+    `attach_lake`. A lake's `data_path` (a directory or an s3:// URL) is where its Parquet
+    files go; the catalog remembers it, so only the first collector of a lake must name it."""
     config: dict[str, str | int] = {"threads": threads} if threads else {}
     if memory_limit:
         config["memory_limit"] = memory_limit
     con = duckdb.connect(":memory:", config=config)
     load_extensions(con)
+    return con
+
+
+def attach_lake(con: duckdb.DuckDBPyConnection, location: str, data_path: str | None) -> None:
+    """Attach the lake to a connection of `connect_lake` and use it. The first ATTACH of a
+    new lake creates DuckLake's catalog tables: run it with the write lock held."""
     conninfo = catalog_conninfo(location).replace("'", "''")
     options = ""
     if data_path:
         if "://" not in data_path:
             Path(data_path).mkdir(parents=True, exist_ok=True)
-        options = f" (DATA_PATH '{data_path.rstrip('/')}/'" + os.environ.get('TF_LAKE_OPTS', '') + ")"
+        options = f" (DATA_PATH '{data_path.rstrip('/')}/')"
     con.execute(f"ATTACH 'ducklake:postgres:{conninfo}' AS {CATALOG}{options}")
     con.execute(f"USE {CATALOG}")
-    return con
 
 
 def _lock_key(name: str) -> int:
@@ -247,9 +251,10 @@ def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dic
     con.execute(f"CALL ducklake_flush_inlined_data('{CATALOG}')")
     con.execute(f"CALL ducklake_merge_adjacent_files('{CATALOG}')")
     cutoff = time.time() - older_than_s
-    expired = con.execute(f"CALL ducklake_expire_snapshots('{CATALOG}', older_than => to_timestamp(?))",
-                          [cutoff]).fetchall()
-    cleaned = con.execute(f"CALL ducklake_cleanup_old_files('{CATALOG}', older_than => to_timestamp(?))",
-                          [cutoff]).fetchall()
-    return {"files_before": before, "files_after": files(), "snapshots_expired": len(expired),
-            "files_deleted": len(cleaned), "seconds": round(time.monotonic() - t0, 3)}
+    # counted in SQL: the functions answer timestamps with time zones, which Python would need pytz for
+    expired = con.execute(f"SELECT count(*) FROM ducklake_expire_snapshots('{CATALOG}', older_than => to_timestamp(?))",
+                          [cutoff]).fetchone()[0]
+    cleaned = con.execute(f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', older_than => to_timestamp(?))",
+                          [cutoff]).fetchone()[0]
+    return {"files_before": before, "files_after": files(), "snapshots_expired": expired,
+            "files_deleted": cleaned, "seconds": round(time.monotonic() - t0, 3)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -128,6 +129,12 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
     try:
         assert sorted(acked) == sorted((sid, part) for sid, part, _ in work), failures[:5]
         assert resent > 0
+
+        # maintenance beside live collectors: small files merged, old snapshots expired, nothing lost
+        compacted = subprocess.run([*procs.TRACEFIX, "store", "compact", "--store", lake[0], "--older-than", "0"],
+                                   capture_output=True, text=True, timeout=120)
+        assert compacted.returncode == 0, compacted.stderr
+        assert json.loads(compacted.stdout)["snapshots_expired"] > 0
 
         store = Store(lake[0], data_path=lake[1])  # the lake itself, as a fourth reader
         try:
