@@ -2,12 +2,18 @@
 insert loop on the same rows, measured in one run.
 
     .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100] [--protocol grpc]
+    .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2] [--repeat 3]
 
 Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
 as protobuf, each request acknowledged only after commit; a 429 (gRPC: RESOURCE_EXHAUSTED)
 is retried after a short wait. Printed: spans/s acknowledged (and verified stored after shutdown), spans/s of
 the bare loop (Arrow tables of the same normalized rows inserted into a table without
 indexes), and their ratio. Targets: >= 20,000 spans/s and >= 50% of the bare loop.
+
+With `--store ducklake` it starts a private PostgreSQL (tests/pgcluster.py) and compares,
+run by run, the embedded store (one collector, one DuckDB file) with DuckLake served by 1
+and 2 collectors (exporters split between them), each on a new lake: spans/s, spans per
+CPU-second of collectors and PostgreSQL together, and the ratio to the embedded store.
 """
 from __future__ import annotations
 
@@ -112,43 +118,87 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-def run_served(protocol: str, exporters: int, sessions: int, steps: int) -> tuple[float, int, int, int, float]:
+def run_served(protocol: str, exporters: int, sessions: int, steps: int, lake: tuple[str, str] | None = None,
+               collectors: int = 1, pg_pid: int | None = None) -> tuple[float, int, int, int, float]:
+    """Exporters against `collectors` collectors (round robin) on a DuckDB file, or on the
+    DuckLake `lake` = (location, data path); the CPU counted is the collectors' and, for a
+    lake, PostgreSQL's (`pg_pid`: its postmaster)."""
     import procs
     from tracefix.collector.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="tracefix-bench-"))
     db = tmp / "ingest.duckdb"
-    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "200000", "--db-threads", str(DB_THREADS))
+    where = ("--store", lake[0], "--data-path", lake[1]) if lake else ()
+    serves = [procs.start_serve(db, *where, "--diagnose", "off", "--max-queue-spans", "200000",
+                                "--db-threads", str(DB_THREADS)) for _ in range(collectors)]
     ctx = mp.get_context("fork")
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    address = serve.match["http"] if protocol == "http" else serve.match["grpc"]
-    procs_ = [ctx.Process(target=exporter, args=(w, protocol, address, sessions, steps, ready, go, results))
+    addresses = [s.match["http"] if protocol == "http" else s.match["grpc"] for s in serves]
+    procs_ = [ctx.Process(target=exporter, args=(w, protocol, addresses[w % collectors], sessions, steps, ready, go,
+                                                 results))
               for w in range(exporters)]
     for p in procs_:
         p.start()
     for _ in procs_:
         ready.get(timeout=600)
-    cpu0 = cpu_seconds(serve.popen.pid)
+    pids = [s.popen.pid for s in serves] + ([pg_pid] if pg_pid else [])
+    cpu0 = sum(cpu_seconds(pid) for pid in pids)
     t0 = time.perf_counter()
     go.set()
     done = [results.get(timeout=600) for _ in procs_]
     elapsed = max(d[3] for d in done) - t0
-    cpu = cpu_seconds(serve.popen.pid) - cpu0
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
     import json
     import urllib.request
 
-    with urllib.request.urlopen(serve.match["http"] + "/healthz", timeout=10) as r:
-        health = json.loads(r.read())
-    print(f"  writer: {health['committed_spans']} spans in {health['transactions']} transactions")
+    for serve in serves:
+        with urllib.request.urlopen(serve.match["http"] + "/healthz", timeout=10) as r:
+            health = json.loads(r.read())
+        print(f"  writer: {health['committed_spans']} spans in {health['transactions']} transactions")
     for p in procs_:
         p.join()
     acked = sum(d[1] for d in done)
     retries = sum(d[2] for d in done)
-    assert serve.stop() == 0, serve.output()
-    store = Store(db)
+    for serve in serves:
+        assert serve.stop() == 0, serve.output()
+    store = Store(lake[0] if lake else db)
     stored = store.stats()["spans"]
     store.close()
     return acked / elapsed, acked, stored if stored else 0, retries, acked / cpu
+
+
+def compare_lake(args) -> None:
+    """The embedded store against DuckLake on a private PostgreSQL with 1, 2, ... collectors,
+    each run on a new lake; medians and ratios to the embedded store."""
+    from pgcluster import PostgresCluster
+
+    counts = [int(c) for c in args.collectors.split(",")]
+    rates: dict[str, list[float]] = {"embedded": [], **{f"lake x{c}": [] for c in counts}}
+    cpus: dict[str, list[float]] = {k: [] for k in rates}
+    with PostgresCluster() as pg:
+        pg_pid = int((pg.dir / "data" / "postmaster.pid").read_text().split()[0])
+        for i in range(args.repeat):
+            runs = [("embedded", None, 1)]
+            for c in counts:
+                name = f"lake_{i}_{c}_{os.urandom(3).hex()}"
+                runs.append((f"lake x{c}", ("ducklake:postgres:" + pg.create_database(name),
+                                            tempfile.mkdtemp(prefix="tracefix-bench-lake-")), c))
+            for label, lake, c in runs:
+                rate, acked, stored, retries, per_cpu = run_served(args.protocol, args.exporters, args.sessions,
+                                                                   args.steps, lake, c, pg_pid if lake else None)
+                if stored != acked:
+                    raise SystemExit(f"{label}: stored {stored} spans but acknowledged {acked}")
+                rates[label].append(rate)
+                cpus[label].append(per_cpu)
+                print(f"run {i + 1} {label}: {rate:,.0f} spans/s ({acked} acknowledged and stored once, {retries} "
+                      f"retries), {per_cpu:,.0f} spans per CPU-second (collectors + PostgreSQL)")
+    base = statistics.median(rates["embedded"])
+    print(f"medians over {args.repeat} runs, {args.exporters} exporters, OTLP/{args.protocol}:")
+    for label in rates:
+        r = statistics.median(rates[label])
+        print(f"  {label:<10} {r:>9,.0f} spans/s  {statistics.median(cpus[label]):>9,.0f} spans/CPU-s  "
+              f"ratio to embedded {r / base:.2f}")
+    print(f"(load average now {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores)")
 
 
 def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
@@ -197,9 +247,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each side; medians are compared")
     ap.add_argument("--db-threads", type=int, default=1, help="DuckDB worker threads on both sides")
+    ap.add_argument("--store", choices=("duckdb", "ducklake"), default="duckdb",
+                    help="ducklake: compare the embedded store with DuckLake on a private PostgreSQL")
+    ap.add_argument("--collectors", default="1,2", help="--store ducklake: collector counts to run, e.g. 1,2")
     args = ap.parse_args()
     global DB_THREADS
     DB_THREADS = args.db_threads
+    if args.store == "ducklake":
+        compare_lake(args)
+        return
     served, bare, served_cpu, bare_cpu = [], [], [], []
     for i in range(args.repeat):
         rate, acked, stored, retries, per_cpu = run_served(args.protocol, args.exporters, args.sessions, args.steps)
