@@ -41,6 +41,8 @@ from pathlib import Path
 
 import duckdb
 
+from tracefix.collector.store.sql import scalar
+
 log = logging.getLogger("tracefix.collector")
 
 PREFIX = "ducklake:"
@@ -99,7 +101,7 @@ def connect_lake(*, threads: int | None = None, memory_limit: str | None = None)
     """An in-memory DuckDB with the ducklake and postgres extensions loaded, for
     `attach_lake`. A lake's `data_path` (a directory or an s3:// URL) is where its Parquet
     files go; the catalog remembers it, so only the first collector of a lake must name it."""
-    config: dict[str, str | int] = {"threads": threads} if threads else {}
+    config: dict[str, str | bool | int | float | list[str]] = {"threads": threads} if threads else {}
     if memory_limit:
         config["memory_limit"] = memory_limit
     con = duckdb.connect(":memory:", config=config)
@@ -243,7 +245,7 @@ def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dic
     flush rows inlined in the catalog to files, expire snapshots older than `older_than_s`
     and delete the files nothing refers to any more. Run with the write lock held."""
     def files() -> int:
-        return sum(con.execute(f"SELECT count(*) FROM ducklake_list_files('{CATALOG}', ?)", [t]).fetchone()[0]
+        return sum(scalar(con.execute(f"SELECT count(*) FROM ducklake_list_files('{CATALOG}', ?)", [t]))
                    for (t,) in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE database_name = '{CATALOG}'"
                                            ).fetchall())
     before = files()
@@ -252,9 +254,9 @@ def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dic
     con.execute(f"CALL ducklake_merge_adjacent_files('{CATALOG}')")
     cutoff = time.time() - older_than_s
     # counted in SQL: the functions answer timestamps with time zones, which Python would need pytz for
-    expired = con.execute(f"SELECT count(*) FROM ducklake_expire_snapshots('{CATALOG}', older_than => to_timestamp(?))",
-                          [cutoff]).fetchone()[0]
-    cleaned = con.execute(f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', older_than => to_timestamp(?))",
-                          [cutoff]).fetchone()[0]
+    expired = scalar(con.execute(f"SELECT count(*) FROM ducklake_expire_snapshots('{CATALOG}', "
+                                 "older_than => to_timestamp(?))", [cutoff]))
+    cleaned = scalar(con.execute(f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', "
+                                 "older_than => to_timestamp(?))", [cutoff]))
     return {"files_before": before, "files_after": files(), "snapshots_expired": expired,
             "files_deleted": cleaned, "seconds": round(time.monotonic() - t0, 3)}
