@@ -5,7 +5,8 @@ OTLP/HTTP and OTLP/gRPC, each session's spans split across all three, while one 
 is killed with -9 and started again; exports that fail go to the next collector, and some
 acknowledged exports are sent again elsewhere (a retry after a lost answer). Then every
 acknowledged span is stored exactly once, each split session reads back whole with its
-steps numbered once, a thumbs-down sent to all three collectors raises one alert, two
+steps numbered once, a thumbs-down sent to all three collectors raises one alert delivered
+once, two
 workers claiming through different collectors never get the same job, and the job of a
 dead worker or a dead collector is queued again."""
 from __future__ import annotations
@@ -20,7 +21,7 @@ import uuid
 import grpc
 import procs
 import pytest
-from collector_support import TOKEN
+from collector_support import TOKEN, WebhookReceiver
 from pgcluster import PostgresCluster, pg_bin_dir
 from test_partial_success import export, make_request, make_span
 
@@ -45,10 +46,10 @@ def lake(postgres, tmp_path):
     return "ducklake:postgres:" + conninfo, str(tmp_path / "lake-files")
 
 
-def _serve(lake, tmp_path):
+def _serve(lake, tmp_path, *extra: str):
     location, data_path = lake
     return procs.start_serve(tmp_path / "unused.duckdb", "--store", location, "--data-path", data_path,
-                             "--token", TOKEN, "--diagnose", "off", env={"TRACEFIX_TOKEN": ""})
+                             "--token", TOKEN, "--diagnose", "off", *extra, env={"TRACEFIX_TOKEN": ""})
 
 
 def _session_exports(sid: str) -> list:
@@ -69,8 +70,11 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
     from tracefix.collector.access import HttpAccess
     from tracefix.collector.store import Store
 
+    webhook = WebhookReceiver()  # every collector delivers alerts to it
     collectors: list = [None] * 3
-    starters = [threading.Thread(target=lambda i=i: collectors.__setitem__(i, _serve(lake, tmp_path))) for i in range(3)]
+    starters = [threading.Thread(target=lambda i=i: collectors.__setitem__(i, _serve(lake, tmp_path, "--webhook",
+                                                                                     webhook.url)))
+                for i in range(3)]
     for t in starters:  # three first opens of one lake at once: one of them creates the schema
         t.start()
     for t in starters:
@@ -121,7 +125,7 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
     victim.popen.wait()
     with ring:
         collectors[2] = collectors[0]  # the balancer routes around it until it is back
-    restarted = _serve(lake, tmp_path)
+    restarted = _serve(lake, tmp_path, "--webhook", webhook.url)
     with ring:
         collectors[2] = restarted
     for t in senders:
@@ -173,6 +177,11 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
         alerts = api.list_alerts(target)
         assert len(alerts) == 1 and alerts[0]["payload"]["score"] == -1.0
         assert len(api.get_session(target)["feedback"]) == 1
+        # delivered once: the collector that claims a delivery holds it while the others poll past it
+        alert_id = alerts[0]["alert_id"]
+        assert webhook.wait_for(lambda body: body.get("alert_id") == alert_id)
+        time.sleep(6)  # every collector's delivery loop (5 s) has looked at the outbox since
+        assert len([r for r in webhook.received if r["json"].get("alert_id") == alert_id]) == 1
 
         # two workers claiming at once, through two collectors, never share a job
         jobs = {api.enqueue_job(sid, kind="replay")["job_id"] for sid in sessions[:10]}
@@ -193,6 +202,7 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
         assert sorted(claimed["w1"] + claimed["w2"]) == sorted(jobs)
         assert claimed["w1"] and claimed["w2"], claimed  # both really competed
     finally:
+        webhook.close()
         for proc in collectors:
             assert proc.stop() == 0, proc.output()
 
