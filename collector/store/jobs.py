@@ -53,6 +53,8 @@ class JobQueue(StoreConnection):
                             [now, kind, now, MAX_JOB_ATTEMPTS])
                 con.execute("UPDATE jobs SET state = 'queued', worker = NULL, lease_until_ns = NULL "
                             "WHERE kind = ? AND state = 'running' AND lease_until_ns < ?", [kind, now])
+            if self.shared and lease_s is None:  # a collector's own kind of job: those of dead collectors first
+                self._requeue_unowned(con, kind)
             row = con.execute("SELECT job_id FROM jobs WHERE kind = ? AND state = 'queued' ORDER BY created_ns LIMIT 1",
                               [kind]).fetchone()
             if row is None:
@@ -93,25 +95,27 @@ class JobQueue(StoreConnection):
         """Jobs of `kind` left `running` by a crash of this process run again, unless they
         already ran MAX_JOB_ATTEMPTS times: a job that takes the process down with it must not
         do so at every start (leased jobs belong to workers that may outlive the collector:
-        their leases decide)."""
+        their leases decide). On a lake, other collectors run theirs: only the jobs of
+        collectors that no longer run (their instance lock is free)."""
         with self._tx() as con:
-            dead = "true"
-            if self.shared:  # other collectors run theirs: only the jobs of collectors whose lock is free
-                assert self.lock is not None
-                owners = [w for (w,) in con.execute("SELECT DISTINCT worker FROM jobs WHERE state = 'running' "
-                                                    "AND kind = ? AND lease_until_ns IS NULL", [kind]).fetchall()]
-                gone = [w for w in owners if w is None or not self.lock.alive(w)]
-                if not gone:
-                    return 0
-                dead = "(worker IS NULL OR worker IN (SELECT unnest(?::VARCHAR[])))"
-            params = [[w for w in gone if w is not None]] if self.shared else []
-            where = f"state = 'running' AND kind = ? AND lease_until_ns IS NULL AND {dead}" if self.shared \
-                else "state = 'running' AND kind = ?"
-            con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
-                        "error = 'the collector stopped while running it ' || attempts || ' times' "
-                        f"WHERE {where} AND attempts >= ?", [time.time_ns(), kind, *params, MAX_JOB_ATTEMPTS])
-            n = con.execute(f"SELECT count(*) FROM jobs WHERE {where}", [kind, *params]).fetchone()[0]
-            con.execute(f"UPDATE jobs SET state = 'queued', worker = NULL WHERE {where}", [kind, *params])
+            return self._requeue_unowned(con, kind)
+
+    def _requeue_unowned(self, con, kind: str) -> int:
+        where, params = "state = 'running' AND kind = ?", [kind]
+        if self.shared:
+            assert self.lock is not None
+            owners = [w for (w,) in con.execute("SELECT DISTINCT worker FROM jobs WHERE state = 'running' "
+                                                "AND kind = ? AND lease_until_ns IS NULL", [kind]).fetchall()]
+            gone = [w for w in owners if w is None or not self.lock.alive(w)]
+            if not gone:
+                return 0
+            where += (" AND lease_until_ns IS NULL AND (worker IS NULL OR worker IN (SELECT unnest(?::VARCHAR[])))")
+            params.append([w for w in gone if w is not None])
+        con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
+                    "error = 'the collector stopped while running it ' || attempts || ' times' "
+                    f"WHERE {where} AND attempts >= ?", [time.time_ns(), *params, MAX_JOB_ATTEMPTS])
+        n = con.execute(f"SELECT count(*) FROM jobs WHERE {where}", params).fetchone()[0]
+        con.execute(f"UPDATE jobs SET state = 'queued', worker = NULL WHERE {where}", params)
         return n
 
     def get_job(self, job_id: str) -> dict | None:
