@@ -19,8 +19,9 @@ How (AgentTether section III, adapted to OTel traces):
   symptoms.py    errors / failure claims / wrong final answers walked back to their origin
   hypotheses.py  ranked hypotheses with separate evidence per detector and dependency paths
   analyst.py     optional LLM analyst confirming the turning point (TRACEFIX_LLM_*)
+  llm.py         the product's own LLM client (any OpenAI-compatible endpoint), also the replay's
   pipeline.py    analyze_document / analyze_session / train_model
-  importer.py    message logs -> session documents
+  diagnosis.py   the diagnosis job `tracefix serve` runs on a thumbs-down (analysis, then a replay job)
 
 Environment:
   TRACEFIX_MODEL_DIR      where models are written and read (default: <db folder>/models)
@@ -28,6 +29,6 @@ Environment:
   TRACEFIX_LLM_BASE_URL / _MODEL / _API_KEY   the optional analyst (unset: detectors only)
   TRACEFIX_SERVER / TRACEFIX_DB / TRACEFIX_TOKEN   where the CLI verbs find the store
 
-This package is imported lazily by the CLI and the collector's diagnosis worker; torch,
+This package is imported lazily by the CLI and by `tracefix serve`'s diagnosis job; torch,
 torch_geometric and scikit-learn load only when a detector runs.
 """

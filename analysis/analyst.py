@@ -1,7 +1,7 @@
 """The optional LLM analyst (AgentTether section III-C3): given the failed run's outcome and
 the compact evidence packets of the top hypotheses, it confirms the turning point, states
 the root cause and gives recovery hints. It uses the product's LLM client
-(`tracefix.replay.llm.ProductLLM`, TRACEFIX_LLM_*); without one, or when the reply is
+(`tracefix.analysis.llm.ProductLLM`, TRACEFIX_LLM_*); without one, or when the reply is
 unusable, the detectors' ranking stands and the result says so.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ SYSTEM = (
 def analyst_from_env() -> Any:
     """The configured product LLM, or None (no endpoint, or the replay extra is missing)."""
     try:
-        from tracefix.replay.llm import ProductLLM
+        from tracefix.analysis.llm import ProductLLM
     except ImportError:
         return None
     return ProductLLM.from_env()

@@ -42,7 +42,7 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
     and a speaker in `name` or `role`), optionally a `task` and a `ground_truth`. Every
     message becomes one step, numbered from 0.
     """
-    from .importer import ImportFormatError, documents_from_text
+    from tracefix.collector.imports import ImportFormatError, documents_from_text
 
     text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     try:

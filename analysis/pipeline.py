@@ -4,7 +4,7 @@
     analyze_session(access, session_id)    read from the store, analyze, save_analysis, return
     train_model(access, criterion=...)     fit the HGT on the store's successful sessions, save it
 
-The collector's diagnosis worker calls analyze_session. Models live in
+The diagnosis job of `tracefix serve` (analysis/diagnosis.py) calls analyze_session. Models live in
 $TRACEFIX_MODEL_DIR, else `<db folder>/models/` (the db being the access layer's file, else
 $TRACEFIX_DB, else the store's default `.tracefix/tracefix.duckdb`); the newest `hgt-*.pt`
 there is the one used.
@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from tracefix.collector.document import session_task
 from tracefix.errors import UnknownSession
 
 from .contracts import AnalysisResult
@@ -25,7 +26,7 @@ from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
 from .hypotheses import DEFAULT_WEIGHTS, EvidenceWeights, evidence_packet, rank_hypotheses
-from .units import build_units, session_task
+from .units import build_units
 
 NO_MODEL_NOTE = "no trained model found: run-local detector only (train one with `tracefix train`)"
 

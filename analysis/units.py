@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracefix.attributes import from_json_text
+from tracefix.collector.document import content_text, session_task
 
 PHASES = ("plan", "instruct", "act", "answer")
 STATUSES = ("ok", "error", "empty")
 # What came back from the step's tools; "none" when the step called no tool.
 OUTCOMES = ("none", "result", "empty_result", "error_result", "exception")
 
-# Agent names that coordinate others: their text steps are plans or instructions.
+# Agent names that coordinate others (the planner): their text steps are plans or instructions.
+# The one definition of who plans: replay's trial segmentation and the demo's scripted
+# analyst ask is_coordinator too.
 _COORDINATOR = re.compile(r"orchestrat|planner|manager|supervisor|coordinator|lead|router|boss", re.I)
 # Tool names that hand work to another agent rather than act on the world.
 _DELEGATION_TOOL = re.compile(r"delegat|handoff|hand_off|transfer_to_|ask_|instruct|assign|dispatch|call_agent|route", re.I)
@@ -184,17 +187,6 @@ def _compact(obj: Any) -> str:
         return str(obj)
 
 
-def content_text(content: Any) -> str:
-    """Chat message content as text: a string, a list of parts (joined), anything else as JSON."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return json.dumps(content, default=str)
-
-
 def _result_error(result: Any) -> str | None:
     """A tool that reports failure in its return value rather than raising."""
     if isinstance(result, dict):
@@ -339,7 +331,7 @@ def is_coordinator(agent: str | None) -> bool:
 
 
 def _phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool) -> str:
-    coordinator = bool(_COORDINATOR.search(agent or ""))
+    coordinator = is_coordinator(agent)
     if calls:
         if all(_DELEGATION_TOOL.search(c["name"] or "") for c in calls):
             return "instruct"
@@ -359,26 +351,13 @@ def _phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
         return "act"
     if is_last:
         return "answer"
-    if _COORDINATOR.search(agent or ""):
+    if is_coordinator(agent):
         return "plan" if (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) else "instruct"
     if re.search(r"final answer", text, re.I):
         return "answer"
     if _PLAN_TEXT.search(text):
         return "plan"
     return "act" if role == "assistant" else "instruct"
-
-
-def session_task(doc: dict) -> str | None:
-    """The task text: the document's `task`, else the first user message of step 0."""
-    if doc.get("task"):
-        return str(doc["task"])
-    steps = doc.get("steps") or []
-    if steps:
-        for msg in steps[0].get("input_messages") or []:
-            if msg.get("role") == "user":
-                return content_text(msg.get("content"))
-    inputs = doc.get("inputs") or {}
-    return " ".join(str(v) for v in inputs.values()) if inputs else None
 
 
 def build_units(doc: dict) -> list[TransitionUnit]:

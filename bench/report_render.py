@@ -33,7 +33,7 @@ def median_time(fn, repeats: int) -> float:
 
 def main() -> None:
     from tracefix.analysis.pipeline import analyze_document
-    from tracefix.analysis.report import render_html, render_markdown, report_images
+    from tracefix.report.render import render_html, render_markdown, report_images
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="50,200,1000")

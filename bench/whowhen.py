@@ -99,7 +99,7 @@ def import_logs(logs: list[dict], db: Path, env: dict[str, str]) -> list[str]:
 
 def step_map(history: list[dict], doc: dict) -> tuple[dict[int, int], list[str]]:
     """Message index -> stored step index, matching speaker and text in order; and what differed."""
-    from tracefix.analysis.units import content_text
+    from tracefix.collector.document import content_text
 
     steps = doc.get("steps") or []
     mapping, problems, j = {}, [], 0
@@ -145,7 +145,7 @@ def by_detector(result: dict, name: str) -> list[int]:
 
 
 def error_looking_steps(doc: dict) -> list[int]:
-    from tracefix.analysis.units import content_text
+    from tracefix.collector.document import content_text
 
     return [k for k, s in enumerate(doc["steps"])
             if ERROR_LOOKING.search(content_text((s.get("output_message") or {}).get("content")))]

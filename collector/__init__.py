@@ -40,7 +40,8 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``.../messages?offset=&limit=``, ``.../spans?offset=&limit=`` -> streamed pages (contracts §1b)
     ``POST /api/v1/feedback`` {session_id, score, comment} -> 201 feedback (+ alert_id, job_id)
     ``GET|POST /api/v1/sessions/{id}/analysis`` and ``.../replay`` (contracts §3, §5, stored as-is)
-    ``GET /api/v1/sessions/{id}/report`` (HTML from tracefix.analysis.report.render_html)
+    ``GET /api/v1/sessions/{id}/report`` (HTML or ``?format=md``, drawn by the report part that
+        ``tracefix serve`` is given: docs/architecture.md)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
     ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,
@@ -62,7 +63,8 @@ Alerts and diagnosis
     ``alert_id, session_id, score, task, final_answer, comment, link`` (link =
     ``--public-url`` + /api/v1/sessions/{id}/report) and an ``Idempotency-Key`` header;
     delivery retries with exponential backoff (cap ``--alert-retry-max``) across restarts.
-    ``--diagnose full|analysis|off`` chooses what the job runs: the analysis here, then (full,
+    ``--diagnose full|analysis|off`` chooses what the job runs (tracefix.analysis.diagnosis, given
+    to the collector by the `tracefix` command line): the analysis here, then (full,
     replayable session) a replay job that a ``tracefix worker`` claims: the collector never
     runs agent code (tracefix.replay.worker). ``--diagnosis-workers N`` analyses run at once.
     Diagnosis jobs left running by a crash run again at the next start; a replay job whose

@@ -89,7 +89,7 @@ class HttpAccess(_Base):
                 pass
             if exc.code == 404 and missing_ok:
                 return None
-            if exc.code == 404 and (code == "unknown_session" or "unknown session" in str(detail)):
+            if exc.code == 404 and code == "unknown_session":
                 sid = urllib.parse.unquote(path.removeprefix("/api/v1/sessions/").split("/", 1)[0])
                 raise UnknownSession(sid, str(detail)) from None
             raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import html
 import json
 import math
 import logging
@@ -31,15 +30,15 @@ from tracefix import __version__
 from tracefix.collector import document, jsonsafe, openapi, otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST
-from tracefix.collector.imports import ImportError_
+from tracefix.collector.imports import ImportFormatError
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, SECURITY_HEADERS, JSONResponse, SecurityHeaders
 from tracefix.collector.schemas import (ERROR_CODES, AnalysisResult, ClaimRequest, FeedbackRequest, FinishRequest,
-                                        ImportRequest, InvalidBody, JobRequest, LeaseRequest, ReplayResult,
+                                        ImportRequest, JobRequest, LeaseRequest, ReplayResult,
                                         parse_body)
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
-from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.collector.writer import QueueFull
 from tracefix.errors import TracefixError
 
 if TYPE_CHECKING:
@@ -146,31 +145,6 @@ async def internal_error(request: Request, exc: Exception) -> Response:
     return error(500, f"internal error ({type(exc).__name__})", headers=SECURITY_HEADERS)
 
 
-def render_report(store, session_id: str, fmt: str) -> str:
-    """The session's report, its replays' child sessions beside it. Analysis and replay
-    results are stored as their clients posted them; one the renderer cannot read must not
-    make the session's report unreachable, so the report is then drawn without them and
-    says so at its top."""
-    from tracefix.analysis.report import load_report_inputs, render_html, render_markdown
-
-    render = render_markdown if fmt == "md" else render_html
-    try:
-        return render(*load_report_inputs(store, session_id))
-    except Exception as exc:
-        doc = store.get_session(session_id)
-        if doc is None:
-            raise UnknownSession(session_id) from None
-        if store.get_analysis(session_id) is None and store.get_replay(session_id) is None:
-            raise  # the session alone fails: the renderer's bug, not the stored results
-        log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
-        notice = (f"The stored analysis or replay result of this session could not be rendered "
-                  f"({type(exc).__name__}: {exc}); this report shows the session without them.")
-    text = render(doc, None, None, {})
-    if fmt == "md":
-        return f"> **Note.** {notice}\n\n{text}"
-    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
-
-
 def page_params(query: QueryParams, default_limit: int) -> tuple[int, int]:
     """`offset` and `limit` of a paged read (every read of a session's contents is paged)."""
     return query.integer("offset", 0, high=1 << 31), query.integer("limit", default_limit, low=1, high=1000)
@@ -189,16 +163,8 @@ def build_app(collector: "Collector") -> Starlette:
                 return await handler(request)
             except QueueFull as exc:  # with the Retry-After the writer's backlog calls for
                 return busy(f"collector busy: {exc}; retry later", writer.retry_delay_s())
-            except WriterClosed as exc:
-                return error(503, str(exc))
-            except UnknownSession as exc:
-                return error(404, str(exc), code="unknown_session")
-            except InvalidParameter as exc:
-                return error(422, str(exc), code="invalid_parameter", parameter=exc.name)
-            except InvalidBody as exc:
-                return error(400, str(exc), code="invalid_body", detail=exc.problems)
-            except TracefixError as exc:  # each says its status (tracefix.errors)
-                return error(exc.http_status, str(exc), **exc.http_details())
+            except TracefixError as exc:  # each says its status and code (tracefix.errors)
+                return error(exc.http_status, str(exc), code=exc.error_code, **exc.http_details())
             except ValueError as exc:
                 return error(400, str(exc))
         return wrapped
@@ -403,10 +369,12 @@ def build_app(collector: "Collector") -> Starlette:
         sid = request.path_params["session_id"]
         fmt = QueryParams(request.query_params).choice("format", ("html", "md"), default="html")
         try:
-            import tracefix.analysis.report  # noqa: F401
+            if collector.pipeline.report is None:
+                raise ImportError("this collector was started without one (run it as `tracefix serve`)")
+            render_report = collector.pipeline.report()
         except ImportError as exc:
             return error(404, f"the report renderer is not available in this installation ({exc}); "
-                              "install tracefix[analysis]")
+                              "install tracefix[report]")
         try:
             text = await run_in_threadpool(render_report, store, sid, fmt)
         except KeyError:
@@ -424,7 +392,7 @@ def build_app(collector: "Collector") -> Starlette:
         docs = data.get("sessions") if isinstance(data, dict) else data
         try:
             ids = await write(lambda s: s.import_sessions(docs))
-        except ImportError_ as exc:
+        except ImportFormatError as exc:
             raise ValueError(str(exc)) from exc
         return JSONResponse({"session_ids": ids}, status_code=201)
 

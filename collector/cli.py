@@ -84,10 +84,12 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-key", envvar="TRACEFIX_TLS_KEY", default=None, help="PEM private key of --tls-cert (unencrypted).")
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
-def serve(db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
+@click.pass_obj
+def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
           webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers,
           tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
+    # `pipeline`: the diagnosis and report renderer, injected by the composition root (tracefix.cli)
     from tracefix.collector.server import Config, check_tls_files, serve_forever
 
     from tracefix.collector.store.lake import catalog_conninfo, is_lake
@@ -121,7 +123,7 @@ def serve(db, store_location, data_path, host, http_port, grpc_port, token, inge
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        sys.exit(serve_forever(config))
+        sys.exit(serve_forever(config, pipeline))
     except OSError as exc:
         raise click.ClickException(f"cannot start: {exc}") from exc
     except duckdb.Error as exc:

@@ -10,12 +10,13 @@ import bisect
 import datetime as dt
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
-from tracefix.collector.contracts import SessionDocument
+from tracefix.collector.contracts import SessionDocument, Step
 
+# Where a session's task is named: its metadata, its entrypoint inputs, an imported conversation
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
 
 
@@ -55,7 +56,20 @@ def final_answer(output: Any) -> Any:
     return output
 
 
-def task_of(metadata: Any, inputs: Any, first_messages: list[dict]) -> str | None:
+def content_text(content: Any) -> str:
+    """Chat message content as text: a string, a list of parts (joined), anything else as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return json.dumps(content, default=str)
+
+
+def task_of(metadata: Any, inputs: Any, first_messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The `task` field of a session document being built: named in its metadata or inputs
+    (TASK_KEYS), else its first user message."""
     for source in (metadata, inputs):
         if isinstance(source, dict):
             for key in TASK_KEYS:
@@ -65,6 +79,20 @@ def task_of(metadata: Any, inputs: Any, first_messages: list[dict]) -> str | Non
         if msg.get("role") == "user" and isinstance(msg.get("content"), str):
             return msg["content"][:1000]
     return None
+
+
+def session_task(doc: dict) -> str | None:
+    """What a session was asked to do, the one definition every part reads: the document's
+    `task` (task_of), else the first user message of step 0, else its entrypoint inputs."""
+    if doc.get("task"):
+        return str(doc["task"])
+    steps = doc.get("steps") or []
+    if steps:
+        for msg in steps[0].get("input_messages") or []:
+            if msg.get("role") == "user":
+                return content_text(msg.get("content"))
+    inputs = doc.get("inputs") or {}
+    return " ".join(str(v) for v in inputs.values()) if inputs else None
 
 
 def span_dict(row: Mapping[str, Any], texts: dict[str, str] | None) -> dict:
@@ -115,7 +143,7 @@ def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
     cache: dict[str, str | None] = {}
 
     def agent_of(span_id: str | None) -> str | None:
-        seen = []
+        seen: list[str] = []
         sid = span_id
         result = None
         while sid is not None and sid not in cache and len(seen) < 256:
@@ -142,10 +170,10 @@ def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
 
 
 def build(session: dict, spans: list[dict], links: dict[str, str | None], order: list[tuple[str, int]],
-          messages: Mapping[int, dict], snapshots: list[tuple], feedback: list[tuple]) -> SessionDocument:
+          messages: Mapping[int, Any], snapshots: list[tuple], feedback: list[tuple]) -> SessionDocument:
     by_id = {s["span_id"]: s for s in spans}
     agent_of = _agent_resolver(by_id, links)
-    steps: list[dict] = []
+    steps: list[Step] = []
     raw_to_idx: dict[int, int] = {}
     call_to_idx: dict[str, int] = {}
     starts: list[int] = []
@@ -161,7 +189,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         agent = agent_of(span_id)
         if s["kind"] == "message" and output is not None:
             agent = agent or output.get("name") or output.get("role")
-        step = {
+        step: Step = {
             "index": idx, "kind": s["kind"], "agent": agent, "span_id": span_id, "model": s["model"],
             "started_at": iso(s["start_ns"]), "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
             "input_messages": inputs, "output_message": output, "finish_reason": s["finish_reason"],
@@ -195,15 +223,15 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
     for s in spans:
         if s["kind"] != "tool":
             continue
-        idx = call_to_idx.get(s["tool_call_id"]) if s["tool_call_id"] else None
-        if idx is None and s["step"] is not None:
-            idx = raw_to_idx.get(s["step"])
-        if idx is None:
-            idx = step_at(s["start_ns"], before=True)
-        if idx is None:
+        at = call_to_idx.get(s["tool_call_id"]) if s["tool_call_id"] else None
+        if at is None and s["step"] is not None:
+            at = raw_to_idx.get(s["step"])
+        if at is None:
+            at = step_at(s["start_ns"], before=True)
+        if at is None:
             continue
         args = from_json_text(s["tool_arguments"])
-        steps[idx_pos[idx]]["tool_calls"].append({
+        steps[idx_pos[at]]["tool_calls"].append({
             "id": s["tool_call_id"], "name": s["tool_name"], "arguments": args,
             "result": from_json_text(s["tool_result"]), "error": s["error"], "span_id": s["span_id"],
             "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
@@ -213,11 +241,11 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
             agents.append(agent)
 
     for span_id, key, state, raw_step, time_ns in snapshots:
-        idx = raw_to_idx.get(raw_step) if raw_step is not None else None
-        if idx is None:
-            idx = step_at(time_ns, before=False)
-        if idx is not None:
-            steps[idx_pos[idx]]["snapshots"][key] = from_json_text(state)
+        at = raw_to_idx.get(raw_step) if raw_step is not None else None
+        if at is None:
+            at = step_at(time_ns, before=False)
+        if at is not None:
+            steps[idx_pos[at]]["snapshots"][key] = from_json_text(state)
 
     truncated = any(s["truncated"] for s in spans)
     metadata = from_json_text(session["metadata"]) or {}
@@ -241,8 +269,9 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         "started_at": iso(session["started_ns"]), "ended_at": iso(session["ended_ns"]),
         "duration_ms": duration_ms(session["started_ns"], session["ended_ns"]),
         "agents": agents, "models": models, "tokens": tokens,
-        "feedback": [{"feedback_id": f[0], "score": f[1], "comment": f[2], "source": f[3], "created_at": iso(f[4])}
-                     for f in feedback],
+        "feedback": [{"feedback_id": feedback_id, "score": score, "comment": comment, "source": source,
+                      "created_at": iso(created_ns)}
+                     for feedback_id, score, comment, source, created_ns in feedback],
         "steps": steps,
     }
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt, StringConstraints, ValidationError
 
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
+from tracefix.errors import TracefixError
 
 JSONValue = Any  # any JSON value: what an agent returned, a tool's result, a tracked object's state
 
@@ -71,8 +72,10 @@ class FinishConflict(ErrorBody):
     finished: Literal[False]
 
 
-class InvalidBody(ValueError):
+class InvalidBody(TracefixError, ValueError):
     """A request body that does not match its model (answered 400)."""
+
+    error_code = "invalid_body"
 
     def __init__(self, problems: list[dict]):
         self.problems = problems
@@ -80,6 +83,9 @@ class InvalidBody(ValueError):
         where = f"body field {first['field']!r}" if first["field"] else "body"
         more = f" (and {len(problems) - 1} more problem(s), see 'detail')" if len(problems) > 1 else ""
         super().__init__(f"{where}: {first['problem']}{more}")
+
+    def http_details(self) -> dict:
+        return {"detail": self.problems}
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:

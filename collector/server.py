@@ -1,5 +1,5 @@
 """`tracefix serve` assembled: store, single writer, OTLP/HTTP + API (uvicorn), OTLP/gRPC,
-alert delivery and the diagnosis worker; clean shutdown on SIGTERM/SIGINT.
+alert delivery and the diagnosis job runner; clean shutdown on SIGTERM/SIGINT.
 
 Shutdown order keeps every acknowledged span: stop the receivers (in-flight requests
 finish and are acknowledged), drain the writer, checkpoint the database, exit 0.
@@ -23,9 +23,10 @@ from tracefix.collector.api import build_app
 from tracefix.collector.auth import Tokens
 from tracefix.collector.checkpointer import Checkpointer, commit_time_threshold
 from tracefix.collector.decoding import Decoder
-from tracefix.collector.diagnosis import DiagnosisWorker
 from tracefix.collector.grpc_receiver import start_grpc
+from tracefix.collector.job_runner import DiagnosisJobRunner
 from tracefix.collector.metrics import CollectorMetrics
+from tracefix.collector.pipeline import ServePipeline
 from tracefix.collector.store import Store
 from tracefix.collector.store.lake import redacted
 from tracefix.collector.threadnames import name_os_thread
@@ -98,8 +99,12 @@ def check_tls_files(config: Config) -> None:
 
 
 class Collector:
-    def __init__(self, config: Config):
+    """`pipeline`: the diagnosis and the report renderer, given by the composition root
+    (tracefix.collector.pipeline); without them diagnoses fail and the report route answers 404."""
+
+    def __init__(self, config: Config, pipeline: ServePipeline | None = None):
         self.config = config
+        self.pipeline = pipeline or ServePipeline()
         self.tokens = Tokens(config.token, config.ingest_token)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
@@ -112,7 +117,8 @@ class Collector:
                                max_attribute_chars=config.max_attribute_chars)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s,
                                      max_attempts=config.webhook_max_attempts, secret=config.webhook_secret)
-        self.diagnosis = DiagnosisWorker(self, mode=config.diagnose, workers=config.diagnosis_workers)
+        self.diagnosis = DiagnosisJobRunner(self, self.pipeline.diagnosis, mode=config.diagnose,
+                                            workers=config.diagnosis_workers)
         self.http_url: str | None = None
         self.grpc_addr: str | None = None
         self._uvicorn: uvicorn.Server | None = None
@@ -210,14 +216,14 @@ class Collector:
             self.store.close()
 
 
-def serve_forever(config: Config) -> int:
+def serve_forever(config: Config, pipeline: ServePipeline | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s tracefix serve %(levelname)s %(message)s")
     logging.getLogger("tracefix").setLevel(logging.INFO)  # alerts, deliveries, diagnoses
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    collector = Collector(config)
+    collector = Collector(config, pipeline)
     if collector.tokens.shared:
         log.warning("one token for apps and the API: every instrumented app can read all sessions; "
                     "give apps their own with --ingest-token")

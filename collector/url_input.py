@@ -30,6 +30,7 @@ class InvalidParameter(TracefixError, ValueError):
     """A query parameter the API cannot use (answered 422)."""
 
     http_status = 422
+    error_code = "invalid_parameter"
 
     def __init__(self, name: str, problem: str, where: str = "query parameter"):
         super().__init__(f"{where} {name!r}: {problem}")

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import re
 
+from tracefix.analysis.units import is_coordinator
+
 MODEL = "sim-analyst"
 STAGE_PREFIX = "tracefix-stage: "
 STEP_LINE = re.compile(r"^\[Step (\d+)\] ([^:]+): (.*)$")
 CALL = re.compile(r"^calls (\w+)\((.*?)\)(?: -> (.*))?$", re.S)
 ARGUMENT = re.compile(r"argument '(\w+)'")
-PLANNER = re.compile(r"orchestrat|planner|manager", re.I)
 BACKTICKED = re.compile(r"`(\w+)`")
 
 
@@ -43,7 +44,7 @@ def parse_log(text: str | None) -> list[dict]:
 
 
 def _is_plan(step: dict) -> bool:
-    return bool(PLANNER.search(step["agent"])) and not step["calls"] and "plan" in step["content"].lower()
+    return is_coordinator(step["agent"]) and not step["calls"] and "plan" in step["content"].lower()
 
 
 def segmentation(data: dict) -> dict:
@@ -192,14 +193,5 @@ def answer(messages: list[dict]) -> str:
 
 
 def handle(body: dict, ctx=None) -> dict:
-    """The scripted server's model handler (`register_model` signature)."""
+    """The scripted server's model handler (tracefix.demo.sim serves it as MODEL)."""
     return {"role": "assistant", "content": answer(body.get("messages") or [])}
-
-
-def _register() -> None:
-    from .sim import register_model
-
-    register_model(MODEL, handle)
-
-
-_register()

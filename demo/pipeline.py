@@ -39,7 +39,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from tracefix.analysis.report_content import brief, plural, replay_hypotheses
+from tracefix.report.content import brief, plural, replay_hypotheses
 from tracefix.collector.jobs import FINISHED_JOB_STATES
 from tracefix.collector.launcher import SERVE_READY, ProcessDidNotStart, TracefixProcess
 from tracefix.replay.worker import READY as WORKER_READY
@@ -365,9 +365,9 @@ class Demo:
 
     # stage 6
     def write_reports(self) -> Path:
-        from tracefix.analysis.report import render_index
-        from tracefix.analysis.report_content import task_text
-        from tracefix.analysis.report_cli import write_report
+        from tracefix.report.render import render_index
+        from tracefix.report.content import task_text
+        from tracefix.report.cli import write_report
 
         self.out.mkdir(parents=True, exist_ok=True)
         entries = []

@@ -6,7 +6,8 @@ transcripts on, `GET /_sim/sessions/{session}` (every exchange and injected faul
 standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
 `handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
 demo's agents (:mod:`tracefix.demo.policy`) with fault injection
-(:mod:`tracefix.demo.faults`). Other parts add models with :func:`register_model`.
+(:mod:`tracefix.demo.faults`); `sim-analyst` stands in for tracefix's own LLM
+(:mod:`tracefix.demo.analyst`). Tests add models with :func:`register_model`.
 
 The app identifies itself in headers, so request bodies (what tracefix records and
 fingerprints) stay clean: `X-Demo-Task`, `X-Demo-Step` (its 0-based count of LLM calls in
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from . import analyst
 from .faults import FaultConfig, FaultInjector, unit_draw
 from .policy import decide
 
@@ -66,20 +68,13 @@ def bank_agent(body: dict, ctx: RequestContext) -> dict:
     return faulty or decision.message
 
 
-MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent}
+# the agents of the banking app, and the scripted stand-in for tracefix's own LLM
+MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent, analyst.MODEL: analyst.handle}
 
 
 def register_model(name: str, handler: ModelHandler) -> None:
-    """Serve `handler` under model `name` (e.g. demo/analyst.py registers `sim-analyst`)."""
+    """Serve `handler` under model `name` too (tests and benchmarks add their own)."""
     MODELS[name] = handler
-
-
-def _register_optional_models() -> None:
-    # The analyst model lives in its own module (written by another part); load it when present.
-    try:
-        from . import analyst  # noqa: F401
-    except ImportError:
-        pass
 
 
 @dataclass
@@ -281,7 +276,6 @@ class SimServer:
         self._requests = 0
         self._by_session: dict[str, int] = {}
         self._transcripts: dict[str, list[dict]] = {}
-        _register_optional_models()
 
     @property
     def base_url(self) -> str:

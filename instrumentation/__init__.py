@@ -89,7 +89,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .api import agent, current_session_id, replay_active, session, snapshot, track, untrack
-from .configure import TracefixHandle, init
+from .configure import TracefixHandle
+from .start import init
 from .context import ContextThreadPoolExecutor, wrap_context
 from .evaluators import evaluator
 from .feedback import FeedbackError, feedback

@@ -1,12 +1,17 @@
-"""The ``tracefix`` command line.
+"""The ``tracefix`` command line: the composition root of every process it starts.
 
 Each verb lives beside the code it drives (``tracefix.demo.cli``, ``tracefix.collector.cli``,
 ...). This group names them and imports a verb's module only when that verb runs, so
 ``tracefix --help`` works on the bare package and never imports duckdb or torch.
+
+Parts import only the parts below them (docs/architecture.md). Where a process runs a part
+above the one that owns its verb, this module wires it in: `tracefix serve` (the collector)
+gets the analysis's diagnosis job and the report renderer as loaders (:func:`serve_pipeline`).
 """
 from __future__ import annotations
 
 import importlib
+from typing import Any, Callable
 
 import click
 
@@ -24,9 +29,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT model on successful sessions."),
     "replay": ("tracefix.replay.cli:replay", "Test failure hypotheses by replaying a session with interventions."),
     "worker": ("tracefix.replay.cli:worker", "Run the replay jobs of a collector beside the agent's own code."),
-    "report": ("tracefix.analysis.report_cli:report", "Write the root-cause report of a session (HTML or Markdown)."),
+    "report": ("tracefix.report.cli:report", "Write the root-cause report of a session (HTML or Markdown)."),
     "demo": ("tracefix.demo.pipeline:demo", "Run the whole pipeline end to end on the banking demo."),
 }
+
+
+def _loader(target: str) -> Callable[[], Any]:
+    """Imports `module:attribute` when called (ImportError when its part is not installed)."""
+    def load() -> Any:
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+    return load
+
+
+def serve_pipeline() -> Any:
+    """What `tracefix serve` runs above the collector: the diagnosis of a thumbs-down session
+    and the report behind its report route (tracefix.collector.pipeline)."""
+    from tracefix.collector.pipeline import ServePipeline
+
+    return ServePipeline(diagnosis=_loader("tracefix.analysis.diagnosis:run_diagnosis"),
+                         report=_loader("tracefix.report.render:render_stored_report"))
+
+
+# verb -> what its command receives as its click context object (`click.pass_obj`)
+WIRING: dict[str, Callable[[], Any]] = {"serve": serve_pipeline}
 
 
 class LazyGroup(click.Group):
@@ -55,8 +81,11 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tracefix")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """tracefix: trace LLM agents, alert on thumbs-down sessions, verify root causes by replay."""
+    wire = WIRING.get(ctx.invoked_subcommand or "")
+    ctx.obj = wire() if wire else None
 
 
 if __name__ == "__main__":

@@ -1,7 +1,13 @@
-"""`tracefix.init()`: tracer provider, batch export over OTLP, redaction, SDK patches, replay.
+"""The tracing pipeline `tracefix.init()` starts: tracer provider, batch export over OTLP,
+redaction, replay mode.
 
-Everything heavy (the SDK, the OTLP exporters, the instrumentor) is imported here, when
-init() runs, not when `tracefix` is imported.
+The SDK patches are not made here: :func:`start_tracing` instruments the instrumentor it is
+given (tracefix.start.init gives it tracefix.instrumentor's), and the instrumentor, run by
+`opentelemetry-instrument` with no SDK configured, calls :func:`start_tracing` without one.
+So the import runs one way: start -> instrumentor -> configure.
+
+Everything heavy (the SDK, the OTLP exporters) is imported here, when tracing starts, not
+when `tracefix` is imported.
 """
 from __future__ import annotations
 
@@ -168,11 +174,12 @@ def _resolve_provider(tracer_provider: Any, service_name: str | None, private: b
     return provider, True
 
 
-def init(endpoint: str | None = None, protocol: str | None = None, headers: dict | str | None = None,
-         service_name: str | None = None, capture_content: bool | None = None, tracer_provider: Any = None,
-         redact: Callable | Sequence[Callable] | None = None, max_payload_bytes: int | None = None,
-         span_processor: Any = None, exporter: Any = None, _instrument: bool = True) -> TracefixHandle:
-    """Set up tracing and patch the LLM SDKs; see the `tracefix` module docstring."""
+def start_tracing(endpoint: str | None = None, protocol: str | None = None, headers: dict | str | None = None,
+                  service_name: str | None = None, capture_content: bool | None = None, tracer_provider: Any = None,
+                  redact: Callable | Sequence[Callable] | None = None, max_payload_bytes: int | None = None,
+                  span_processor: Any = None, exporter: Any = None, instrumentor: Any = None) -> TracefixHandle:
+    """Set up tracing (the arguments of `tracefix.init`) and instrument `instrumentor` (the
+    SDK patches, an OpenTelemetry BaseInstrumentor) onto its provider; None: tracing only."""
     global _handle
     with _lock:
         if _handle is not None and not _handle.closed:
@@ -185,7 +192,6 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
                                "handle to reconfigure.", ", ".join(sorted(given)))
             return _handle
         from . import __version__
-        from .instrumentor import TracefixInstrumentor
         from .redaction import RedactingSpanExporter, RedactingSpanProcessor, RedactionChain
         from .replay_mode import install_from_env
         from .session_processor import SessionAttributesProcessor
@@ -208,13 +214,12 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
             exporters.append(wrapped)
             processors.append(BatchSpanProcessor(wrapped))
         if not owns:
-            _redact_existing_processors(provider, chain)
+            redact_existing_processors(provider, chain)
         provider.add_span_processor(SessionAttributesProcessor())
         for processor in processors:
             provider.add_span_processor(processor)
         runtime.set_tracer(provider.get_tracer("tracefix", __version__))
         install_from_env()
-        instrumentor = TracefixInstrumentor() if _instrument else None
         if instrumentor is not None and not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument(tracer_provider=provider, skip_dep_check=True)
         handle = TracefixHandle(provider, processors, exporters, owns, instrumentor)
@@ -223,7 +228,7 @@ def init(endpoint: str | None = None, protocol: str | None = None, headers: dict
         return handle
 
 
-def _redact_existing_processors(provider: Any, chain: Any) -> None:
+def redact_existing_processors(provider: Any, chain: Any) -> None:
     """Put redaction in front of the processors an app configured on its own provider, so
     secrets do not leave through its exporters either (SDK internals: guarded)."""
     from .redaction import RedactingSpanProcessor

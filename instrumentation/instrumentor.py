@@ -71,18 +71,19 @@ class TracefixInstrumentor(BaseInstrumentor):
             runtime.set_tracer(provider.get_tracer("tracefix", __version__))
         elif provider is None and runtime._tracer is None and not _sdk_provider_configured():
             # `opentelemetry-instrument` without a distro configures no SDK provider:
-            # export the way tracefix.init() would (OTEL_EXPORTER_OTLP_* decide where)
-            from .configure import init
+            # export the way tracefix.init() would (OTEL_EXPORTER_OTLP_* decide where);
+            # no instrumentor given: this one is patching already
+            from .configure import start_tracing
 
-            init(_instrument=False)
+            start_tracing()
         elif provider is None and runtime._tracer is None:
             # a distro configured the SDK: secrets still must not leave through its exporters
             from opentelemetry import trace
 
-            from .configure import _redact_existing_processors
+            from .configure import redact_existing_processors
             from .redaction import RedactionChain
 
-            _redact_existing_processors(trace.get_tracer_provider(), RedactionChain())
+            redact_existing_processors(trace.get_tracer_provider(), RedactionChain())
         self._wrapped: list[tuple[Any, str, Any]] = []
         self._generation = generation = getattr(self, "_generation", 0) + 1
         # Patch each SDK when it is imported (now, if it already is): importing anthropic

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
+from tracefix.analysis.units import is_coordinator
+from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 
 
@@ -48,15 +50,13 @@ def _first_error_step(trial: dict, steps_by_index: dict[int, dict]) -> int | Non
 def upstream_instruction(doc: dict, step: int) -> dict | None:
     """For a worker's step, the orchestrator's instruction that started the worker's turn:
     DoVer edits there (the message-passing layer) when a sub-agent went wrong."""
-    from tracefix.replay.trials import PLANNER_ROLE
-
     by_index = {s["index"]: s for s in doc.get("steps") or []}
     worker = (by_index.get(step) or {}).get("agent") or ""
-    if PLANNER_ROLE.search(worker):
+    if is_coordinator(worker):
         return None
     for k in range(step - 1, -1, -1):
         s = by_index.get(k) or {}
-        if PLANNER_ROLE.search(s.get("agent") or ""):
+        if is_coordinator(s.get("agent")):
             return s if not s.get("tool_calls") else None
     return None
 
@@ -92,7 +92,7 @@ def llm_hypothesis(llm, doc: dict, trial: dict, analysis: dict | None, previous:
     # The ground truth guides attribution (as in DoVer); only interventions must never state it.
     outcome = {"outcome": doc.get("outcome"), "output": doc.get("output"), "ground_truth_answer": doc.get("ground_truth"),
                "feedback": [f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")]}
-    system, user = prompts.attribution(doc.get("task"), trial, steps, previous,
+    system, user = prompts.attribution(session_task(doc), trial, steps, previous,
                                        [evidence_packet(h) for h in seeded[:5]], outcome)
     answer = llm.complete_json("attribution", system, user)
     step = answer.get("mistake_step_index")

@@ -138,7 +138,7 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
     allowed with --allow-module (or confirmed at the terminal)."""
     from tracefix.collector.access import connect
     from tracefix.entrypoints import EntrypointRefused
-    from tracefix.replay.llm import ProductLLM
+    from tracefix.analysis.llm import ProductLLM
     from tracefix.collector.jobs import replay_request
     from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
 
@@ -201,7 +201,7 @@ def worker(server, token, allowed_modules, runs, concurrency, rounds, guard, all
     stored on the job."""
     from tracefix.collector.access import AccessError, HttpAccess
     from tracefix.entrypoints import normalize_allowed
-    from tracefix.replay.llm import ProductLLM
+    from tracefix.analysis.llm import ProductLLM
     from tracefix.replay.worker import Worker
 
     allowed = list(normalize_allowed(allowed_modules))

@@ -18,8 +18,9 @@ import hashlib
 import json
 import re
 
+from tracefix.analysis.units import is_coordinator
+from tracefix.collector.document import session_task
 from tracefix.replay import prompts
-from tracefix.replay.trials import PLANNER_ROLE
 
 KINDS = ("add_message", "replace_output", "replace_tool_result")
 CATEGORIES = ("orchestrator_instruction", "plan", "correction", "tool_result")
@@ -129,7 +130,7 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         expect = {"agent": agent, "action": "continue", "tool": pending, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
-    if PLANNER_ROLE.search(agent):
+    if is_coordinator(agent):
         # An orchestrator's instruction at t: hold it to the plan line it should carry out,
         # which names the worker and the action (and any failing tool downstream).
         plan_line = _plan_line_for(doc, step)
@@ -268,7 +269,7 @@ def from_llm(llm, doc: dict, hypothesis: dict, memory_notes: list[str]) -> dict:
     by_index = {s["index"]: s for s in steps}
     step = by_index[hypothesis["step"]]
     context = [s for s in steps if hypothesis["step"] - 2 <= s["index"] < hypothesis["step"]]
-    system, user = prompts.intervention(doc.get("task"), hypothesis, context, step,
+    system, user = prompts.intervention(session_task(doc), hypothesis, context, step,
                                         hypothesis.get("evidence") or {}, memory_notes)
     answer = llm.complete_json("intervention", system, user)
     kind = answer.get("kind") or "add_message"

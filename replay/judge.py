@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 
+from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 
 
@@ -52,7 +53,7 @@ def judge_success(report: dict, doc: dict, child_doc: dict | None, llm=None) -> 
     if llm is not None and child_doc is not None:
         complaint = "; ".join(f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")) or None
         try:
-            system, user = prompts.success(doc.get("task"), complaint, report.get("output"), child_doc.get("steps") or [])
+            system, user = prompts.success(session_task(doc), complaint, report.get("output"), child_doc.get("steps") or [])
             answer = llm.complete_json("success", system, user)
             if isinstance(answer.get("success"), bool):
                 return answer["success"], "llm"
@@ -194,7 +195,7 @@ class MilestoneJudge:
         self.original_achieved: list[dict] = []
 
     def _ask(self, steps: list[dict], given: list[dict] | None) -> list[dict]:
-        system, user = prompts.milestones(self.doc.get("task"), self.doc.get("ground_truth"), steps, given)
+        system, user = prompts.milestones(session_task(self.doc), self.doc.get("ground_truth"), steps, given)
         answer = self.llm.complete_json("milestones", system, user)
         found = [m for m in answer.get("milestones") or [] if isinstance(m, dict) and m.get("name")][:5]
         if not found:

@@ -5,8 +5,8 @@ hypothesis to each failed trial, writes one intervention per hypothesis, replays
 session from the intervention step in child processes (``runs`` times each, ``concurrency``
 at once), judges every replay, gives each hypothesis its DoVer verdict, and stores the
 result (contracts §5) with ``access.save_replay``. With ``rounds > 1`` repair memory
-carries what was tried into the next round. The collector's diagnosis worker calls it
-inside ``tracefix serve``; ``tracefix replay`` calls it from the command line.
+carries what was tried into the next round. A ``tracefix worker`` (replay/worker.py) calls
+it for the replay jobs it claims; ``tracefix replay`` calls it from the command line.
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def resolve_llm(llm):
     if llm is False:
         return None
     if llm is None:
-        from tracefix.replay.llm import ProductLLM
+        from tracefix.analysis.llm import ProductLLM
 
         return ProductLLM.from_env()
     return llm

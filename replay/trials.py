@@ -3,16 +3,17 @@
 A trial runs from a planning (or re-planning) step up to the step before the next one.
 With an LLM the planning steps come from the segmentation prompt; without one (or when
 its answer is unusable) they are detected from what the trace already says: the agent's
-role (an orchestrator or planner), the phase the analysis assigned ("plan"), and
+role (a coordinating agent: `tracefix.analysis.units.is_coordinator`), the phase the analysis assigned ("plan"), and
 plan-like content (the word "plan", a numbered list).
 """
 from __future__ import annotations
 
 import re
 
+from tracefix.analysis.units import is_coordinator
+from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 
-PLANNER_ROLE = re.compile(r"orchestrat|planner|manager|supervisor", re.I)
 PLAN_WORDS = re.compile(r"\b(plan|re-?plan|revised plan|new plan|strategy)\b", re.I)
 NUMBERED_LIST = re.compile(r"(^|\n)\s*(1[.)]|step 1\b).*(\n)\s*(2[.)]|step 2\b)", re.I | re.S)
 
@@ -25,7 +26,7 @@ def looks_like_plan(step: dict, phase: str | None) -> bool:
     text = ((step.get("output_message") or {}).get("content") or "")
     if phase == "plan":
         return True
-    by_planner = bool(PLANNER_ROLE.search(step.get("agent") or ""))
+    by_planner = is_coordinator(step.get("agent"))
     first_line = text.strip().split("\n", 1)[0]
     plan_text = bool(PLAN_WORDS.search(first_line)) or bool(NUMBERED_LIST.search(text))
     # A planner's instruction to a worker is execution; its step counts only if it plans,
@@ -83,7 +84,7 @@ def segment(doc: dict, analysis: dict | None, llm=None) -> tuple[list[dict], str
     note = None
     if llm is not None:
         try:
-            return trials_from_plans(steps, planning_steps_llm(llm, doc.get("task"), steps), failed), "llm", None
+            return trials_from_plans(steps, planning_steps_llm(llm, session_task(doc), steps), failed), "llm", None
         except Exception as exc:  # an unusable answer must not stop the diagnosis
             note = f"segmentation: LLM answer unusable ({exc}); used plan markers"
     plans = planning_steps_fallback(steps, analysis)

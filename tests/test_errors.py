@@ -27,10 +27,11 @@ def test_unknown_session_is_one_class_with_a_readable_message_and_survives_a_pro
     ("tracefix.collector.normalize", "SpanRejected", ValueError),
     ("tracefix.collector.otlp", "OtlpError", Exception),
     ("tracefix.collector.url_input", "InvalidParameter", ValueError),
+    ("tracefix.collector.schemas", "InvalidBody", ValueError),
     ("tracefix.collector.writer", "QueueFull", RuntimeError),
     ("tracefix.collector.writer", "WriterClosed", RuntimeError),
     ("tracefix.replay.cassette", "CassetteError", ValueError),
-    ("tracefix.replay.llm", "LLMError", RuntimeError),
+    ("tracefix.analysis.llm", "LLMError", RuntimeError),
     ("tracefix.replay.pipeline", "ReplayError", RuntimeError),
 ])
 def test_tracefix_errors_share_the_base_and_keep_their_builtin_one(where, name, builtin):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED = ["tracefix.errors", "tracefix.collector.contracts", "tracefix.collector.cli_options",
-           "tracefix.collector.store", "tracefix.analysis.contracts", "tracefix.replay.contracts"]
+           "tracefix.collector.document", "tracefix.collector.store", "tracefix.analysis.contracts", "tracefix.replay.contracts"]
 
 
 def namespace_tree(into: Path) -> Path:

@@ -65,6 +65,9 @@ _MERGE_SESSION = _merge_expressions()
 
 
 class Ingest(FeedbackOutbox):
+    """Batches in, one transaction each. Feedback that spans carry (evaluation events) goes
+    through the outbox of its base class, in the same transaction."""
+
     def ingest(self, batch: Batch, *, alert_threshold: float = 0.0, webhooks: Iterable[str] = (),
                public_url: str | None = None) -> dict:
         """Store one batch in one transaction; returns what it created (feedback, alerts, jobs)."""

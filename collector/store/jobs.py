@@ -22,6 +22,8 @@ def insert_job(con, session_id: str, kind: str, reason: str, created_ns: int, op
 
 
 class JobQueue(StoreConnection):
+    """Jobs queued, claimed (leased to a worker for replays), renewed and finished."""
+
     def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
                     options: dict | None = None) -> dict:
         """Queue a job; a replay job's `options` is a `replay_request` (what to test)."""

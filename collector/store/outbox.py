@@ -26,6 +26,8 @@ def check_score(score: float) -> float:
 
 
 class FeedbackOutbox(StoreReads):
+    """Feedback, and for negative feedback its alert, webhook deliveries and diagnosis job."""
+
     def add_feedback(self, session_id: str, score: float, comment: str | None = None, *, source: str = "api",
                      alert_threshold: float = 0.0, webhooks: Iterable[str] = (), public_url: str | None = None) -> dict:
         """Record feedback; below the threshold, the alert (outbox) and a diagnosis job are

@@ -14,6 +14,8 @@ from tracefix.collector.store.sql import in_strings
 
 
 class Pages(StoreReads):
+    """Reads bounded by what one API page shows, however long the session."""
+
     def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int | None = 2000,
                      content: str = "previews", budget_chars: int = PAGE_BUDGET_CHARS) -> dict | None:
         """The session document with only steps [offset, offset + limit) (fewer when their

@@ -12,6 +12,8 @@ from tracefix.collector.store.sql import records, scalar
 
 
 class Queries(StoreReads):
+    """Whole sessions and lists of them."""
+
     def session_exists(self, session_id: str) -> bool:
         return self._read().execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is not None
 

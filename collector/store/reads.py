@@ -12,6 +12,8 @@ from tracefix.collector.store.sql import HEX_ID, in_strings
 
 
 class StoreReads(StoreConnection):
+    """The helpers every reader uses."""
+
     def _time_range(self, cur, session_id: str) -> tuple[int, int]:
         """Where a session's spans start: lets scans skip row groups by their zonemaps."""
         row = cur.execute("SELECT started_ns, greatest(started_ns, ended_ns) FROM sessions WHERE session_id = ?",

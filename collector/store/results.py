@@ -10,6 +10,8 @@ from tracefix.collector.store.connection import StoreConnection
 
 
 class Results(StoreConnection):
+    """One analysis and one replay result per session, stored as the client sent them."""
+
     def _save_result(self, table: str, session_id: str, result: Mapping[str, Any]) -> None:
         with self._tx() as con:
             if self.shared:  # a lake has no key to replace on: the write lock makes delete + insert one step

@@ -6,7 +6,7 @@ import pytest
 
 from analysis_handmade import bank_session
 from tracefix.analysis.pipeline import analyze_document
-from tracefix.replay.llm import ProductLLM
+from tracefix.analysis.llm import ProductLLM
 
 
 def second_candidate_analyst(body, ctx):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tracefix.analysis.importer import ImportFormatError, documents_from_text
+from tracefix.collector.imports import ImportFormatError, documents_from_text
 from tracefix.analysis.units import build_units
 
 WHO_AND_WHEN = {

@@ -52,7 +52,7 @@ def test_newest_model_file_wins_and_is_cached(small_model, tmp_path):
 
 
 def test_analyze_session_notes_an_unreadable_model_and_stores_the_result(tmp_path):
-    from tracefix.analysis.importer import documents_from_text
+    from tracefix.collector.imports import documents_from_text
     from tracefix.analysis.pipeline import analyze_session
     from tracefix.collector.access import connect
 
@@ -77,7 +77,7 @@ def test_analyze_session_notes_an_unreadable_model_and_stores_the_result(tmp_pat
 
 def test_ablation_options_leave_out_the_forest_and_reweigh_the_evidence():
     from tracefix.analysis.hypotheses import EvidenceWeights
-    from tracefix.analysis.importer import documents_from_text
+    from tracefix.collector.imports import documents_from_text
 
     [doc] = documents_from_text(json.dumps({"task": "Move $10 from ACC-1001 to ACC-1002", "messages": [
         {"name": "Orchestrator", "role": "assistant", "content": "PaymentsAgent: transfer $10 from ACC-1001 to ACC-1002"},

@@ -122,7 +122,7 @@ def test_fuzzed_session_list_parameters_never_break_the_list(collector, query):
 
 
 def test_a_stored_result_the_renderer_cannot_read_leaves_the_report_reachable(collector, api):
-    pytest.importorskip("tracefix.analysis.report")
+    pytest.importorskip("tracefix.report.render")
     sid = f"junk-{uuid.uuid4().hex[:8]}"
     api.import_sessions([{"session_id": sid, "messages": [{"role": "user", "content": "task of the junk"}]}])
     # the API checks a result's outline (tracefix.collector.schemas), not what the renderer reads inside it

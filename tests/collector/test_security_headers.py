@@ -65,7 +65,7 @@ HOSTILE = {"session_id": f"csp/{uuid.uuid4().hex[:6]}", "task": "refund <script>
 @pytest.fixture(scope="module")
 def report_server(tmp_path_factory):
     """A collector without a token (the browser sends none) holding one analyzed session."""
-    pytest.importorskip("tracefix.analysis.report")
+    pytest.importorskip("tracefix.report.render")
     folder = tmp_path_factory.mktemp("csp")
     serve = procs.start_serve(folder / "csp.duckdb", "--diagnose", "off")
     try:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tracefix.replay import prompts
-from tracefix.replay.llm import LLMError, ProductLLM
+from tracefix.analysis.llm import LLMError, ProductLLM
 
 
 def test_from_env_is_none_without_an_endpoint(monkeypatch):

@@ -10,7 +10,7 @@ import threading
 import pytest
 from replay_lab import sim_requests
 
-from tracefix.replay.llm import ProductLLM
+from tracefix.analysis.llm import ProductLLM
 from tracefix.replay.pipeline import ReplayError, check_replayable, diagnose
 
 

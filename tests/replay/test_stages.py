@@ -6,7 +6,7 @@ from replay_docs import analysis_for, failed_deposit_session, llm_step
 
 from tracefix.replay import attribution, interventions, judge, trials
 from tracefix.replay.guard import Guard
-from tracefix.replay.llm import parse_json_object
+from tracefix.analysis.llm import parse_json_object
 from tracefix.replay.memory import RepairMemory
 
 

@@ -1,21 +1,17 @@
-"""The diagnosis worker: runs queued diagnosis jobs (one per negative feedback) inside `tracefix serve`.
-
-A diagnosis job runs the analysis (`tracefix.analysis.pipeline.analyze_session`, imported
-lazily; a missing part or any exception marks the job failed and the server keeps
-serving). With `--diagnose full` it then queues a replay job for a replayable session.
-
-The collector never runs agent code: a session's recorded entrypoint is data that anyone
-holding the ingest token can write. Replay jobs are claimed over the API by
-`tracefix worker` processes that run beside the agent's own code and import only the
-modules their operator allowed (`--allow-module`).
+"""The diagnosis job runner of `tracefix serve`: threads that claim queued diagnosis jobs (one
+per negative feedback) and run each with the diagnosis the composition root gave the
+collector (tracefix.collector.pipeline; the analysis's `run_diagnosis` under `tracefix
+serve`). A part that is missing or any exception marks the job failed, and the server keeps
+serving.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
+from tracefix.collector.pipeline import Diagnose
 from tracefix.collector.threadnames import name_os_thread
 
 if TYPE_CHECKING:
@@ -26,33 +22,20 @@ log = logging.getLogger("tracefix.collector.diagnosis")
 MODES = ("off", "analysis", "full")
 
 
-def run_diagnosis(access, session_id: str, mode: str, job_id: str) -> list[str]:
-    """Run the analysis and, in `full` mode, queue the replay; returns what was done."""
-    from tracefix.analysis.pipeline import analyze_session
-
-    done = []
-    result = analyze_session(access, session_id)
-    if isinstance(result, dict):
-        access.save_analysis(session_id, result)
-    done.append("analysis")
-    if mode == "full":
-        doc = access.get_session(session_id)
-        if doc and doc.get("replayable") and doc.get("entrypoint"):
-            replay = access.enqueue_job(session_id, reason=f"diagnosis {job_id}", kind="replay")
-            done.append(f"replay job {replay['job_id']} queued for a tracefix worker")
-        else:
-            done.append("no replay (the session did not record a replayable entrypoint)")
-    return done
+def _no_diagnosis_given() -> Diagnose:
+    raise ImportError("this collector was started without a diagnosis (run it as `tracefix serve`)")
 
 
-class DiagnosisWorker:
+class DiagnosisJobRunner:
     """`workers` threads claim jobs one at a time (claiming goes through the writer, so two
-    threads never run the same job)."""
+    threads never run the same job). `diagnosis` loads the callable that runs one job."""
 
-    def __init__(self, collector: "Collector", mode: str = "full", poll_s: float = 2.0, workers: int = 1):
+    def __init__(self, collector: "Collector", diagnosis: Callable[[], Diagnose] | None = None, mode: str = "full",
+                 poll_s: float = 2.0, workers: int = 1):
         if mode not in MODES:
             raise ValueError(f"--diagnose must be one of {', '.join(MODES)}")
         self.collector = collector
+        self.diagnosis = diagnosis or _no_diagnosis_given
         self.mode = mode
         self.poll_s = poll_s
         self._wake = threading.Event()
@@ -60,7 +43,7 @@ class DiagnosisWorker:
         self._threads = [threading.Thread(target=self._run, name=f"tracefix-diagnosis-{i}", daemon=True)
                          for i in range(max(1, workers))]
 
-    def start(self) -> "DiagnosisWorker":
+    def start(self) -> "DiagnosisJobRunner":
         if self.mode != "off":
             for t in self._threads:
                 t.start()
@@ -96,7 +79,7 @@ class DiagnosisWorker:
                 continue
             error = None
             try:
-                done = run_diagnosis(access, job["session_id"], self.mode, job["job_id"])
+                done = self.diagnosis()(access, job["session_id"], self.mode, job["job_id"])
                 log.info("diagnosis %s of session %s done (%s)", job["job_id"], job["session_id"], "; ".join(done))
             except BaseException as exc:  # ImportError while a part is missing, or its bug
                 error = f"{type(exc).__name__}: {exc}"

@@ -1,6 +1,6 @@
 """What a root-cause report says, independent of how it is rendered.
 
-The HTML and Markdown renderers (``tracefix.analysis.report``) both read from here: the
+The HTML and Markdown renderers (``tracefix.report.render``) both read from here: the
 session facts, the one-paragraph summary, a short line per step, the trials, which
 stages used an LLM, and the per-run comparison of a replay with the original session
 from the intervention step on. Inputs are the contract shapes of docs/contracts.md: the
@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tracefix.collector.document import unrecorded_tools
+from tracefix.collector.document import session_task, unrecorded_tools
 
 VERDICT_WORDS = {
     "validated": "validated",
@@ -112,12 +112,8 @@ def verdict_word(verdict) -> str:
 # --- the session ---------------------------------------------------------------------------
 
 def task_text(doc: dict) -> str:
-    if doc.get("task"):
-        return re.sub(r"^\s*task:\s*", "", str(doc["task"]), flags=re.I)
-    inputs = doc.get("inputs") or {}
-    if inputs:
-        return f"{doc.get('entrypoint') or 'entrypoint'}({', '.join(f'{k}={v!r}' for k, v in inputs.items())})"
-    return "(no task recorded)"
+    task = session_task(doc)
+    return re.sub(r"^\s*task:\s*", "", task, flags=re.I) if task else "(no task recorded)"
 
 
 def outcome_text(doc: dict) -> str:
@@ -284,7 +280,7 @@ def score_by_step(analysis: dict | None) -> dict[int, dict]:
 
 
 def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
-    from tracefix.analysis.plots import frontier_of
+    from tracefix.report.plots import frontier_of
 
     out: dict[int, list[str]] = {}
     for detector in ((analysis or {}).get("frontier") or {}):

@@ -16,7 +16,7 @@ from tracefix.collector.cli_options import store_options
 
 def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> Path:
     """Render and write one report; returns its path. Raises KeyError for an unknown session."""
-    from tracefix.analysis import report
+    from tracefix.report import render as report
 
     doc, analysis, replay, children = report.load_report_inputs(store, session_id)
     path = Path(out)

@@ -1,0 +1,113 @@
+"""Dependencies run one way (docs/architecture.md): a part imports only the parts below it.
+
+    tracefix (instrumentation) < collector < analysis < replay < report < demo
+
+Every module of every part is read with `ast`, function-local imports and literal
+`importlib.import_module("...")` targets included, so a cycle cannot hide in a function
+body. Composition roots (the modules that wire the parts into one process) may import any
+part; they are listed here and in docs/architecture.md."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# folder -> import name, lowest part first (pyproject.toml's package-dir)
+LAYERS = [("instrumentation", "tracefix"), ("collector", "tracefix.collector"), ("analysis", "tracefix.analysis"),
+          ("replay", "tracefix.replay"), ("report", "tracefix.report"), ("demo", "tracefix.demo")]
+
+# the process wirings: they import upward on purpose (lazily, so `import tracefix` stays light)
+COMPOSITION_ROOTS = {"tracefix.cli"}
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of the part a `tracefix...` module belongs to (None: not ours)."""
+    best = None
+    for index, (_, package) in enumerate(LAYERS):
+        if module == package or module.startswith(package + "."):
+            best = index  # the longest matching package wins: tracefix.collector, not tracefix
+    return best
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for folder, package in LAYERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found.append((".".join([package, *parts]), path))
+    return found
+
+
+def imported_modules(module: str, path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file, wherever it sits."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            # `from tracefix import report` names a module too
+            out += [(node.lineno, base)] + [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            out.append((node.lineno, node.args[0].value))
+    return out
+
+
+def upward_imports() -> list[str]:
+    found: dict[tuple[str, int], str] = {}
+    for module, path in modules():
+        own = layer_of(module)
+        if module in COMPOSITION_ROOTS:
+            continue
+        for line, target in imported_modules(module, path):
+            other = layer_of(target)
+            if other is not None and other > own:
+                where = (str(path.relative_to(ROOT)), line)
+                found.setdefault(where, f"{where[0]}:{line}: {module} ({LAYERS[own][0]}) imports {target} "
+                                        f"({LAYERS[other][0]}, a part above it)")
+    return sorted(found.values())
+
+
+def test_no_part_imports_a_part_above_it():
+    assert upward_imports() == []
+
+
+def test_the_check_sees_function_local_and_relative_imports(tmp_path, monkeypatch):
+    """The walk itself: an upward import hidden in a function body is found, and a relative
+    import resolves to its absolute name."""
+    folder = tmp_path / "collector"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "hidden.py").write_text("def f():\n    from tracefix.analysis.pipeline import analyze_session\n"
+                                      "    from .store import Store\n")
+    found = imported_modules("tracefix.collector.hidden", folder / "hidden.py")
+    assert (2, "tracefix.analysis.pipeline") in found and (3, "tracefix.collector.store") in found
+    assert layer_of("tracefix.analysis.pipeline") > layer_of("tracefix.collector.hidden")
+    assert layer_of("tracefix.semconv") == 0 and layer_of("tracefix.report.render") == 4
+
+
+@pytest.mark.parametrize("module", sorted(COMPOSITION_ROOTS))
+def test_composition_roots_exist(module):
+    folder, package = next((f, p) for f, p in reversed(LAYERS) if module.startswith(p))
+    assert (ROOT / folder / (module[len(package) + 1:].replace(".", "/") + ".py")).is_file()
+
+
+def test_the_serve_wiring_names_real_callables():
+    """tracefix.cli hands `tracefix serve` its upper parts by name: the names must resolve."""
+    from tracefix.analysis.diagnosis import run_diagnosis
+    from tracefix.cli import serve_pipeline
+    from tracefix.report.render import render_stored_report
+
+    pipeline = serve_pipeline()
+    assert pipeline.diagnosis() is run_diagnosis and pipeline.report() is render_stored_report
