@@ -17,12 +17,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-# The HTML report test renders in Debian's headless Chromium.
+# The HTML report test and the web UI test (Playwright) render in Debian's headless Chromium.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing chromium (apt-get) for the report rendering test"; \
+	  echo "installing chromium (apt-get) for the report and web UI browser tests"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	  || echo "warning: chromium could not be installed; its test will be skipped"; }
+	  || echo "warning: chromium could not be installed; the browser tests will be skipped"; }
 
 # tests/collector/test_ducklake.py starts a private PostgreSQL cluster (the DuckLake catalog)
 # from Debian's postgresql binaries.

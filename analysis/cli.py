@@ -170,13 +170,25 @@ def render_text(result: dict, all_steps: bool = False) -> str:
 @click.option("--out", type=click.Path(), default=None,
               help="Model folder or .pt file; default $TRACEFIX_MODEL_DIR or <db folder>/models.")
 @click.option("--device", default=None, help="torch device (default: cuda when available, else cpu).")
+@click.option("--ranker", is_flag=True,
+              help="Train the learned step ranker instead, from --labelled files (no store needed).")
+@click.option("--labelled", "labelled", multiple=True, type=click.Path(exists=True),
+              help="With --ranker: labelled failed sessions: message logs with `mistake_step` (.json, .jsonl "
+                   "or a folder of them) or {\"session\": document, \"mistake_step\": k} lines. Repeatable.")
+@click.option("--l2", type=click.FloatRange(min=0.0), default=0.3, show_default=True,
+              help="With --ranker: L2 penalty on the standardized weights.")
 @_store_options
-def train(criterion: str, epochs: int, out: str | None, device: str | None, server: str | None,
-          db: str | None, token: str | None) -> None:
-    """Train the normal-behaviour HGT model on the store's successful sessions."""
+def train(criterion: str, epochs: int, out: str | None, device: str | None, ranker: bool,
+          labelled: tuple[str, ...], l2: float, server: str | None, db: str | None, token: str | None) -> None:
+    """Train the normal-behaviour HGT model on the store's successful sessions (or, with
+    --ranker, the learned step ranker on labelled failed sessions)."""
     from tqdm import tqdm
 
     from .pipeline import train_model
+
+    if ranker:
+        _train_ranker(labelled, out, l2, db)
+        return
 
     access = _access(server, db, token)
     bar = tqdm(total=epochs, desc="train hgt", unit="epoch", file=sys.stderr, dynamic_ncols=True)
@@ -195,3 +207,32 @@ def train(criterion: str, epochs: int, out: str | None, device: str | None, serv
     finally:
         bar.close()
     click.echo(f"model {detector.version} trained on {detector.trained_on} session(s) ({detector.device.type}) -> {path}")
+
+
+def _train_ranker(labelled: tuple[str, ...], out: str | None, l2: float, db: str | None) -> None:
+    from tqdm import tqdm
+
+    from .pipeline import default_model_dir
+    from .ranker_training import train_rankers
+
+    if not labelled:
+        raise click.UsageError("--ranker needs at least one --labelled file or folder")
+    target = Path(out) if out else default_model_dir(db) / "ranker.json"
+    if target.suffix != ".json":
+        target = target / "ranker.json"
+    bar = tqdm(desc="ranker inputs", unit="session", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(1)
+
+    try:
+        rankers, path = train_rankers(labelled, target, l2=l2, progress=progress)
+    except (ValueError, KeyError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        bar.close()
+    for kind, model in rankers.items():
+        click.echo(f"ranker for {kind} sessions: {model.version}, {model.trained_on['sessions']} labelled "
+                   f"session(s) {model.trained_on['groups']}")
+    click.echo(f"-> {path} (analyze uses it from the model folder; the package ships its own)")

@@ -17,6 +17,7 @@ class StepScore(TypedDict, total=False):
     agent: str | None
     isolation_forest: float
     hgt: float
+    ranker: float  # the learned step ranker's score (failed sessions, when a ranker is used)
 
 
 class GraphNode(TypedDict):
@@ -43,15 +44,16 @@ class Hypothesis(TypedDict):
     step: int
     agent: str | None
     score: float
-    source: str  # "detectors", "llm", ...
+    source: str  # "detectors", "ranker", "llm", ...
     rationale: str
-    evidence: dict[str, Any]  # detectors, features, path, tool, error
+    evidence: dict[str, Any]  # detectors, features, path, tool, error, ranker {score, reasons}
 
 
 class AnalysisResult(TypedDict):
     session_id: str
     created_at: str
     model_version: str | None
+    ranker_version: str | None  # the learned step ranker that ordered the hypotheses, if any
     detectors: list[str]
     notes: list[str]
     llm_used: bool

@@ -196,3 +196,39 @@ def evidence_packet(graph: TransitionGraph, hypothesis: dict[str, Any], context:
         "path": hypothesis["evidence"].get("path", []),
         "steps": [graph.units[s].summary(200) for s in sorted(keep)],
     }
+
+
+def rerank_hypotheses(graph: TransitionGraph, hypotheses: list[dict[str, Any]], ranker: Any,
+                      inputs: Sequence[Sequence[float]], ranker_scores: Sequence[float],
+                      scores_by_detector: dict[str, Sequence[float]],
+                      limit: int = MAX_HYPOTHESES) -> list[dict[str, Any]]:
+    """The learned ranker's top steps as hypotheses, most suspect first.
+
+    A step the graph heuristics also proposed keeps their evidence (symptoms, paths,
+    signals); a step only the ranker proposes gets the inputs that raised it as evidence.
+    Each hypothesis records the ranker's score and its reasons under `evidence.ranker`."""
+    n = len(graph)
+    by_step = {h["step"]: h for h in hypotheses}
+    order = sorted(range(n), key=lambda k: (-ranker_scores[k], k))[:limit]
+    lo, hi = min(ranker_scores), max(ranker_scores)
+    out = []
+    for rank, step in enumerate(order, start=1):
+        reasons = ranker.contributions(inputs[step])
+        h = by_step.get(step)
+        if h is None:
+            u = graph.units[step]
+            h = {"step": step, "agent": u.agent, "source": "ranker",
+                 "rationale": (f"Step {step} ({u.agent}, {u.phase}): ranked suspect by the learned step ranker "
+                               f"({', '.join(reasons) or 'no single input stands out'})"
+                               + (f"; failed with {u.error_text!r}" if u.error_text else "") + "."),
+                 "evidence": {"detectors": [], "scores": {name: round(float(s[step]), 4)
+                                                          for name, s in scores_by_detector.items()},
+                              "features": {}, "path": [step], "symptoms": [], "signals": [], "group": [step],
+                              "tool": u.tool, "error": u.error_text, "phase": u.phase}}
+        else:
+            h = {**h, "evidence": dict(h["evidence"])}
+        h["rank"] = rank
+        h["score"] = round((ranker_scores[step] - lo) / (hi - lo), 4) if hi > lo else 1.0
+        h["evidence"]["ranker"] = {"score": round(float(ranker_scores[step]), 4), "reasons": reasons}
+        out.append(h)
+    return out

@@ -25,7 +25,8 @@ from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
-from .hypotheses import DEFAULT_WEIGHTS, EvidenceWeights, evidence_packet, rank_hypotheses
+from .hypotheses import DEFAULT_WEIGHTS, EvidenceWeights, evidence_packet, rank_hypotheses, rerank_hypotheses
+from .ranker import StepRanker, load_rankers, ranker_inputs, session_kind, shipped_rankers
 from .units import build_units
 
 NO_MODEL_NOTE = "no trained model found: run-local detector only (train one with `tracefix train`)"
@@ -98,13 +99,19 @@ def session_failed(doc: dict) -> bool:
     return True
 
 
+SHIPPED = "shipped"
+
+
 def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = None,
                      notes: list[str] | None = None, isolation_forest: bool = True,
-                     weights: EvidenceWeights = DEFAULT_WEIGHTS) -> dict[str, Any]:
+                     weights: EvidenceWeights = DEFAULT_WEIGHTS,
+                     ranker: StepRanker | str | None = SHIPPED) -> dict[str, Any]:
     """Score every step of one session document and rank failure hypotheses.
 
-    `isolation_forest=False` and `weights` are for ablations (bench/whowhen.py): the run-local
-    detector left out, or the evidence weighed differently; the defaults are the product's."""
+    The learned ranker (`ranker`, the shipped model by default) orders the hypotheses from
+    the detectors' scores, the graph evidence and the generic step signals; `ranker=None`
+    keeps the graph heuristics' own order. `isolation_forest=False`, `weights` and
+    `ranker=None` are for ablations (bench/whowhen.py); the defaults are the product's."""
     notes = list(notes or [])
     units = build_units(doc)
     graph = build_graph(units)
@@ -121,6 +128,13 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
     frontier = frontiers(scores)
     failed = session_failed(doc)
     hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights)
+    if ranker == SHIPPED:
+        ranker = shipped_rankers().get(session_kind(doc))
+    ranker_scores = None
+    if isinstance(ranker, StepRanker) and len(units) > 1 and failed:
+        inputs = ranker_inputs(doc, units, scores, hypotheses)
+        ranker_scores = ranker.scores(inputs)
+        hypotheses = rerank_hypotheses(graph, hypotheses, ranker, inputs, ranker_scores, scores)
     if model is not None and hypotheses:
         for h in hypotheses[:3]:  # what the normal-behaviour model expected there
             h["evidence"]["hgt_expected"] = model.explain(graph, h["step"])
@@ -128,6 +142,9 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
     llm_used = False
     if llm is not None and hypotheses:
         llm_used = _apply_analyst(llm, graph, doc, task, hypotheses, notes)
+    elif hypotheses and ranker_scores is not None:
+        notes.append(f"hypotheses ordered by the learned step ranker {ranker.version} over the detectors' "
+                     f"scores, the dependency evidence and the step signals (no LLM analyst configured)")
     elif hypotheses:
         notes.append("hypotheses ranked by detectors and dependency paths (no LLM analyst configured)")
 
@@ -136,12 +153,15 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
         row: dict[str, Any] = {"step": u.index}
         for name in detectors:
             row[name] = round(float(scores[name][u.index]), 4)
+        if ranker_scores is not None:
+            row["ranker"] = round(float(ranker_scores[u.index]), 4)
         row.update({"phase": u.phase, "agent": u.agent, "status": u.status, "tool": u.tool})
         rows.append(row)
     return {
         "session_id": doc.get("session_id"),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model_version": model.version if model is not None else None,
+        "ranker_version": ranker.version if ranker_scores is not None else None,
         "detectors": detectors,
         "notes": notes,
         "llm_used": llm_used,
@@ -200,11 +220,19 @@ def analyze_session(access: Any, session_id: str, model_dir: str | Path | None =
         except Exception as exc:  # a corrupt or outdated model file must not stop the analysis
             notes.append(f"model in {folder} could not be loaded ({exc})")
             model = None
+    ranker: StepRanker | str | None = SHIPPED
+    folder = Path(model_dir) if model_dir else model_dir_for(access)
+    user_rankers = (folder.parent if folder.is_file() else folder) / "ranker.json"
+    if user_rankers.is_file():  # `tracefix train --ranker` output replaces the shipped model
+        try:
+            ranker = load_rankers(user_rankers).get(session_kind(doc), SHIPPED)
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            notes.append(f"ranker in {user_rankers} could not be loaded ({exc}); the shipped one is used")
     if llm is None:
         from .analyst import analyst_from_env
 
         llm = analyst_from_env()
-    result = analyze_document(doc, model, llm=llm or None, notes=notes)
+    result = analyze_document(doc, model, llm=llm or None, notes=notes, ranker=ranker)
     if save:
         access.save_analysis(session_id, result)
     return result

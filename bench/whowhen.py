@@ -25,9 +25,19 @@ Baselines on the same sessions:
                      (none: the last step)
   recency            the last step, then the two before it
 
+The product's order comes from the learned step ranker (analysis/ranker.py), which the
+package ships trained on this very split: its own figure here would be in-sample. So `full`
+is the ranker cross-validated on the split (5 folds stratified by subset, 3 seeds, each
+session ranked by a ranker fitted without it; the figure is the mean over seeds).
+
 Ablations (same sessions, same store documents):
-  full                     the product as it runs here (IsolationForest + graph evidence)
-  without IsolationForest  no detector at all (graph evidence: symptom origins, silent signals)
+  full                     learned ranker, cross-validated (generic step signals + IsolationForest
+                           + the graph heuristics' verdict as inputs)
+  ranker - IF inputs       the same without the IsolationForest columns
+  ranker - heuristic input the same without the graph heuristics' verdict
+  ranker, signals only     step signals alone (no detector, no heuristic)
+  graph heuristics (no ranker)  the hypotheses in the graph evidence's own order (last round's product)
+  without IsolationForest  graph heuristics, no detector at all (symptom origins, silent signals)
   IsolationForest only     steps ranked by the IsolationForest score alone
   graph rules, no scores   IF computed (its frontier proposes candidates) but weighted 0
   + HGT (cross-fitted)     the HGT trained by `train_on_documents` on the steps before the
@@ -57,7 +67,10 @@ ERROR_LOOKING = re.compile(r"\b(error|exception|traceback|failed|cannot)\b", re.
 HGT_EPOCHS = 30
 
 BASELINES = ("random (expected)", "first agent turns", "first error-looking", "recency (last step)")
-ABLATIONS = ("full", "without IsolationForest", "IsolationForest only", "graph rules, no scores")
+RANKER_ABLATIONS = ("ranker - IF inputs", "ranker - heuristic input", "ranker, signals only")
+ABLATIONS = ("full", *RANKER_ABLATIONS, "graph heuristics (no ranker)", "without IsolationForest",
+             "IsolationForest only", "graph rules, no scores")
+CV_SEEDS = (0, 1, 2)
 HGT_ABLATIONS = ("full + HGT", "HGT, without IsolationForest", "HGT only")
 
 
@@ -194,6 +207,7 @@ def train_folds(sessions: list[dict], model_root: Path) -> dict[int, tuple[Path,
 def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_hgt: bool) -> tuple[list[dict], list[str]]:
     from tracefix.analysis.hypotheses import EvidenceWeights
     from tracefix.analysis.pipeline import analyze_document, analyze_session, load_model
+    from tracefix.analysis.ranker_training import session_inputs
 
     notes, sessions = [], []
     for i, (item, sid) in enumerate(zip(logs, ids)):
@@ -219,40 +233,72 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_
     rows = []
     t0 = time.perf_counter()
     for done, s in enumerate(sessions, start=1):
-        doc, truth, agents = s["doc"], s["truth"], s["agents"]
-        truth_agent = agent_key(s["mistake_agent"])
-        full = analyze_session(access, s["sid"], model_dir=model_dir, llm=False)  # as `tracefix analyze --no-llm`
-        if full["model_version"] is not None:
+        doc = s["doc"]
+        product = analyze_session(access, s["sid"], model_dir=model_dir, llm=False, save=False)  # as `tracefix analyze --no-llm`
+        if product["model_version"] is not None:
             raise SystemExit(f"a model was loaded from the fresh folder {model_dir}: the run is not hermetic")
-        rankings = {"full": ranking(full),
-                    "without IsolationForest": ranking(analyze_document(doc, None, isolation_forest=False)),
+        s["inputs"], full = session_inputs(doc)  # the ranker's inputs and the graph heuristics' result
+        s["heuristics"] = full
+        rankings = {"graph heuristics (no ranker)": ranking(full),
+                    "without IsolationForest": ranking(analyze_document(doc, None, isolation_forest=False, ranker=None)),
                     "IsolationForest only": by_detector(full, "isolation_forest"),
-                    "graph rules, no scores": ranking(analyze_document(doc, None, weights=no_scores)),
+                    "graph rules, no scores": ranking(analyze_document(doc, None, weights=no_scores, ranker=None)),
                     **baseline_rankings(doc)}
         if with_hgt:
             folder = folds[1 - s["fold"]][0]  # trained on the fold this session is not in
-            with_model = analyze_session(access, s["sid"], model_dir=folder, llm=False, save=False)
             model = load_model(folder)
+            with_model = analyze_document(doc, model, ranker=None)
             rankings["full + HGT"] = ranking(with_model)
             rankings["HGT, without IsolationForest"] = ranking(
-                analyze_document(doc, model, isolation_forest=False))
+                analyze_document(doc, model, isolation_forest=False, ranker=None))
             rankings["HGT only"] = by_detector(with_model, "hgt")
+        s["rankings"] = rankings
+        if done % 10 == 0 or done == len(sessions):
+            print(f"  analyzed {done}/{len(sessions)} sessions ({time.perf_counter() - t0:.0f}s)",
+                  file=sys.stderr, flush=True)
+    cross_validated_rankings(sessions)
+    for s in sessions:
+        truth, agents, rankings = s["truth"], s["agents"], s["rankings"]
+        truth_agent = agent_key(s["mistake_agent"])
         metrics = {m: score(r, truth, truth_agent, agents) for m, r in rankings.items()}
+        for m, per_seed in s["cv"].items():
+            each = [score(r, truth, truth_agent, agents) for r in per_seed]
+            metrics[m] = {k: sum(e[k] for e in each) / len(each) for k in each[0]}
         metrics["random (expected)"] = random_expectation(truth, truth_agent, agents)
         rows.append({"file": s["file"], "subset": s["subset"], "session_id": s["sid"], "n_steps": len(agents),
                      "mistake_step": truth, "mistake_agent": s["mistake_agent"],
                      "steps_as_messages": s["steps_as_messages"],
                      "label_agent_speaks": agent_key(agents[truth]) == truth_agent,
-                     "tracefix_top3": rankings["full"][:3],
+                     "tracefix_top3": s["cv"]["full"][0][:3],
                      "error_looking_steps": error_looking_steps(doc),
-                     "tracefix_sources": [h["evidence"]["symptoms"][0]["kind"] if h["evidence"]["symptoms"] else
-                                          ("signal" if h["evidence"]["signals"] else "frontier")
-                                          for h in full["hypotheses"][:3]],
+                     "heuristic_sources": [h["evidence"]["symptoms"][0]["kind"] if h["evidence"]["symptoms"] else
+                                           ("signal" if h["evidence"]["signals"] else "frontier")
+                                           for h in s["heuristics"]["hypotheses"][:3]],
                      "metrics": metrics})
-        if done % 10 == 0 or done == len(sessions):
-            print(f"  analyzed {done}/{len(sessions)} sessions ({time.perf_counter() - t0:.0f}s)",
-                  file=sys.stderr, flush=True)
     return rows, notes
+
+
+def cross_validated_rankings(sessions: list[dict]) -> None:
+    """s["cv"][method]: one held-out ranking per seed, for the ranker and its ablations."""
+    from tracefix.analysis.ranker import FEATURE_NAMES
+    from tracefix.analysis.ranker_training import cross_validate
+
+    def without(*prefixes: str):
+        drop = [any(name.startswith(p) for p in prefixes) for name in FEATURE_NAMES]
+        return lambda row: [0.0 if d else v for d, v in zip(drop, row)]
+
+    variants = {"full": None,
+                "ranker - IF inputs": without("isolation_forest"),
+                "ranker - heuristic input": without("heuristic_rank"),
+                "ranker, signals only": without("isolation_forest", "hgt", "heuristic_rank")}
+    items = [{"group": s["subset"], "step": s["truth"]} for s in sessions]
+    inputs = [s["inputs"] for s in sessions]
+    for s in sessions:
+        s["cv"] = {}
+    for method, select in variants.items():
+        flat = cross_validate(items, inputs, seeds=CV_SEEDS, select=select)
+        for i, s in enumerate(sessions):
+            s["cv"][method] = [flat[k * len(sessions) + i] for k in range(len(CV_SEEDS))]
 
 
 def summarize(rows: list[dict], methods: list[str]) -> dict:

@@ -29,13 +29,14 @@ from starlette.routing import Route
 from tracefix import __version__
 from tracefix.collector import document, jsonsafe, openapi, otlp
 from tracefix.collector.access import store_identity
-from tracefix.collector.auth import API, INGEST
+from tracefix.collector.auth import API, INGEST, UI_COOKIE
 from tracefix.collector.imports import ImportFormatError
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, SECURITY_HEADERS, JSONResponse, SecurityHeaders
 from tracefix.collector.schemas import (ERROR_CODES, AnalysisResult, ClaimRequest, FeedbackRequest, FinishRequest,
                                         ImportRequest, JobRequest, LeaseRequest, ReplayResult,
                                         parse_body)
+from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
 from tracefix.collector.url_input import InvalidParameter, QueryParams, SessionPaths
 from tracefix.collector.writer import QueueFull
@@ -61,7 +62,7 @@ def error(status: int, message: str, code: str | None = None, headers: dict | No
 
 def busy(message: str, delay_s: float) -> JSONResponse:
     """429 for back-pressure: Retry-After (whole seconds, RFC 9110) is the delay the gRPC
-    receiver sends in RetryInfo (`Writer.retry_delay_s`), rounded up; the body has it exact."""
+    receiver sends in RetryInfo (`Ingest.retry_delay_s`), rounded up; the body has it exact."""
     return error(429, message, retry_after_s=round(delay_s, 3), headers={"Retry-After": str(math.ceil(delay_s))})
 
 
@@ -157,12 +158,13 @@ def build_app(collector: "Collector") -> Starlette:
 
     def guarded(handler, scope: str = API):
         async def wrapped(request: Request) -> Response:
-            if not collector.tokens.allows(request.headers.get("authorization"), scope):
+            if not collector.tokens.allows_request(request.headers.get("authorization"),
+                                                   request.cookies.get(UI_COOKIE), request.method, scope):
                 return error(401, "missing or wrong bearer token", hint="send 'Authorization: Bearer <token>'")
             try:
                 return await handler(request)
-            except QueueFull as exc:  # with the Retry-After the writer's backlog calls for
-                return busy(f"collector busy: {exc}; retry later", writer.retry_delay_s())
+            except QueueFull as exc:  # with the Retry-After the writer's and the spool's backlog call for
+                return busy(f"collector busy: {exc}; retry later", collector.ingest.retry_delay_s())
             except TracefixError as exc:  # each says its status and code (tracefix.errors)
                 return error(exc.http_status, str(exc), code=exc.error_code, **exc.http_details())
             except ValueError as exc:
@@ -177,9 +179,13 @@ def build_app(collector: "Collector") -> Starlette:
     store_id = store_identity(store.path)
 
     async def healthz(request: Request) -> Response:
+        spool = collector.spool
         return JSONResponse({"status": "ok", "store_id": store_id, "pending_spans": writer.pending_spans,
                              "committed_spans": writer.committed_spans, "transactions": writer.transactions,
-                             "checkpoints": collector.checkpointer.checkpoints})
+                             "checkpoints": collector.checkpointer.checkpoints,
+                             "spooled_requests": spool.pending_requests if spool else 0,
+                             "spooled_spans": spool.pending_spans if spool else 0,
+                             "spool_bytes": spool.bytes if spool else 0})
 
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 
@@ -208,7 +214,8 @@ def build_app(collector: "Collector") -> Starlette:
             inflight["bytes"] -= held
         refused = []
         if batch.span_count:
-            fut = writer.submit_batch(batch)
+            encoding = request.headers.get("content-encoding")
+            fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body))
             try:
                 refused = await asyncio.wrap_future(fut)
             except Exception as exc:  # spans it refuses for their content are in `refused`

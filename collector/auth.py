@@ -9,13 +9,21 @@
 With no token at all everything is open (the default binds to 127.0.0.1 only). An ingest
 token without an API token would leave the API open while pretending to protect it, so it
 is refused. Every configured token is compared in constant time on every request.
+
+The web UI (tracefix.ui) asks for the API token once and keeps, in an HttpOnly,
+SameSite=Strict cookie (`UI_COOKIE`), a value derived from it (`Tokens.ui_cookie`), never the
+token itself. The cookie opens what the API token opens, but only for reads (GET, HEAD):
+a write carried by a cookie needs the UI's CSRF token, which only the UI's own forms check.
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 INGEST = "ingest"
 API = "api"
+UI_COOKIE = "tracefix_ui"
+SAFE_METHODS = ("GET", "HEAD")
 
 
 class Tokens:
@@ -27,6 +35,8 @@ class Tokens:
             raise ValueError("--ingest-token and --token must differ: apps hold the ingest token")
         self._accepted = {API: [t for t in (api_token,) if t],
                           INGEST: [t for t in (ingest_token, api_token) if t]}
+        self._ui_cookie = (hmac.new(api_token.encode(), b"tracefix web UI session", hashlib.sha256).hexdigest()
+                           if api_token else None)
 
     @property
     def required(self) -> bool:
@@ -46,3 +56,20 @@ class Tokens:
         for token in accepted:  # no early exit: the time taken says nothing about which token matched
             ok |= hmac.compare_digest(given, f"Bearer {token}".encode())
         return ok
+
+    @property
+    def ui_cookie(self) -> str | None:
+        """The UI cookie's value for a browser that gave the API token (None: no token needed)."""
+        return self._ui_cookie
+
+    def is_token(self, given: str, scope: str = API) -> bool:
+        """`given` is a token of `scope` (what the UI's login form checks)."""
+        return self.allows(f"Bearer {given}", scope)
+
+    def allows_request(self, authorization: str | None, cookie: str | None, method: str, scope: str) -> bool:
+        """A request's bearer header, or for a read of the API scope the UI's cookie."""
+        if authorization is not None or not self.required:
+            return self.allows(authorization, scope)
+        if cookie is None or method not in SAFE_METHODS or self._ui_cookie is None:
+            return self.allows(None, scope)
+        return hmac.compare_digest(cookie.encode(), self._ui_cookie.encode())

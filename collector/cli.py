@@ -73,7 +73,12 @@ def _check_webhook_secret(ctx, param, value):
               help="Diagnosis jobs run at the same time.")
 @click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
 @click.option("--max-queue-spans", default=50_000, show_default=True, type=int,
-              help="Spans waiting to be written before receivers answer 429 / RESOURCE_EXHAUSTED.")
+              help="Spans waiting in memory to be written; beyond, exports go to the spool on disk.")
+@click.option("--spool-dir", envvar="TRACEFIX_SPOOL_DIR", default=None,
+              help="Directory of the durable spool [default: the database's path + '.spool'].")
+@click.option("--spool-max-mb", default=2048.0, show_default=True, type=click.FloatRange(0),
+              help="Disk budget of the spool; once spent, receivers answer 429 / RESOURCE_EXHAUSTED "
+                   "with a retry delay (0: no spool, a full queue is refused at once).")
 @click.option("--db-threads", default=1, show_default=True, type=int,
               help="DuckDB worker threads (raise for large analytical reads).")
 @click.option("--decode-workers", envvar="TRACEFIX_DECODE_WORKERS", default=1, show_default=True,
@@ -85,8 +90,9 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
 @click.pass_obj
-def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold, alert_retry_max,
-          webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb, max_queue_spans, db_threads, decode_workers,
+def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks,
+          public_url, alert_threshold, alert_retry_max, webhook_max_attempts, webhook_secret, diagnose,
+          diagnosis_workers, max_body_mb, max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers,
           tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     # `pipeline`: the diagnosis and report renderer, injected by the composition root (tracefix.cli)
@@ -105,12 +111,17 @@ def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, t
         raise click.UsageError("--data-path goes with --store ducklake:...")
     if data_path is not None and "://" not in data_path:
         data_path = os.path.abspath(data_path)
+    if store_location is not None and spool_dir is None:
+        # the spool is this collector's own, on its local disk: beside --db, never in the lake;
+        # a collector restarted with the same --db replays what it acknowledged before it died
+        spool_dir = os.path.abspath(db) + ".spool"
     config = Config(db=store_location or os.path.abspath(db), data_path=data_path, host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, webhook_max_attempts=webhook_max_attempts,
                     webhook_secret=webhook_secret,
                     diagnose=diagnose, diagnosis_workers=diagnosis_workers,
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
+                    spool_dir=spool_dir and os.path.abspath(spool_dir), spool_max_bytes=int(spool_max_mb * 1024 * 1024),
                     db_threads=db_threads, decode_workers=decode_workers,
                     tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     import duckdb

@@ -2,10 +2,12 @@
 
 Same path as OTLP/HTTP: the request arrives as raw bytes (no deserializer), decodes in the
 decode worker process (`Decoder`), goes to the single writer, and is answered after the
-commit. Decoding on gRPC's own threads would fight the writer for this process's GIL.
-A full writer queue, or more than MAX_CONCURRENT_EXPORTS exports at once, answers
-RESOURCE_EXHAUSTED carrying `google.rpc.RetryInfo` (the delay the writer needs to drain,
-`Writer.retry_delay_s`): the OTLP specification lets an exporter retry RESOURCE_EXHAUSTED only
+commit (or, when the writer's queue is full, after it is fsynced to the spool:
+tracefix.collector.spool). Decoding on gRPC's own threads would fight the writer for this
+process's GIL. A spent spool budget (no spool: a full writer queue), or more than
+MAX_CONCURRENT_EXPORTS exports at once, answers RESOURCE_EXHAUSTED carrying
+`google.rpc.RetryInfo` (the delay the writer and the spool need to drain,
+`Ingest.retry_delay_s`): the OTLP specification lets an exporter retry RESOURCE_EXHAUSTED only
 when RetryInfo is there, so without it the spans would be dropped.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracefix.collector import otlp
 from tracefix.collector.auth import INGEST
 from tracefix.collector.decoding import DecodeFailed
+from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.writer import QueueFull, WriterClosed
 
 if TYPE_CHECKING:
@@ -37,6 +40,9 @@ SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 # Exports handled at once; each holds its request (up to max_body_bytes) and a decode, so this
 # bounds the receiver's memory. Beyond it the handler answers RESOURCE_EXHAUSTED with RetryInfo.
 MAX_CONCURRENT_EXPORTS = 32
+# How long an export over the cap waits for a slot when a spool takes what the writer cannot
+# (well inside the exporters' own 10 s timeout); without a spool it is refused at once.
+SLOT_WAIT_S = 5.0
 # Threads beyond the cap, so an export over the cap reaches the handler and is refused at once
 # instead of waiting in the executor's queue behind exports that wait for the writer.
 REFUSING_THREADS = 8
@@ -63,9 +69,15 @@ class TraceService:
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_EXPORTS)
 
     def export(self, body: bytes, context) -> ExportTraceServiceResponse:
-        if not self._slots.acquire(blocking=False):
+        # with a spool an export holds its slot only to decode and fsync, so one over the cap
+        # waits for a slot: exporters that never retry (the JS one) would lose a refused export
+        if self.collector.spool is not None:
+            admitted = self._slots.acquire(timeout=SLOT_WAIT_S)
+        else:
+            admitted = self._slots.acquire(blocking=False)
+        if not admitted:
             abort_busy(context, f"collector busy: {MAX_CONCURRENT_EXPORTS} exports in progress; retry later",
-                       self.collector.writer.retry_delay_s())
+                       self.collector.ingest.retry_delay_s())
         try:
             return self._export(body, context)
         finally:
@@ -83,9 +95,9 @@ class TraceService:
         refused = []
         if batch.span_count:
             try:
-                fut = self.collector.writer.submit_batch(batch)
-            except QueueFull as exc:
-                abort_busy(context, f"collector busy: {exc}; retry later", self.collector.writer.retry_delay_s())
+                fut = self.collector.ingest.submit(batch, SpooledRequest("grpc", otlp.PROTOBUF, None, body))
+            except QueueFull as exc:  # SpoolFull too: the spool's budget is spent
+                abort_busy(context, f"collector busy: {exc}; retry later", self.collector.ingest.retry_delay_s())
             except WriterClosed as exc:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             try:

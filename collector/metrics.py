@@ -6,13 +6,18 @@ transaction, or webhook delivery), never once per span: the ingest hot path pays
 dictionary look-ups per request.
 
 Counted, by protocol (`http`, `grpc`):
-- spans stored (`tracefix_spans_accepted_total`), spans rejected one by one inside an
+- spans acknowledged (`tracefix_spans_accepted_total`: stored, or fsynced to the spool),
+  spans rejected one by one inside an
   otherwise answered request (`tracefix_spans_rejected_total`, reason `invalid`: normalize
   refused them; `database`: the store did);
 - whole requests refused (`tracefix_export_requests_refused_total`, reason from the answer:
   `invalid`, `unauthorized`, `too_large`, `unavailable`, ...), and those answered 429 /
   RESOURCE_EXHAUSTED, which exporters retry after backing off
-  (`tracefix_export_requests_backpressured_total`).
+  (`tracefix_export_requests_backpressured_total`);
+- requests and spans the writer's queue could not take and the spool did
+  (`tracefix_spooled_requests_total`, `tracefix_spooled_spans_total`), beside gauges of what
+  the spool holds (`tracefix_spool_bytes` of `tracefix_spool_budget_bytes`,
+  `tracefix_spool_pending_requests`, `tracefix_spool_pending_spans`).
 """
 from __future__ import annotations
 
@@ -46,7 +51,8 @@ class CollectorMetrics:
         self.collector = collector
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.spans_accepted = Counter("tracefix_spans_accepted", "Spans stored, by receiving protocol",
+        self.spans_accepted = Counter("tracefix_spans_accepted",
+                                      "Spans acknowledged (stored, or fsynced to the spool), by receiving protocol",
                                       ["protocol"], registry=r)
         self.spans_rejected = Counter("tracefix_spans_rejected",
                                       "Spans rejected one by one (OTLP partial success), by protocol and reason",
@@ -60,6 +66,20 @@ class CollectorMetrics:
             ["protocol"], registry=r)
         Gauge("tracefix_writer_pending_spans", "Spans queued for the writer, not yet committed",
               registry=r).set_function(lambda: collector.writer.pending_spans)
+        self.spooled_requests = Counter("tracefix_spooled_requests",
+                                        "Export requests the writer's queue could not take, acknowledged once "
+                                        "fsynced to the spool, by protocol", ["protocol"], registry=r)
+        self.spooled_spans = Counter("tracefix_spooled_spans", "Spans of the spooled export requests, by protocol",
+                                     ["protocol"], registry=r)
+        spool = collector.spool
+        Gauge("tracefix_spool_bytes", "Disk the spool holds (its budget: tracefix_spool_budget_bytes)",
+              registry=r).set_function(lambda: spool.bytes if spool else 0)
+        Gauge("tracefix_spool_budget_bytes", "The spool's disk budget (--spool-max-mb; 0: no spool)",
+              registry=r).set(spool.max_bytes if spool else 0)
+        Gauge("tracefix_spool_pending_requests", "Spooled export requests not yet committed to the store",
+              registry=r).set_function(lambda: spool.pending_requests if spool else 0)
+        Gauge("tracefix_spool_pending_spans", "Spans of the spooled requests not yet committed to the store",
+              registry=r).set_function(lambda: spool.pending_spans if spool else 0)
         self.commit_seconds = Histogram("tracefix_writer_commit_seconds",
                                         "Time of one writer transaction storing span batches",
                                         buckets=COMMIT_BUCKETS, registry=r)
@@ -78,6 +98,10 @@ class CollectorMetrics:
             self.spans_rejected.labels(protocol, "invalid").inc(batch.rejected)
         if by_store:
             self.spans_rejected.labels(protocol, "database").inc(by_store)
+
+    def spooled(self, protocol: str, spans: int) -> None:
+        self.spooled_requests.labels(protocol).inc()
+        self.spooled_spans.labels(protocol).inc(spans)
 
     def webhook_delivery(self, delivered: bool) -> None:
         self.webhook_deliveries.labels("delivered" if delivered else "failed").inc()

@@ -11,6 +11,7 @@ import zlib
 from typing import TYPE_CHECKING, Iterable
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -59,26 +60,82 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     return out
 
 
-_ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
+# OTLP/JSON writes trace and span ids as hex (the protobuf JSON mapping would say base64)
+HEX_ID_FIELDS = {"trace_id", "span_id", "parent_span_id"}
+_INTEGER_TYPES = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64,
+                  FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_INT32,
+                  FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32,
+                  FieldDescriptor.TYPE_SINT32}
+_FLOAT_TYPES = {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT}
+# per message type: JSON name and field name -> (field name, type, repeated, message type, enum type)
+_FIELD_PLANS: dict = {}
 
 
-def _hex_ids_to_base64(obj) -> None:
-    """OTLP/JSON writes trace and span ids as hex; protobuf's JSON mapping expects base64."""
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if key in _ID_FIELDS and isinstance(value, str):
-                if value == "":
-                    continue
-                try:
-                    raw = bytes.fromhex(value)
-                except ValueError as exc:
-                    raise OtlpError(400, f"{key} {value[:40]!r} is not hex") from exc
-                obj[key] = base64.b64encode(raw).decode()
-            elif isinstance(value, (dict, list)):
-                _hex_ids_to_base64(value)
-    elif isinstance(obj, list):
-        for item in obj:
-            _hex_ids_to_base64(item)
+def _plan(descriptor) -> dict:
+    plan = _FIELD_PLANS.get(descriptor)
+    if plan is None:
+        plan = {}
+        for f in descriptor.fields:
+            repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == FieldDescriptor.LABEL_REPEATED
+            entry = (f.name, f.type, repeated, f.message_type, f.enum_type)
+            plan[f.json_name] = plan[f.name] = entry
+        _FIELD_PLANS[descriptor] = plan
+    return plan
+
+
+def _scalar(name: str, kind: int, enum, value):
+    if kind == FieldDescriptor.TYPE_BYTES:
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string")
+        if name in HEX_ID_FIELDS:
+            try:
+                return bytes.fromhex(value)
+            except ValueError:
+                raise OtlpError(400, f"{name} {value[:40]!r} is not hex") from None
+        return base64.b64decode(value)
+    if kind in _INTEGER_TYPES:  # 64-bit integers come as strings in JSON
+        if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{name} must be an integer, not {value!r}")
+        return int(value)
+    if kind in _FLOAT_TYPES and isinstance(value, str):  # "NaN", "Infinity", "-Infinity"
+        return float(value)
+    if kind == FieldDescriptor.TYPE_ENUM and isinstance(value, str):
+        found = enum.values_by_name.get(value)
+        return None if found is None else found.number  # an unknown name is ignored, as unknown fields
+    return value
+
+
+# messages nested deeper than this are refused, as protobuf's own parsers do (its default limit)
+MAX_NESTING = 100
+
+
+def _message_fields(obj, descriptor, depth: int = 0) -> dict:
+    """OTLP/JSON object -> keyword arguments of the protobuf message (nested dicts and lists,
+    which the message's constructor builds in C): what json_format.ParseDict does, ~6x faster.
+    Unknown fields are ignored, as the OTLP specification asks of receivers."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"{descriptor.name} must be a JSON object")
+    if depth > MAX_NESTING:
+        raise ValueError(f"messages nested deeper than {MAX_NESTING}")
+    plan = _plan(descriptor)
+    fields = {}
+    for key, value in obj.items():
+        entry = plan.get(key)
+        if entry is None or value is None:
+            continue
+        name, kind, repeated, message_type, enum = entry
+        if repeated:
+            if not isinstance(value, list):
+                raise ValueError(f"{name} must be a JSON array")
+            if message_type is not None:
+                fields[name] = [_message_fields(item, message_type, depth + 1) for item in value]
+            else:
+                fields[name] = [v for v in (_scalar(name, kind, enum, item) for item in value) if v is not None]
+        elif message_type is not None:
+            fields[name] = _message_fields(value, message_type, depth + 1)
+        elif (converted := _scalar(name, kind, enum, value)) is not None:
+            fields[name] = converted
+    return fields
 
 
 def decode(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
@@ -100,8 +157,7 @@ def decode(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
         if not isinstance(data, dict):
             raise OtlpError(400, "OTLP/JSON body must be an object with resourceSpans")
         try:
-            _hex_ids_to_base64(data)
-            return json_format.ParseDict(data, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+            return ExportTraceServiceRequest(**_message_fields(data, ExportTraceServiceRequest.DESCRIPTOR))
         except OtlpError:
             raise
         except Exception as exc:  # ParseError, TypeError, RecursionError...: all mean a bad body

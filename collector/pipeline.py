@@ -5,7 +5,8 @@ analysis or the report. The process that wires the parts (the composition root,
 `tracefix.cli` for `tracefix serve`) gives the collector a :class:`ServePipeline` instead:
 one loader per upper part. A loader imports its part when first needed and returns the
 callable, or raises ImportError when that part is not installed; a diagnosis then fails
-with that error and the report route answers 404, and the collector keeps serving.
+with that error, the report route answers 404, `/` serves no web UI, and the collector
+keeps serving.
 """
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ class RenderReport(Protocol):
         KeyError for an unknown session."""
 
 
+class WithWebUI(Protocol):
+    def __call__(self, api_app: Any, collector: Any) -> Any:
+        """The ASGI app that serves the web UI's paths and hands every other path to `api_app`."""
+
+
 @dataclass(frozen=True)
 class ServePipeline:
     diagnosis: Callable[[], Diagnose] | None = None
     report: Callable[[], RenderReport] | None = None
+    web_ui: Callable[[], WithWebUI] | None = None  # tracefix.ui.with_ui: the pages at `/`

@@ -248,6 +248,9 @@ class Health(_Answer):
     committed_spans: int
     transactions: int
     checkpoints: int
+    spooled_requests: int = Field(description="exports acknowledged into the durable spool, not yet committed")
+    spooled_spans: int = Field(description="their spans")
+    spool_bytes: int = Field(description="disk the spool holds (--spool-max-mb is its budget)")
 
 
 class StoreInfo(_Answer):

@@ -2,7 +2,8 @@
 alert delivery and the diagnosis job runner; clean shutdown on SIGTERM/SIGINT.
 
 Shutdown order keeps every acknowledged span: stop the receivers (in-flight requests
-finish and are acknowledged), drain the writer, checkpoint the database, exit 0.
+finish and are acknowledged), drain the spool for a while (what is left stays on disk for the
+next start), drain the writer, checkpoint the database, exit 0.
 """
 from __future__ import annotations
 
@@ -27,12 +28,15 @@ from tracefix.collector.grpc_receiver import start_grpc
 from tracefix.collector.job_runner import DiagnosisJobRunner
 from tracefix.collector.metrics import CollectorMetrics
 from tracefix.collector.pipeline import ServePipeline
+from tracefix.collector.spool import Ingest, Spool
 from tracefix.collector.store import Store
 from tracefix.collector.store.lake import redacted
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import Writer
 
 log = logging.getLogger("tracefix.collector")
+
+DEFAULT_SPOOL_MAX_BYTES = 2 << 30
 
 
 @dataclass
@@ -55,6 +59,11 @@ class Config:
     max_body_bytes: int = 32 * 1024 * 1024
     max_attribute_chars: int = 8 * 1024 * 1024
     max_pending_spans: int = 50_000
+    # the durable spool for exports the writer's queue cannot take (tracefix.collector.spool):
+    # its directory (default: beside the database, `<db>.spool`) and disk budget (0: no spool,
+    # a full queue is refused at once)
+    spool_dir: str | None = None
+    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES
     max_inflight_bytes: int = 256 * 1024 * 1024  # OTLP/HTTP bodies being read/decoded at once
     # DuckDB worker threads: ingest is many small transactions, where extra workers mostly
     # spin (1 thread: ~1.7x more spans per CPU-second in bench/ingest.py)
@@ -98,6 +107,14 @@ def check_tls_files(config: Config) -> None:
             raise ValueError(f"cannot use --tls-client-ca {config.tls_client_ca}: {exc}") from None
 
 
+def spool_of(config: Config) -> Spool | None:
+    """The spool `config` asks for; none for an in-memory store (nothing there survives a
+    restart) unless a directory is named."""
+    if config.spool_max_bytes <= 0 or (config.db == ":memory:" and not config.spool_dir):
+        return None
+    return Spool(config.spool_dir or f"{config.db}.spool", max_bytes=config.spool_max_bytes)
+
+
 class Collector:
     """`pipeline`: the diagnosis and the report renderer, given by the composition root
     (tracefix.collector.pipeline); without them diagnoses fail and the report route answers 404."""
@@ -110,11 +127,13 @@ class Collector:
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
                            memory_limit=config.db_memory_limit, data_path=config.data_path)
         self.checkpointer = Checkpointer(self.store)
+        self.spool = spool_of(config)
         self.metrics = CollectorMetrics(self)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created, on_commit=self.metrics.commit_seconds.observe)
         self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
                                max_attribute_chars=config.max_attribute_chars)
+        self.ingest = Ingest(self.writer, self.decoder, self.spool, on_spooled=self.metrics.spooled)
         self.alerts = AlertDeliverer(self, max_delay=config.alert_retry_max_s,
                                      max_attempts=config.webhook_max_attempts, secret=config.webhook_secret)
         self.diagnosis = DiagnosisJobRunner(self, self.pipeline.diagnosis, mode=config.diagnose,
@@ -152,9 +171,12 @@ class Collector:
     def start(self) -> None:
         cfg = self.config
         self.writer.ingest_options = {}  # set once the public URL is known (below)
+        if self.spool is not None:
+            self.spool.open()  # what the last process left is replayed first
         self.decoder.start()
         self.checkpointer.start()
         self.writer.start()
+        self.ingest.start()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((cfg.host, cfg.http_port))
@@ -174,6 +196,11 @@ class Collector:
         self.grpc_addr = f"{shown}:{gport}"
 
         app = build_app(self)
+        if self.pipeline.web_ui is not None:  # the web UI at / beside the API (tracefix.ui)
+            try:
+                app = self.pipeline.web_ui()(app, self)
+            except ImportError as exc:
+                log.warning("no web UI at /: %s", exc)
         tls = {}
         if cfg.tls:
             tls = {"ssl_certfile": cfg.tls_cert, "ssl_keyfile": cfg.tls_key}
@@ -205,6 +232,7 @@ class Collector:
             self._grpc.stop(grace=5).wait(10)
         self.alerts.stop()
         self.diagnosis.stop()
+        self.ingest.close()  # drains the spool a while; what is left waits for the next start
         self.decoder.close()
         self.writer.close()
         self.checkpointer.stop()

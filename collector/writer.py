@@ -8,9 +8,10 @@ the database refuses for what it holds is cut in halves until the refused spans 
 the others are stored, the refused ones reported (the future's `Refused` list). Other writes
 (feedback, job and alert state, analysis results) run through `call` on the same thread.
 
-The queue is bounded by spans waiting: a full queue raises `QueueFull` at once so the
-receiver answers 429 / RESOURCE_EXHAUSTED and the exporter retries later (back-pressure
-instead of unbounded memory).
+The queue is bounded by spans waiting: a full queue raises `QueueFull` at once, and the
+request goes to the durable spool (tracefix.collector.spool) or, when that is spent or off,
+is answered 429 / RESOURCE_EXHAUSTED so the exporter retries later (back-pressure instead of
+unbounded memory).
 """
 from __future__ import annotations
 
@@ -91,7 +92,9 @@ class Writer:
         self.ingest_options = ingest_options or {}
         self._items: deque = deque()
         self._pending_spans = 0
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the writer thread waits on it for work
+        self._room = threading.Condition(lock)  # producers in wait_for_room wait on it
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="tracefix-writer", daemon=True)
         self.committed_spans = 0
@@ -134,6 +137,15 @@ class Writer:
 
     def run(self, fn: Callable[[Store], Any], timeout: float | None = 60.0) -> Any:
         return self.call(fn).result(timeout)
+
+    def wait_for_room(self, spans: int, timeout: float) -> None:
+        """Wait (up to `timeout`) until a batch of `spans` would be admitted: the spool's drain
+        feeds the writer this way instead of polling."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (self._pending_spans and self._pending_spans + spans > self.max_pending_spans
+                   and not self._closing and (left := deadline - time.monotonic()) > 0):
+                self._room.wait(left)
 
     @property
     def pending_spans(self) -> int:
@@ -216,6 +228,7 @@ class Writer:
         with self._cond:
             self._pending_spans -= n_spans
             self._pending_bytes -= sum(b.wire_bytes for _, b, _ in taken)
+            self._room.notify_all()
         self.transactions += 1
         for (_, b, _), (fut, refused, exc) in zip(taken, results):
             if exc is None:
@@ -265,6 +278,7 @@ class Writer:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+            self._room.notify_all()
         deadline = time.monotonic() + timeout
         self._thread.join(max(0.0, deadline - time.monotonic()))
 

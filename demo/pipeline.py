@@ -2,6 +2,9 @@
 
     tracefix demo [--tasks N] [--fault-rate R] [--seed S] [--out DIR] [--keep]
 
+While it runs, the collector's web UI is at the printed `web UI:` address; with `--keep`
+from a terminal the demo keeps serving it (and the store) until Ctrl-C.
+
 1. starts a local webhook receiver, the scripted LLM server (`tracefix sim`, with a fault
    plan that makes a few tasks fail through different kinds of faults), `tracefix serve`
    on a temporary store, each on a free loopback port, and a `tracefix worker`;
@@ -237,6 +240,7 @@ class Demo:
         faults = ", ".join(f"{p['task']}:{p['kind']}" for p in plan) or "none"
         self.say(f"[green]✓[/] scripted LLM server: {self.sim_url}")
         self.say(f"[green]✓[/] collector (tracefix serve): {self.serve_url}")
+        self.say(f"[green]✓[/] web UI: {self.serve_url}/")
         self.say("[green]✓[/] replay worker (tracefix worker --allow-module tracefix.demo)")
         self.say(f"[green]✓[/] webhook receiver: {receiver.url}")
         self.say(f"  fault plan: {faults}")
@@ -416,6 +420,17 @@ class Demo:
         return table
 
 
+def serve_until_interrupted(console, url: str) -> None:
+    """Keep the demo's processes (the collector and its web UI) running until Ctrl-C."""
+    console.print(f"serving the web UI at {url}/ until Ctrl-C")
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also where a launcher left SIGINT ignored
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("stopping the demo's processes")
+
+
 def _get_json(url: str):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.load(r)
@@ -430,7 +445,8 @@ def _get_json(url: str):
 @click.option("--out", default="tracefix-demo", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the reports and index.html.")
 @click.option("--keep", is_flag=True, help="Keep the store, model and process logs (under OUT/work) instead of "
-              "a temporary folder that is removed at the end.")
+              "a temporary folder that is removed at the end; run from a terminal, also keep serving the "
+              "web UI until Ctrl-C.")
 @click.option("--epochs", default=30, show_default=True, type=click.IntRange(1, 500),
               help="Training epochs of the HGT model.")
 @click.option("--llm", type=click.Choice(["env", "none", "sim"]), default="env", show_default=True,
@@ -467,30 +483,35 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
     code = 0
     demo_run = None
     try:
-        with ExitStack() as stack, Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                            MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-            demo_run = Demo(progress, tasks=tasks, fault_rate=fault_rate, seed=seed, out=out_dir, work=work,
-                            epochs=epochs, llm=llm, follow_prob=follow_prob, deadline_s=time_limit)
-            demo_run.start(stack)
-            demo_run.run_tasks()
-            if demo_run.failed:
-                demo_run.train()
-                demo_run.thumbs_down()
-                demo_run.wait_for_diagnosis()
-            else:
-                demo_run.say("no session failed (--fault-rate 0): nothing to diagnose")
-            index = demo_run.write_reports()
-        console.print(demo_run.summary_table())
-        validated = sum(1 for f in demo_run.failed if f.best and f.best.get("verdict") == "validated")
-        hits = sum(1 for f in demo_run.failed if f.fault and f.fault["step"] in f.top3)
-        console.print(f"injected fault step in the top 3 hypotheses: {hits}/{len(demo_run.failed)}; "
-                      f"sessions with a validated fix: {validated}/{len(demo_run.failed)}")
-        problems = demo_run.problems + [f"{f.session_id}: {p}" for f in demo_run.failed for p in f.problems]
-        for p in problems:
-            console.print(f"[red]problem:[/] {escape(p)}")
-        code = 1 if problems else 0
-        console.print(f"reports: {index}")
-        console.print(f"demo finished in {time.monotonic() - started:.0f} s" + (f"; store and logs kept in {work}" if keep else ""))
+        with ExitStack() as stack:
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+                demo_run = Demo(progress, tasks=tasks, fault_rate=fault_rate, seed=seed, out=out_dir, work=work,
+                                epochs=epochs, llm=llm, follow_prob=follow_prob, deadline_s=time_limit)
+                demo_run.start(stack)
+                demo_run.run_tasks()
+                if demo_run.failed:
+                    demo_run.train()
+                    demo_run.thumbs_down()
+                    demo_run.wait_for_diagnosis()
+                else:
+                    demo_run.say("no session failed (--fault-rate 0): nothing to diagnose")
+                index = demo_run.write_reports()
+            console.print(demo_run.summary_table())
+            validated = sum(1 for f in demo_run.failed if f.best and f.best.get("verdict") == "validated")
+            hits = sum(1 for f in demo_run.failed if f.fault and f.fault["step"] in f.top3)
+            console.print(f"injected fault step in the top 3 hypotheses: {hits}/{len(demo_run.failed)}; "
+                          f"sessions with a validated fix: {validated}/{len(demo_run.failed)}")
+            problems = demo_run.problems + [f"{f.session_id}: {p}" for f in demo_run.failed for p in f.problems]
+            for p in problems:
+                console.print(f"[red]problem:[/] {escape(p)}")
+            code = 1 if problems else 0
+            console.print(f"reports: {index}")
+            console.print(f"web UI: {demo_run.serve_url}/")
+            console.print(f"demo finished in {time.monotonic() - started:.0f} s"
+                          + (f"; store and logs kept in {work}" if keep else ""))
+            if keep and sys.stdin.isatty():  # someone is there to look, and to press Ctrl-C
+                serve_until_interrupted(console, demo_run.serve_url)
     except (StageFailed, ProcessDidNotStart) as exc:
         console.print(f"[red]demo failed:[/] {escape(str(exc))}")
         code = 1

@@ -43,12 +43,13 @@ def _loader(target: str) -> Callable[[], Any]:
 
 
 def serve_pipeline() -> Any:
-    """What `tracefix serve` runs above the collector: the diagnosis of a thumbs-down session
-    and the report behind its report route (tracefix.collector.pipeline)."""
+    """What `tracefix serve` runs above the collector: the diagnosis of a thumbs-down session,
+    the report behind its report route and the web UI at `/` (tracefix.collector.pipeline)."""
     from tracefix.collector.pipeline import ServePipeline
 
     return ServePipeline(diagnosis=_loader("tracefix.analysis.diagnosis:run_diagnosis"),
-                         report=_loader("tracefix.report.render:render_stored_report"))
+                         report=_loader("tracefix.report.render:render_stored_report"),
+                         web_ui=_loader("tracefix.ui:with_ui"))
 
 
 # verb -> what its command receives as its click context object (`click.pass_obj`)

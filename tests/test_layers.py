@@ -1,6 +1,6 @@
 """Dependencies run one way (docs/architecture.md): a part imports only the parts below it.
 
-    tracefix (instrumentation) < collector < analysis < replay < report < demo
+    tracefix (instrumentation) < collector < analysis < replay < report < ui < demo
 
 Every module of every part is read with `ast`, function-local imports and literal
 `importlib.import_module("...")` targets included, so a cycle cannot hide in a function
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # folder -> import name, lowest part first (pyproject.toml's package-dir)
 LAYERS = [("instrumentation", "tracefix"), ("collector", "tracefix.collector"), ("analysis", "tracefix.analysis"),
-          ("replay", "tracefix.replay"), ("report", "tracefix.report"), ("demo", "tracefix.demo")]
+          ("replay", "tracefix.replay"), ("report", "tracefix.report"), ("ui", "tracefix.ui"), ("demo", "tracefix.demo")]
 
 # the process wirings: they import upward on purpose (lazily, so `import tracefix` stays light)
 COMPOSITION_ROOTS = {"tracefix.cli"}

@@ -17,13 +17,15 @@ mutating methods; a CLI without a server calls them directly on the file.
 | `results` | analysis and replay results |
 | `reads` | what every read shares: time ranges, messages fetched by key |
 | `queries` | session lists, session documents, spans, training sets |
-| `pages` | bounded reads for the API (docs/contracts.md §1b) |
+| `pages` | bounded reads for the API (docs/contracts.md §1b), the outline of a session |
+| `browse` | the web UI's sessions table: sort, filters, text search, a page at a time |
 | `lake` | DuckLake: extensions from their packages, the write lock, the lake's schema, compaction |
 """
 from __future__ import annotations
 
 from tracefix.collector import DEFAULT_DB
 from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table
+from tracefix.collector.store.browse import Browse
 from tracefix.collector.store.connection import StoreConnection, checkpoint_threshold_bytes, connect_db
 from tracefix.collector.store.ingest import Ingest, numbered_steps
 from tracefix.collector.store.jobs import JobQueue
@@ -39,6 +41,6 @@ __all__ = ["DEFAULT_DB", "MIGRATIONS", "PAGE_BUDGET_CHARS", "SPAN_COLUMNS", "Bat
            "spans_table"]
 
 
-class Store(Ingest, JobQueue, Results, Queries, Pages):
+class Store(Ingest, JobQueue, Results, Queries, Pages, Browse):
     """The store of one DuckDB file: `Store(path)` opens (and migrates) it; `read_only=True`
     opens it beside a running writer's file for reads only."""

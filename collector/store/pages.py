@@ -42,8 +42,42 @@ class Pages(StoreReads):
             return None
         return {"session_id": session_id, "step": doc["steps"][0]}
 
+    def session_outline(self, session_id: str, full_step: int | None = None) -> dict | None:
+        """The session document (§1) with every step but without contents: each step has its
+        index, kind, agent, model, start, duration, tokens, error, `output_message_key`, and its
+        tool calls' names, ids and errors (what a timeline draws). Reads no message, argument or
+        result but step 0's messages (the task), so a tool call sits on the step its span
+        recorded (`tracefix.step`), else the step before it in time, rather than on the step
+        whose output names its call id. With `full_step`, `doc["full_step"]` is that step as
+        `session_step` gives it (None when there is no such step), placed the same way, read in
+        the same pass. None for an unknown session."""
+        cur = self._read()
+        # steps are numbered 0..n-1: the full step's position is its index (its input keys are read)
+        at, wanted = (full_step, 1) if full_step is not None and full_step >= 0 else (0, 0)
+        doc = self._paged_document(cur, session_id, at, wanted, None, 0, input_previews=False, output=False,
+                                   outline=True)
+        if doc is None:
+            return None
+        if full_step is not None:
+            found = next((step for step in doc["steps"] if step["index"] == full_step), None)
+            if found is not None:
+                found = {**found, "tool_calls": [dict(tc) for tc in found["tool_calls"]],
+                         "snapshots": dict(found["snapshots"])}
+                self._fill_step(cur, found, None, None, True)
+            doc["full_step"] = found
+        fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
+                  "finish_reason", "error", "replay_source")
+        doc["steps"] = [
+            {**{f: step.get(f) for f in fields},
+             "output_message_key": (document.key_ref(step["output_message"].key)
+                                    if step["output_message"] is not None else None),
+             "tool_calls": [{"id": tc.get("id"), "name": tc.get("name"), "error": tc.get("error"),
+                             "duration_ms": tc.get("duration_ms")} for tc in step.get("tool_calls") or []]}
+            for step in doc["steps"]]
+        return doc
+
     def _paged_document(self, cur, session_id: str, offset: int, limit: int, max_chars: int | None,
-                        budget_chars: int, input_previews: bool, output: bool) -> dict | None:
+                        budget_chars: int, input_previews: bool, output: bool, outline: bool = False) -> dict | None:
         srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
                            [session_id]).fetchone()
         if srow is None:
@@ -77,7 +111,8 @@ class Pages(StoreReads):
             if span["output_key"] is not None:
                 refs.setdefault(span["output_key"], document.MessageRef(span["output_key"]))
         # Outside the page an output matters only by its tool call ids, which place tool spans on steps.
-        if any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
+        # (an outline reads no message: its tool calls sit on their recorded step, else by time)
+        if not outline and any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
             outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
             where = self._message_rowids(outputs, cur)
             for _, key, ids in self._fetch_by_rowid(
@@ -98,13 +133,20 @@ class Pages(StoreReads):
         # the page's own shape (contracts §1b): the document's header, steps as the page shows them
         doc: JsonDict = dict(document.build(session, spans, links, order, refs, snaps, feedback))
 
+        if outline:
+            return doc
         page: list[dict] = []
         messages: dict[str, dict] = {}
         used = 0
-        for step in (st for st in doc["steps"] if st["span_id"] in page_ids):
+        page_steps = [st for st in doc["steps"] if st["span_id"] in page_ids]
+        # where the page's messages are, in one scan of the key column rather than one per step
+        wanted = {m.key for st in page_steps for m in (st["input_messages"] if input_previews else [])}
+        wanted |= {st["output_message"].key for st in page_steps if output and st["output_message"] is not None}
+        where = self._message_rowids(wanted, cur)
+        for step in page_steps:
             if page and used > budget_chars:
                 break
-            used += self._fill_step(cur, step, messages if input_previews else None, max_chars, output)
+            used += self._fill_step(cur, step, messages if input_previews else None, max_chars, output, where)
             page.append(step)
         doc["steps"] = page
         if input_previews:
@@ -114,7 +156,8 @@ class Pages(StoreReads):
                        "next_offset": end if end < len(order) else None, "max_chars": max_chars}
         return doc
 
-    def _fill_step(self, cur, step: dict, messages: dict | None, max_chars: int | None, with_output: bool) -> int:
+    def _fill_step(self, cur, step: dict, messages: dict | None, max_chars: int | None, with_output: bool,
+                   where: dict[int, int] | None = None) -> int:
         """Put a page step's contents in place (fetched now, cut to `max_chars`); returns
         about how many characters they add to the page."""
         used = 0
@@ -122,7 +165,7 @@ class Pages(StoreReads):
         step["input_message_keys"] = [document.key_ref(m.key) for m in inputs]
         if messages is not None:
             fresh = [m.key for m in inputs if document.key_ref(m.key) not in messages]
-            for key, text in self._iter_message_texts(fresh, cur):
+            for key, text in self._iter_message_texts(fresh, cur, where):
                 preview, cut = document.clip(json.loads(text), max_chars)
                 if cut:
                     preview["truncated"] = cut
@@ -133,7 +176,7 @@ class Pages(StoreReads):
         if output is not None and not with_output:
             step["output_message"] = None
         elif output is not None:
-            output_text = next((t for _, t in self._iter_message_texts([output.key], cur)), None)
+            output_text = next((t for _, t in self._iter_message_texts([output.key], cur, where)), None)
             preview, cut = document.clip(json.loads(output_text), max_chars) if output_text is not None else (None, 0)
             if cut and preview is not None:
                 preview["truncated"] = cut

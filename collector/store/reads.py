@@ -43,11 +43,12 @@ class StoreReads(StoreConnection):
             yield from cur.execute(" UNION ALL ".join(
                 f"SELECT rowid, {columns} FROM {table} WHERE rowid = {int(r)}" for r in rowids[i:i + chunk])).fetchall()
 
-    def _iter_message_texts(self, keys: Iterable[int], cur) -> Iterator[tuple[int, str]]:
+    def _iter_message_texts(self, keys: Iterable[int], cur, where: dict[int, int] | None = None
+                            ) -> Iterator[tuple[int, str]]:
         """(key, stored text) of these messages in the order given, fetched a few at a time
-        (keys not stored are skipped)."""
+        (keys not stored are skipped). `where`: their rowids, when already looked up."""
         keys = list(dict.fromkeys(int(k) for k in keys))
-        where = self._message_rowids(keys, cur)
+        where = self._message_rowids(keys, cur) if where is None else where
         for i in range(0, len(keys), 8):
             chunk = [k for k in keys[i:i + 8] if k in where]
             texts = {key: text for _, key, text in self._fetch_by_rowid(cur, "messages", "key, message",

@@ -71,7 +71,8 @@ def test_import_train_analyze_roundtrip(workdir):
     assert all("hgt" in s for s in result["scores"])
     top3 = [h["step"] for h in result["hypotheses"][:3]]
     assert 4 in top3 or 5 in top3  # the wrong lookup or the error it caused
-    assert all(h["source"] == "detectors" for h in result["hypotheses"])
+    assert all(h["source"] in ("detectors", "ranker") for h in result["hypotheses"])
+    assert result["ranker_version"] and all("ranker" in s for s in result["scores"])
 
     text = run("analyze", bad_id, "--db", db, "--no-llm", cwd=workdir).stdout
     assert "hypotheses:" in text and "1. step" in text and "isolation_forest" in text

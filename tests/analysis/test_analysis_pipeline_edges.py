@@ -87,11 +87,11 @@ def test_ablation_options_leave_out_the_forest_and_reweigh_the_evidence():
     default = analyze_document(doc, None)
     assert default["detectors"] == ["isolation_forest"] and default["hypotheses"][0]["score"] == 1.0
 
-    graph_only = analyze_document(doc, None, isolation_forest=False)
+    graph_only = analyze_document(doc, None, isolation_forest=False, ranker=None)
     assert graph_only["detectors"] == [] and graph_only["frontier"] == {}
     assert all("isolation_forest" not in row for row in graph_only["scores"])
     assert graph_only["hypotheses"][0]["step"] == 1  # the graph evidence alone still finds the unknown account
 
     nothing = EvidenceWeights(detectors=0.0, origins=(0.0,), frontier=0.0, unsupported=0.0, unacted_claim=0.0,
                               final_answer=0.0)
-    assert {h["score"] for h in analyze_document(doc, None, weights=nothing)["hypotheses"]} == {0.0}
+    assert {h["score"] for h in analyze_document(doc, None, weights=nothing, ranker=None)["hypotheses"]} == {0.0}

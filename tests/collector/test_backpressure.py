@@ -30,9 +30,11 @@ from tracefix.collector.writer import MAX_RETRY_DELAY_S, MIN_RETRY_DELAY_S, retr
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    # a queue of 1 span refuses any export that arrives while another waits: back-pressure on demand
+    # a queue of 1 span and no spool refuse any export that arrives while another waits:
+    # back-pressure on demand (with a spool, refusals start once its budget is spent: test_spool.py)
     p = procs.start_serve(tmp_path_factory.mktemp("backpressure") / "b.duckdb", "--token", TOKEN,
-                          "--diagnose", "off", "--max-queue-spans", "1", env={"TRACEFIX_TOKEN": ""})
+                          "--diagnose", "off", "--max-queue-spans", "1", "--spool-max-mb", "0",
+                          env={"TRACEFIX_TOKEN": ""})
     yield p
     p.stop()
 
@@ -62,9 +64,10 @@ def test_the_delay_is_the_time_to_drain_what_is_pending_within_bounds():
 
 @pytest.fixture(scope="module")
 def roomy_serve(tmp_path_factory):
-    """A queue that never fills: exports wait for the writer, so a burst meets the concurrency cap."""
+    """A queue that never fills: exports wait for the writer, so a burst meets the concurrency cap.
+    No spool: with one, an export over the cap waits for a slot instead (test_spool.py)."""
     p = procs.start_serve(tmp_path_factory.mktemp("roomy") / "r.duckdb", "--token", TOKEN,
-                          "--diagnose", "off", env={"TRACEFIX_TOKEN": ""})
+                          "--diagnose", "off", "--spool-max-mb", "0", env={"TRACEFIX_TOKEN": ""})
     yield p
     p.stop()
 

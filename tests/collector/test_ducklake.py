@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 import uuid
 
 import grpc
@@ -46,9 +47,11 @@ def lake(postgres, tmp_path):
     return "ducklake:postgres:" + conninfo, str(tmp_path / "lake-files")
 
 
-def _serve(lake, tmp_path, *extra: str):
+def _serve(lake, tmp_path, *extra: str, name: str = "c0"):
+    """A collector on the lake; `name` picks its local spool (`<name>.duckdb.spool`): a restart
+    with the same name replays what the killed process acknowledged but had not written."""
     location, data_path = lake
-    return procs.start_serve(tmp_path / "unused.duckdb", "--store", location, "--data-path", data_path,
+    return procs.start_serve(tmp_path / f"{name}.duckdb", "--store", location, "--data-path", data_path,
                              "--token", TOKEN, "--diagnose", "off", *extra, env={"TRACEFIX_TOKEN": ""})
 
 
@@ -73,7 +76,7 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
     webhook = WebhookReceiver()  # every collector delivers alerts to it
     collectors: list = [None] * 3
     starters = [threading.Thread(target=lambda i=i: collectors.__setitem__(i, _serve(lake, tmp_path, "--webhook",
-                                                                                     webhook.url)))
+                                                                                     webhook.url, name=f"c{i}")))
                 for i in range(3)]
     for t in starters:  # three first opens of one lake at once: one of them creates the schema
         t.start()
@@ -125,7 +128,7 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
     victim.popen.wait()
     with ring:
         collectors[2] = collectors[0]  # the balancer routes around it until it is back
-    restarted = _serve(lake, tmp_path, "--webhook", webhook.url)
+    restarted = _serve(lake, tmp_path, "--webhook", webhook.url, name="c2")
     with ring:
         collectors[2] = restarted
     for t in senders:
@@ -134,6 +137,11 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
         assert sorted(acked) == sorted((sid, part) for sid, part, _ in work), failures[:5]
         assert resent > 0
 
+        for proc in collectors:  # an export may be acknowledged from a collector's spool before it is written
+            deadline = time.monotonic() + 60
+            while (h := json.loads(urllib.request.urlopen(proc.match["http"] + "/healthz", timeout=10).read())) \
+                    and (h.get("spooled_requests") or h["pending_spans"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
         # maintenance beside live collectors: small files merged, old snapshots expired, nothing lost
         compacted = subprocess.run([*procs.TRACEFIX, "store", "compact", "--store", lake[0], "--older-than", "0"],
                                    capture_output=True, text=True, timeout=120)

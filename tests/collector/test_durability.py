@@ -1,4 +1,5 @@
-"""An acknowledged export survives kill -9; back-pressure answers 429 instead of growing memory."""
+"""An acknowledged export survives kill -9, also one the spool took; back-pressure answers 429
+instead of growing memory once the spool is off or spent."""
 from __future__ import annotations
 
 import json
@@ -67,6 +68,63 @@ def test_kill_9_under_load_keeps_every_acknowledged_span(tmp_path, checkpoints):
         assert serve.stop() == 0, serve.output()
 
 
+def _health(serve) -> dict:
+    with urllib.request.urlopen(serve.match["http"] + "/healthz", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _spool_records(spool_dir) -> int:
+    """Requests in the spool's segment files, read as the next start will read them."""
+    from tracefix.collector.spool import Segment, scan_segment
+
+    return sum(scan_segment(Segment(int(p.stem), p, sealed=True)).records for p in spool_dir.glob("*.seg"))
+
+
+def test_kill_9_while_spilling_to_the_spool_keeps_every_acknowledged_span_exactly_once(tmp_path):
+    """A queue of one span: exports that meet another waiting go to the spool and are acknowledged
+    once fsynced. Killed while the spool holds some, the next start replays them: every
+    acknowledged span is stored, none twice (a request committed before the kill but still in
+    its segment is replayed too)."""
+    db = tmp_path / "spill.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "1")
+    acked: list[str] = []
+    statuses: list[int] = []
+    stop = threading.Event()
+    threads = [threading.Thread(target=_flood, args=(serve.match["http"] + "/v1/traces", acked, stop, statuses))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 20
+    while (len(acked) < 60 or not _health(serve)["spooled_requests"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    serve.popen.send_signal(signal.SIGKILL)
+    serve.popen.wait()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert len(acked) >= 60 and set(statuses) == {200}, statuses[:20]
+    left = _spool_records(tmp_path / "spill.duckdb.spool")
+    assert left > 0, "the kill found the spool empty: the test proves nothing"
+
+    serve = procs.start_serve(db, "--diagnose", "off")  # the spool replays into the store
+    try:
+        from tracefix.collector.access import HttpAccess
+
+        deadline = time.monotonic() + 60
+        while _health(serve)["spooled_requests"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _health(serve)["spooled_requests"] == 0
+        assert "replaying" in serve.output()
+        api = HttpAccess(serve.match["http"])
+        counts = {sid: len(api.get_spans(sid)) for sid in acked}
+        wrong = {sid: n for sid, n in counts.items() if n != 20}
+        assert wrong == {}, f"{len(wrong)} of {len(acked)} acknowledged requests lost or stored twice"
+        assert [s["index"] for s in api.get_session(acked[-1])["steps"]] == list(range(20))
+    finally:
+        assert serve.stop() == 0, serve.output()
+    assert not list((tmp_path / "spill.duckdb.spool").glob("*.seg"))  # drained: segments deleted
+
+
 def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
@@ -104,9 +162,9 @@ def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
         assert store.store.stats()["snapshots"] == 6
 
 
-def test_full_queue_answers_429_and_resource_exhausted(tmp_path):
+def test_without_a_spool_a_full_queue_answers_429_and_resource_exhausted(tmp_path):
     db = tmp_path / "bp.duckdb"
-    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "50")
+    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", "50", "--spool-max-mb", "0")
     try:
         statuses: list[int] = []
         retry_after: list[str] = []

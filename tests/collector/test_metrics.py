@@ -22,9 +22,11 @@ from tracefix.collector.access import HttpAccess
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
     dead_hook = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens: every delivery fails
-    # a queue of 1 span refuses any export that arrives while another waits: back-pressure on demand
+    # a queue of 1 span and no spool refuse any export that arrives while another waits:
+    # back-pressure on demand (the spool's own counters: test_spool.py)
     p = procs.start_serve(tmp_path_factory.mktemp("metrics") / "m.duckdb", "--token", TOKEN, "--webhook", dead_hook,
-                          "--diagnose", "off", "--max-queue-spans", "1", env={"TRACEFIX_TOKEN": ""})
+                          "--diagnose", "off", "--max-queue-spans", "1", "--spool-max-mb", "0",
+                          env={"TRACEFIX_TOKEN": ""})
     yield p
     p.stop()
 

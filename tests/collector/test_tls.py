@@ -1,5 +1,6 @@
 """`tracefix serve --tls-cert/--tls-key [--tls-client-ca]`: TLS (and mutual TLS) on the
-OTLP/HTTP + API port and the OTLP/gRPC port, with real OTLP exporters and a CA made here."""
+OTLP/HTTP + API port and the OTLP/gRPC port, with real OTLP exporters (Python's, and the
+OpenTelemetry JS SDK's on Node.js: marked `js`, skipped without node and npm) and a CA made here."""
 from __future__ import annotations
 
 import datetime
@@ -190,6 +191,20 @@ def test_spans_exported_over_tls_are_stored_and_read_back_over_https(tls_serve, 
     session_id, result = export_one_span(make_exporter(tls_serve, pki))
     assert result == SpanExportResult.SUCCESS
     assert read_session(tls_serve, session_id, pki.context())["session_id"] == session_id
+
+
+@pytest.mark.js
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf", "http/json"])
+def test_the_js_exporters_send_over_tls_trusting_the_ca_they_are_given(tls_serve, pki, protocol):
+    from node_packages import node_modules, run_burst
+    from test_js_exporters import endpoint
+
+    run = f"tls-js-{protocol.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
+    summary = run_burst(node_modules(), protocol, endpoint(tls_serve, protocol), spans=20, sessions=1, run=run,
+                        ca=pki.ca, token=TOKEN)
+    assert (summary["exported"], summary["failed"], summary["errors"]) == (20, 0, {})
+    session = read_session(tls_serve, f"{run}-s0", pki.context())
+    assert len(session["steps"]) == 19 and session["steps"][0]["model"] == "js-model-1"
 
 
 def test_plain_http_and_plain_grpc_clients_are_refused(tls_serve):

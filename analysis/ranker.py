@@ -1,0 +1,207 @@
+"""The learned step ranker: which step of a failed session started the failure.
+
+A linear listwise model (softmax over a session's steps, the labelled step as the target,
+L2-regularized, fitted with L-BFGS) over per-step inputs that know no domain:
+
+- the generic signals of `step_signals` (position, structure, content, information flow,
+  similarity to the task and to the final answer);
+- the detectors' per-step scores (IsolationForest, and the HGT's surprise when a model is
+  loaded), raw and as within-session rank;
+- the graph heuristics' own verdict, as an input (1 / its rank), not as a fixed weight;
+- within-session z-scores of the continuous inputs, and every input scaled by log(session
+  length), so one linear model can weigh a 10-step and a 100-step session differently.
+
+Why linear and listwise: the labelled corpora are small (tens to a few hundred sessions), a
+session has exactly one labelled step, and the model file must be data, not code: it is a
+JSON list of weights (no pickle is ever loaded). Fitted by `fit_ranker` from labelled
+sessions (`tracefix train --ranker`); the shipped model is `models/ranker.json`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .step_signals import SIGNAL_NAMES, step_signal_matrix
+from .units import TransitionUnit
+
+DETECTOR_INPUTS = ("isolation_forest", "isolation_forest_rank", "hgt", "hgt_rank", "heuristic_rank")
+BASE_INPUTS = SIGNAL_NAMES + DETECTOR_INPUTS
+# Inputs whose size depends on the session: also given as within-session z-scores.
+RELATIVE_INPUTS = ("log_length", "hedging", "new_values", "task_similarity", "final_similarity",
+                   "novelty", "speaker_share", "agent_turn", "isolation_forest", "hgt")
+FEATURE_NAMES = (BASE_INPUTS + tuple(f"{name}_z" for name in RELATIVE_INPUTS)
+                 + tuple(f"{name}_x_log_n" for name in BASE_INPUTS))
+SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "ranker.json"
+FORMAT = "tracefix-step-ranker/1"
+
+
+def _rank01(values: Sequence[float]) -> list[float]:
+    """1.0 for the highest value of the session, 0.0 for the lowest (ties share the better rank)."""
+    n = len(values)
+    if n < 2:
+        return [1.0] * n
+    order = sorted(range(n), key=lambda i: (-values[i], i))
+    out = [0.0] * n
+    for position, i in enumerate(order):
+        out[i] = 1.0 - position / (n - 1)
+    return out
+
+
+def _zscores(values: Sequence[float]) -> list[float]:
+    n = len(values)
+    mean = sum(values) / n if n else 0.0
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n) if n else 0.0
+    return [0.0 if std < 1e-9 else max(min((v - mean) / std, 6.0), -6.0) for v in values]
+
+
+def ranker_inputs(doc: dict, units: list[TransitionUnit], scores: dict[str, Sequence[float]],
+                  hypotheses: Iterable[dict]) -> list[list[float]]:
+    """The (steps x FEATURE_NAMES) input matrix for one session, as nested lists."""
+    n = len(units)
+    if n == 0:
+        return []
+    signals = step_signal_matrix(doc, units)
+    detector_columns: dict[str, list[float]] = {}
+    for name in ("isolation_forest", "hgt"):
+        values = [float(v) for v in scores[name]] if name in scores else [0.0] * n
+        detector_columns[name] = values
+        detector_columns[f"{name}_rank"] = _rank01(values) if name in scores else [0.0] * n
+    heuristic = [0.0] * n
+    for h in hypotheses:
+        if h.get("source") != "llm" and 0 <= h["step"] < n:
+            heuristic[h["step"]] = max(heuristic[h["step"]], 1.0 / h["rank"])
+    detector_columns["heuristic_rank"] = heuristic
+    base = [list(signals[k]) + [detector_columns[name][k] for name in DETECTOR_INPUTS] for k in range(n)]
+    relative = [_zscores([row[BASE_INPUTS.index(name)] for row in base]) for name in RELATIVE_INPUTS]
+    scale = math.log(n) / 4.0  # log(n)/4 is about 1 for a 50-step session
+    return [base[k] + [column[k] for column in relative] + [v * scale for v in base[k]] for k in range(n)]
+
+
+@dataclass
+class StepRanker:
+    """A fitted linear listwise ranker: standardize the inputs, then one weight per input."""
+
+    feature_names: tuple[str, ...]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    l2: float = 0.3
+    trained_on: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+
+    def scores(self, inputs: Sequence[Sequence[float]]) -> list[float]:
+        return [sum(w * (x - m) / s for w, x, m, s in zip(self.weights, row, self.mean, self.scale))
+                for row in inputs]
+
+    def contributions(self, row: Sequence[float], k: int = 4) -> dict[str, float]:
+        """The inputs that pushed this step up most: why the ranker put it there."""
+        parts = [(name, w * (x - m) / s) for name, w, x, m, s
+                 in zip(self.feature_names, self.weights, row, self.mean, self.scale)]
+        top = sorted((p for p in parts if p[1] > 0), key=lambda p: -p[1])[:k]
+        return {name: round(value, 3) for name, value in top}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "l2": self.l2, "trained_on": self.trained_on,
+                "features": [{"name": n, "mean": m, "scale": s, "weight": w}
+                             for n, m, s, w in zip(self.feature_names, self.mean, self.scale, self.weights)]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "StepRanker":
+        features = data["features"]
+        names = tuple(f["name"] for f in features)
+        if names != FEATURE_NAMES:
+            raise ValueError("the ranker was trained on other inputs than this version computes; retrain it "
+                             "with `tracefix train --ranker`")
+        return cls(feature_names=names, mean=[float(f["mean"]) for f in features],
+                   scale=[float(f["scale"]) for f in features], weights=[float(f["weight"]) for f in features],
+                   l2=float(data.get("l2", 0.3)), trained_on=dict(data.get("trained_on") or {}),
+                   version=str(data.get("version") or ""))
+
+
+def session_kind(doc: dict) -> str:
+    """"message" for an imported message log, "llm" for an instrumented session.
+
+    The two carry different evidence (a log has no tool calls, results or state; an
+    instrumented session has them), so each kind has a ranker of its own."""
+    steps = doc.get("steps") or []
+    return "message" if steps and all(s.get("kind") == "message" for s in steps) else "llm"
+
+
+def save_rankers(rankers: dict[str, "StepRanker"], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"format": FORMAT, "models": {kind: r.to_json() for kind, r in sorted(rankers.items())}}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_rankers(path: str | Path) -> dict[str, "StepRanker"]:
+    """Session kind -> ranker, from a model file (JSON weights only: nothing in it is executed)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a {FORMAT} file")
+    return {str(kind): StepRanker.from_json(model) for kind, model in (data.get("models") or {}).items()}
+
+
+def fit_ranker(sessions: Sequence[tuple[Sequence[Sequence[float]], int]], l2: float = 0.3,
+               trained_on: dict[str, Any] | None = None) -> StepRanker:
+    """Fit on (inputs, labelled step) pairs: maximize the softmax probability of the labelled
+    step among its session's steps, with an L2 penalty on the standardized weights."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    usable = [(np.asarray(X, dtype=float), int(y)) for X, y in sessions if len(X) > 1 and 0 <= int(y) < len(X)]
+    if not usable:
+        raise ValueError("no labelled session with at least two steps to learn from")
+    stacked = np.vstack([X for X, _ in usable])
+    mean = stacked.mean(axis=0)
+    scale = stacked.std(axis=0)
+    scale = np.where(scale < 1e-9, 1.0, scale)
+    Z = (stacked - mean) / scale
+    # Sessions as segments of the stacked rows: one vectorized softmax per segment.
+    sizes = np.array([len(X) for X, _ in usable])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    segment = np.repeat(np.arange(len(usable)), sizes)
+    labelled = starts + np.array([y for _, y in usable])
+    Z_labelled_sum = Z[labelled].sum(axis=0)
+    m = len(usable)
+
+    def loss(w: Any) -> tuple[float, Any]:
+        s = Z @ w
+        peak = np.maximum.reduceat(s, starts)
+        e = np.exp(s - peak[segment])
+        total = np.add.reduceat(e, starts)
+        lse = peak + np.log(total)
+        p = e / total[segment]
+        value = float(lse.sum() - s[labelled].sum()) / m + l2 * float(w @ w) / 2
+        grad = (Z.T @ p - Z_labelled_sum) / m + l2 * w
+        return value, grad
+
+    w = minimize(loss, np.zeros(stacked.shape[1]), jac=True, method="L-BFGS-B").x
+    ranker = StepRanker(feature_names=FEATURE_NAMES, mean=mean.tolist(), scale=scale.tolist(),
+                        weights=w.tolist(), l2=l2, trained_on=dict(trained_on or {}))
+    ranker.version = "ranker-" + hashlib.sha256(json.dumps(ranker.to_json(), sort_keys=True).encode()).hexdigest()[:12]
+    return ranker
+
+
+def order_by(scores: Sequence[float]) -> list[int]:
+    """Steps from most to least suspect (ties: the earlier step first)."""
+    return sorted(range(len(scores)), key=lambda k: (-scores[k], k))
+
+
+_shipped: dict[str, StepRanker] | None = None
+
+
+def shipped_rankers() -> dict[str, StepRanker]:
+    """The models that come with the package, by session kind (empty if missing or outdated)."""
+    global _shipped
+    if _shipped is None:
+        try:
+            _shipped = load_rankers(SHIPPED_MODEL) if SHIPPED_MODEL.is_file() else {}
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError):
+            _shipped = {}
+    return _shipped

@@ -1,0 +1,126 @@
+"""Training and cross-validating the learned step ranker on labelled failed sessions.
+
+Labelled data comes as files a user can produce:
+
+- a message log with its decisive step (the Who&When format: `history` or `messages`, a
+  task under `question`/`task`..., and `mistake_step`), one per .json file, a folder of
+  them, or one per line of a .jsonl file;
+- a session document with its labelled step: `{"session": <document>, "mistake_step": k}`
+  (bench/demo_labelled.py writes the demo's injected faults this way).
+
+Every log goes through the product's own path (the importer's document, then the same
+analysis `analyze` runs) so the ranker learns from the inputs it will see. Labels never
+reach the analysis: they are taken off before the document is built.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from .ranker import StepRanker, fit_ranker, order_by, ranker_inputs, save_rankers, session_kind
+
+LABEL_KEYS = ("mistake_step", "mistake_agent", "mistake_reason", "mistake_type")
+
+
+def _records(path: Path) -> Iterator[tuple[str, dict]]:
+    if path.is_dir():
+        for child in sorted(path.rglob("*.json")):
+            yield from _records(child)
+        return
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                yield f"{path}:{line_no}", json.loads(line)
+    else:
+        data = json.loads(text)
+        for i, record in enumerate(data if isinstance(data, list) else [data]):
+            yield (f"{path}[{i}]" if isinstance(data, list) else str(path)), record
+
+
+def labelled_sessions(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """[{"name", "group", "doc", "step"}] from labelled logs and labelled session documents."""
+    from tracefix.collector.imports import conversation_to_document
+
+    out = []
+    for path in paths:
+        path = Path(path)
+        for name, record in _records(path):
+            if "mistake_step" not in record:
+                raise ValueError(f"{name}: no `mistake_step` label")
+            step = int(record["mistake_step"])
+            if isinstance(record.get("session"), dict):
+                doc, group = record["session"], "sessions:" + path.stem
+            else:
+                doc = conversation_to_document({k: v for k, v in record.items() if k not in LABEL_KEYS})
+                group = "logs:" + (Path(name.split(":")[0].split("[")[0]).parent.name or path.stem)
+            if 0 <= step < len(doc.get("steps") or []):
+                out.append({"name": name, "group": group, "doc": doc, "step": step})
+    return out
+
+
+def session_inputs(doc: dict, model: Any = None) -> tuple[list[list[float]], dict[str, Any]]:
+    """The ranker's inputs for one session, computed exactly as `analyze_document` does."""
+    from .pipeline import analyze_document
+    from .units import build_units
+
+    result = analyze_document(doc, model, ranker=None)
+    scores = {name: [row[name] for row in result["scores"]] for name in result["detectors"]}
+    return ranker_inputs(doc, build_units(doc), scores, result["hypotheses"]), result
+
+
+def fold_of(items: Sequence[dict], folds: int, seed: int) -> list[int]:
+    """Fold per item, stratified by group so every fold holds each corpus."""
+    rng = random.Random(seed)
+    assignment = [0] * len(items)
+    for group in sorted({it["group"] for it in items}):
+        members = [i for i, it in enumerate(items) if it["group"] == group]
+        rng.shuffle(members)
+        for position, i in enumerate(members):
+            assignment[i] = position % folds
+    return assignment
+
+
+def cross_validate(items: Sequence[dict], inputs: Sequence[Sequence[Sequence[float]]], folds: int = 5,
+                   seeds: Sequence[int] = (0, 1, 2), l2: float = 0.3,
+                   select: Callable[[Sequence[float]], Sequence[float]] | None = None) -> list[list[int]]:
+    """Held-out rankings: for each seed, each session ranked by a model fitted on the other
+    folds. Returns one ranking per (seed, session), in seed-major order. `select` keeps a
+    subset of the inputs (for ablations: the others are zeroed before fitting)."""
+    prepared = [[list(select(row)) for row in X] for X in inputs] if select else inputs
+    rankings: list[list[int]] = []
+    for seed in seeds:
+        assignment = fold_of(items, folds, seed)
+        held: list[list[int]] = [[] for _ in items]
+        for fold in range(folds):
+            train = [(prepared[i], items[i]["step"]) for i in range(len(items)) if assignment[i] != fold]
+            model = fit_ranker(train, l2=l2)
+            for i in range(len(items)):
+                if assignment[i] == fold:
+                    held[i] = order_by(model.scores(prepared[i]))
+        rankings += held
+    return rankings
+
+
+def train_rankers(paths: Iterable[str | Path], out: str | Path, l2: float = 0.3,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, StepRanker], Path]:
+    """Fit one ranker per session kind on every labelled session in `paths`; write them to `out`."""
+    items = labelled_sessions(paths)
+    if not items:
+        raise ValueError("no labelled sessions found")
+    inputs = []
+    for done, item in enumerate(items, start=1):
+        inputs.append(session_inputs(item["doc"])[0])
+        if progress:
+            progress(done, len(items))
+    rankers = {}
+    for kind in sorted({session_kind(item["doc"]) for item in items}):
+        members = [i for i, item in enumerate(items) if session_kind(item["doc"]) == kind]
+        groups: dict[str, int] = {}
+        for i in members:
+            groups[items[i]["group"]] = groups.get(items[i]["group"], 0) + 1
+        rankers[kind] = fit_ranker([(inputs[i], items[i]["step"]) for i in members], l2=l2,
+                                   trained_on={"sessions": len(members), "groups": groups})
+    return rankers, save_rankers(rankers, out)

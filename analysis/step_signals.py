@@ -1,0 +1,176 @@
+"""Generic per-step signals for ranking failure origins on any agent's session.
+
+Nothing here knows a domain, an id format or an agent name. A step is described by:
+
+- where it sits: its relative position, how many agent turns came before it, whether it is
+  its speaker's first turn, whether its speaker is the first agent to speak (in a
+  conversation the first agent to answer the task is the one that frames it — the planner —
+  whatever it is called);
+- what it says: its length, code, hedging ("assume", "probably"), claims of success or
+  failure, whether it or the step after it errors;
+- how information flows: values (numbers, quoted strings, identifiers) the step introduces
+  that neither the task nor earlier steps showed, and how many of the final answer's values
+  were first introduced here (a wrong final answer is usually carried from the step that
+  first said it);
+- how it relates to the task and the outcome: lexical similarity (TF-IDF cosine) of the
+  step to the task and to the final answer, and its novelty against the steps before it.
+
+`step_signal_matrix(doc, units)` returns one row per step in `SIGNAL_NAMES` order, as plain
+lists (numpy only where the caller wants an array): the learned ranker's inputs beside the
+detectors' scores.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any, Sequence
+
+from .units import TransitionUnit, extract_artifacts, session_task
+
+SIGNAL_NAMES = (
+    "rel_position", "agent_turn", "first_agent_turn", "speaker_first_turn", "speaker_is_opener",
+    "speaker_share", "is_human", "is_tool_output", "is_last",
+    "phase_plan", "phase_instruct", "phase_act", "phase_answer",
+    "log_length", "has_code", "hedging", "claims_success", "claims_failure",
+    "errors", "next_errors", "errors_before",
+    "new_values", "final_values_introduced", "first_final_introducer",
+    "task_similarity", "final_similarity", "novelty",
+)
+
+HUMAN_ROLES = {"user", "human"}
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']+")
+_CODE = re.compile(r"```|^\s{4}\S", re.M)
+# Plain English of an agent guessing instead of checking; no domain in it.
+_HEDGING = re.compile(r"\b(?:assum\w*|probabl\w*|likely|perhaps|maybe|approximately|roughly|estimat\w*|"
+                      r"i think|i believe|seems?|appears? to|should be|hypothetical\w*|example)\b", re.I)
+_STOPWORDS = frozenset(
+    "the a an and or of to in on for with is are was were be been it this that these those as at by from "
+    "we you i he she they them our your their its not no but if then so do does did have has had can could "
+    "will would should may might must there here what which who whom when where why how all any each".split())
+
+
+def _speaker(unit: TransitionUnit) -> str:
+    # Message logs decorate speakers ("Planner (thought)", "Planner (-> Coder)"): one agent.
+    return re.sub(r"\s*\(.*\)\s*$", "", unit.agent or "").strip().lower()
+
+
+def _tokens(text: str) -> list[str]:
+    return [w for w in (t.lower() for t in _WORD.findall(text or "")) if w not in _STOPWORDS and len(w) > 2]
+
+
+class _Tfidf:
+    """TF-IDF over the session's own steps (plus the task): similarity without a model."""
+
+    def __init__(self, documents: Sequence[list[str]]):
+        df: Counter[str] = Counter()
+        for doc in documents:
+            df.update(set(doc))
+        n = max(len(documents), 1)
+        self.idf = {w: math.log((1 + n) / (1 + c)) + 1.0 for w, c in df.items()}
+
+    def vector(self, tokens: list[str]) -> dict[str, float]:
+        tf = Counter(tokens)
+        vec = {w: (1 + math.log(c)) * self.idf.get(w, 1.0) for w, c in tf.items()}
+        norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
+        return {w: v / norm for w, v in vec.items()}
+
+    @staticmethod
+    def cosine(a: dict[str, float], b: dict[str, float]) -> float:
+        if len(a) > len(b):
+            a, b = b, a
+        return sum(v * b.get(w, 0.0) for w, v in a.items())
+
+
+def _text_of(unit: TransitionUnit) -> str:
+    parts = [unit.action.get("text") or ""]
+    parts += [str(c.get("arguments")) for c in unit.action.get("calls") or []]
+    parts += [str(f.get("result")) for f in unit.feedback if f.get("result") is not None]
+    return "\n".join(p for p in parts if p)
+
+
+def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[float]]:
+    """One row of `SIGNAL_NAMES` per unit (step order)."""
+    n = len(units)
+    if n == 0:
+        return []
+    task = session_task(doc) or ""
+    texts = [_text_of(u) for u in units]
+    speakers = [_speaker(u) for u in units]
+    humans = [s in HUMAN_ROLES for s in speakers]
+    tool_output = [bool(u.feedback) and not u.action.get("calls") for u in units]
+    agent_steps = [k for k in range(n) if not humans[k] and not tool_output[k]]
+    opener = speakers[agent_steps[0]] if agent_steps else None
+    counts = Counter(speakers)
+
+    # Information flow: the values each step shows for the first time.
+    seen = set(extract_artifacts(task))
+    introduced: list[set[str]] = []
+    for k in range(n):
+        values = extract_artifacts(texts[k])
+        introduced.append(values - seen)
+        seen |= values
+    final_k = max((k for k in range(n) if not humans[k]), default=n - 1)
+    final_values = extract_artifacts(texts[final_k]) - extract_artifacts(task)
+    first_introducer = {}
+    for k in range(n):
+        for v in introduced[k]:
+            first_introducer.setdefault(v, k)
+    from_step = Counter(first_introducer[v] for v in final_values if v in first_introducer)
+    earliest_final = min(from_step) if from_step else None
+
+    tokens = [_tokens(t) for t in texts]
+    task_tokens = _tokens(task)
+    tfidf = _Tfidf(tokens + [task_tokens])
+    vectors = [tfidf.vector(t) for t in tokens]
+    task_vec = tfidf.vector(task_tokens)
+    final_vec = vectors[final_k]
+
+    rows: list[list[float]] = []
+    turn, spoken, errors_before = 0, set(), 0
+    previous: Counter[str] = Counter()
+    for k, u in enumerate(units):
+        text = texts[k]
+        own = set(tokens[k])
+        novelty = (len(own - set(previous)) / len(own)) if own else 0.0
+        row = {
+            "rel_position": k / (n - 1) if n > 1 else 0.0,
+            "agent_turn": math.log1p(turn),
+            "first_agent_turn": float(bool(agent_steps) and k == agent_steps[0]),
+            "speaker_first_turn": float(speakers[k] not in spoken),
+            "speaker_is_opener": float(speakers[k] == opener),
+            "speaker_share": counts[speakers[k]] / n,
+            "is_human": float(humans[k]),
+            "is_tool_output": float(tool_output[k]),
+            "is_last": float(k == n - 1),
+            "phase_plan": float(u.phase == "plan"),
+            "phase_instruct": float(u.phase == "instruct"),
+            "phase_act": float(u.phase == "act"),
+            "phase_answer": float(u.phase == "answer"),
+            "log_length": math.log1p(len(text)),
+            "has_code": float(bool(_CODE.search(text))),
+            "hedging": math.log1p(len(_HEDGING.findall(text))),
+            "claims_success": float(u.claims_success),
+            "claims_failure": float(u.claims_failure),
+            "errors": float(u.status == "error"),
+            "next_errors": float(k + 1 < n and units[k + 1].status == "error"),
+            "errors_before": math.log1p(errors_before),
+            "new_values": math.log1p(len(introduced[k])),
+            "final_values_introduced": from_step.get(k, 0) / len(final_values) if final_values else 0.0,
+            "first_final_introducer": float(earliest_final == k),
+            "task_similarity": tfidf.cosine(vectors[k], task_vec),
+            "final_similarity": tfidf.cosine(vectors[k], final_vec) if k != final_k else 1.0,
+            "novelty": novelty,
+        }
+        rows.append([row[name] for name in SIGNAL_NAMES])
+        if not humans[k] and not tool_output[k]:
+            turn += 1
+        spoken.add(speakers[k])
+        errors_before += u.status == "error"
+        previous.update(own)
+    return rows
+
+
+def describe(row: Sequence[float]) -> dict[str, Any]:
+    """A signal row as a name -> value dict (for evidence and debugging)."""
+    return {name: round(float(v), 4) for name, v in zip(SIGNAL_NAMES, row)}

@@ -1,0 +1,146 @@
+"""Server time of the web UI's heaviest pages, beside the JSON API reading the same data.
+
+    .venv/bin/python bench/ui.py [--sessions 100000] [--steps 1000] [--runs 15] [--db PATH]
+
+Builds (once; `--db` keeps and reuses the file) a store of `--sessions` agent sessions of two
+steps each (root, `invoke_agent`, `chat` and `execute_tool` spans as the instrumented demo
+emits them, bench/agent_spans.py) plus one session of `--steps` steps, starts `tracefix serve`
+on it and asks each page `--runs` times. Server time is the `Server-Timing: app` the UI sets
+on every page (the handler's time, rendering included). Since a shared machine inflates wall
+time, each page's CPU time in the server process (per request, /proc) is printed too, beside
+the CPU time of the JSON API route that reads the same rows, as the baseline. Target: every
+UI page's median server time <= 300 ms on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+
+import httpx  # noqa: E402
+from agent_spans import request, session_spans  # noqa: E402
+
+TARGET_MS = 300
+LONG_SESSION = "bench-long-session"
+SERVICES = ("bank-demo", "support-bot", "travel-planner", "code-review")
+
+
+def build(db: Path, sessions: int, steps: int) -> None:
+    from tracefix.collector.normalize import normalize_request
+    from tracefix.collector.store import Store
+
+    rng = random.Random(7)
+    store = Store(db)
+    t0 = time.time_ns() - sessions * 1_000_000_000
+    started = time.monotonic()
+    per_batch = 500
+    for first in range(0, sessions, per_batch):
+        spans = []
+        for i in range(first, min(first + per_batch, sessions)):
+            spans += session_spans(f"bench-{i:06d}", 2, rng, growing=False, window=2, t0=t0 + i * 1_000_000_000)
+        store.ingest(normalize_request(request(spans, service=SERVICES[first // per_batch % len(SERVICES)])))
+        if first and first % 20_000 == 0:
+            print(f"  {first} sessions stored ({time.monotonic() - started:.0f} s)", flush=True)
+    store.ingest(normalize_request(request(session_spans(LONG_SESSION, steps, rng, growing=False, window=6))))
+    for i in range(0, sessions, 97):  # some feedback and jobs, so those columns are not all empty
+        store.add_feedback(f"bench-{i:06d}", -1.0 if i % 2 else 1.0, "bench")
+    store.checkpoint()
+    store.close()
+    print(f"built {db} in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time (user + system) the process has used so far, in ms."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def timed(client: httpx.Client, url: str, runs: int, pid: int | None = None) -> tuple[list[float], list[float], float]:
+    """(server ms from Server-Timing or [], wall ms, the server's CPU ms per request) of `runs`
+    GETs after one warm-up."""
+    server, wall = [], []
+    cpu_before = 0.0
+    for n in range(runs + 1):
+        if n == 1 and pid is not None:
+            cpu_before = cpu_ms(pid)
+        start = time.perf_counter()
+        r = client.get(url)
+        elapsed = (time.perf_counter() - start) * 1000
+        r.raise_for_status()
+        if n == 0:
+            continue
+        wall.append(elapsed)
+        m = re.search(r"app;dur=([0-9.]+)", r.headers.get("server-timing", ""))
+        if m:
+            server.append(float(m.group(1)))
+    return server, wall, (cpu_ms(pid) - cpu_before) / runs if pid is not None else 0.0
+
+
+def p90(xs: list[float]) -> float:
+    return sorted(xs)[max(0, int(len(xs) * 0.9) - 1)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=100_000)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--db", type=Path, default=None, help="store to build once and reuse")
+    args = ap.parse_args()
+    db = args.db or Path(tempfile.mkdtemp(prefix="tracefix-ui-bench-")) / "ui.duckdb"
+    if not db.exists():
+        print(f"building {args.sessions} sessions + one of {args.steps} steps ...", flush=True)
+        build(db, args.sessions, args.steps)
+
+    import procs
+
+    serve = procs.start_serve(db, "--diagnose", "off", timeout=300)
+    try:
+        base = serve.match["http"]
+        sid = quote(LONG_SESSION, safe="")
+        pages = [
+            ("sessions, newest first", "/", "/api/v1/sessions?limit=50"),
+            ("sessions, page 200", "/?offset=10000", "/api/v1/sessions?limit=50&offset=10000"),
+            ("sessions by tokens", "/?sort=tokens", None),
+            ("sessions by steps, ascending", "/?sort=steps&dir=asc", None),
+            ("sessions, text search", "/?q=bench-0999", None),
+            ("sessions, thumbs-down", "/?feedback=negative", "/api/v1/sessions?limit=50&feedback=negative"),
+            (f"session of {args.steps} steps", f"/session?id={sid}", f"/api/v1/sessions/{sid}?limit=100"),
+            (f"session of {args.steps} steps, step 500", f"/session?id={sid}&step=500",
+             f"/api/v1/sessions/{sid}/steps/500"),
+            ("span tree, first 50 spans", f"/session/spans?id={sid}", f"/api/v1/sessions/{sid}/spans?limit=50"),
+        ]
+        pid = serve.popen.pid
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
+              "(server time is wall time: a loaded machine inflates it; server CPU per page is not)")
+        print(f"\n{'page':38} {'UI server ms':>18} {'UI CPU ms':>10} {'API CPU ms':>11} {'UI/API CPU':>11}  target")
+        worst = 0.0
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for name, ui_path, api_path in pages:
+                server, _, cpu = timed(client, ui_path, args.runs, pid)
+                med = statistics.median(server)
+                worst = max(worst, med)
+                api_cpu = timed(client, api_path, args.runs, pid)[2] if api_path else None
+                ratio = f"{cpu / api_cpu:11.2f}" if api_cpu else f"{'-':>11}"
+                api_text = f"{api_cpu:11.1f}" if api_cpu is not None else f"{'-':>11}"
+                print(f"{name:38} {med:7.1f} (p90 {p90(server):5.0f}) {cpu:10.1f} {api_text} {ratio}  "
+                      f"{'ok' if med <= TARGET_MS else 'MISSED'} (<= {TARGET_MS})", flush=True)
+        print(f"\nslowest UI page median: {worst:.1f} ms server time (target <= {TARGET_MS} ms); "
+              f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    finally:
+        serve.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The learned step ranker: it learns a generic signal from labelled logs, `tracefix train
+--ranker` writes a JSON model that `analyze` then uses, and the shipped model loads."""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from tracefix.analysis.pipeline import analyze_document
+from tracefix.analysis.ranker import FEATURE_NAMES, load_rankers, session_kind, shipped_rankers
+from tracefix.analysis.ranker_training import cross_validate, labelled_sessions, session_inputs
+from tracefix.collector.imports import conversation_to_document
+
+SPEAKERS = ["Solver", "Checker", "Runner"]
+
+
+def _log(rng: random.Random, n: int, decisive: int) -> dict:
+    """A conversation whose decisive step is the one that states a value nobody gave it,
+    hedged ("probably"), which the final answer then repeats; the others restate the task."""
+    value = str(rng.randrange(1000, 9999))
+    history = [{"role": "user", "name": "user", "content": "How many widgets are left in store 12?"}]
+    for k in range(1, n):
+        if k == decisive:
+            text = f"The count is probably {value}, I assume the ledger says so."
+        elif k == n - 1:
+            text = f"Final answer: {value}" if decisive < k else "Final answer: unknown"
+        else:
+            text = rng.choice(["Let us look at the store records.", "Checking the records for store 12 now.",
+                               "The records need to be read first.", "I will verify the count."])
+        history.append({"role": "assistant", "name": SPEAKERS[k % len(SPEAKERS)], "content": text})
+    return {"question": history[0]["content"], "history": history, "mistake_step": decisive}
+
+
+@pytest.fixture(scope="module")
+def labelled_file(tmp_path_factory):
+    rng = random.Random(7)
+    path = tmp_path_factory.mktemp("labelled") / "logs.jsonl"
+    with path.open("w") as f:
+        for _ in range(16):
+            n = rng.randrange(6, 12)
+            f.write(json.dumps(_log(rng, n, rng.randrange(1, n - 1))) + "\n")
+    return path
+
+
+def test_ranker_learns_a_generic_signal_under_cross_validation(labelled_file):
+    items = labelled_sessions([labelled_file])
+    assert len(items) == 16 and all(session_kind(it["doc"]) == "message" for it in items)
+    inputs = [session_inputs(it["doc"])[0] for it in items]
+    assert all(len(row) == len(FEATURE_NAMES) for X in inputs for row in X)
+    rankings = cross_validate(items, inputs, folds=4, seeds=(0,))
+    top1 = sum(r[0] == it["step"] for r, it in zip(rankings, items)) / len(items)
+    first_turn = sum(it["step"] == 1 for it in items) / len(items)
+    assert top1 >= 0.8 > first_turn, (top1, first_turn)
+
+
+def test_train_ranker_cli_writes_a_model_analyze_uses(labelled_file, tmp_path):
+    out = tmp_path / "models" / "ranker.json"
+    proc = subprocess.run([sys.executable, "-m", "tracefix.cli", "train", "--ranker", "--labelled",
+                           str(labelled_file), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "ranker for message sessions" in proc.stdout
+    data = json.loads(out.read_text())  # a JSON list of weights: nothing in it is executed
+    assert data["format"].startswith("tracefix-step-ranker/") and set(data["models"]) == {"message"}
+    rankers = load_rankers(out)
+
+    rng = random.Random(99)
+    log = _log(rng, 9, 4)
+    doc = conversation_to_document({k: v for k, v in log.items() if k != "mistake_step"})
+    doc["outcome"] = "failure"
+    result = analyze_document(doc, None, ranker=rankers["message"])
+    assert result["ranker_version"] == rankers["message"].version
+    top = result["hypotheses"][0]
+    assert top["step"] == 4
+    assert top["evidence"]["ranker"]["reasons"], "the ranker says which inputs raised the step"
+    assert [h["rank"] for h in result["hypotheses"]] == list(range(1, len(result["hypotheses"]) + 1))
+    assert all("ranker" in row for row in result["scores"])
+
+    without = analyze_document(doc, None, ranker=None)
+    assert without["ranker_version"] is None and all("ranker" not in row for row in without["scores"])
+
+
+def test_train_ranker_refuses_unlabelled_input(tmp_path):
+    bad = tmp_path / "unlabelled.jsonl"
+    bad.write_text(json.dumps({"history": [{"role": "user", "content": "hi"}]}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "tracefix.cli", "train", "--ranker", "--labelled", str(bad),
+                           "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "mistake_step" in proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_shipped_rankers_load_for_both_session_kinds():
+    rankers = shipped_rankers()
+    assert set(rankers) == {"message", "llm"}
+    for ranker in rankers.values():
+        assert ranker.feature_names == FEATURE_NAMES and ranker.trained_on["sessions"] > 0

@@ -1,0 +1,45 @@
+"""A real collector for the web UI's tests: `tracefix serve` with an API token, two imported
+message-log sessions (one with hostile text, analyzed by `tracefix analyze`), and diagnosis
+jobs run by the collector itself (`--diagnose analysis`)."""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import procs
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "report"))
+from report_session import HOSTILE_LOG, tracefix  # noqa: E402
+
+TOKEN = "ui-test-token"
+CALM_LOG = {"task": "Summarise the quarterly ledger", "history": [
+    {"name": "Planner", "content": "PLAN: read the ledger, then summarise."},
+    {"name": "Writer", "content": "Summary: revenue up 4%, costs flat."},
+    {"name": "Planner", "content": "FINAL ANSWER: revenue up 4%, costs flat."}]}
+
+
+@dataclass
+class UiServer:
+    url: str
+    token: str
+    hostile: str  # session ids
+    calm: str
+    folder: Path
+
+
+@pytest.fixture(scope="session")
+def ui_server(tmp_path_factory) -> UiServer:
+    folder = tmp_path_factory.mktemp("ui")
+    serve = procs.start_serve(folder / "store.duckdb", "--diagnose", "analysis", "--token", TOKEN)
+    try:
+        url = serve.match["http"]
+        (folder / "logs.json").write_text(json.dumps([HOSTILE_LOG, CALM_LOG]))
+        ids = json.loads(tracefix("import", str(folder / "logs.json"), "--server", url, "--token", TOKEN,
+                                  "--json").stdout)
+        tracefix("analyze", ids[0], "--server", url, "--token", TOKEN)
+        yield UiServer(url, TOKEN, ids[0], ids[1], folder)
+    finally:
+        serve.stop()

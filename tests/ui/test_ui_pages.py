@@ -1,0 +1,156 @@
+"""The web UI over HTTP against a real `tracefix serve`: sign-in, the cookie's reach, escaping
+and CSP, CSRF, bad input as 4xx, and what each page shows."""
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import httpx
+import pytest
+from ui_client import csrf_of, signed_in
+
+PAGES = ["/", "/session?id={hostile}", "/session?id={hostile}&step=1", "/session/spans?id={hostile}",
+         "/diagnosis?id={hostile}", "/alerts", "/jobs"]
+
+
+@pytest.fixture(scope="module")
+def client(ui_server):
+    c = signed_in(ui_server.url, ui_server.token)
+    yield c
+    c.close()
+
+
+def test_pages_ask_for_the_token_once_and_keep_a_strict_httponly_cookie(ui_server):
+    with httpx.Client(base_url=ui_server.url, follow_redirects=False) as anonymous:
+        r = anonymous.get("/session?id=x&step=2")
+        assert r.status_code == 303 and r.headers["location"] == "/login?next=%2Fsession%3Fid%3Dx%26step%3D2"
+        login = anonymous.get("/login")
+        wrong = anonymous.post("/login", data={"token": "guess", "csrf": csrf_of(login.text), "next": "/"})
+        assert wrong.status_code == 401 and "not the API token" in wrong.text
+        assert "set-cookie" not in wrong.headers
+        right = anonymous.post("/login", data={"token": ui_server.token, "csrf": csrf_of(login.text),
+                                               "next": "//elsewhere.example/"})
+        assert right.status_code == 303 and right.headers["location"] == "/"  # never off-site
+        cookie = right.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and ui_server.token not in cookie
+        assert anonymous.get("/").status_code == 200
+
+
+def test_the_cookie_opens_api_reads_but_not_api_writes(ui_server, client):
+    assert client.get("/api/v1/sessions").status_code == 200
+    assert client.get(f"/api/v1/jobs?session_id={quote(ui_server.calm)}").status_code == 200
+    write = client.post("/api/v1/feedback", json={"session_id": ui_server.calm, "score": -1})
+    assert write.status_code == 401
+    with httpx.Client(base_url=ui_server.url) as bearer:  # the API's own scheme is unchanged
+        assert bearer.get("/api/v1/sessions").status_code == 401
+        assert bearer.get("/api/v1/sessions", headers={"authorization": f"Bearer {ui_server.token}"}).status_code == 200
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_escapes_stored_text_under_a_strict_csp(ui_server, client, path):
+    r = client.get(path.format(hostile=quote(ui_server.hostile)))
+    assert r.status_code == 200, r.text[:2000]
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert re.search(r"app;dur=[0-9.]+", r.headers["server-timing"])
+    html = r.text
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/ui.js" defer>']
+    tags = re.findall(r"<[a-zA-Z][^<>]*>", html)  # real tags: stored text has its `<` escaped
+    assert not [t for t in tags if re.search(r"\s(style|on[a-z]+)=", t)], "the CSP blocks inline styles and handlers"
+    if "hostile" in path and "spans" not in path and "step" not in path:
+        assert "&lt;script&gt;alert(" in html  # the task is shown, as text
+
+
+def test_posts_need_the_forms_csrf_token_and_this_origin(ui_server, client):
+    page = client.get(f"/session?id={quote(ui_server.calm)}")
+    form = {"id": ui_server.calm, "vote": "down", "comment": "forged"}
+    assert client.post("/session/feedback", data=form).status_code == 403
+    assert client.post("/session/feedback", data={**form, "csrf": "0" * 64}).status_code == 403
+    assert client.post("/session/feedback", data={**form, "csrf": csrf_of(page.text)},
+                       headers={"origin": "https://evil.example"}).status_code == 403
+    assert client.post("/session/feedback", json={**form, "csrf": csrf_of(page.text)}).status_code == 403
+    assert "forged" not in client.get(f"/session?id={quote(ui_server.calm)}").text
+
+
+@pytest.mark.parametrize("method, path, status", [
+    ("GET", "/?sort=nonsense", 422), ("GET", "/?offset=-1", 422), ("GET", "/?feedback=maybe", 422),
+    ("GET", "/session", 422), ("GET", "/session?id=no-such-session", 404), ("GET", "/session?id={calm}&step=x", 422),
+    ("GET", "/session?id={calm}&step=999", 404), ("GET", "/session/spans?id=nope", 404),
+    ("GET", "/diagnosis?id=nope", 404), ("GET", "/jobs?state=exploded", 422),
+    ("POST", "/session/feedback", 422), ("POST", "/diagnosis/start", 422),
+])
+def test_bad_input_is_answered_4xx_naming_the_problem(ui_server, client, method, path, status):
+    path = path.format(calm=quote(ui_server.calm))
+    if method == "GET":
+        r = client.get(path)
+    else:
+        csrf = csrf_of(client.get("/").text)
+        r = client.post(path, data={"csrf": csrf, "id": ui_server.calm, "vote": "sideways", "kind": "exec"})
+    assert r.status_code == status, r.text[:1000]
+    assert 'id="problem"' in r.text
+
+
+def test_sessions_page_searches_filters_and_sorts(ui_server, client):
+    found = client.get("/?q=quarterly+LEDGER").text
+    assert ui_server.calm[:18] in found and ui_server.hostile[:18] not in found
+    assert ui_server.hostile[:18] in client.get("/?q=order+42").text
+    assert "No session matches" in client.get("/?q=100%25_").text
+    by_steps = client.get("/?sort=steps&dir=asc").text  # 3 messages before 6
+    assert by_steps.index(ui_server.calm[:18]) < by_steps.index(ui_server.hostile[:18])
+    by_steps = client.get("/?sort=steps&dir=desc").text
+    assert by_steps.index(ui_server.hostile[:18]) < by_steps.index(ui_server.calm[:18])
+    # the hostile session was analyzed (and other tests may queue its jobs); the calm one never was
+    undiagnosed = client.get("/?diagnosis=none").text
+    assert ui_server.calm[:18] in undiagnosed and ui_server.hostile[:18] not in undiagnosed
+    state = re.search(r'class="badge diag-(\w+)" href="/diagnosis\?id=' + re.escape(quote(ui_server.hostile)),
+                      client.get("/").text).group(1)
+    assert state in ("queued", "running", "analyzed", "replayed", "failed")
+    assert ui_server.hostile[:18] in client.get(f"/?diagnosis={state}").text
+
+
+def test_session_page_shows_lanes_steps_and_one_step_in_full(ui_server, client):
+    html = client.get(f"/session?id={quote(ui_server.hostile)}&step=3").text
+    lanes = re.findall(r'<text class="lane-label"[^>]*>([^<]+)</text>', html)
+    assert lanes == ["Orchestrator", "Refunder", "Tool"]
+    assert len(re.findall(r'<rect class="step', html)) == 6
+    assert 'class="step kind-message selected"' in html
+    detail = html[html.index('id="step-detail"'):]
+    assert "Step 3" in detail and "padding padding" in detail and "again" in detail
+
+
+def test_feedback_from_the_ui_takes_the_apis_path(ui_server, client):
+    page = client.get(f"/session?id={quote(ui_server.calm)}")
+    r = client.post("/session/feedback", data={"csrf": csrf_of(page.text), "id": ui_server.calm, "vote": "up",
+                                               "comment": "clear <b>summary</b>"})
+    assert r.status_code == 303
+    doc = client.get(f"/api/v1/sessions/{quote(ui_server.calm, safe='')}?limit=1").json()
+    assert [(f["score"], f["comment"]) for f in doc["feedback"]][-1] == (1.0, "clear <b>summary</b>")
+    assert "clear &lt;b&gt;summary&lt;/b&gt;" in client.get(r.headers["location"]).text
+
+
+def test_diagnosis_page_queues_a_replay_and_shows_a_stored_replay_beside_the_original(ui_server, client):
+    sid = ui_server.hostile
+    page = client.get(f"/diagnosis?id={quote(sid)}").text
+    assert 'id="report-link"' in page and "Hypotheses" in page and 'id="no-replay"' in page
+    r = client.post("/diagnosis/start", data={"csrf": csrf_of(page), "id": sid, "kind": "replay", "step": "1",
+                                              "edit": "refund order 42, not 24"})
+    assert r.status_code == 303
+    jobs = client.get(f"/api/v1/jobs?session_id={quote(sid)}&kind=replay").json()["jobs"]
+    assert jobs[-1]["options"] == {"steps": [1], "edit": "refund order 42, not 24"} and jobs[-1]["reason"] == "ui"
+    # a replay result as the replay worker stores it (contracts §5), its child a real stored session
+    result = {"session_id": sid, "created_at": "2026-11-23T00:00:00Z", "rounds": 1, "stages": {"judging": "heuristic"},
+              "hypotheses": [{"id": "h-1", "step": 1, "agent": "Refunder", "reason": "wrong order number",
+                              "intervention": {"id": "iv-1", "step": 1, "kind": "add_message", "text": "use order 42",
+                                               "before": "Calling refund(order=24)"},
+                              "runs": [{"child_session_id": ui_server.calm, "success": True, "progress": 1.0}],
+                              "verdict": "validated", "verdict_reason": "1/1 replays succeeded"}]}
+    stored = httpx.post(f"{ui_server.url}/api/v1/sessions/{quote(sid, safe='')}/replay", json=result,
+                        headers={"authorization": f"Bearer {ui_server.token}"})
+    assert stored.status_code == 201
+    html = client.get(f"/diagnosis?id={quote(sid)}").text
+    assert "verdict-validated" in html and "use order 42" in html
+    columns = html[html.index('class="side-by-side"'):]
+    assert "original from step 1" in columns and "replay 1" in columns
+    assert "revenue up 4%" in columns  # the child session's own steps, beside the original's
+

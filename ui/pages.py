@@ -1,0 +1,294 @@
+"""The UI's pages: each handler reads through the Store's query methods (or writes through
+the collector's writer, as the API does) and renders one template.
+
+Handlers are plain functions run in the thread pool, like the API's reads; `page()` wraps
+each: sign-in, the CSRF check of a POST, errors as 4xx pages, and a `Server-Timing` header
+with the handler's own time (bench/ui.py reads it).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+from urllib.parse import parse_qsl, urlencode
+
+from jinja2 import Environment, FileSystemLoader
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from tracefix.collector import document
+from tracefix.collector.api import read_body
+from tracefix.collector.jobs import JOB_KINDS, MAX_EDIT_CHARS
+from tracefix.collector.otlp import OtlpError
+from tracefix.collector.store import UnknownSession
+from tracefix.collector.url_input import InvalidParameter, QueryParams
+from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.ui import views
+from tracefix.ui.security import UI_CSP, UI_REFERRER_POLICY, Forbidden, Guard
+from tracefix.ui.timeline import layout
+
+if TYPE_CHECKING:
+    from tracefix.collector.server import Collector
+
+HERE = Path(__file__).parent
+STATIC_PREFIX = "/static"
+SESSIONS_PER_PAGE = 50
+STEPS_PER_PAGE = 50
+SPANS_PER_PAGE = 50  # a span keeps its attributes whole: a page must stay small
+INPUTS_SHOWN = 12  # of a step's input messages, the last ones (a prompt repeats the earlier steps)
+FORM_BYTES = 64 * 1024
+LISTED = 200  # alerts and jobs shown, newest first
+COLUMNS = [("time", "time"), (None, "session"), ("service", "service"), (None, "task"), (None, "agents"),
+           ("steps", "steps"), ("tokens", "tokens"), ("latency", "latency"), ("outcome", "outcome"),
+           ("feedback", "feedback"), (None, "diagnosis")]
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The fields of a URL-encoded form (the only kind the UI's forms send), at most FORM_BYTES."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        raise Forbidden("the UI accepts its own forms only (application/x-www-form-urlencoded)")
+    try:
+        body = await read_body(request, FORM_BYTES)
+    except OtlpError as exc:
+        raise ValueError(exc.message) from None
+    try:
+        return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20, strict_parsing=False))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"the form cannot be read: {exc}") from None
+
+
+class NotFound(Exception):
+    """A page of something that is not there (answered 404)."""
+
+
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, trim_blocks=True,
+                      lstrip_blocks=True)
+    env.filters.update(views.FILTERS)
+    env.globals.update(views.GLOBALS)
+    return env
+
+
+def routes(collector: "Collector") -> list:
+    store, writer = collector.store, collector.writer
+    guard = Guard(collector.tokens, collector.config.tls)
+    env = environment()
+
+    def render(request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
+        html = env.get_template(template).render(
+            csrf=guard.csrf_token(request), login_needed=collector.tokens.required, path=request.url.path, **context)
+        return HTMLResponse(html, status_code=status)
+
+    def page(handler: Callable, *, public: bool = False):
+        async def wrapped(request: Request) -> Response:
+            started = time.perf_counter()
+            try:
+                if not public and not guard.signed_in(request):
+                    if request.method == "GET":
+                        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                        return RedirectResponse("/login?" + urlencode({"next": target}), status_code=303)
+                    raise Forbidden("sign in first (the API token)")
+                form = None
+                if request.method == "POST":
+                    form = await read_form(request)
+                    guard.check_post(request, form)
+                response = await run_in_threadpool(handler, request, form)
+            except Forbidden as exc:
+                response = render(request, "error.html", 403, message=str(exc))
+            except InvalidParameter as exc:
+                response = render(request, "error.html", 422, message=str(exc))
+            except UnknownSession as exc:
+                response = render(request, "error.html", 404, message=f"unknown session {exc.args[0]!r}")
+            except NotFound as exc:
+                response = render(request, "error.html", 404, message=str(exc))
+            except QueueFull as exc:
+                response = render(request, "error.html", 429, message=f"the collector is busy ({exc}); retry")
+            except WriterClosed as exc:
+                response = render(request, "error.html", 503, message=str(exc))
+            except ValueError as exc:
+                response = render(request, "error.html", 400, message=str(exc))
+            response.headers["Content-Security-Policy"] = UI_CSP
+            response.headers["Referrer-Policy"] = UI_REFERRER_POLICY
+            response.headers.setdefault("Cache-Control", "no-store")
+            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
+            return response
+        return wrapped
+
+    def write(fn):
+        return writer.call(fn).result(60)
+
+    def session_id(query: QueryParams) -> str:
+        sid = query.text("id")
+        if sid is None:
+            raise InvalidParameter("id", "the session id is missing")
+        return sid
+
+    # --- sign in ---------------------------------------------------------------------------
+    def local_target(target: str | None) -> str:
+        """Where to go after signing in: a path of this site only (never `//host` or a URL)."""
+        if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+            return "/"
+        return target
+
+    def login(request: Request, form) -> Response:
+        target = local_target((form or request.query_params).get("next"))
+        if not collector.tokens.required:
+            return RedirectResponse(target, status_code=303)
+        if form is None:
+            return render(request, "login.html", next=target, failed=False)
+        if not collector.tokens.is_token(str(form.get("token") or "")):
+            return render(request, "login.html", 401, next=target, failed=True)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(**guard.cookie())
+        return response
+
+    def logout(request: Request, form) -> Response:
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(guard.cookie()["key"], path="/")
+        return response
+
+    # --- sessions --------------------------------------------------------------------------
+    def sessions(request: Request, form) -> Response:
+        q = QueryParams(request.query_params)
+        filters = {
+            "search": (q.text("q") or "").strip()[:200] or None,
+            "outcome": q.choice("outcome", ("success", "failure", "none")),
+            "service": q.text("service"),
+            "feedback": q.choice("feedback", ("negative", "positive", "none")),
+            "diagnosis": q.choice("diagnosis", store.TABLE_DIAGNOSIS),
+        }
+        sort = q.choice("sort", tuple(store.TABLE_SORTS), default="time")
+        descending = q.choice("dir", ("asc", "desc"), default="desc") == "desc"
+        offset = q.integer("offset", 0, high=1 << 31)
+        table = store.session_table(sort=sort, descending=descending, limit=SESSIONS_PER_PAGE, offset=offset,
+                                    **filters)
+        shown = {"q": filters["search"], **{k: v for k, v in filters.items() if k != "search"}}
+        state = {k: v for k, v in {**shown, "sort": sort, "dir": "desc" if descending else "asc"}.items() if v}
+
+        def link(**change) -> str:
+            return "/?" + urlencode({k: v for k, v in {**state, **change}.items() if v is not None})
+
+        headers = [{"label": label, "key": key, "active": key == sort,
+                    "url": key and link(sort=key, dir="asc" if key == sort and descending else "desc", offset=None),
+                    "arrow": ("▼" if descending else "▲") if key == sort else ""} for key, label in COLUMNS]
+        return render(request, "sessions.html", rows=table["rows"], total=table["total"], offset=offset,
+                      per_page=SESSIONS_PER_PAGE, filters=shown, headers=headers,
+                      previous=offset and link(offset=max(0, offset - SESSIONS_PER_PAGE)),
+                      following=offset + SESSIONS_PER_PAGE < table["total"] and link(offset=offset + SESSIONS_PER_PAGE),
+                      diagnosis_states=store.TABLE_DIAGNOSIS)
+
+    # --- one session -----------------------------------------------------------------------
+    def session(request: Request, form) -> Response:
+        q = QueryParams(request.query_params)
+        sid = session_id(q)
+        selected = q.integer("step", -1, low=-1, high=1 << 31)
+        # every step without contents (the timeline and the step list), the selected one in full
+        doc = store.session_outline(sid, full_step=selected if selected >= 0 else None)
+        if doc is None:
+            raise UnknownSession(sid)
+        total = len(doc["steps"])
+        first = max(0, selected) // STEPS_PER_PAGE * STEPS_PER_PAGE
+        offset = q.integer("offset", first, high=1 << 31)
+        shown = doc["steps"][offset:offset + STEPS_PER_PAGE]
+        # what each shown step said: its output message, read for this page only
+        keys = {document.key_from_ref(s["output_message_key"]): s for s in shown if s["output_message_key"]}
+        for key, text in store.iter_message_texts(list(keys)):
+            keys[key]["said"] = views.content_text(views.json_message(text))[:400]
+        step, inputs = doc.get("full_step"), []
+        if selected >= 0:
+            if step is None:
+                raise NotFound(f"session {sid!r} has no step {selected}")
+            # the step's own input keys (this session's): the last ones, read in one pass
+            keys = [document.key_from_ref(k) for k in (step.get("input_message_keys") or [])[-INPUTS_SHOWN:]]
+            texts = dict(store.iter_message_texts(keys))
+            inputs = [views.json_message(texts.get(k)) for k in keys]
+        return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset,
+                      timeline=layout(doc["steps"], selected if step else None), step=step, inputs=inputs,
+                      earlier_inputs=max(0, len(step.get("input_message_keys") or []) - INPUTS_SHOWN) if step else 0,
+                      previous=offset > 0 and views.session_url(sid, offset=max(0, offset - STEPS_PER_PAGE)),
+                      following=offset + STEPS_PER_PAGE < total
+                      and views.session_url(sid, offset=offset + STEPS_PER_PAGE))
+
+    def spans(request: Request, form) -> Response:
+        q = QueryParams(request.query_params)
+        sid = session_id(q)
+        offset = q.integer("offset", 0, high=1 << 31)
+        rowids = store.session_span_rowids(sid)
+        if rowids is None:
+            raise UnknownSession(sid)
+        page = list(store.iter_spans(rowids[offset:offset + SPANS_PER_PAGE]))
+        return render(request, "spans.html", sid=sid, roots=views.span_tree(page), total=len(rowids),
+                      offset=offset, shown=len(page),
+                      previous=offset > 0 and views.session_url(sid, "session/spans",
+                                                                offset=max(0, offset - SPANS_PER_PAGE)),
+                      following=offset + SPANS_PER_PAGE < len(rowids)
+                      and views.session_url(sid, "session/spans", offset=offset + SPANS_PER_PAGE))
+
+    def feedback(request: Request, form) -> Response:
+        sid = str(form.get("id") or "")
+        vote = form.get("vote")
+        if vote not in ("up", "down"):
+            raise InvalidParameter("vote", "must be up or down")
+        comment = str(form.get("comment") or "").strip()[:2000] or None
+        fb = write(lambda s: s.add_feedback(sid, 1.0 if vote == "up" else -1.0, comment, source="ui",
+                                            **collector.feedback_options()))
+        collector.feedback_recorded(fb)
+        return RedirectResponse(views.session_url(sid, feedback="saved"), status_code=303)
+
+    # --- diagnosis -------------------------------------------------------------------------
+    def diagnosis(request: Request, form) -> Response:
+        sid = session_id(QueryParams(request.query_params))
+        head = store.session_outline(sid)
+        if head is None:
+            raise UnknownSession(sid)
+        analysis, replay = store.get_analysis(sid), store.get_replay(sid)
+        jobs = store.list_jobs(session_id=sid)
+        tested = views.tested_hypotheses(store, sid, replay)
+        return render(request, "diagnosis.html", sid=sid, doc=head, analysis=analysis, replay=replay,
+                      tested=tested, jobs=list(reversed(jobs)), job_kinds=JOB_KINDS, max_edit=MAX_EDIT_CHARS)
+
+    def start_job(request: Request, form) -> Response:
+        sid = str(form.get("id") or "")
+        kind = form.get("kind")
+        if kind not in JOB_KINDS:
+            raise InvalidParameter("kind", f"must be one of {', '.join(JOB_KINDS)}")
+        options = None
+        step, edit = str(form.get("step") or "").strip(), str(form.get("edit") or "").strip()
+        if kind == "replay" and (step or edit):
+            if not step.isdigit() or len(step) > 9:
+                raise InvalidParameter("step", "a replay of your own edit needs the step number it applies to")
+            options = {"steps": [int(step)], **({"edit": edit} if edit else {})}
+        write(lambda s: s.enqueue_job(sid, reason="ui", kind=kind, options=options))
+        if kind == "diagnosis":
+            collector.wake_diagnosis()
+        return RedirectResponse(views.session_url(sid, "diagnosis"), status_code=303)
+
+    # --- alerts and jobs -------------------------------------------------------------------
+    def alerts(request: Request, form) -> Response:
+        rows = store.list_alerts(QueryParams(request.query_params).text("session_id"))
+        return render(request, "alerts.html", alerts=list(reversed(rows))[:LISTED], total=len(rows))
+
+    def jobs(request: Request, form) -> Response:
+        q = QueryParams(request.query_params)
+        state = q.choice("state", ("queued", "running", "done", "failed", "refused"))
+        kind = q.choice("kind", JOB_KINDS)
+        rows = store.list_jobs(state, kind=kind)
+        return render(request, "jobs.html", jobs=list(reversed(rows))[:LISTED], total=len(rows), state=state,
+                      kind=kind, job_kinds=JOB_KINDS)
+
+    return [
+        Route("/", page(sessions)),
+        Route("/login", page(login, public=True), methods=["GET", "POST"]),
+        Route("/logout", page(logout, public=True), methods=["POST"]),
+        Route("/session", page(session)),
+        Route("/session/spans", page(spans)),
+        Route("/session/feedback", page(feedback), methods=["POST"]),
+        Route("/diagnosis", page(diagnosis)),
+        Route("/diagnosis/start", page(start_job), methods=["POST"]),
+        Route("/alerts", page(alerts)),
+        Route("/jobs", page(jobs)),
+        Mount(STATIC_PREFIX, StaticFiles(directory=HERE / "static"), name="static"),
+    ]

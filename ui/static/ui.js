@@ -1,0 +1,71 @@
+// tracefix web UI: the only script (loaded from /static; the CSP allows no inline script).
+// Live job state: a table with data-poll="URL" (the JSON API's GET /api/v1/jobs, read with the
+// UI's cookie) is refreshed every 2 s while any of its jobs is queued or running.
+"use strict";
+
+(function () {
+  const POLL_MS = 2000;
+  const UNFINISHED = new Set(["queued", "running"]);
+
+  function setText(cell, text) {
+    if (cell) cell.textContent = text || "";
+  }
+
+  function when(iso) {
+    return iso ? iso.replace("T", " ").slice(0, 19) : "—";
+  }
+
+  function update(table, jobs) {
+    const byId = new Map(jobs.map(function (job) { return [job.job_id, job]; }));
+    let unfinished = 0;
+    let changed = false;
+    table.querySelectorAll("tr[data-job-id]").forEach(function (row) {
+      const job = byId.get(row.dataset.jobId);
+      if (!job) return;
+      const badge = row.querySelector(".job-state");
+      if (badge && badge.textContent !== job.state) {
+        badge.textContent = job.state;
+        badge.className = "badge job-state job-" + job.state;
+        changed = true;
+      }
+      setText(row.querySelector(".job-finished"), when(job.finished_at));
+      setText(row.querySelector(".job-worker"), job.worker || "—");
+      setText(row.querySelector(".job-error"), job.error ? job.error.slice(0, 200) : "");
+      if (UNFINISHED.has(job.state)) unfinished += 1;
+    });
+    return { unfinished: unfinished, changed: changed };
+  }
+
+  function watch(table) {
+    const note = document.getElementById("live-state");
+    function unfinishedShown() {
+      return Array.from(table.querySelectorAll(".job-state")).some(function (b) { return UNFINISHED.has(b.textContent); });
+    }
+    if (!unfinishedShown()) return;
+    if (note) note.hidden = false;
+    function poll() {
+      fetch(table.dataset.poll, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+        .then(function (response) {
+          if (!response.ok) throw new Error("HTTP " + response.status);
+          return response.json();
+        })
+        .then(function (body) {
+          const state = update(table, body.jobs || []);
+          table.dataset.polled = String(Number(table.dataset.polled || "0") + 1);
+          if (state.unfinished > 0) {
+            window.setTimeout(poll, POLL_MS);
+          } else if (note) {
+            note.textContent = "every job has finished: reload the page for its results";
+          }
+        })
+        .catch(function (error) {
+          if (note) note.textContent = "job states could not be refreshed (" + error.message + ")";
+        });
+    }
+    window.setTimeout(poll, POLL_MS);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("table[data-poll]").forEach(watch);
+  });
+})();

@@ -1,0 +1,71 @@
+"""The session timeline's geometry: one lane per agent, one box per step, drawn as SVG by
+the session template (attributes only: no style attribute, which the CSP forbids).
+
+x is the step number, not wall time: a 1,000-step session stays readable and each box is a
+link to its step. Consecutive steps of different agents are joined by a line (a handoff).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STEP_W, GAP, LANE_H, BOX_H, LABEL_W, TOP = 14, 3, 30, 20, 150, 6
+NO_AGENT = "(no agent)"
+
+
+@dataclass
+class Box:
+    index: int
+    x: int
+    y: int
+    css: str
+    title: str
+
+
+@dataclass
+class Timeline:
+    width: int
+    height: int
+    lanes: list[tuple[str, int]] = field(default_factory=list)  # (agent, y of its centre line)
+    boxes: list[Box] = field(default_factory=list)
+    handoffs: list[tuple[int, int, int, int]] = field(default_factory=list)  # x1, y1, x2, y2
+    ticks: list[tuple[int, int]] = field(default_factory=list)  # (x, step number)
+    box_w: int = STEP_W
+    box_h: int = BOX_H
+
+
+def layout(steps: list[dict], selected: int | None = None) -> Timeline:
+    """`steps`: outline steps (`Store.session_outline`) in step order."""
+    agents: list[str] = []
+    for step in steps:
+        name = step.get("agent") or NO_AGENT
+        if name not in agents:
+            agents.append(name)
+    lane_y = {name: TOP + i * LANE_H for i, name in enumerate(agents)}
+    tl = Timeline(width=LABEL_W + max(1, len(steps)) * (STEP_W + GAP) + 10,
+                  height=TOP + max(1, len(agents)) * LANE_H + 16,
+                  lanes=[(name, y + BOX_H // 2) for name, y in lane_y.items()])
+    previous = None
+    for n, step in enumerate(steps):
+        name = step.get("agent") or NO_AGENT
+        x, y = LABEL_W + n * (STEP_W + GAP), lane_y[name]
+        css = ["step", f"kind-{step.get('kind') or 'other'}"]
+        tools = step.get("tool_calls") or []
+        failed = bool(step.get("error") or any(tc.get("error") for tc in tools))
+        if failed:
+            css.append("error")
+        if tools:
+            css.append("tools")
+        if step["index"] == selected:
+            css.append("selected")
+        duration = step.get("duration_ms")
+        title = (f"step {step['index']} · {name} · {step.get('kind') or ''}"
+                 + (" · " + ", ".join(str(tc.get("name")) for tc in tools[:5]) if tools else "")
+                 + (f" · {duration:.0f} ms" if isinstance(duration, (int, float)) else "")
+                 + (" · error" if failed else ""))
+        tl.boxes.append(Box(step["index"], x, y, " ".join(css), title))
+        if previous is not None and previous[1] != y:
+            tl.handoffs.append((previous[0] + STEP_W, previous[1] + BOX_H // 2, x, y + BOX_H // 2))
+        previous = (x, y)
+        if n % 10 == 0:
+            tl.ticks.append((x, step["index"]))
+    return tl

@@ -1,0 +1,154 @@
+"""How values look on the UI's pages: Jinja2 filters and small helpers (all return plain
+text; the templates escape it)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from tracefix.collector import jsonsafe
+
+PREVIEW_CHARS = 4000
+
+
+def when(iso: str | None) -> str:
+    """`2026-11-23T15:04:05.123456Z` -> `2026-11-23 15:04:05`."""
+    if not iso:
+        return "—"
+    return iso.replace("T", " ")[:19]
+
+
+def duration(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or ms != ms:
+        return "—"
+    if ms < 1:
+        return f"{ms:.2f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms / 60_000:.1f} min"
+
+
+def count(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "—"
+    n = int(n)
+    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def number(x: Any, digits: int = 2) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x:
+        return "—" if x is None else str(x)
+    return f"{x:.{digits}f}"
+
+
+def thumbs(score: Any) -> str:
+    """A feedback score in words a browser without an emoji font still shows."""
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
+        return ""
+    return "▼ down" if score < 0 else "▲ up" if score > 0 else "· neutral"
+
+
+def compact(value: Any, limit: int = 300) -> str:
+    """A JSON value on one line (evidence, options), cut at `limit` characters."""
+    text = value if isinstance(value, str) else jsonsafe.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
+def pretty(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A JSON value (or text) to show in a <pre>, cut at `limit` characters."""
+    if isinstance(value, str):
+        text = value
+        try:  # JSON text (tool arguments, stored attributes) reads better indented
+            if text[:1] in "{[":
+                text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    else:
+        text = jsonsafe.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else f"{text[:limit]}…[{len(text) - limit} more chars]"
+
+
+def content_text(message: Any) -> str:
+    """A chat message's content as text (parts joined)."""
+    if not isinstance(message, dict):
+        return "" if message is None else str(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return "" if content is None else pretty(content)
+
+
+def brief(text: Any, limit: int = 140) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def session_url(session_id: str, page: str = "session", **params) -> str:
+    query = urlencode({"id": session_id, **{k: v for k, v in params.items() if v is not None}})
+    return f"/{page}?{query}"
+
+
+def api_url(session_id: str, suffix: str = "") -> str:
+    return f"/api/v1/sessions/{quote(session_id, safe='')}{suffix}"
+
+
+FILTERS = {"when": when, "duration": duration, "count": count, "number": number, "thumbs": thumbs, "compact": compact,
+           "pretty": pretty, "content_text": content_text, "brief": brief}
+GLOBALS = {"session_url": session_url, "api_url": api_url}
+
+
+def json_message(text: str | None) -> dict:
+    """A stored message (canonical JSON text) for display; one that does not parse is shown as text."""
+    if text is None:
+        return {"role": "?", "content": "(message not stored)"}
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return {"role": "?", "content": text}
+    return message if isinstance(message, dict) else {"role": "?", "content": pretty(message)}
+
+
+def span_tree(spans: list[dict]) -> list[dict]:
+    """Spans of one page nested by parent: [{"span": span, "children": [...]}] in start order;
+    a span whose parent is not on the page is a root."""
+    nodes = {s["span_id"]: {"span": s, "children": []} for s in spans}
+    roots = []
+    for s in spans:
+        parent = nodes.get(s.get("parent_span_id") or "")
+        (parent["children"] if parent is not None and parent["span"] is not s else roots).append(nodes[s["span_id"]])
+    return roots
+
+
+def tested_hypotheses(store, session_id: str, replay: dict | None) -> list[dict]:
+    """Each replayed hypothesis with its runs beside the original from step t (the report's
+    comparison, tracefix.report.content, where the report part is installed)."""
+    hypotheses = [h for h in (replay or {}).get("hypotheses") or [] if isinstance(h, dict)]
+    if not hypotheses:
+        return []
+    try:
+        from tracefix.report import content as rc
+    except ImportError:
+        return [{"h": h, "gone": set(), "comparisons": []} for h in hypotheses]
+    doc = store.get_session(session_id) or {}
+    children = {}
+    for child_id in dict.fromkeys(rc.child_session_ids(replay)):
+        child = store.get_session(child_id) if isinstance(child_id, str) else None
+        if child is not None:
+            children[child_id] = child
+    out = []
+    for h in hypotheses:
+        try:
+            comparisons = rc.compare_runs(doc, h, children)
+        except (TypeError, ValueError, KeyError, AttributeError):  # a partial result: show its runs only
+            comparisons = []
+        gone = (set.intersection(*(c.dropped_lines for c in comparisons))
+                if comparisons and all(c.child is not None for c in comparisons) else set())
+        out.append({"h": h, "gone": gone, "comparisons": [{"number": c.number, "run": c.run, "child": c.child is not None,
+                                              "original": c.original, "replayed": c.replayed,
+                                              "changed": c.changed_lines, "dropped": c.dropped_lines}
+                                             for c in comparisons]})
+    return out
