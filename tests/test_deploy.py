@@ -68,6 +68,8 @@ def test_compose_balancer_routes_by_trace_id_to_every_lake_collector():
                   if "TRACEFIX_STORE" in (svc.get("environment") or {}) and "entrypoint" not in svc}
     assert len(collectors) >= 2
     assert {h.split(":")[0] for h in lb["resolver"]["static"]["hostnames"]} == collectors
+    spools = [v for name in collectors for v in compose["services"][name]["volumes"] if v.endswith(":/data")]
+    assert len(set(spools)) == len(collectors)  # a spool of its own each, never shared
     store = compose["services"]["tracefix-1"]["environment"]["TRACEFIX_STORE"]
     assert is_lake(store) and "host=postgres" in catalog_conninfo(store)
     assert compose["services"]["compactor"]["entrypoint"] == ["tracefix", "store", "compact"]
@@ -79,8 +81,9 @@ def test_kubernetes_balancer_resolves_the_headless_service_of_the_lake_collector
     lb = _check_otel_config(yaml.safe_load(docs[("ConfigMap", "tracefix-otel-collector")]["data"]["config.yaml"]))
     headless = docs[("Service", lb["resolver"]["dns"]["hostname"])]
     assert headless["spec"]["clusterIP"] == "None"
-    pods = docs[("Deployment", "tracefix-lake")]
+    pods = docs[("StatefulSet", "tracefix-lake")]  # each pod keeps its own spool volume
     assert headless["spec"]["selector"] == pods["spec"]["selector"]["matchLabels"]
     assert pods["spec"]["replicas"] > 1
     env = {e["name"]: e.get("value") for e in pods["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["TRACEFIX_STORE"].startswith("ducklake:postgres:")
+    assert [t["metadata"]["name"] for t in pods["spec"]["volumeClaimTemplates"]] == ["data"]
