@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
@@ -103,7 +104,8 @@ class JobQueue(StoreConnection):
             return self._requeue_unowned(con, kind)
 
     def _requeue_unowned(self, con, kind: str) -> int:
-        where, params = "state = 'running' AND kind = ?", [kind]
+        where = "state = 'running' AND kind = ?"
+        params: list[Any] = [kind]
         if self.shared:
             assert self.lock is not None
             owners = [w for (w,) in con.execute("SELECT DISTINCT worker FROM jobs WHERE state = 'running' "
