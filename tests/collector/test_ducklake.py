@@ -185,11 +185,9 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
         alerts = api.list_alerts(target)
         assert len(alerts) == 1 and alerts[0]["payload"]["score"] == -1.0
         assert len(api.get_session(target)["feedback"]) == 1
-        # delivered once: the collector that claims a delivery holds it while the others poll past it
         alert_id = alerts[0]["alert_id"]
         assert webhook.wait_for(lambda body: body.get("alert_id") == alert_id)
-        time.sleep(6)  # every collector's delivery loop (5 s) has looked at the outbox since
-        assert len([r for r in webhook.received if r["json"].get("alert_id") == alert_id]) == 1
+        delivered_at = time.monotonic()
 
         # two workers claiming at once, through two collectors, never share a job
         jobs = {api.enqueue_job(sid, kind="replay")["job_id"] for sid in sessions[:10]}
@@ -209,6 +207,11 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
         assert not set(claimed["w1"]) & set(claimed["w2"])
         assert sorted(claimed["w1"] + claimed["w2"]) == sorted(jobs)
         assert claimed["w1"] and claimed["w2"], claimed  # both really competed
+
+        # the alert was delivered once: the collector that claimed the delivery held it while
+        # every collector's delivery loop (5 s) looked at the outbox
+        time.sleep(max(0.0, delivered_at + 6 - time.monotonic()))
+        assert len([r for r in webhook.received if r["json"].get("alert_id") == alert_id]) == 1
     finally:
         webhook.close()
         for proc in collectors:
