@@ -34,7 +34,8 @@ _fault_options = [
                  help="Per task, probability of one fault at a hash-chosen eligible step."),
     click.option("--fault-kinds", default=None, metavar="K1,K2", help=f"Kinds --fault-rate may pick: {', '.join(KINDS)}."),
     click.option("--follow-prob", default=0.8, show_default=True, type=click.FloatRange(0, 1),
-                 help="Probability that the model follows a CORRECTION naming the fault's target."),
+                 help="Probability that the model reads an edit in its context and acts on what it says "
+                      "(drawn per request, seeded)."),
     click.option("--ground-truth", default=None, type=click.Path(dir_okay=False),
                  help="Append every injected fault to this JSONL file (labels; the product never reads it)."),
 ]
@@ -52,16 +53,27 @@ def fault_options(fn):
 @fault_options
 @click.option("--latency-ms", default=0.0, show_default=True, type=float, help="Added delay per completion.")
 @click.option("--transcripts", is_flag=True, help="Keep every exchange; serve it at GET /_sim/sessions/SESSION.")
-def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth, latency_ms, transcripts):
+@click.option("--plan-fault", "plan_faults", multiple=True, metavar="TOOL.ARG=VALUE",
+              help="plan-agent model: send ARG=VALUE (JSON, else text) whenever it calls TOOL, unless an edit in "
+                   "its context says otherwise. Repeatable.")
+def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth, latency_ms, transcripts,
+        plan_faults):
     """Start the scripted OpenAI-compatible LLM server (a test/demo component).
 
     Prints `tracefix sim: serving on http://HOST:PORT/v1` once it listens. Models:
-    bank-agent (plays the banking demo's agents), plus any registered ones.
+    bank-agent (plays the banking demo's agents), plan-agent (any agent whose task lists
+    its tool plan: `1. tool {"arg": 1}`), plus any registered ones.
     """
+    from .plan_agent import parse_fault
     from .sim import SimConfig, SimServer
 
+    try:
+        parsed_faults = tuple(parse_fault(spec) for spec in plan_faults)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--plan-fault") from None
     config = SimConfig(host=host, port=port, seed=seed, latency_ms=latency_ms, record_transcripts=transcripts,
-                       faults=_fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth))
+                       faults=_fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth),
+                       plan_faults=parsed_faults)
     server = SimServer(config)
     base_url = server.start()
     click.echo(f"tracefix sim: serving on {base_url}")

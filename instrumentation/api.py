@@ -237,8 +237,9 @@ def session(name: str | Callable | None = None, *, entrypoint: str | None = None
 
 
 class _AgentScope(_Scope):
-    def __init__(self, name: str):
+    def __init__(self, name: str, attributes: dict | None = None):
         self.name = name
+        self.attributes = attributes  # the framework patches add where the agent came from
         self._span = None
         self._tokens: tuple = ()
 
@@ -262,7 +263,7 @@ class _AgentScope(_Scope):
         try:
             span = runtime.tracer().start_span(f"invoke_agent {self.name}")
             set_span_attributes(span, {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
-                                       **common_attributes(state, self.name)}, state)
+                                       **common_attributes(state, self.name), **(self.attributes or {})}, state)
         except Exception:
             warn_once("agent-start", "tracefix: could not open an agent span", exc_info=True)
             span = trace.INVALID_SPAN

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("tracefix.collector.cli:sessions", "List stored sessions."),
     "show": ("tracefix.collector.cli:show", "Show one session's steps."),
     "feedback": ("tracefix.collector.cli:feedback", "Record user feedback on a session (thumbs up/down)."),
-    "import": ("tracefix.analysis.cli:import_", "Import message-log conversations as sessions."),
+    "import": ("tracefix.collector.cli:import_", "Import message-log conversations as sessions."),
     "analyze": ("tracefix.analysis.cli:analyze", "Score a session's steps and rank failure hypotheses."),
     "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT model on successful sessions."),
     "replay": ("tracefix.replay.cli:replay", "Test failure hypotheses by replaying a session with interventions."),

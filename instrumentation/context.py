@@ -29,6 +29,7 @@ class PendingToolCall:
     name: str
     arguments: Any  # decoded JSON when it parsed, else the raw string
     step: int
+    agent: str | None = None  # the agent whose LLM call asked for it
 
 
 @dataclass
@@ -70,19 +71,25 @@ class SessionState:
             self.seq += 1
             return seq
 
-    def add_tool_calls(self, step: int, calls: list[tuple[str, str, Any]]) -> None:
+    def add_tool_calls(self, step: int, calls: list[tuple[str, str, Any]], agent: str | None = None) -> None:
         with self.lock:
-            self.pending.extend(PendingToolCall(cid, name, args, step) for cid, name, args in calls)
+            self.pending.extend(PendingToolCall(cid, name, args, step, agent) for cid, name, args in calls)
 
-    def claim_tool_call(self, name: str, arguments: dict) -> PendingToolCall | None:
+    def claim_tool_call(self, name: str, arguments: dict, call_id: str | None = None) -> PendingToolCall | None:
         """The pending call for tool `name` whose arguments match, latest response first.
 
-        An exact match wins; otherwise the tool's arguments may hold extra parameters the
+        A framework that knows the call's id (`call_id`) gets exactly that call. Else an
+        exact match wins; otherwise the tool's arguments may hold extra parameters the
         model did not send (defaults, injected objects) as long as every argument the
         model sent agrees; otherwise the only call for this tool in the latest step that
         asked for it.
         """
         with self.lock:
+            if call_id is not None:
+                by_id = next((p for p in self.pending if p.call_id == call_id), None)
+                if by_id is not None:
+                    self.pending.remove(by_id)
+                    return by_id
             candidates = [p for p in reversed(self.pending) if p.name == name]
             chosen = next((p for p in candidates if p.arguments == arguments), None)
             if chosen is None:

@@ -4,7 +4,9 @@
 unwraps. SDKs that are not installed are skipped. This is also the
 ``opentelemetry_instrumentor`` entry point: ``opentelemetry-instrument python app.py``
 traces the app's OpenAI/Anthropic calls with no code change. Calls that OpenInference or
-OpenLLMetry trace too are left to them (`tracefix.other_instrumentors`).
+OpenLLMetry trace too are left to them (`tracefix.other_instrumentors`). Agent frameworks
+(openai-agents, LangGraph/LangChain, AG2) get their agents and tools traced the same way,
+each when it is imported (`tracefix.frameworks`).
 """
 from __future__ import annotations
 
@@ -28,9 +30,23 @@ _TARGETS: tuple[tuple[str, str, str, bool], ...] = (
 )
 
 
+def hooked_modules() -> list[tuple[str, str]]:
+    """(library module, tracefix module that patches it) for every SDK and framework traced
+    here: what a replay zygote (tracefix.replay.zygote) imports ahead for an agent using it."""
+    from .frameworks import FRAMEWORKS
+
+    targets = [(module, adapter) for module, _, adapter, _ in _TARGETS] + list(FRAMEWORKS.items())
+    return sorted({(module, f"tracefix.{target.split(':')[0]}") for module, target in targets})
+
+
 def _adapter(target: str) -> Any:
     module_name, cls = target.split(":")
     return getattr(importlib.import_module(f"tracefix.{module_name}"), cls)()
+
+
+def _adapter_function(target: str) -> Any:
+    module_name, name = target.split(":")
+    return getattr(importlib.import_module(f"tracefix.{module_name}"), name)
 
 
 def _owner(module_name: str, path: str) -> tuple[Any, str] | None:
@@ -93,6 +109,34 @@ class TracefixInstrumentor(BaseInstrumentor):
                 if self._generation == generation:
                     self._patch(package)
             wrapt.register_post_import_hook(on_import, package)
+        from .frameworks import FRAMEWORKS
+
+        for hook_module, target in FRAMEWORKS.items():
+            def on_framework_import(_module: Any, target: str = target) -> None:
+                if self._generation == generation:
+                    self._patch_framework(target)
+            wrapt.register_post_import_hook(on_framework_import, hook_module)
+
+    def _patch_framework(self, target: str) -> None:
+        from wrapt import wrap_function_wrapper
+
+        try:
+            patches = _adapter_function(target)()
+        except Exception:
+            logger.warning("tracefix: could not load the framework patches %s", target, exc_info=True)
+            return
+        for module_name, path, wrapper in patches:
+            owner = _owner(module_name, path)
+            if owner is None:  # another version of the framework: that part stays untraced
+                logger.info("tracefix: %s.%s not found; not traced", module_name, path)
+                continue
+            if any(o is owner[0] and a == owner[1] for o, a, _ in self._wrapped):
+                continue
+            try:
+                wrap_function_wrapper(owner[0], owner[1], wrapper)
+                self._wrapped.append((owner[0], owner[1], wrapper))
+            except Exception:
+                logger.warning("tracefix: could not patch %s.%s", module_name, path, exc_info=True)
 
     def _patch(self, package: str) -> None:
         from wrapt import wrap_function_wrapper

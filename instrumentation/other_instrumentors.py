@@ -33,9 +33,10 @@ OTHER_GENAI_INSTRUMENTORS: dict[str, tuple[tuple[str, str, str], ...]] = {
 DEFER_ENV = "TRACEFIX_DEFER_TO_OTHER_INSTRUMENTORS"
 
 
-def active_other_instrumentor(package: str) -> str | None:
-    """Who else traces `package`'s calls right now ("OpenInference", "OpenLLMetry"), or None."""
-    for module_name, class_name, who in OTHER_GENAI_INSTRUMENTORS.get(package, ()):
+def active_other_instrumentor(package: str, table: dict | None = None) -> str | None:
+    """Who else traces `package`'s calls right now ("OpenInference", "OpenLLMetry"), or None.
+    `table`: another {package: instrumentors} table (the framework patches have their own)."""
+    for module_name, class_name, who in (OTHER_GENAI_INSTRUMENTORS if table is None else table).get(package, ()):
         module = sys.modules.get(module_name)
         if module is None:
             continue

@@ -75,3 +75,10 @@ SNAPSHOT_FINAL_EVENT = "tracefix.snapshot.final"  # span event on the session ro
 # without intervention restores it before the evaluator runs)
 STREAM = "tracefix.request.stream"  # bool: the call asked for a stream
 STREAM_ABANDONED = "tracefix.stream.abandoned"  # bool: the stream was dropped unfinished
+
+# --- framework capture (issue 14): spans made from a framework's own structure ------------
+FRAMEWORK = "tracefix.framework"  # "openai-agents" | "langgraph" | "langchain" | "autogen"
+FRAMEWORK_NODE = "tracefix.framework.node"  # a graph's node name (LangGraph)
+FRAMEWORK_SENDER = "tracefix.framework.sender"  # the agent whose message an AG2 agent answers
+HANDOFF_FROM = "tracefix.handoff.from"  # on the execute_tool span of a handoff
+HANDOFF_TO = "tracefix.handoff.to"

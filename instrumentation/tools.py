@@ -1,11 +1,15 @@
 """`@tracefix.tool`: an `execute_tool {name}` span per call, linked to the LLM call that asked for it.
 
 The application does not pass the tool call id; we find it by matching the tool's name
-and arguments against the tool calls the session's latest LLM responses requested.
+and arguments against the tool calls the session's latest LLM responses requested. The
+framework patches (`tracefix.frameworks`) run their tools through the same `ToolCall`,
+with the id the framework knows; a `@tracefix.tool` function run by such a framework tool
+of the same name is that tool, so it adds no second span.
 """
 from __future__ import annotations
 
 import builtins
+import contextvars
 import functools
 import inspect
 import json
@@ -21,6 +25,9 @@ from .context import current_agent, current_session
 from .spans import common_attributes, set_span_attributes
 
 _OMIT = object()
+
+# The tool execution running in this context (its span is current inside it).
+_active_tool: contextvars.ContextVar["ToolCall | None"] = contextvars.ContextVar("tracefix_tool", default=None)
 
 
 def _json_value(value: Any) -> Any:
@@ -78,17 +85,25 @@ def recorded_exception(error: str) -> Exception:
 class ToolCall:
     """One tool execution: its span, its link to the LLM call, and the replay decision."""
 
-    def __init__(self, name: str, arguments: dict):
+    def __init__(self, name: str, arguments: Any, call_id: str | None = None, *, framework: str | None = None,
+                 servable: bool = True, attributes: dict | None = None):
+        """`call_id`: the LLM tool call it answers, when the caller knows it (frameworks do).
+        `framework`: who ran it ("openai-agents", ...). `servable=False`: a replay matches it
+        against the recording but never serves it: framework control flow (a handoff) must
+        really happen."""
         from .replay_mode import fingerprint_tool
 
         self.name = name
+        self.framework = framework
         self.session = current_session()
         self.arguments = arguments
-        pending = self.session.claim_tool_call(name, arguments) if self.session is not None else None
-        self.call_id = pending.call_id if pending else None
+        self.inner_error: BaseException | None = None  # raised inside and handled by the framework
+        pending = self.session.claim_tool_call(name, arguments, call_id) if self.session is not None else None
+        self.call_id = pending.call_id if pending else call_id
         self.step = pending.step if pending else (self.session.current_step if self.session else None)
         self.fingerprint = fingerprint_tool(name, arguments)
         self.decision = None
+        self.servable = servable
         controller = runtime.replay
         if controller is not None and self.session is not None and controller.owns(self.session):
             self.decision = controller.on_tool_call(self.step, self.call_id, name, self.fingerprint)
@@ -99,9 +114,12 @@ class ToolCall:
             sc.GEN_AI_TOOL_CALL_ID: self.call_id,
             sc.GEN_AI_TOOL_CALL_ARGUMENTS: dumps(arguments) if capture else None,
             sc.TOOL_FINGERPRINT: self.fingerprint,
-            **common_attributes(self.session, current_agent(), self.step),
+            # a tool run outside any agent scope (a graph's tool node) belongs to the agent that asked for it
+            **common_attributes(self.session, current_agent() or (pending.agent if pending else None), self.step),
             sc.CALL_SEQ: self.session.next_seq() if self.session is not None else None,
             sc.REPLAY_SOURCE: self.decision.source if self.decision is not None else None,
+            sc.FRAMEWORK: framework,
+            **(attributes or {}),
         }
         if self.decision is not None and self.decision.divergence is not None:
             attrs[sc.DIVERGENCE] = dumps(self.decision.divergence)
@@ -112,7 +130,7 @@ class ToolCall:
     @property
     def served(self) -> bool:
         """True when the result comes from the cassette or the intervention: the tool does not run."""
-        return self.decision is not None and self.decision.source != "live"
+        return self.servable and self.decision is not None and self.decision.source != "live"
 
     def serve(self) -> Any:
         decision = self.decision
@@ -124,29 +142,49 @@ class ToolCall:
         return decision.result
 
     def enter(self) -> None:
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        self._token = (otel_context.attach(trace.set_span_in_context(self.span)), _active_tool.set(self))
 
     def exit(self) -> None:
         if self._token is not None:
-            otel_context.detach(self._token)
+            otel_token, tool_token = self._token
+            _active_tool.reset(tool_token)
+            otel_context.detach(otel_token)
             self._token = None
 
-    def finish(self, result: Any) -> None:
+    def finish(self, result: Any, error: BaseException | str | None = None) -> None:
+        """Record the result; `error` (or an error raised inside and handled by the
+        framework, which then hands the model a message) marks the span failed too."""
         try:
             if runtime.settings.capture_content:
                 set_span_attributes(self.span, {sc.GEN_AI_TOOL_CALL_RESULT: dumps(result)}, self.session)
+            error = error if error is not None else self.inner_error
+            if error is not None:
+                self._set_error(error)
         except Exception:
             warn_once("tool-result", "tracefix: could not record a tool result", exc_info=True)
         self.span.end()
 
+    def _set_error(self, error: BaseException | str) -> None:
+        if isinstance(error, BaseException):
+            self.span.record_exception(error)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            self.span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+        else:
+            self.span.set_status(Status(StatusCode.ERROR, str(error)))
+            self.span.set_attribute(sc.ERROR_TYPE, "ToolError")
+
     def fail(self, exc: BaseException) -> None:
         try:
-            self.span.record_exception(exc)
-            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            self.span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+            self._set_error(exc)
         except Exception:
             warn_once("tool-error", "tracefix: could not record a tool error", exc_info=True)
         self.span.end()
+
+
+def _framework_runs(tool_name: str) -> ToolCall | None:
+    """The framework tool execution this call of `tool_name` is the body of, if any."""
+    outer = _active_tool.get()
+    return outer if outer is not None and outer.framework and outer.name == tool_name else None
 
 
 def _begin(name: str, signature: inspect.Signature | None, args: tuple, kwargs: dict) -> ToolCall | None:
@@ -170,6 +208,13 @@ def tool(fn: Callable | None = None, *, name: str | None = None) -> Callable:
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_tool_wrapper(*args: Any, **kwargs: Any) -> Any:
+            outer = _framework_runs(tool_name)
+            if outer is not None:  # the framework's span is this tool's span
+                try:
+                    return await fn(*args, **kwargs)
+                except Exception as exc:
+                    outer.inner_error = exc
+                    raise
             call = _begin(tool_name, signature, args, kwargs)
             if call is None:
                 return await fn(*args, **kwargs)
@@ -190,6 +235,13 @@ def tool(fn: Callable | None = None, *, name: str | None = None) -> Callable:
 
     @functools.wraps(fn)
     def tool_wrapper(*args: Any, **kwargs: Any) -> Any:
+        outer = _framework_runs(tool_name)
+        if outer is not None:  # the framework's span is this tool's span
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                outer.inner_error = exc
+                raise
         call = _begin(tool_name, signature, args, kwargs)
         if call is None:
             return fn(*args, **kwargs)

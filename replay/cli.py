@@ -77,8 +77,11 @@ def replay_options(fn):
                           "(repeatable; PKG allows PKG.sub too). Anything else is refused."),
         click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20),
                      help="Replays per intervention."),
-        click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 32),
-                     help="Replays at once."),
+        click.option("--concurrency", default=3, show_default=True, type=click.IntRange(1, 32),
+                     help="Replays at once (the default runs an intervention's three together)."),
+        click.option("--preload/--no-preload", default=True, show_default=True,
+                     help="Fork the replays from a process that imported tracefix and the agent's traced "
+                          "libraries (openai, its framework) once, instead of starting each cold."),
         click.option("--rounds", default=1, show_default=True, type=click.IntRange(1, 10),
                      help="Rounds of interventions; later rounds use the repair memory of earlier ones."),
         click.option("--guard", is_flag=True, help="Guard the live part of each replay (loop / missing-action reminders)."),
@@ -130,8 +133,8 @@ def _confirmed_modules(doc: dict | None, allowed: list[str]) -> list[str]:
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE",
               help="Override a recorded entrypoint input (e.g. base_url=http://...).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay result as JSON.")
-def replay(session_id, server, db, token, allowed_modules, runs, concurrency, rounds, guard, allow_live_tools,
-           timeout, keep, llm_base_url, llm_model, per_trial, steps, edit, inputs, as_json):
+def replay(session_id, server, db, token, allowed_modules, runs, concurrency, preload, rounds, guard,
+           allow_live_tools, timeout, keep, llm_base_url, llm_model, per_trial, steps, edit, inputs, as_json):
     """Replay SESSION from each suspected step with an intervention and judge the outcome (DoVer).
 
     The session's recorded entrypoint is imported and run here, so its module must be
@@ -158,8 +161,8 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
         # the entrypoint is a session field: one small page, not the whole session diagnose reads next
         allowed = _confirmed_modules(access.session_page(session_id, 0, 1), list(allowed_modules))
         return diagnose(access, session_id, allowed_modules=allowed, llm=llm or False, runs=runs,
-                        concurrency=concurrency, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
-                        otlp_endpoint=url, overrides=overrides, progress=progress,
+                        concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
+                        allow_live_tools=allow_live_tools, otlp_endpoint=url, overrides=overrides, progress=progress,
                         hypotheses=requested_hypotheses(request), per_trial=per_trial, timeout_s=timeout,
                         keep=keep)
 
@@ -192,8 +195,8 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, ro
 @click.option("--lease", default=60.0, show_default=True, type=click.FloatRange(5, 3600),
               help="Seconds a claimed job stays this worker's without a renewal (renewed while it runs).")
 @click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs.")
-def worker(server, token, allowed_modules, runs, concurrency, rounds, guard, allow_live_tools, timeout, keep,
-           llm_base_url, llm_model, name, poll, lease, once):
+def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, guard, allow_live_tools, timeout,
+           keep, llm_base_url, llm_model, name, poll, lease, once):
     """Run replay jobs queued by `tracefix serve`, beside the agent's own code.
 
     Start it in the agent's image or virtualenv with the agent's modules allowed
@@ -208,7 +211,8 @@ def worker(server, token, allowed_modules, runs, concurrency, rounds, guard, all
     if not allowed:
         raise click.UsageError("give at least one --allow-module PKG: the modules whose sessions this worker "
                                "may replay")
-    options = dict(runs=runs, concurrency=concurrency, rounds=rounds, guard=guard, allow_live_tools=allow_live_tools,
+    options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
+                   allow_live_tools=allow_live_tools,
                    timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
     access = HttpAccess(server.rstrip("/"), token)
     the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options)

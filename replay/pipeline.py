@@ -198,7 +198,7 @@ def _stage_label(labels: set[str]) -> str:
 
 
 def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, runs: int = 3,
-             concurrency: int = 2, rounds: int = 1, guard: bool = False, allow_live_tools: bool = False,
+             concurrency: int = 3, preload: bool = True, zygotes=None, rounds: int = 1, guard: bool = False, allow_live_tools: bool = False,
              otlp_endpoint: str | None = None, overrides: dict | None = None, progress=None,
              hypotheses: list[dict] | None = None, per_trial: int = 1,
              timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
@@ -209,7 +209,8 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
     module is in `allowed_modules` (EntrypointRefused otherwise, before anything runs).
     `overrides` replaces recorded entrypoint inputs (e.g. `base_url`); `hypotheses`, when
     given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
-    `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
+    `preload` forks the children from a process that imported the agent's traced libraries
+    once (tracefix.replay.zygote; `zygotes`: a worker's warm ones). `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
     endpoint when one is configured; `llm=False` forces the deterministic fallbacks.
     The children's files go to a private folder (`workdir`, else a temporary one), removed
     at the end unless `keep`.
@@ -258,7 +259,8 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
                                         allowed_modules=list(allowed_modules)))
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         with runner.replay_folder(workdir, keep=keep) as folder:
-            results = runner.run_all(jobs, concurrency=concurrency, workdir=folder,
+            results = runner.run_all(jobs, concurrency=concurrency, workdir=folder, preload=preload,
+                                     zygotes=zygotes,
                                      progress=lambda done, total: say(f"replays {done}/{total}"))
         for h in chosen:
             for r in (r for r in results if r["key"] == h["id"]):

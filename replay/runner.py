@@ -10,6 +10,7 @@ collector they export to: each has its own session id, work directory and report
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -23,7 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracefix.replay.zygote import Zygote, Zygotes, preloads
+
 DEFAULT_TIMEOUT_S = 120.0
+log = logging.getLogger("tracefix.replay")
 
 
 @dataclass
@@ -43,6 +47,50 @@ class ReplayJob:
     child_session_id: str = field(default_factory=lambda: "s-replay-" + uuid.uuid4().hex[:16])
 
 
+def child_env() -> dict:
+    """The environment of a replay child, but its replay file. The child runs in its own
+    folder; the agent's modules are found where this process was started (a worker or
+    `tracefix replay` started in the app's folder, as `python app.py` is)."""
+    search_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": search_path}
+
+
+def _status_error(status: int | None, timeout_s: float) -> str | None:
+    if status is None:
+        return f"replay child killed after its {timeout_s:.0f}s timeout"
+    return f"replay child exited with status {status}" if status else None
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the timed-out child, or what it left running
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_started(workdir: Path, log_path: Path, env: dict, timeout_s: float) -> str | None:
+    with open(log_path, "w") as log:
+        # its own process group: what the agent started (tool subprocesses, servers) goes with it
+        proc = subprocess.Popen([sys.executable, "-m", "tracefix.replay.child"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=str(workdir), start_new_session=True)
+        try:
+            status = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            status = None
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+    return _status_error(status, timeout_s)
+
+
+def _wait_forked(zygote: Zygote, pid: int, timeout_s: float) -> str | None:
+    status = zygote.wait(pid, timeout_s)
+    _kill_group(pid)
+    if status is None:
+        zygote.wait(pid, 10)
+    return _status_error(status, timeout_s)
+
+
 def _tail(path: Path, limit: int = 1500) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -51,8 +99,9 @@ def _tail(path: Path, limit: int = 1500) -> str:
     return text[-limit:]
 
 
-def run_one(job: ReplayJob, workdir: Path) -> dict:
-    """Run one child to completion (or timeout); return its report plus wall time and error."""
+def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict:
+    """Run one child to completion (or timeout), forked from `zygote` when given, else
+    started cold; return its report plus wall time and error."""
     workdir.mkdir(parents=True, exist_ok=True)
     replay_path, report_path, log_path = workdir / "replay.json", workdir / "report.json", workdir / "child.log"
     replay = {
@@ -65,27 +114,16 @@ def run_one(job: ReplayJob, workdir: Path) -> dict:
     }
     replay_path.write_text(json.dumps(replay, default=str))
     replay_path.chmod(0o600)  # it may carry the collector token
-    # The child runs in its own folder; the agent's modules are found where this process was
-    # started (a worker or `tracefix replay` started in the app's folder, as `python app.py` is).
-    search_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "TRACEFIX_REPLAY": str(replay_path), "PYTHONUNBUFFERED": "1", "PYTHONPATH": search_path}
+    env = {"TRACEFIX_REPLAY": str(replay_path)}
     started = time.monotonic()
-    error = None
-    with open(log_path, "w") as log:
-        # its own process group: what the agent started (tool subprocesses, servers) goes with it
-        proc = subprocess.Popen([sys.executable, "-m", "tracefix.replay.child"], env=env, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=str(workdir), start_new_session=True)
-        try:
-            if proc.wait(timeout=job.timeout_s) != 0:
-                error = f"replay child exited with status {proc.returncode}"
-        except subprocess.TimeoutExpired:
-            error = f"replay child killed after its {job.timeout_s:.0f}s timeout"
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the timed-out child, or what it left running
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+    try:
+        if zygote is None:
+            raise RuntimeError("no zygote")
+        pid = zygote.spawn(cwd=workdir, log=log_path, env=env)  # in its own session, as a started child
+    except RuntimeError:  # no zygote, or it could not fork: start the child cold
+        error = _run_started(workdir, log_path, {**child_env(), **env}, job.timeout_s)
+    else:
+        error = _wait_forked(zygote, pid, job.timeout_s)
     wall_s = time.monotonic() - started
     report = {}
     if report_path.exists():
@@ -123,15 +161,41 @@ def replay_folder(workdir: str | Path | None = None, *, keep: bool = False):
             shutil.rmtree(base, ignore_errors=True)
 
 
-def run_all(jobs: list[ReplayJob], *, concurrency: int = 2, workdir: str | Path, progress=None) -> list[dict]:
+def run_all(jobs: list[ReplayJob], *, concurrency: int = 3, workdir: str | Path, progress=None,
+            preload: bool = True, zygotes: Zygotes | None = None) -> list[dict]:
     """Run every job with at most `concurrency` children alive, each in its own folder under
-    `workdir`; results in job order."""
+    `workdir`; results in job order. With `preload` (and os.fork), children are forked from
+    a process that imported tracefix and the entrypoint's libraries once
+    (tracefix.replay.zygote): one of `zygotes`, kept warm by its owner, else one for this
+    batch; without, or if that process cannot start, each child starts cold."""
     base = Path(workdir)
     results: dict[int, dict] = {}
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = {pool.submit(run_one, job, base / job.child_session_id): i for i, job in enumerate(jobs)}
-        for done, future in enumerate(as_completed(futures), 1):
-            results[futures[future]] = future.result()
-            if progress:
-                progress(done, len(jobs))
+    zygote = None
+    if preload and jobs and hasattr(os, "fork"):
+        modules = entrypoint_preloads(jobs[0].cassette.get("entrypoint") or "")
+        zygote = zygotes.get(modules) if zygotes is not None else _start_zygote(modules, base)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = {pool.submit(run_one, job, base / job.child_session_id, zygote): i
+                       for i, job in enumerate(jobs)}
+            for done, future in enumerate(as_completed(futures), 1):
+                results[futures[future]] = future.result()
+                if progress:
+                    progress(done, len(jobs))
+    finally:
+        if zygote is not None and zygotes is None:
+            zygote.close()
     return [results[i] for i in range(len(jobs))]
+
+
+def entrypoint_preloads(entrypoint: str) -> list[str]:
+    """What a zygote preloads for `entrypoint`, found where its children will look."""
+    return preloads(entrypoint, child_env()["PYTHONPATH"].split(os.pathsep) + sys.path)
+
+
+def _start_zygote(modules: list[str], base: Path) -> Zygote | None:
+    try:
+        return Zygote(modules, cwd=base, env=child_env(), log=base / "zygote.log")
+    except (OSError, RuntimeError) as exc:
+        log.warning("replays start cold: %s", exc)
+        return None

@@ -13,6 +13,10 @@ virtualenv, with the agent's modules allowed by its operator (``--allow-module``
    export their spans to the collector, the result is stored through the API;
 4. finish the job (``done``, or ``failed`` with the error).
 
+Replay children are forked from zygotes that preloaded the agent's traced libraries
+(``tracefix.replay.zygote``); the worker keeps them between jobs and starts one for each
+allowed module as it starts, so even its first job does not wait for those imports.
+
 Several workers may share a queue: the collector's single writer hands each job to one.
 SIGTERM / Ctrl-C stops claiming and lets the job at hand finish; a second one leaves at
 once (the lease then returns the job to the queue).
@@ -22,15 +26,19 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import traceback
 
 from tracefix.collector.access import AccessError
 from tracefix.entrypoints import EntrypointRefused
 from tracefix.errors import UnknownSession
+from tracefix.replay import runner
 from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
+from tracefix.replay.zygote import Zygotes
 
 log = logging.getLogger("tracefix.worker")
 
@@ -48,6 +56,21 @@ class Worker:
         self.poll_s = poll_s
         self.replay_options = dict(replay_options or {})
         self.stopping = threading.Event()
+        self.zygotes: Zygotes | None = None
+
+    def _start_zygotes(self, warm: bool) -> None:
+        if not self.replay_options.get("preload", True) or not hasattr(os, "fork"):
+            return
+        folder = tempfile.mkdtemp(prefix="tracefix-zygotes-")
+        self.zygotes = Zygotes(env=runner.child_env(), folder=folder)
+        if warm:  # an allowed module is often the entrypoint's own: its libraries are known before any job
+            self.zygotes.warm([runner.entrypoint_preloads(f"{module}:_") for module in self.allowed_modules])
+
+    def _stop_zygotes(self) -> None:
+        if self.zygotes is not None:
+            self.zygotes.close()
+            shutil.rmtree(self.zygotes.folder, ignore_errors=True)
+            self.zygotes = None
 
     def run_until_stopped(self, once: bool = False) -> int:
         """Claim and run jobs until stopped (or, with `once`, until the queue is empty);
@@ -55,6 +78,13 @@ class Worker:
         self._handle_signals()
         print(f"tracefix worker: {self.name} takes replay jobs from {self.access.server} "
               f"(allowed modules: {', '.join(self.allowed_modules)})", flush=True)
+        self._start_zygotes(warm=not once)
+        try:
+            return self._claim_until_stopped(once)
+        finally:
+            self._stop_zygotes()
+
+    def _claim_until_stopped(self, once: bool) -> int:
         handled, unreachable_s = 0, 0.0
         while not self.stopping.is_set():
             try:
@@ -100,7 +130,7 @@ class Worker:
             # diagnose refuses an entrypoint outside the allowed modules before anything else
             result = diagnose(self.access, session_id, allowed_modules=self.allowed_modules,
                               otlp_endpoint=self.access.server, hypotheses=requested_hypotheses(request),
-                              **self.replay_options)
+                              zygotes=self.zygotes, **self.replay_options)
         except EntrypointRefused as exc:
             return "refused", str(exc)
         except (ReplayError, UnknownSession) as exc:

@@ -1,0 +1,319 @@
+"""Replay children forked from a preloaded process (a zygote) instead of started cold.
+
+A replay child spends most of its life importing: the openai SDK and an agent framework take
+seconds each (more on a busy machine), the replay itself a fraction of that (the cassette
+answers up to the edited step, then a few live calls). So `runner.run_all` starts one zygote
+per batch of replays: ``python -m tracefix.replay.zygote`` imports tracefix, its exporter
+and the libraries the entrypoint's module imports among `LIBRARIES` (its source is read,
+never run), then forks one child per replay. From the fork on, a child is what a started
+one is: its own session (setsid: a timeout kills what it started), folder, log, environment
+(``TRACEFIX_REPLAY``) and exit status; it calls ``tracefix.init()`` in replay mode and then
+imports the entrypoint's module itself, as a started child does.
+
+Only well-known libraries are preloaded, never the agent's own modules: importing those may
+track state or call ``tracefix.init()``, which must happen in the child. A zygote that has a
+thread running after its imports cannot fork safely: it says so, and the runner starts its
+children cold, as it does where there is no ``os.fork``.
+
+Protocol, JSON lines: the runner writes ``{"id", "cwd", "log", "env"}``; the zygote answers
+``{"ready": bool, ...}`` once, then ``{"id", "pid"}`` per fork and ``{"exit": pid, "status"}``
+when a child ends (status as ``Popen.returncode``: negative for a signal).
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.machinery
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+# Besides the SDKs and frameworks tracefix patches (tracefix.instrumentor.hooked_modules):
+# integration packages an agent imports instead, with the traced packages they bring along.
+INTEGRATIONS = {"agents": ("openai",), "autogen": ("openai",), "langgraph": ("langchain_core",),
+                "langchain_openai": ("langchain_core", "openai"), "langchain_anthropic": ("langchain_core", "anthropic")}
+# what every replay child imports before the agent's code
+ALWAYS = ("tracefix", "tracefix.configure", "tracefix.instrumentor", "tracefix.replay_mode", "tracefix.replay.child",
+          "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
+READY_TIMEOUT_S = 120.0
+
+
+def _module_source(module: str, search_path: list[str]) -> Path | None:
+    """The source file of `module`, found without importing it or its parent packages."""
+    locations: list[str] | None = search_path
+    spec = None
+    parts = module.split(".")
+    for i in range(len(parts)):
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i + 1]), locations)
+        if spec is None:
+            return None
+        locations = list(spec.submodule_search_locations or [])
+    origin = spec.origin if spec else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def preloads(entrypoint: str, search_path: list[str]) -> list[str]:
+    """`ALWAYS`, then the traced libraries that the entrypoint's module imports (read from its
+    source) with the modules tracefix patches in them and its patching modules."""
+    source = _module_source(entrypoint.split(":")[0], search_path)
+    imported: set[str] = set()
+    if source is not None:
+        try:
+            tree = ast.parse(source.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    from tracefix.instrumentor import hooked_modules
+
+    hooks = hooked_modules()
+    traced = {module.split(".")[0] for module, _ in hooks}
+    libraries = {name for name in imported if name in traced or name in INTEGRATIONS}
+    libraries |= {dep for name in libraries for dep in INTEGRATIONS.get(name, ())}
+    out = list(ALWAYS) + sorted(libraries)
+    for module, patcher in hooks:
+        if module.split(".")[0] in libraries:
+            out += [module, patcher]
+    return list(dict.fromkeys(out))
+
+
+class Zygote:
+    """The runner's side: start the zygote, fork children from it, wait for their ends."""
+
+    def __init__(self, modules: list[str], *, cwd: str | Path, env: dict, log: str | Path):
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._replies: dict[int, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._changed = threading.Condition()
+        self._ready: dict | None = None
+        with open(log, "w") as err:  # what the preloading printed, for an operator who asks why it fell back
+            self.proc = subprocess.Popen([sys.executable, "-m", "tracefix.replay.zygote", json.dumps(modules)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=str(cwd),
+                                         env=env, text=True, start_new_session=True)
+        threading.Thread(target=self._read, name="tracefix-zygote", daemon=True).start()
+        with self._changed:
+            self._changed.wait_for(lambda: self._ready is not None, READY_TIMEOUT_S)
+        if not (self._ready or {}).get("ready"):
+            self.close()
+            raise RuntimeError(f"replay zygote not ready: {(self._ready or {}).get('reason', 'no answer')}")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            with self._changed:
+                if "ready" in message:
+                    self._ready = message
+                elif "exit" in message:
+                    self._exits[message["exit"]] = message["status"]
+                elif "id" in message:
+                    self._replies[message["id"]] = message
+                self._changed.notify_all()
+        with self._changed:  # the zygote is gone: nobody will report the children still waited on
+            self._ready = self._ready or {"ready": False, "reason": f"exited with status {self.proc.wait()}"}
+            self._gone = True
+            self._changed.notify_all()
+
+    _gone = False
+
+    def spawn(self, *, cwd: str | Path, log: str | Path, env: dict) -> int:
+        """Fork a child running ``tracefix.replay.child`` in `cwd` with `env` added; its pid."""
+        with self._lock:
+            self._next_id += 1
+            request_id = self._next_id
+            self.proc.stdin.write(json.dumps({"id": request_id, "cwd": str(cwd), "log": str(log), "env": env}) + "\n")
+            self.proc.stdin.flush()
+        with self._changed:
+            self._changed.wait_for(lambda: request_id in self._replies or self._gone, 30)
+            reply = self._replies.pop(request_id, None)
+        if not reply or "pid" not in reply:
+            raise RuntimeError(f"replay zygote could not fork: {(reply or {}).get('error', 'no answer')}")
+        return reply["pid"]
+
+    def wait(self, pid: int, timeout: float | None) -> int | None:
+        """The child's exit status, or None if it still runs after `timeout` seconds."""
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._exits or self._gone, timeout)
+            if pid in self._exits:
+                return self._exits.pop(pid)
+            return -signal.SIGKILL if self._gone else None
+
+    def close(self) -> None:
+        """Stop the zygote (it kills the children it still has)."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Zygotes:
+    """Zygotes kept warm between batches, one per set of preloaded modules (at most `keep`,
+    the least recently used closed first): a `tracefix worker` replays the same agent again
+    and again, and can start its zygotes before the first job comes (`warm`)."""
+
+    def __init__(self, *, env: dict, folder: str | Path, keep: int = 4):
+        self.env, self.folder, self.keep = env, Path(folder), keep
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, ...], dict] = {}  # insertion order = last use
+        self._closed = False
+
+    def get(self, modules: list[str]) -> Zygote | None:
+        """The zygote for `modules`, started (and waited for) if needed; None if it cannot start."""
+        key = tuple(modules)
+        with self._lock:
+            if self._closed:
+                return None
+            entry = self._entries.pop(key, None)
+            if entry is not None and entry["ready"].is_set() and not _alive(entry["zygote"]):
+                entry = None  # it died: start another
+            if entry is None:
+                entry = {"ready": threading.Event(), "zygote": None}
+                threading.Thread(target=self._start, args=(key, entry), name="tracefix-zygote-start",
+                                 daemon=True).start()
+            self._entries[key] = entry
+            while len(self._entries) > self.keep:
+                oldest = self._entries.pop(next(iter(self._entries)))
+                if oldest["ready"].is_set() and oldest["zygote"] is not None:
+                    oldest["zygote"].close()
+        entry["ready"].wait()
+        return entry["zygote"]
+
+    def warm(self, preload_sets: list[list[str]]) -> None:
+        """Start these zygotes in the background (a worker does so for its allowed modules)."""
+        for modules in preload_sets[:self.keep]:
+            threading.Thread(target=self.get, args=(modules,), name="tracefix-zygote-warm", daemon=True).start()
+
+    def _start(self, key: tuple[str, ...], entry: dict) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            zygote = Zygote(list(key), cwd=self.folder, env=self.env,
+                            log=self.folder / f"zygote-{abs(hash(key)):x}.log")
+            with self._lock:
+                if self._closed:  # closed while this one was loading
+                    zygote.close()
+                else:
+                    entry["zygote"] = zygote
+        except (OSError, RuntimeError) as exc:
+            print(f"tracefix: replays start cold: {exc}", file=sys.stderr, flush=True)
+        finally:
+            entry["ready"].set()
+
+    def close(self) -> None:
+        """Stop the zygotes; one still loading stops when it is ready."""
+        with self._lock:
+            self._closed = True
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            if entry["zygote"] is not None:
+                entry["zygote"].close()
+
+
+def _alive(zygote: Zygote | None) -> bool:
+    return zygote is not None and zygote.proc.poll() is None and not zygote._gone
+
+
+# --- the zygote process ------------------------------------------------------------------
+
+def _send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _serve(modules: list[str]) -> dict | None:
+    """Preload, then fork on request; returns the request in a forked child, None at the end."""
+    loaded = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+            loaded.append(module)
+        except Exception as exc:  # a library missing here: the child imports what it needs itself
+            print(f"tracefix zygote: {module} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    if threading.active_count() > 1:
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
+        _send({"ready": False, "reason": f"threads running after the preloaded imports ({names}): forking is unsafe"})
+        return None
+    _send({"ready": True, "loaded": loaded})
+    children: set[int] = set()
+    pending = b""
+    stdin = sys.stdin.fileno()
+    while True:
+        readable, _, _ = select.select([stdin], [], [], 0.02 if children else None)
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                _send({"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+        if not readable:
+            continue
+        chunk = os.read(stdin, 65536)
+        if not chunk:  # the runner is done (or gone): take what is left with us
+            for pid in children:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                os.waitpid(pid, 0)
+            return None
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                _send({"id": request["id"], "error": str(exc)})
+                continue
+            if pid == 0:
+                return request
+            children.add(pid)
+            _send({"id": request["id"], "pid": pid})
+
+
+def _become_child(request: dict) -> None:
+    """What `subprocess.Popen([python, -m, tracefix.replay.child], cwd=, env=, stdout=log,
+    start_new_session=True)` would have set up."""
+    os.setsid()
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(devnull)
+    os.chdir(request["cwd"])
+    os.environ.update(request["env"])
+    from tracefix.replay import child
+
+    sys.path[0] = request["cwd"]  # `python -m` puts its working directory first
+    sys.argv = [child.__file__]
+
+
+def main() -> int:
+    request = _serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else [])
+    if request is None:
+        sys.stdout.flush()
+        os._exit(0)  # the preloaded modules' teardown takes seconds and serves nothing
+    _become_child(request)
+    from tracefix.replay import child
+
+    return child.run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Run an example agent of examples/ the way its README line says: `python examples/X.py`
+against a real `tracefix sim` (with a plan fault, so the run fails) exporting to a real
+`tracefix serve`; then diagnose it with a real `tracefix worker` replaying it.
+
+One sim, one serve and one worker serve every example of the module (`ExampleStack`): each
+example's session, diagnosis and replay are its own, told apart by its entrypoint and
+session id. The examples run at once (`start_recordings`): each is a cold Python process
+importing its framework, seconds of CPU that a shared machine gives them side by side."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import procs
+
+from tracefix.collector.access import HttpAccess
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# the model sends a refund of 200 instead of the task's 20: the refund tool fails
+FAULT = "refund.amount=200"
+
+
+@dataclass
+class ExampleStack:
+    url: str  # the collector
+    env: dict  # what an example (and the worker's replays) run with
+    procs: list[procs.Proc]
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+
+def start_stack(db: Path, examples: list[str], *, diagnose: str = "full") -> ExampleStack:
+    """A sim with the plan fault, a collector diagnosing thumbs-down sessions and a worker
+    allowed to replay every one of `examples`, started in examples/ as its README says."""
+    started: list[procs.Proc] = []
+    try:
+        sim = procs.start_sim("--plan-fault", FAULT)
+        started.append(sim)
+        serve = procs.start_serve(db, "--diagnose", diagnose)
+        started.append(serve)
+        url = serve.match["http"]
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
+               "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "sim",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": str(EXAMPLES)}
+        allow = [arg for example in examples for arg in ("--allow-module", example)]
+        started.append(procs.start_worker(url, *allow, "--name", "example-worker", env=env, cwd=EXAMPLES))
+    except BaseException:
+        for proc in reversed(started):
+            proc.stop()
+        raise
+    return ExampleStack(url, env, started)
+
+
+def start_recordings(stack: ExampleStack, examples: list[str]) -> dict[str, subprocess.Popen]:
+    """Start every example once (their sessions are recorded as they end)."""
+    return {example: subprocess.Popen([sys.executable, str(EXAMPLES / f"{example}.py")], env=stack.env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for example in examples}
+
+
+def record_failure(stack: ExampleStack, example: str, run: subprocess.Popen) -> dict:
+    """Wait for the example's run; returns the summary of the session it stored."""
+    try:
+        out, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, out[-2000:] + err[-3000:]
+    access = HttpAccess(stack.url)
+    entrypoint = f"{example}:refund_order"
+    [summary] = wait_for(lambda: [s for s in access.list_sessions(limit=500)
+                                  if s.get("entrypoint") == entrypoint and not s.get("parent_session_id")],
+                         f"session of {example}")
+    return summary
+
+
+def diagnose_with_worker(stack: ExampleStack, session_id: str, timeout: float = 120.0) -> dict:
+    """Thumbs-down the session, let the collector diagnose it and the worker replay the
+    hypotheses; returns the finished replay result."""
+    access = HttpAccess(stack.url)
+    access.add_feedback(session_id, -1.0, "the order was not refunded")
+    return wait_for(lambda: access.get_replay(session_id), "replay result", timeout)
+
+
+def wait_for(read, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def tool_steps(session: dict) -> list[tuple[str, str, dict, object, str | None]]:
+    """(agent, tool, arguments, result, error) of every tool call, in step order."""
+    out = []
+    for step in session["steps"]:
+        for call in step.get("tool_calls") or []:
+            out.append((step.get("agent"), call.get("name"), call.get("arguments"), call.get("result"),
+                        call.get("error")))
+    return out
