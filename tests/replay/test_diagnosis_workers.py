@@ -70,3 +70,10 @@ def test_diagnosis_jobs_are_claimed_by_exactly_one_of_two_workers(tmp_path):
     finally:
         for p in reversed(started):
             p.stop()
+
+
+def test_the_worker_loads_the_analysis_only_when_a_diagnosis_runs():
+    code = ("import sys, tracefix.replay.worker, tracefix.replay.cli; "
+            "print(sorted({'duckdb', 'torch', 'sklearn', 'numpy'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
