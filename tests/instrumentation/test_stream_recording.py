@@ -669,3 +669,13 @@ def test_anthropic_stream_helper_span_ends_when_the_block_is_left_early(provider
     chat, = spans.get_finished_spans()
     assert chat.end_time is not None and chat.attributes[sc.GEN_AI_REQUEST_MODEL] == "claude-test"
     assert json.loads(chat.attributes[sc.RESPONSE_RAW])["id"] == "msg_01"  # what it got before leaving
+
+
+def test_shutdown_puts_the_sdks_stream_helper_back():
+    from anthropic.resources.messages import AsyncMessages, Messages
+
+    originals = (Messages.__dict__["stream"], AsyncMessages.__dict__["stream"])
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(InMemorySpanExporter()))
+    assert Messages.__dict__["stream"] is not originals[0] and AsyncMessages.__dict__["stream"] is not originals[1]
+    handle.shutdown()
+    assert (Messages.__dict__["stream"], AsyncMessages.__dict__["stream"]) == originals
