@@ -679,3 +679,17 @@ def test_shutdown_puts_the_sdks_stream_helper_back():
     assert Messages.__dict__["stream"] is not originals[0] and AsyncMessages.__dict__["stream"] is not originals[1]
     handle.shutdown()
     assert (Messages.__dict__["stream"], AsyncMessages.__dict__["stream"]) == originals
+
+
+def test_anthropic_stream_helper_request_that_fails_ends_its_span_with_the_error(spans):
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    client = anthropic.Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0)
+    with pytest.raises(anthropic.APIConnectionError):
+        with client.messages.stream(**THINKING_REQUEST, messages=[{"role": "user", "content": "Hi"}]):
+            pass
+    chat, = spans.get_finished_spans()
+    assert chat.status.status_code.name == "ERROR" and chat.attributes[sc.ERROR_TYPE] == "APIConnectionError"
