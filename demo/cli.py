@@ -34,7 +34,8 @@ _fault_options = [
                  help="Per task, probability of one fault at a hash-chosen eligible step."),
     click.option("--fault-kinds", default=None, metavar="K1,K2", help=f"Kinds --fault-rate may pick: {', '.join(KINDS)}."),
     click.option("--follow-prob", default=0.8, show_default=True, type=click.FloatRange(0, 1),
-                 help="Probability that the model follows a CORRECTION naming the fault's target."),
+                 help="Probability that the model reads an edit in its context and acts on what it says "
+                      "(drawn per request, seeded)."),
     click.option("--ground-truth", default=None, type=click.Path(dir_okay=False),
                  help="Append every injected fault to this JSONL file (labels; the product never reads it)."),
 ]

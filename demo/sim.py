@@ -66,8 +66,8 @@ def _text(content: Any) -> Any:
 
 def bank_agent(body: dict, ctx: RequestContext) -> dict:
     messages = [{**m, "content": _text(m.get("content"))} for m in body["messages"]]
-    followed = ctx.injector.followed(messages, ctx.session, ctx.step)
-    decision = decide(messages, body.get("tools"), followed)
+    reads_edits = ctx.injector.follow_draw(ctx.session, ctx.step)
+    decision = decide(messages, body.get("tools"), reads_edits)
     faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,
                                 step=ctx.step, replay=ctx.replay)
     return faulty or decision.message
