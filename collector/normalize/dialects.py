@@ -215,6 +215,24 @@ def span_kind(attrs: dict) -> str:
     return "other"
 
 
+def graph_node(attrs: dict, name: str) -> str | None:
+    """The LangGraph node a span *is* (not merely runs inside), as OpenInference
+    (`metadata.langgraph_node`, the span named after the node) or OpenLLMetry
+    (`traceloop.association.properties.langgraph_node`, `traceloop.entity.name`) write it:
+    read as that node's agent turn, like tracefix's own `invoke_agent {node}`."""
+    node = attrs.get("traceloop.association.properties.langgraph_node")
+    if node is not None:
+        return str(node) if node == attrs.get("traceloop.entity.name") else None
+    metadata = attrs.get("metadata")
+    if type(metadata) is not str or "langgraph_node" not in metadata:
+        return None
+    try:
+        node = loads_fast(metadata).get("langgraph_node")
+    except (ValueError, AttributeError):
+        return None
+    return node if isinstance(node, str) and node == name else None
+
+
 def first_value(attrs: dict, keys: tuple[str, ...]) -> Any:
     """The first of `keys` with a value that is neither None nor ""."""
     for k in keys:
