@@ -8,79 +8,74 @@ tree (each instrumentation parents its spans in its own context):
 
 * LLM calls: the same answer (the same content-addressed output message, which carries the
   call's tool-call ids) over overlapping times;
-* tool runs: the same tool-call id, or the same tool name over overlapping times when one
+* tool runs: the same tool-call id, or the same tool name over overlapping times where one
   of them names no call id.
 
-The span kept is the richer one: the one with a tracefix step (a replay addresses it), else
-the one naming a call id, else the inner one (the call as it was made). Pure functions.
+The span kept is the richer one: tracefix's own LLM span (it has a call sequence number: a
+replay addresses it), a tool span naming its call id; else the inner one (the call as it
+was made). Two of tracefix's own LLM spans, or two tool spans with call ids, are always two
+calls. Pure functions over store rows.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+Row = Mapping[str, Any]
 
 
-def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return (a["start_ns"] or 0) <= (b["end_ns"] or 0) and (b["start_ns"] or 0) <= (a["end_ns"] or 0)
-
-
-def _llm_rank(s: Mapping[str, Any]) -> tuple:
-    return (s["step"] is not None, s["start_ns"] or 0)
-
-
-def duplicate_llm_calls(spans: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def duplicate_llm_calls(spans: Iterable[Row]) -> dict[str, str]:
     """{span id of a duplicate LLM span: span id of the one kept} within one session's
-    `spans` (rows with kind, step, start_ns, end_ns, output_key, span_id)."""
-    by_answer: dict[Any, list[Mapping[str, Any]]] = {}
+    `spans` (rows with kind, call_seq, start_ns, end_ns, output_key, span_id)."""
+    by_answer: dict[Any, list[Row]] = {}
     for s in spans:
         if s["kind"] == "llm" and s["output_key"] is not None:
             by_answer.setdefault(s["output_key"], []).append(s)
-    return _merge_groups(by_answer.values(), _llm_rank)
+    return _merge(by_answer.values(), rank=lambda s: (s["call_seq"] is not None, s["start_ns"] or 0),
+                  distinct=lambda a, b: a["call_seq"] is not None and b["call_seq"] is not None)
 
 
-def _tool_rank(s: Mapping[str, Any]) -> tuple:
-    return (s["tool_call_id"] is not None, s["start_ns"] or 0)
-
-
-def duplicate_tool_runs(spans: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def duplicate_tool_runs(spans: Iterable[Row]) -> dict[str, str]:
     """{span id of a duplicate tool span: span id of the one kept} within one session's
-    `spans` (rows with kind, step, start_ns, end_ns, tool_name, tool_call_id, span_id)."""
-    tools = [s for s in spans if s["kind"] == "tool"]
-    by_name: dict[Any, list[Mapping[str, Any]]] = {}
-    for s in tools:
-        by_name.setdefault(s["tool_name"], []).append(s)
-    groups: list[list[Mapping[str, Any]]] = []
+    `spans` (rows with kind, start_ns, end_ns, tool_name, tool_call_id, span_id)."""
+    by_name: dict[Any, list[Row]] = {}
+    for s in spans:
+        if s["kind"] == "tool":
+            by_name.setdefault(s["tool_name"], []).append(s)
+    groups: list[list[Row]] = []
     for same_name in by_name.values():
+        anonymous = [s for s in same_name if not s["tool_call_id"]]
         ids = {s["tool_call_id"] for s in same_name if s["tool_call_id"]}
-        for call_id in ids:  # one call id: one run (the spans without an id join it by time below)
-            groups.append([s for s in same_name if s["tool_call_id"] == call_id]
-                          + [s for s in same_name if not s["tool_call_id"]])
+        # one call id: one run; a span naming none may be that run seen by the framework
+        groups += [[s for s in same_name if s["tool_call_id"] == call_id] + anonymous for call_id in ids]
         if not ids:
-            groups.append(same_name)
-    out: dict[str, str] = {}
-    for dup, kept in _merge_groups(groups, _tool_rank, same_id_needs_no_overlap=True).items():
-        out.setdefault(dup, kept)
-    return out
+            groups.append(anonymous)
+    return _merge(groups, rank=lambda s: (s["tool_call_id"] is not None, s["start_ns"] or 0),
+                  distinct=lambda a, b: bool(a["tool_call_id"]) and bool(b["tool_call_id"])
+                  and a["tool_call_id"] != b["tool_call_id"],
+                  same=lambda a, b: bool(a["tool_call_id"]) and a["tool_call_id"] == b["tool_call_id"])
 
 
-def _merge_groups(groups: Iterable[Sequence[Mapping[str, Any]]], rank, *,
-                  same_id_needs_no_overlap: bool = False) -> dict[str, str]:
+def _overlap(a: Row, b: Row) -> bool:
+    return (a["start_ns"] or 0) <= (b["end_ns"] or 0) and (b["start_ns"] or 0) <= (a["end_ns"] or 0)
+
+
+def _merge(groups: Iterable[Sequence[Row]], *, rank: Callable[[Row], tuple], distinct: Callable[[Row, Row], bool],
+           same: Callable[[Row, Row], bool] = lambda a, b: False) -> dict[str, str]:
+    """In each group of candidates, the best span (by `rank`) absorbs every other that is
+    the same call (`same`) or overlaps it in time, unless the two are `distinct`."""
     out: dict[str, str] = {}
     for group in groups:
         if len(group) < 2:
             continue
-        for s in sorted(group, key=rank, reverse=True):  # the best first: it absorbs the others
+        keepers: set[str] = set()
+        for s in sorted(group, key=rank, reverse=True):
             if s["span_id"] in out:
                 continue
             for other in group:
-                if other is s or other["span_id"] in out or _kept(out, other["span_id"]):
+                oid = other["span_id"]
+                if oid == s["span_id"] or oid in out or oid in keepers or distinct(s, other):
                     continue
-                same_call = (same_id_needs_no_overlap and s.get("tool_call_id")
-                             and s.get("tool_call_id") == other.get("tool_call_id"))
-                if same_call or (_overlap(s, other) and rank(other) <= rank(s)
-                                 and not (other.get("tool_call_id") and s.get("tool_call_id"))):
-                    out[other["span_id"]] = s["span_id"]
+                if same(s, other) or _overlap(s, other):
+                    out[oid] = s["span_id"]
+                    keepers.add(s["span_id"])
     return out
-
-
-def _kept(out: dict[str, str], span_id: str) -> bool:
-    return span_id in out.values()

@@ -233,6 +233,25 @@ def graph_node(attrs: dict, name: str) -> str | None:
     return node if isinstance(node, str) and node == name else None
 
 
+def langchain_tool_message(result: Any) -> tuple[Any, str | None, str | None] | None:
+    """(content, tool call id, error) of a tool result that is a serialized LangChain
+    ``ToolMessage`` (what OpenInference's LangChain instrumentor records as a TOOL span's
+    `output.value`), else None: the content is what the model was handed, the call id links
+    the run to the LLM call that asked for it."""
+    if type(result) is not str or '"tool_call_id"' not in result:
+        return None
+    try:
+        message = loads_fast(result)
+    except ValueError:
+        return None
+    data = message.get("data") if isinstance(message, dict) and message.get("type") == "tool" else None
+    if not isinstance(data, dict) or not isinstance(data.get("tool_call_id"), str):
+        return None
+    content = data.get("content")
+    error = part_text(content) if data.get("status") == "error" else None
+    return content, data["tool_call_id"], error
+
+
 def first_value(attrs: dict, keys: tuple[str, ...]) -> Any:
     """The first of `keys` with a value that is neither None nor ""."""
     for k in keys:
