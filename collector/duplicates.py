@@ -7,7 +7,7 @@ tracefix's. They are told apart from two different calls by what they share, not
 tree (each instrumentation parents its spans in its own context):
 
 * LLM calls: the same answer (the same content-addressed output message, which carries the
-  call's tool-call ids) over overlapping times;
+  call's tool-call ids) over overlapping times, or one LLM span right under another;
 * tool runs: the same tool-call id, or the same tool name over overlapping times where one
   of them names no call id.
 
@@ -25,12 +25,17 @@ Row = Mapping[str, Any]
 
 def duplicate_llm_calls(spans: Iterable[Row]) -> dict[str, str]:
     """{span id of a duplicate LLM span: span id of the one kept} within one session's
-    `spans` (rows with kind, call_seq, start_ns, end_ns, output_key, span_id)."""
+    `spans` (rows with kind, call_seq, start_ns, end_ns, output_key, span_id, parent_span_id)."""
+    llm = [s for s in spans if s["kind"] == "llm"]
     by_answer: dict[Any, list[Row]] = {}
-    for s in spans:
-        if s["kind"] == "llm" and s["output_key"] is not None:
+    for s in llm:
+        if s["output_key"] is not None:
             by_answer.setdefault(s["output_key"], []).append(s)
-    return _merge(by_answer.values(), rank=lambda s: (s["call_seq"] is not None, s["start_ns"] or 0),
+    # an LLM span right under another: the SDK's call inside the framework's (their answers
+    # may be written differently, a handoff's arguments say)
+    by_id = {s["span_id"]: s for s in llm}
+    nested = [[by_id[s["parent_span_id"]], s] for s in llm if s.get("parent_span_id") in by_id]
+    return _merge([*by_answer.values(), *nested], rank=lambda s: (s["call_seq"] is not None, s["start_ns"] or 0),
                   distinct=lambda a, b: a["call_seq"] is not None and b["call_seq"] is not None)
 
 

@@ -17,7 +17,7 @@ from tracefix.collector.store.sql import distinct_spans, in_strings
 
 
 STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id", "end_ns",
-                       "output_key")
+                       "output_key", "parent_span_id")
 
 
 def numbered_steps(spans: pa.Table) -> pa.Table:
@@ -52,17 +52,24 @@ def numbered_steps(spans: pa.Table) -> pa.Table:
 
 def _doubled_llm_calls(spans: pa.Table) -> list[str]:
     """Span ids of the LLM spans that describe a call another span of their session describes."""
-    if not spans.num_rows or spans["output_key"].null_count == spans.num_rows:
+    if not spans.num_rows:
         return []
-    # only an answer stored twice in a session can be: no row is read in Python otherwise
+    # only an answer stored twice in a session, or an LLM span under another, can be: no row
+    # is read in Python otherwise
     counts = spans.group_by(["session_id", "output_key"]).aggregate([("span_id", "count_distinct")])
-    twice = counts.filter(pc.greater(counts["span_id_count_distinct"], 1))
-    if not twice.num_rows:
+    twice = counts.filter(pc.and_(pc.greater(counts["span_id_count_distinct"], 1), pc.is_valid(counts["output_key"])))
+    llm = spans.filter(pc.equal(spans["kind"], "llm"))
+    under_llm = pc.is_in(llm["parent_span_id"], value_set=llm["span_id"].combine_chunks())
+    nested = llm.filter(under_llm)
+    if not twice.num_rows and not nested.num_rows:
         return []
-    candidates = spans.filter(pc.is_in(spans["output_key"], value_set=twice["output_key"].combine_chunks()))
+    candidates = spans.filter(pc.or_(
+        pc.is_in(spans["output_key"], value_set=twice["output_key"].combine_chunks()),
+        pc.or_(pc.is_in(spans["span_id"], value_set=nested["span_id"].combine_chunks()),
+               pc.is_in(spans["span_id"], value_set=nested["parent_span_id"].combine_chunks()))))
     by_session: dict[str, list[dict]] = {}
     for row in candidates.select(["session_id", "kind", "call_seq", "start_ns", "end_ns", "output_key",
-                                  "span_id"]).to_pylist():
+                                  "span_id", "parent_span_id"]).to_pylist():
         by_session.setdefault(row["session_id"], []).append(row)
     return [dup for rows in by_session.values() for dup in duplicate_llm_calls(rows)]
 

@@ -1,11 +1,13 @@
 """Run an example of examples/ with a framework's OpenInference instrumentor active, as a
-user who already has one would: `python with_openinference.py EXAMPLE both|only`.
+user who already has one would: `python with_openinference.py EXAMPLE both|only RUN_ID`.
 
 * both: `tracefix.init()` (the example's own) and the instrumentor on the same global
   provider, so each agent, tool and LLM call may be described by two spans;
-* only: no tracefix at all: the instrumentor on an SDK provider exporting OTLP to
+* only: no tracefix.init(): the instrumentor on an SDK provider exporting OTLP to
   OTEL_EXPORTER_OTLP_ENDPOINT (the collector), the graph run in a session of OpenInference's
-  `using_session`.
+  `using_session` (LangGraph only).
+
+The task ends with a line naming the run, by which the test finds its session.
 """
 from __future__ import annotations
 
@@ -27,8 +29,12 @@ def instrumentor(example: str):
 def run_both(example: str, session_id: str) -> None:
     module = importlib.import_module(example)  # calls tracefix.init(): the global provider is tracefix's
     instrumentor(example).instrument()
+    if example == "openai_agents_refund":  # OpenInference's processor sees the SDK's spans only with its tracing on
+        from agents import set_tracing_disabled
+
+        set_tracing_disabled(os.environ.get("SDK_TRACING") != "1")
     task = module.shop.HANDOFF_TASK if example == "openai_agents_refund" else module.shop.TASK
-    print(module.refund_order(task))
+    print(module.refund_order(f"{task}(run {session_id})"))  # the test finds its session by this line
 
 
 def run_only(example: str, session_id: str) -> None:
@@ -45,11 +51,11 @@ def run_only(example: str, session_id: str) -> None:
     trace.set_tracer_provider(provider)
     instrumentor(example).instrument(tracer_provider=provider)
     with using_session(session_id):
-        print(globals()[f"_plain_{example}"]())
+        print(globals()[f"_plain_{example}"](session_id))
     provider.shutdown()
 
 
-def _plain_langgraph_refund() -> str:
+def _plain_langgraph_refund(session_id: str) -> str:
     """examples/langgraph_refund.py's graph with no tracefix in the process."""
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
@@ -71,7 +77,7 @@ def _plain_langgraph_refund() -> str:
     graph.add_edge("lookup_tools", "lookup")
     graph.add_conditional_edges("refunds", tools_condition, {"tools": "refund_tools", END: END})
     graph.add_edge("refund_tools", "refunds")
-    state = graph.compile(name="refund-desk").invoke({"messages": [("user", shop.TASK)]})
+    state = graph.compile(name="refund-desk").invoke({"messages": [("user", f"{shop.TASK}(run {session_id})")]})
     return state["messages"][-1].content
 
 
