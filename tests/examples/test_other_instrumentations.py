@@ -2,7 +2,7 @@
 sim` and `tracefix serve` processes (tests/examples/with_openinference.py): beside
 `tracefix.init()` each agent turn, LLM call and tool run is stored once whichever side
 recorded it; with OpenInference alone the collector still reads agents and tool steps from
-its span kinds (AGENT, TOOL, LangGraph node CHAINs)."""
+its span kinds (AGENT, TOOL, LangGraph node CHAINs). AG2 too, beside `tracefix.init()`."""
 from __future__ import annotations
 
 import os
@@ -31,6 +31,8 @@ CASES = {
     # the SDK's tracing off: OpenInference's processor sees nothing, so tracefix records agents and tools
     "agents-tracing-off": ("openai_agents_refund", "both", {}, ["triage", "triage", "refunds", "refunds"],
                            ["get_order", "transfer_to_refunds", "refund"]),
+    # OpenInference's AG2 instrumentor: its AGENT spans (agent.name) and TOOL spans (tool_call.id)
+    "ag2-both": ("ag2_refund", "both", {}, ["clerk", "clerk", "refunder", "refunder"], ["get_order", "refund"]),
 }
 
 
@@ -77,7 +79,7 @@ def test_each_agent_turn_llm_call_and_tool_run_is_stored_once(recorded, case):
     get_order, refund = calls[0], calls[-1]
     assert get_order[0] == agents[0] and "delivered" in str(get_order[3]) and get_order[4] is None
     # the model's wrong amount, and the tool's error, as the agent saw them
-    assert refund[0] == "refunds" and "exceeds" in (refund[4] or "")
+    assert refund[0] == agents[-1] and "exceeds" in (refund[4] or "")
     assert refund[2] == {"order_id": "A-1001", "amount": 200}
     if mode == "both":
         assert get_order[2] == ORDER

@@ -18,6 +18,7 @@ import sys
 INSTRUMENTORS = {
     "langgraph_refund": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
     "openai_agents_refund": ("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor"),
+    "ag2_refund": ("openinference.instrumentation.ag2", "AG2Instrumentor"),
 }
 
 
