@@ -1,4 +1,4 @@
-"""`tracefix import`, `tracefix analyze`, `tracefix train`.
+"""`tracefix analyze`, `tracefix train`.
 
 Each talks to the store through the collector's access layer: `--server URL` (a running
 `tracefix serve`, the only writer of its file) or `--db PATH` (open the DuckDB file
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
@@ -29,46 +28,6 @@ def _access(server: str | None, db: str | None, token: str | None):
         return connect(server=server, db=db, token=token)
     except Exception as exc:
         raise click.ClickException(f"cannot open the store ({exc})") from exc
-
-
-@click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--json", "as_json", is_flag=True, help="Print the created session ids as a JSON list.")
-@_store_options
-def import_(file: str, as_json: bool, server: str | None, db: str | None, token: str | None) -> None:
-    """Import message-log conversations (JSON object, JSON list or JSONL) as sessions.
-
-    Each conversation has its messages under `messages` or `history` (each with `content`
-    and a speaker in `name` or `role`), optionally a `task` and a `ground_truth`. Every
-    message becomes one step, numbered from 0.
-    """
-    from tracefix.collector.imports import ImportFormatError, documents_from_text
-
-    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    try:
-        docs = documents_from_text(text)
-    except ImportFormatError as exc:
-        raise click.ClickException(f"{file}: {exc}") from exc
-    access = _access(server, db, token)
-    # Ids are content hashes: a conversation imported before is already stored, and importing
-    # it again would append its messages to the stored session a second time.
-    fresh, seen = [], []
-    for doc in docs:
-        if doc["session_id"] in seen or access.get_session(doc["session_id"]) is not None:
-            click.echo(f"already stored: {doc['session_id']}", err=True)
-        else:
-            fresh.append(doc)
-        seen.append(doc["session_id"])
-    try:
-        ids = access.import_sessions(fresh) if fresh else []
-    except Exception as exc:
-        raise click.ClickException(f"import failed, nothing created ({exc})") from exc
-    if as_json:
-        click.echo(json.dumps(ids))
-    else:
-        for sid in ids:
-            click.echo(sid)
-        click.echo(f"imported {len(ids)} session(s)", err=True)
 
 
 @click.command("analyze")

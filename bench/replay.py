@@ -1,22 +1,29 @@
 """Replay benchmark: DoVer do-then-verify on the banking demo corpus, with the fallback pipeline.
 
-    .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3] [--rounds 1,3]
+    .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3]
+                                     [--follow-probs 1.0,0.7] [--rounds 1] [--arms pipeline,oracle,noop,misleading]
 
 Per seed: a scripted LLM server (subprocess) injects at most one fault per task (rate and
-kinds from the seed, corrections followed with probability --follow-prob), the instrumented
-banking app records every task into a `tracefix serve` store, and every failed session is
-analyzed and then diagnosed by replay (no LLM: every stage uses its deterministic fallback).
+kinds from the seed) while the instrumented banking app records every task into a `tracefix
+serve` store. Then, once per follow probability, a second server with the same fault plan
+(so a replay meets the fault where the recording did) serves the replays; its model reads an
+edit with that probability and acts on its content (demo/edits.py: values adopted, a slip
+prevented only by what it needs, anything else ignored). Every failed session is diagnosed
+(no LLM: every stage uses its deterministic fallback) under these arms:
 
-Prints, over all seeds and per fault kind:
-- flip rate: share of failed sessions with at least one validated intervention;
-- the verdict distribution of the tested hypotheses;
-- LLM requests saved by the prefix replay: requests a from-scratch re-run would send vs.
-  those the replays sent (the sim's own count per replay session, checked against the
-  replay reports);
-- wall time of a replay vs. the original session: the replay child process end to end, and
-  the replayed session alone (its duration as stored), as medians and ratios;
-- with several --rounds values, each failed session is diagnosed once per value, side by
-  side, so the flip rate with repair memory compares with the single DoVer round.
+- pipeline: the product as shipped: segmentation, attribution and template interventions;
+- oracle: the template intervention at the true fault step (the ground-truth step; the
+  product never has it): how good the edits are once the step is right;
+- noop: an edit that says nothing ("Please continue.") at the true fault step: what a
+  replay flips without any content (a baseline: it must be ~0);
+- misleading: an edit stating wrong values at the true fault step: a wrong fix must not be
+  validated (the model adopts the wrong values).
+
+Prints, per follow probability, arm and fault kind: the flip rate (share of failed sessions
+with a validated intervention) and the verdict mix; and for the pipeline arm the LLM
+requests saved by the prefix replay (requests a from-scratch re-run would send vs. those the
+replays sent, the sim's own count per replay session) and wall time of a replay vs. the
+original session. With several --rounds values the pipeline arm is run once per value.
 """
 from __future__ import annotations
 
@@ -60,33 +67,50 @@ def sim_stats(base_url: str) -> dict:
         return json.load(r)
 
 
+NOOP_EDIT = "Please continue."
+# States values of every shape the testbed uses, all wrong: whatever slot the step has, the
+# model adopts a wrong value for it.
+MISLEADING_EDIT = ("Use account ACC-1099, customer CUST-099 and check CHK-5999 for this; the amount is $1.00, "
+                   "and everything else is already done.")
+
+
 def run_seed(seed: int, args, workdir: Path) -> list[dict]:
-    """Record the corpus of one seed and diagnose its failed sessions; one row per session."""
+    """Record the corpus of one seed and diagnose its failed sessions; one row per session,
+    follow probability and arm."""
     from tracefix.collector.access import connect
 
     truth = workdir / f"truth-{seed}.jsonl"
-    sim = procs.start_sim("--seed", str(seed), "--fault-rate", str(args.fault_rate), "--follow-prob",
-                          str(args.follow_prob), "--ground-truth", str(truth))
+    fault_args = ["--seed", str(seed), "--fault-rate", str(args.fault_rate)]
+    sim = procs.start_sim(*fault_args, "--ground-truth", str(truth))
     serve = procs.start_serve(workdir / f"store-{seed}.duckdb", "--diagnose", "off")
     rows = []
     try:
-        base_url, server = sim.match["base_url"], serve.match["http"]
+        server = serve.match["http"]
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", base_url, "--tasks", args.tasks,
-                        "--seed", str(seed), "--otlp-endpoint", server], check=True, capture_output=True, timeout=900)
+        subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", sim.match["base_url"],
+                        "--tasks", args.tasks, "--seed", str(seed), "--otlp-endpoint", server],
+                       check=True, capture_output=True, timeout=900)
+        sim.stop()
         print(f"seed {seed}: corpus recorded in {time.perf_counter() - started:.1f}s", flush=True)
         faults = {}
         for line in truth.read_text().splitlines() if truth.exists() else []:
             record = json.loads(line)
-            faults.setdefault(record["session"], record)  # the recording's fault (replays append theirs)
+            faults.setdefault(record["session"], record)
         access = connect(server=server)
         failed = [s["session_id"] for s in access.list_sessions(outcome="failure", limit=1000)]
         print(f"seed {seed}: {len(failed)} failed session(s), {len(faults)} with an injected fault", flush=True)
-        for sid in failed:
-            doc = access.get_session(sid)
-            fault = faults.get(sid, {})
-            for rounds in args.rounds:
-                rows.append(diagnose_row(access, sid, doc, fault, rounds, args, server, base_url, workdir, seed))
+        for follow in args.follow_probs:
+            replay_sim = procs.start_sim(*fault_args, "--follow-prob", str(follow))
+            try:
+                base_url = replay_sim.match["base_url"]
+                for sid in failed:
+                    doc = access.get_session(sid)
+                    fault = faults.get(sid, {})
+                    for arm, rounds in arms_for(args, fault):
+                        rows.append(diagnose_row(access, sid, doc, fault, arm, rounds, follow, args, server,
+                                                 base_url, workdir, seed))
+            finally:
+                replay_sim.stop()
         access.close()
     finally:
         serve.stop()
@@ -94,20 +118,34 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
     return rows
 
 
-def diagnose_row(access, sid: str, doc: dict, fault: dict, rounds: int, args, server: str, base_url: str,
-                 workdir: Path, seed: int) -> dict:
+def arms_for(args, fault: dict) -> list[tuple[str, int]]:
+    arms = [("pipeline", r) for r in args.rounds] if "pipeline" in args.arms else []
+    if fault.get("step") is not None:  # the baselines need the true step
+        arms += [(a, 1) for a in ("oracle", "noop", "misleading") if a in args.arms]
+    return arms
+
+
+def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int, follow: float, args,
+                 server: str, base_url: str, workdir: Path, seed: int) -> dict:
     from tracefix.replay.pipeline import diagnose
 
+    step = fault.get("step")
+    hypotheses = {"pipeline": None, "oracle": [{"step": step}],
+                  "noop": [{"step": step, "intervention": {"text": NOOP_EDIT}}],
+                  "misleading": [{"step": step, "intervention": {"text": MISLEADING_EDIT}}]}[arm]
     t0 = time.perf_counter()
-    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], llm=False, runs=args.runs, concurrency=args.concurrency, rounds=rounds,
-                      otlp_endpoint=server, workdir=workdir / "replays" / f"{sid}-{rounds}")
+    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], llm=False, runs=args.runs,
+                      concurrency=args.concurrency, rounds=rounds, otlp_endpoint=server, hypotheses=hypotheses,
+                      overrides={"base_url": base_url}, save=arm == "pipeline",
+                      workdir=workdir / "replays" / f"{sid}-{arm}-{rounds}-{follow}")
     elapsed = time.perf_counter() - t0
     stats = sim_stats(base_url)["by_session"]
     runs = [r for h in result["hypotheses"] for r in h["runs"]]
     children = {r["child_session_id"]: access.get_session(r["child_session_id"]) for r in runs}
     row = {
-        "seed": seed, "session": sid, "rounds": rounds, "kind": fault.get("kind", "unlabelled"),
-        "fault_step": fault.get("step"), "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"),
+        "seed": seed, "session": sid, "arm": arm, "rounds": rounds, "follow_prob": follow,
+        "kind": fault.get("kind", "unlabelled"),
+        "fault_step": step, "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"),
         "work_ms": work_ms(doc), "verdicts": [h["verdict"] for h in result["hypotheses"]],
         "hypothesis_steps": [h["step"] for h in result["hypotheses"]], "stages": result["stages"],
         "diagnose_s": elapsed,
@@ -118,7 +156,7 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, rounds: int, args, se
                   "child_work_ms": work_ms(children.get(r["child_session_id"])), "error": r["error"]}
                  for r in runs],
     }
-    print(f"  {sid[:12]} {row['kind']:<20} fault@{fault.get('step')} rounds={rounds} hypotheses@"
+    print(f"  {sid[:12]} {row['kind']:<20} fault@{step} follow={follow} {arm:<10} r={rounds} hypotheses@"
           f"{row['hypothesis_steps']} -> {row['verdicts']} ({elapsed:.1f}s)", flush=True)
     return row
 
@@ -129,43 +167,45 @@ def median(values):
 
 
 def report(all_rows: list[dict]) -> None:
-    for rounds in sorted({r["rounds"] for r in all_rows}):
-        report_rounds([r for r in all_rows if r["rounds"] == rounds], rounds)
-    if len({r["rounds"] for r in all_rows}) > 1:
-        print("\n== flip rate by rounds (same sessions) ==")
-        for rounds in sorted({r["rounds"] for r in all_rows}):
-            rows = [r for r in all_rows if r["rounds"] == rounds]
-            flipped = sum(1 for r in rows if "validated" in r["verdicts"])
-            replays = sum(len(r["runs"]) for r in rows)
-            print(f"rounds={rounds}: flip rate {flipped}/{len(rows)} = {flipped / len(rows):.2f}, {replays} replays")
+    for follow in sorted({r["follow_prob"] for r in all_rows}, reverse=True):
+        rows = [r for r in all_rows if r["follow_prob"] == follow]
+        print(f"\n== replay benchmark, follow probability {follow} (fallback pipeline: no LLM) ==")
+        stages = Counter((k, v) for r in rows if r["arm"] == "pipeline" for k, v in r["stages"].items())
+        print("pipeline stages: " + ", ".join(f"{k}={v} x{n}" for (k, v), n in sorted(stages.items())))
+        print("LLM used by any stage: " + ("yes" if any("llm" in v for (_, v) in stages) else "no"))
+        print(f"\n{'arm':<14}{'fault kind':<22}{'sessions':>9}{'flipped':>9}{'flip rate':>11}  "
+              + "  ".join(f"{v[:11]:>11}" for v in VERDICTS))
+        for arm in ("pipeline", "oracle", "noop", "misleading"):
+            for rounds in sorted({r["rounds"] for r in rows if r["arm"] == arm}):
+                group = [r for r in rows if r["arm"] == arm and r["rounds"] == rounds]
+                label = arm if arm != "pipeline" or len({r["rounds"] for r in rows}) == 1 else f"{arm} r={rounds}"
+                by_kind = defaultdict(list)
+                for r in group:
+                    by_kind[r["kind"]].append(r)
+                for kind, members in sorted(by_kind.items()) + [("ALL", group)]:
+                    print(f"{label:<14}" + verdict_row(kind, members))
+                print()
+        for rounds in sorted({r["rounds"] for r in rows if r["arm"] == "pipeline"}):
+            cost_report([r for r in rows if r["arm"] == "pipeline" and r["rounds"] == rounds], rounds)
 
 
-def report_rounds(rows: list[dict], rounds: int) -> None:
-    print(f"\n== replay benchmark, rounds={rounds} (fallback pipeline: no LLM) ==")
-    stages = Counter((k, v) for r in rows for k, v in r["stages"].items())
-    print("stages: " + ", ".join(f"{k}={v} x{n}" for (k, v), n in sorted(stages.items())))
-    print("LLM used by any stage: " + ("yes" if any("llm" in v for (_, v) in stages) else "no"))
+def verdict_row(kind: str, group: list[dict]) -> str:
+    flipped = sum(1 for r in group if "validated" in r["verdicts"])
+    verdicts = Counter(v for r in group for v in r["verdicts"])
+    n = sum(verdicts.values()) or 1
+    return (f"{kind:<22}{len(group):>9}{flipped:>9}{(flipped / len(group) if group else 0):>11.2f}  "
+            + "  ".join(f"{verdicts.get(v, 0):>4} ({verdicts.get(v, 0) / n:>3.0%})" for v in VERDICTS))
 
-    by_kind = defaultdict(list)
-    for r in rows:
-        by_kind[r["kind"]].append(r)
-    print(f"\n{'fault kind':<22}{'sessions':>9}{'flipped':>9}{'flip rate':>11}  " + "  ".join(f"{v[:11]:>11}" for v in VERDICTS))
-    for kind, group in sorted(by_kind.items()) + [("ALL", rows)]:
-        flipped = sum(1 for r in group if "validated" in r["verdicts"])
-        verdicts = Counter(v for r in group for v in r["verdicts"])
-        print(f"{kind:<22}{len(group):>9}{flipped:>9}{(flipped / len(group) if group else 0):>11.2f}  "
-              + "  ".join(f"{verdicts.get(v, 0):>11}" for v in VERDICTS))
-    total = Counter(v for r in rows for v in r["verdicts"])
-    n = sum(total.values()) or 1
-    print("verdict distribution: " + ", ".join(f"{v} {total.get(v, 0) / n:.0%}" for v in VERDICTS))
 
+def cost_report(rows: list[dict], rounds: int) -> None:
+    print(f"pipeline, rounds={rounds}: cost of the replays")
     runs = [run for r in rows for run in r["runs"] if not run["error"]]
     cassette = sum(run["counts"].get("llm_cassette", 0) for run in runs)
     live = sum(run["counts"].get("llm_live", 0) for run in runs)
     replaced = sum(run["counts"].get("llm_intervention", 0) for run in runs)
     sent = sum(run["sim_requests"] for run in runs)
     scratch = cassette + live + replaced  # a from-scratch re-run asks the LLM for every step
-    print(f"\nLLM requests over {len(runs)} replays: from scratch {scratch}, sent {sent} "
+    print(f"LLM requests over {len(runs)} replays: from scratch {scratch}, sent {sent} "
           f"(reports say {live}), saved by the prefix replay {scratch - sent} = {(scratch - sent) / max(scratch, 1):.0%}; "
           f"ratio sent/from-scratch {sent / max(scratch, 1):.2f}")
     diverged = sum(1 for run in runs if run["divergence"])
@@ -191,7 +231,9 @@ def main() -> int:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--tasks", default="all", help="demo tasks to record (all | t01,t02,...)")
     parser.add_argument("--fault-rate", type=float, default=0.5)
-    parser.add_argument("--follow-prob", type=float, default=0.8)
+    parser.add_argument("--follow-probs", default="1.0,0.7", help="the replay model's probabilities of reading an "
+                        "edit, one replay server each")
+    parser.add_argument("--arms", default="pipeline,oracle,noop,misleading")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--rounds", default="1", help="repair-memory rounds per session; a list (1,3) "
@@ -199,6 +241,8 @@ def main() -> int:
     parser.add_argument("--json", dest="json_out", help="also write the per-session rows to this file")
     args = parser.parse_args()
     args.rounds = [int(r) for r in str(args.rounds).split(",") if r.strip()]
+    args.follow_probs = [float(p) for p in str(args.follow_probs).split(",") if p.strip()]
+    args.arms = [a.strip() for a in str(args.arms).split(",") if a.strip()]
     os.environ.pop("TRACEFIX_LLM_BASE_URL", None)  # the figures are for the fallback pipeline
     rows = []
     with tempfile.TemporaryDirectory(prefix="tracefix-bench-replay-") as tmp:

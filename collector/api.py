@@ -16,7 +16,7 @@ import functools
 import json
 import math
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracefix.collector")
 
 
-def error(status: int, message: str, code: str | None = None, headers: dict | None = None,
-          **extra) -> JSONResponse:
+def error(status: int, message: str, code: str | None = None, headers: Mapping[str, str] | None = None,
+          **extra: Any) -> JSONResponse:
     """Every 4xx/5xx answer of the API: `schemas.ErrorBody`, `code` by status unless given."""
     headers = dict(headers or {})
     if status in (429, 503):
@@ -82,8 +82,10 @@ async def read_body(request: Request, limit: int, on_chunk: Callable[[int], None
         raise otlp.OtlpError(413, f"body of {declared} bytes exceeds the limit of {limit} bytes")
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
+    assert task is not None, "read_body runs in the request's task"
     start = last = loop.time()
     chunks, size, stalled = [], 0, False
+    timer: asyncio.TimerHandle | None = None
 
     def due() -> float:  # when the upload is too slow unless more arrives before
         return min(last + BODY_IDLE_S, start + BODY_GRACE_S + size / MIN_BODY_RATE)
@@ -134,8 +136,9 @@ async def read_model(request: Request, model, limit: int):
     return parse_body(model, await read_json(request, limit))
 
 
-async def http_error(request: Request, exc: HTTPException) -> Response:
+async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own answers (no such route 404, method not allowed 405) in the error shape."""
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
     return error(exc.status_code, str(exc.detail), headers=exc.headers)
 
 
@@ -190,7 +193,7 @@ def build_app(collector: "Collector") -> Starlette:
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 
     async def traces(request: Request) -> Response:
-        ctype = request.headers.get("content-type")
+        ctype = request.headers.get("content-type", "")
         mt = otlp.media_type(ctype)
         if mt not in (otlp.PROTOBUF, otlp.JSON):
             raise otlp.OtlpError(415, f"unsupported Content-Type {ctype!r}: use {otlp.PROTOBUF} or {otlp.JSON}")
@@ -286,7 +289,7 @@ def build_app(collector: "Collector") -> Starlette:
             for n, (position, text, size) in enumerate(items):
                 if n and used > PAGE_BUDGET_CHARS:
                     break
-                yield (b"," if n else b"") + text.encode("utf-8", "surrogatepass")
+                yield (b"," if n else b"") + jsonsafe.utf8(text)
                 end, used = position + 1, used + size
             page = {"offset": offset, "returned": end - offset, "total": total,
                     "next_offset": end if end < total else None}
@@ -390,8 +393,8 @@ def build_app(collector: "Collector") -> Starlette:
             log.warning("report of session %s failed: %s", sid, exc)
             return error(500, f"the report renderer failed: {type(exc).__name__}: {exc}")
         if fmt == "md":
-            return Response(text, media_type="text/markdown; charset=utf-8")
-        return HTMLResponse(text, headers={"Content-Security-Policy": REPORT_CSP})
+            return Response(jsonsafe.utf8(text), media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(jsonsafe.utf8(text), headers={"Content-Security-Policy": REPORT_CSP})
 
     async def import_sessions(request: Request) -> Response:
         data = await read_json(request, cfg.max_body_bytes)

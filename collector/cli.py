@@ -1,6 +1,6 @@
-"""CLI verbs of the collector: `tracefix serve`, `sessions`, `show`, `feedback`.
+"""CLI verbs of the collector: `tracefix serve`, `sessions`, `show`, `feedback`, `import`.
 
-The reading verbs go through `tracefix.collector.access.connect`: a running collector's
+The store verbs go through `tracefix.collector.access.connect`: a running collector's
 API when one answers, else the DuckDB file.
 """
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -42,6 +43,12 @@ def _check_webhook_secret(ctx, param, value):
 
 @click.command()
 @db_option(default=DEFAULT_DB)
+@click.option("--store", "store_location", envvar="TRACEFIX_STORE", default=None, metavar="ducklake:postgres:CONNINFO",
+              help="Store in a DuckLake whose catalog is this PostgreSQL database instead of the --db file, so several "
+                   "collectors share one store, e.g. 'ducklake:postgres:dbname=tracefix host=db user=tracefix'.")
+@click.option("--data-path", envvar="TRACEFIX_DATA_PATH", default=None, metavar="DIR|s3://...",
+              help="Where a new DuckLake puts its Parquet files (a shared directory or an S3-compatible URL); "
+                   "the catalog remembers it.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
 @click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
@@ -84,14 +91,32 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
 @click.pass_obj
-def serve(pipeline, db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold,
-          alert_retry_max, webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb,
-          max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers, tls_cert, tls_key, tls_client_ca):
+def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks,
+          public_url, alert_threshold, alert_retry_max, webhook_max_attempts, webhook_secret, diagnose,
+          diagnosis_workers, max_body_mb, max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers,
+          tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     # `pipeline`: the diagnosis and report renderer, injected by the composition root (tracefix.cli)
     from tracefix.collector.server import Config, check_tls_files, serve_forever
 
-    config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
+    from tracefix.collector.store.lake import catalog_conninfo, is_lake
+
+    if store_location is not None:
+        try:
+            if not is_lake(store_location):
+                raise ValueError(f"--store {store_location!r}: use ducklake:postgres:CONNINFO (or --db for a DuckDB file)")
+            catalog_conninfo(store_location)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--store") from None
+    elif data_path is not None:
+        raise click.UsageError("--data-path goes with --store ducklake:...")
+    if data_path is not None and "://" not in data_path:
+        data_path = os.path.abspath(data_path)
+    if store_location is not None and spool_dir is None:
+        # the spool is this collector's own, on its local disk: beside --db, never in the lake;
+        # a collector restarted with the same --db replays what it acknowledged before it died
+        spool_dir = os.path.abspath(db) + ".spool"
+    config = Config(db=store_location or os.path.abspath(db), data_path=data_path, host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, webhook_max_attempts=webhook_max_attempts,
                     webhook_secret=webhook_secret,
@@ -255,3 +280,47 @@ def feedback(db, server, token, as_json, session_id, direction, score, comment):
     click.echo(f"feedback {fb['score']:g} recorded on {session_id}"
                + (f"; alert {fb['alert_id']} raised" if fb.get("alert_id") else "")
                + (f"; diagnosis job {fb['job_id']} queued" if fb.get("job_id") else ""))
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the created session ids as a JSON list.")
+@store_options
+def import_(file: str, as_json: bool, server: str | None, db: str | None, token: str | None) -> None:
+    """Import message-log conversations (JSON object, JSON list or JSONL) as sessions.
+
+    Each conversation has its messages under `messages` or `history` (each with `content`
+    and a speaker in `name` or `role`), optionally a `task` and a `ground_truth`. Every
+    message becomes one step, numbered from 0.
+    """
+    from tracefix.collector.imports import ImportFormatError, documents_from_text
+
+    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    try:
+        docs = documents_from_text(text)
+    except ImportFormatError as exc:
+        raise click.ClickException(f"{file}: {exc}") from exc
+    try:
+        access = connect(server=server, db=db, token=token)
+    except Exception as exc:
+        raise click.ClickException(f"cannot open the store ({exc})") from exc
+    with access:
+        # Ids are content hashes: a conversation imported before is already stored, and importing
+        # it again would append its messages to the stored session a second time.
+        fresh, seen = [], []
+        for doc in docs:
+            if doc["session_id"] in seen or access.get_session(doc["session_id"]) is not None:
+                click.echo(f"already stored: {doc['session_id']}", err=True)
+            else:
+                fresh.append(doc)
+            seen.append(doc["session_id"])
+        try:
+            ids = access.import_sessions(fresh) if fresh else []
+        except Exception as exc:
+            raise click.ClickException(f"import failed, nothing created ({exc})") from exc
+    if as_json:
+        click.echo(json.dumps(ids))
+    else:
+        for sid in ids:
+            click.echo(sid)
+        click.echo(f"imported {len(ids)} session(s)", err=True)

@@ -1,9 +1,16 @@
-"""The session document and its parts, as typed dicts (docs/contracts.md §1).
+"""The JSON contracts between the parts, as typed dicts, each declared once (docs/contracts.md).
 
-What `Store.get_session`, `GET /api/v1/sessions/{id}` and the access layer hand the
-analysis and the replay. The values stay plain JSON (dicts, lists), so these types cost
-nothing at run time; a type checker holds producers and consumers to them (mypy, run by
-tests/test_typing.py).
+- §1 the session document and its parts: what `Store.get_session`,
+  `GET /api/v1/sessions/{id}` and the access layer hand the analysis and the replay;
+- §3 the analysis result (re-exported by `tracefix.analysis.contracts`, whose part produces it);
+- §5 the replay result (re-exported by `tracefix.replay.contracts`).
+
+The results live here, in the lowest part that handles them, because the collector stores
+and serves them and its API validates what is posted (`tracefix.collector.schemas` derives
+its pydantic models from these), and the collector may not import the parts above it.
+
+The values stay plain JSON (dicts, lists), so these types cost nothing at run time; a type
+checker holds producers and consumers to them (mypy, run by tests/test_typing.py).
 """
 from __future__ import annotations
 
@@ -62,9 +69,9 @@ class Step(TypedDict):
 
 class Feedback(TypedDict):
     feedback_id: str
-    score: float
+    score: float | None  # None: a non-finite score an older collector stored
     comment: str | None
-    source: str
+    source: str | None
     created_at: str | None
 
 
@@ -96,3 +103,126 @@ class SessionDocument(TypedDict):
     tokens: dict[str, int]  # {"input": n, "output": n}
     feedback: list[Feedback]
     steps: list[Step]
+
+
+# --- §3 the analysis result ------------------------------------------------------------------
+
+class StepScore(TypedDict, total=False):
+    """One step's scores: `step`, `phase`, `agent`, and one float per detector by its name
+    (`isolation_forest`, `hgt`, ...), so the keys beyond the first three vary."""
+    step: int
+    phase: str | None
+    agent: str | None
+    isolation_forest: float
+    hgt: float
+    ranker: float  # the learned step ranker's score (failed sessions, when a ranker is used)
+
+
+class GraphNode(TypedDict):
+    step: int
+    agent: str | None
+    phase: str | None
+    status: str
+
+
+class GraphEdge(TypedDict):
+    src: int
+    dst: int
+    type: str
+
+
+class Graph(TypedDict):
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+class Hypothesis(TypedDict):
+    """A suspected decisive step, ranked."""
+    rank: int
+    step: int
+    agent: str | None
+    score: float
+    source: str  # "detectors", "ranker", "llm", ...
+    rationale: str
+    evidence: dict[str, Any]  # detectors, features, path, tool, error, ranker {score, reasons}
+
+
+class AnalysisResult(TypedDict):
+    """contracts §3: the analysis of one session (the API checks its outline only and keeps it as posted)."""
+    session_id: str
+    created_at: str
+    model_version: str | None
+    ranker_version: str | None  # the learned step ranker that ordered the hypotheses, if any
+    detectors: list[str]
+    notes: list[str]
+    llm_used: bool
+    scores: list[StepScore]
+    frontier: dict[str, list[int]]  # detector -> its flagged steps
+    graph: Graph
+    hypotheses: list[Hypothesis]
+
+
+# --- §5 the replay result --------------------------------------------------------------------
+
+Verdict = Literal["validated", "partially_validated", "refuted", "inconclusive", "error"]  # replay.verdicts.VERDICTS
+
+
+class Intervention(TypedDict, total=False):
+    """The edit a hypothesis is tested with (docs/contracts.md §4); `id`, `step`, `kind` and
+    `text` always, the rest by kind."""
+    id: str
+    step: int
+    kind: Literal["replace_output", "add_message", "replace_tool_result"]
+    category: str
+    text: str
+    role: str
+    tool_call_id: str
+    before: str | None  # the original text at the step
+
+
+class ReplayRun(TypedDict, total=False):
+    """One replay of the session with the intervention applied."""
+    child_session_id: str | None
+    success: bool | None
+    score: float | None
+    fulfilled: bool | None
+    progress: float | None
+    judged_by: dict[str, str]
+    counts: dict[str, int]
+    divergence: dict[str, Any] | None
+    output: Any
+    wall_s: float
+    error: str | None
+
+
+class TestedHypothesis(TypedDict, total=False):
+    id: str
+    round: int
+    trial: int | None
+    step: int
+    agent: str | None
+    reason: str
+    source: str
+    intervention: Intervention | None
+    runs: list[ReplayRun]
+    verdict: Verdict
+    verdict_reason: str
+
+
+class Trial(TypedDict, total=False):
+    index: int
+    start: int
+    end: int
+    plan_step: int | None
+    failed: bool
+
+
+class ReplayResult(TypedDict):
+    """contracts §5: the replay of one session's hypotheses (the API checks its outline only and keeps it as posted)."""
+    session_id: str
+    created_at: str
+    rounds: int
+    stages: dict[str, str]  # stage -> "llm" | "fallback" | "evaluator" | ...
+    trials: list[Trial]
+    hypotheses: list[TestedHypothesis]
+    notes: list[str]

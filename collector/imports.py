@@ -24,6 +24,7 @@ import hashlib
 import json
 import time
 import uuid
+from typing import Any
 
 from tracefix.collector.document import TASK_KEYS, content_text, to_ns
 from tracefix.collector.normalize import Batch, add_messages, canonical_message, merge_session
@@ -82,7 +83,7 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
     if messages is None:
         raise ImportFormatError(f"conversation {position} has no `messages` or `history` list "
                                 f"(keys: {', '.join(sorted(conv)) or 'none'})")
-    steps = []
+    steps: list[dict[str, Any]] = []  # §1 steps, but an imported message has no span (span_id None)
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or ("content" not in msg and not msg.get("tool_calls")):
             raise ImportFormatError(f"conversation {position}, message {i}: expected an object with `content`")

@@ -1,10 +1,16 @@
-"""JSON text that every reader can parse: NaN and ±Infinity become null.
+"""JSON text that every reader can parse: NaN and ±Infinity become null, lone surrogates U+FFFD.
 
 Python's json writes non-finite floats as `NaN` / `Infinity`, which is not JSON (Starlette
 refuses to send it, strict parsers refuse to read it). A store may hold such numbers
 (an older version accepted them, or another writer put them there), so everything the
 collector sends out as JSON (API answers, alert payloads and webhook bodies) is written
 by `dumps`, which maps them to null instead of failing.
+
+A stored string may also hold a lone UTF-16 surrogate: JSON's `"\ud800"` is valid text and
+decodes to one, and spans carry what agents send. Such a string has no UTF-8 form, so
+every answer leaves as bytes through `utf8` (`encode` for a value), which writes each lone
+surrogate as U+FFFD (the replacement character) instead of failing or sending bytes that
+are not UTF-8.
 """
 from __future__ import annotations
 
@@ -33,3 +39,17 @@ def dumps(value: Any, **kwargs: Any) -> str:
         return json.dumps(value, allow_nan=False, **kwargs)
     except ValueError:
         return json.dumps(without_non_finite(value), allow_nan=False, **kwargs)
+
+
+def utf8(text: str) -> bytes:
+    """`text` as UTF-8, each lone surrogate written as U+FFFD (a surrogate pair held as two
+    code points is joined into its character). Costs one encode unless there is one."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def encode(value: Any, **kwargs: Any) -> bytes:
+    """`dumps(value)` as UTF-8 bytes (non-ASCII written as is, see `utf8`)."""
+    return utf8(dumps(value, ensure_ascii=False, **kwargs))

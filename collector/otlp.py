@@ -187,7 +187,7 @@ def export_response(batch: "Batch", refused: Iterable[tuple[int, str]] = ()) -> 
     return response(rejected, "; ".join(reasons + batch.warnings))
 
 
-def encode_response(resp: ExportTraceServiceResponse, content_type: str) -> tuple[bytes, str]:
+def encode_response(resp: ExportTraceServiceResponse, content_type: str | None) -> tuple[bytes, str]:
     if media_type(content_type) == JSON:
         body = json_format.MessageToJson(resp, indent=None).encode()
         return body, JSON

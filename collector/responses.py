@@ -1,8 +1,10 @@
 """What every HTTP answer of the collector carries: JSON that never fails on a stored
 value, and security headers.
 
-`JSONResponse` is Starlette's, written by `jsonsafe.dumps`: a NaN or infinite number in
-the store comes out as null instead of turning the route into an error for good.
+`JSONResponse` is Starlette's, written by `jsonsafe.encode`: a NaN or infinite number in
+the store comes out as null, a lone surrogate in a stored string as U+FFFD, instead of
+turning the route into an error for good. Answers written otherwise (streamed pages,
+reports) encode their text with `jsonsafe.utf8`.
 
 `SecurityHeaders` adds to every response `X-Content-Type-Options: nosniff`,
 `Referrer-Policy: no-referrer` and, unless the route set its own, a Content-Security-Policy
@@ -32,7 +34,7 @@ _ALWAYS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-re
 
 class JSONResponse(_StarletteJSONResponse):
     def render(self, content: Any) -> bytes:
-        return jsonsafe.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return jsonsafe.encode(content, separators=(",", ":"))
 
 
 class SecurityHeaders:

@@ -7,15 +7,22 @@ is never round-tripped through pydantic), and `tracefix.collector.openapi` publi
 models as the schemas of `/openapi.json`. Documents a client may extend (session
 metadata, analysis and replay results) allow fields the models do not name.
 
+The documents the parts hand each other are declared once, as the typed dicts of
+`tracefix.collector.contracts`; the models of those documents here (the session document,
+its steps, tool calls and feedback, the analysis and replay results) are derived from
+them by `derived_model`, adding only what the API itself answers (a page's cut marks).
+
 Every 4xx/5xx answer of the API is an `ErrorBody`: `{"error": "what went wrong", "code":
 "machine_readable", ...}` plus the optional fields named below.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+import types
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt, StringConstraints, ValidationError, create_model
 
+from tracefix.collector import contracts
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
 from tracefix.errors import TracefixError
 
@@ -35,6 +42,48 @@ class _Answer(BaseModel):
 class _Open(BaseModel):
     """A document that may carry fields beyond those named here."""
     model_config = ConfigDict(extra="allow", defer_build=True)
+
+
+def derived_model(contract: type, base: type[BaseModel], *, outline: bool = False, name: str | None = None,
+                  omit: tuple[str, ...] = (), models: dict[type, type[BaseModel]] | None = None,
+                  describe: dict[str, str] | None = None, **more: Any) -> type[BaseModel]:
+    """The pydantic model of the typed dict `contract`: its fields with their types and
+    docstring, on `base`. Typed dicts nested in a field become models the same way, unless
+    `models` names the model to use for one. `outline`: only the outline is checked, as the
+    API checks a posted result: every field may be missing or null, and a typed dict nested
+    in a field is any JSON object (the store keeps the result as posted; what is inside is
+    for its readers to judge, and a report survives junk there).
+    `omit` leaves fields out; `more` adds fields (pydantic's `(type, default)` pairs)."""
+    models = {} if models is None else models
+    hints = get_type_hints(contract)
+
+    def convert(tp: Any) -> Any:
+        if is_typeddict(tp):
+            if outline:
+                return dict[str, JSONValue]
+            if tp not in models:
+                models[tp] = derived_model(tp, base, models=models)
+            return models[tp]
+        origin = get_origin(tp)
+        if origin is list:
+            return list[convert(get_args(tp)[0])]
+        if origin is dict:
+            key, value = get_args(tp)
+            return dict[key, convert(value)]
+        if origin in (Union, types.UnionType):
+            return Union[tuple(convert(a) for a in get_args(tp))]
+        return tp
+
+    fields: dict[str, Any] = {}
+    for field, tp in hints.items():
+        if field in omit:
+            continue
+        kind = convert(tp)
+        required = field in contract.__required_keys__ and not outline
+        info = Field(... if required else None, description=(describe or {}).get(field))
+        fields[field] = (kind if required else Optional[kind], info)
+    return create_model(name or contract.__name__, __base__=base, __doc__=contract.__doc__,
+                        __module__=__name__, **fields, **more)
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -168,29 +217,8 @@ class ImportRequest(RootModel[ImportBody | list[ImportedSession]]):
     """`{"sessions": [...]}` or the bare list."""
 
 
-class AnalysisResult(_Open):
-    """contracts §3, as the analysis posted it."""
-    session_id: Optional[str] = None
-    created_at: Optional[str] = None
-    model_version: Optional[str] = None
-    detectors: Optional[list[str]] = None
-    notes: Optional[list[str]] = None
-    llm_used: Optional[bool] = None
-    scores: Optional[list[dict[str, JSONValue]]] = None
-    frontier: Optional[dict[str, list[int]]] = None
-    graph: Optional[dict[str, JSONValue]] = None
-    hypotheses: Optional[list[dict[str, JSONValue]]] = None
-
-
-class ReplayResult(_Open):
-    """contracts §5, as the replay posted it."""
-    session_id: Optional[str] = None
-    created_at: Optional[str] = None
-    rounds: Optional[int] = None
-    stages: Optional[dict[str, JSONValue]] = None
-    trials: Optional[list[dict[str, JSONValue]]] = None
-    hypotheses: Optional[list[dict[str, JSONValue]]] = None
-    notes: Optional[list[str]] = None
+AnalysisResult = derived_model(contracts.AnalysisResult, _Open, outline=True)  # contracts §3, as posted
+ReplayResult = derived_model(contracts.ReplayResult, _Open, outline=True)  # contracts §5, as posted
 
 
 # --- query parameters (described here, parsed by url_input.QueryParams) ----------------------
@@ -287,12 +315,7 @@ class SessionList(_Answer):
     offset: int
 
 
-class Feedback(_Answer):
-    feedback_id: str
-    score: Optional[float]
-    comment: Optional[str]
-    source: Optional[str]
-    created_at: Optional[str]
+Feedback = derived_model(contracts.Feedback, _Answer)
 
 
 class FeedbackRecorded(Feedback):
@@ -301,71 +324,24 @@ class FeedbackRecorded(Feedback):
     job_id: Optional[str] = Field(description="the diagnosis job the alert queued")
 
 
-class ToolCall(_Answer):
-    id: Optional[str]
-    name: Optional[str]
-    arguments: JSONValue
-    result: JSONValue
-    error: Optional[str]
-    span_id: str
-    duration_ms: Optional[float]
-    truncated: Optional[int] = Field(None, description="characters cut from arguments and result (pages)")
+ToolCall = derived_model(contracts.ToolCall, _Answer, truncated=(Optional[int], Field(
+    None, description="characters cut from arguments and result (pages)")))
+# the steps and the document answer a message as stored (`Message`: open, any content), a tool
+# call with its cut mark (`ToolCall`), feedback as `Feedback`
+_AS_ANSWERED: dict[type, type[BaseModel]] = {contracts.ChatMessage: Message, contracts.ToolCall: ToolCall,
+                                            contracts.Feedback: Feedback}
+_STEP_TEXT = {"kind": "llm, or message in an imported session",
+              "snapshots": "state of tracked objects that changed at this step"}
 
-
-class _Step(_Answer):
-    index: int
-    kind: str = Field(description="llm, or message in an imported session")
-    agent: Optional[str]
-    span_id: str
-    model: Optional[str]
-    started_at: Optional[str]
-    duration_ms: Optional[float]
-    output_message: Optional[Message]
-    finish_reason: Optional[str]
-    input_tokens: Optional[int]
-    output_tokens: Optional[int]
-    tool_calls: list[ToolCall]
-    error: Optional[str]
-    snapshots: dict[str, JSONValue] = Field(description="state of tracked objects that changed at this step")
-    replay_source: Optional[str]
-
-
-class DocumentStep(_Step):
-    input_messages: list[Message]
-
-
-class PageStep(_Step):
-    input_message_keys: list[str] = Field(description="the step's input messages by key, in prompt order")
-    output_message_key: Optional[str]
-    truncated: Optional[int] = Field(None, description="characters cut from its tool calls and snapshots")
-
-
-class _SessionHeader(_Answer):
-    session_id: str
-    service: Optional[str]
-    name: Optional[str]
-    entrypoint: Optional[str]
-    inputs: JSONValue
-    user_id: Optional[str]
-    metadata: JSONValue
-    task: Optional[str]
-    ground_truth: JSONValue
-    outcome: Optional[str]
-    score: Optional[float]
-    output: JSONValue
-    evaluation: JSONValue
-    replayable: bool
-    parent_session_id: Optional[str]
-    intervention_id: Optional[str]
-    intervention: JSONValue
-    source: Optional[str]
-    started_at: Optional[str]
-    ended_at: Optional[str]
-    duration_ms: Optional[float]
-    agents: list[str]
-    models: list[str]
-    tokens: dict[str, int]
-    feedback: list[Feedback]
+DocumentStep = derived_model(contracts.Step, _Answer, name="DocumentStep", models=dict(_AS_ANSWERED),
+                             describe=_STEP_TEXT)
+PageStep = derived_model(
+    contracts.Step, _Answer, name="PageStep", omit=("input_messages",), models=dict(_AS_ANSWERED), describe=_STEP_TEXT,
+    input_message_keys=(list[str], Field(description="the step's input messages by key, in prompt order")),
+    output_message_key=(Optional[str], ...),
+    truncated=(Optional[int], Field(None, description="characters cut from its tool calls and snapshots")))
+_SessionHeader = derived_model(contracts.SessionDocument, _Answer, name="_SessionHeader", omit=("steps",),
+                               models=dict(_AS_ANSWERED))
 
 
 class SessionDocument(_SessionHeader):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, overload
 from urllib.parse import quote, unquote
 
 from starlette.convertors import Convertor, register_url_convertor
@@ -46,8 +46,18 @@ class QueryParams:
     def __init__(self, query: Mapping[str, str]):
         self.query = query
 
+    @overload
+    def text(self, name: str, default: str) -> str: ...
+    @overload
+    def text(self, name: str, default: None = None) -> str | None: ...
+
     def text(self, name: str, default: str | None = None) -> str | None:
         return self.query.get(name) or default
+
+    @overload
+    def choice(self, name: str, options: Iterable[str], default: str) -> str: ...
+    @overload
+    def choice(self, name: str, options: Iterable[str], default: None = None) -> str | None: ...
 
     def choice(self, name: str, options: Iterable[str], default: str | None = None) -> str | None:
         value = self.text(name, default)

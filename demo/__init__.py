@@ -1,12 +1,12 @@
 """tracefix's bundled testbed (a test and demo component, not part of the product).
 
 - :mod:`tracefix.demo.sim` — the scripted OpenAI-compatible LLM server (`tracefix sim`);
-- :mod:`tracefix.demo.policy` — its `bank-agent` model; :mod:`tracefix.demo.faults` — fault
-  injection, ground truth and the rules for following CORRECTION messages;
+- :mod:`tracefix.demo.policy` — its `bank-agent` model; :mod:`tracefix.demo.edits` — how it
+  reads an edit's content; :mod:`tracefix.demo.faults` — fault injection and ground truth;
 - :mod:`tracefix.demo.bank` — the multi-agent banking app (`run_task`, the reward), built on
   :mod:`tracefix.demo.team` (the orchestrator/worker loop), :mod:`tracefix.demo.tools`,
   :mod:`tracefix.demo.db` and :mod:`tracefix.demo.tasks`;
 - :mod:`tracefix.demo.cli` — `tracefix sim` and `tracefix demo-run`.
 
-See demo/README.md for the commands and the fault/correction rules.
+See demo/README.md for the commands and the fault and edit rules.
 """

@@ -78,21 +78,23 @@ def intervention(data: dict) -> dict:
     failed = parse_log(data.get("failed_step"))
     step = failed[0] if failed else {"index": analysis.get("step"), "agent": analysis.get("agent"), "content": "",
                                      "calls": []}
-    agent = analysis.get("agent") or step["agent"]
     call = next((c for c in step["calls"] if c["error"]), step["calls"][0] if step["calls"] else None)
+    tail = [m for m in data.get("failed_step_input_tail") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    given = f' The instruction you were given: "{tail[-1].get("content")}"' if tail else ""
     if call is not None:
         m = ARGUMENT.search(call["error"] or "")
-        fix = (f"and pass the `{m.group(1)}` argument correctly (take it from the task)" if m
-               else "and check each argument against the task")
-        error = f" It failed with: {call['error']}." if call["error"] else ""
-        text = f"CORRECTION for {agent}: your call to `{call['name']}` was wrong.{error} Call `{call['name']}` again {fix}."
+        fix = (f"Pass the `{m.group(1)}` argument; its value is in the instruction you were given." if m
+               else "Check each argument against the instruction you were given.")
+        error = f" and failed with: {call['error']}" if call["error"] else ""
+        text = f"In the recorded run the call to `{call['name']}` here was wrong{error}. {fix}{given}"
     elif "final answer" in step["content"].lower():
-        text = (f"CORRECTION for {agent}: do not give the final answer yet; finish the required actions "
-                "with the tools first, then give the final answer.")
+        text = ("The task is not finished, so do not give the final answer yet: carry out the remaining "
+                "steps of your plan with the workers first, then answer.")
     else:
         tool = (analysis.get("evidence") or {}).get("tool")
-        target = f" Make sure the `{tool}` action is done correctly." if tool else ""
-        text = f"CORRECTION for {agent}: your instruction was wrong; give the worker the exact next action.{target}"
+        target = f" The `{tool}` action has to be carried out." if tool else ""
+        text = ("The instruction at this step was wrong or incomplete: give the worker the action and every "
+                f"identifier and amount it needs, checked against what the workers reported.{target}")
     return {"step": step["index"], "kind": "add_message", "category": "correction", "text": text,
             "tool_call_id": None, "rationale": analysis.get("reason") or ""}
 

@@ -18,21 +18,18 @@ Replays
     starts at or before it gets the fault when it reaches it (or the next step that can host
     it, if an earlier intervention changed the course).
 
-Intervention following
-    A CORRECTION is a message in the acting agent's input whose content starts with
-    "CORRECTION" (any case), e.g. "CORRECTION for PaymentsAgent: call transfer with ...". With
-    probability follow_prob (a hash of seed, session, step) the model follows it, which means:
-    if the correction names the pending fault's target, the fault is suppressed at this step
-    and at any later step of this agent. The target is
-      - the tool name, for wrong_argument / missing_argument / skipped_action /
-        misread_tool_result (the tool whose result was misread);
-      - the worker name or the sub-task's action (its tool name), for wrong_instruction /
-        vague_instruction;
-      - the words "final answer", for early_final_answer.
-    A followed correction naming a tool also stops the worker from repeating its own earlier
-    failed call of that tool, and one naming a worker/action stops the orchestrator from
-    repeating its earlier instruction. A correction naming anything else changes nothing, so
-    an intervention at a step that was not at fault leaves the fault in place.
+Edits
+    The model reads the edits in front of it (user turns the team's protocol did not send,
+    :mod:`tracefix.demo.edits`) with probability follow_prob, drawn per request from (seed,
+    session, step), so the runs of one intervention differ. Reading an edit means acting on its
+    content (:mod:`tracefix.demo.policy`): stated values are adopted, right or wrong. The fault
+    scheduled at this step is prevented only when the edit meets the fault's
+    :class:`~tracefix.demo.edits.Need` (it states the right value or decides the slot itself,
+    names a dropped argument, points to where the right value is in the agent's context, names
+    the skipped or pending action, says the work is not finished); a prevented fault is not
+    injected later in that session. An edit lives in one request: one placed before the fault
+    reaches the faulty step only through what the agents do with it (an orchestrator relays it
+    to the worker in its instruction); one placed after the fault cannot undo it.
 """
 from __future__ import annotations
 
@@ -45,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from .db import BankDB
-from .policy import KINDS, Decision, decide, never_followed
+from .policy import KINDS, Decision, decide
 from .tasks import TASKS, get_task
-from .team import Team, is_correction
+from .team import Team
 from .tools import BankTools
 
 
@@ -77,9 +74,9 @@ def fault_free_steps(task_id: str) -> tuple[StepInfo, ...]:
     steps: list[StepInfo] = []
 
     def llm(agent: str, messages: list, tools: list | None) -> dict:
-        decision = decide(messages, tools, never_followed)
+        decision = decide(messages, tools)
         steps.append(StepInfo(len(steps), decision.agent, decision.phase,
-                              {k: tuple(t) for k, (_, t) in decision.hosts.items()}))
+                              {k: tuple(need.target) for k, (_, need) in decision.hosts.items()}))
         return decision.message
 
     tools = BankTools(BankDB())
@@ -159,14 +156,6 @@ def schedule(config: FaultConfig, task_id: str) -> ScheduledFault | None:
     return None
 
 
-def corrections(messages: list[dict]) -> list[str]:
-    return [m["content"] for m in messages if is_correction(m)]
-
-
-def names_any(texts: list[str], names) -> bool:
-    return any(n.lower() in t.lower() for t in texts for n in names)
-
-
 @dataclass
 class _SessionState:
     first_step: int
@@ -184,14 +173,8 @@ class FaultInjector:
         self.injected: list[dict] = []
 
     def follow_draw(self, session: str, step: int | None) -> bool:
+        """Whether the model reads the edits in front of it at this request."""
         return unit_draw(self.config.seed, session, step, "follow") < self.config.follow_prob
-
-    def followed(self, messages: list[dict], session: str, step: int | None):
-        """followed(names) for the policy: a correction in context names one of them and
-        this step's draw says the model follows corrections."""
-        texts = corrections(messages)
-        follows = bool(texts) and self.follow_draw(session, step)
-        return lambda names: follows and names_any(texts, names)
 
     def apply(self, decision: Decision, messages: list[dict], *, task: str | None, session: str,
               step: int | None, replay: bool) -> dict | None:
@@ -205,24 +188,16 @@ class FaultInjector:
             state = self._sessions.setdefault(session, _SessionState(first_step=step))
             if state.injected or state.suppressed or state.first_step > fault.step:
                 return None
-            texts = corrections(messages)
-            follows = bool(texts) and self.follow_draw(session, step)
-            hosts = fault.kind in decision.hosts
-            if step < fault.step:
-                # a correction ahead of the fault, addressed to the agent that will commit it
-                if follows and decision.agent == fault.agent and names_any(texts, fault.target):
-                    state.suppressed = True
+            if step < fault.step or fault.kind not in decision.hosts:
                 return None
-            if not hosts:
+            make_variant, need = decision.hosts[fault.kind]
+            if need.met_by(decision.edit):
+                state.suppressed = True  # the edit carried what this slip needed
                 return None
-            target = decision.hosts[fault.kind][1]
-            if follows and names_any(texts, target):
-                state.suppressed = True
-                return None
-            variant = decision.hosts[fault.kind][0]()
+            variant = make_variant()
             state.injected = True
             record = {"session": session, "task": task, "step": step, "agent": decision.agent,
-                      "kind": fault.kind, "detail": variant.detail, "target": list(target), "replay": replay}
+                      "kind": fault.kind, "detail": variant.detail, "target": list(need.target), "replay": replay}
             self.injected.append(record)
             if self.config.ground_truth:
                 with open(self.config.ground_truth, "a") as fh:

@@ -6,15 +6,24 @@ the orchestrator's first user message, progress and facts from the reports), nev
 hidden state, so a replay that feeds back a recorded prefix gets the same continuation.
 
 `decide()` returns the correct message together with the faulty variants this step could
-host (see :mod:`tracefix.demo.faults`); the fault injector picks one or none. Two
-behaviours make a single fault cascade realistically instead of being silently repaired:
+host (see :mod:`tracefix.demo.faults`) and, for each, the :class:`~tracefix.demo.edits.Need`
+an edit must meet to prevent it; the fault injector picks one or none.
+
+Edits (:mod:`tracefix.demo.edits`) are user turns the team's own protocol did not send. When
+the model reads them (``reads_edits``, drawn per request by the server) it acts on their
+content: values they state are adopted into the call or instruction (right or wrong), a slip
+is avoided only when the edit carries what that slip needs, anything else is ignored. An edit
+lives only in the request it was added to; it reaches later steps only through what the
+agent does with it (an orchestrator relays what it says about a worker's action as a note
+in its instruction). Two behaviours make a single fault cascade realistically instead of
+being silently repaired:
 
 * a worker that sees one of its own tool calls fail retries it once, identically, then
   reports failure; later, asked again, it copies its earlier failed call (in-context
-  repetition) unless a followed CORRECTION names that tool;
+  repetition), unless an edit in front of it carries what the call needs;
 * the orchestrator, retrying a failed sub-task after a REVISED PLAN, re-sends its earlier
-  instruction verbatim unless a followed CORRECTION names that worker or action; after two
-  re-plans it gives up with a final answer saying so.
+  instruction verbatim unless an edit in front of it carries what the instruction lacked;
+  after two re-plans it gives up with a final answer saying so.
 """
 from __future__ import annotations
 
@@ -24,22 +33,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import edits as edit_reading
 from .db import INITIAL_STATE
+from .edits import NOTE_MARK, Need, Reading, split_note, worker_protocol
 from .tasks import Subtask, Task, task_for_instruction
-from .team import ORCHESTRATOR, WORKERS, classify_orchestrator_output, is_correction, role_of
+from .team import ORCHESTRATOR, WORKERS, classify_orchestrator_output, role_of
 from .tools import MUTATING_TOOLS, WORKER_TOOLS, required_arguments
 
 KINDS = ("wrong_argument", "missing_argument", "skipped_action", "wrong_instruction",
          "vague_instruction", "misread_tool_result", "early_final_answer")
 MAX_REPLANS = 2
-
-# followed(names) -> True when this request carries a CORRECTION naming one of `names`
-# that the model decided to follow.
-Followed = Callable[[list], bool]
-
-
-def never_followed(names: list) -> bool:
-    return False
 
 
 @dataclass
@@ -54,8 +57,9 @@ class Decision:
     phase: str  # plan | replan | instruct | final | tool | report | chat
     message: dict
     tool: str | None = None
-    # kind -> (faulty variant, the names a correction must mention to prevent it)
-    hosts: dict[str, tuple[Callable[[], Variant], list[str]]] = field(default_factory=dict)
+    # kind -> (faulty variant, what an edit must carry to prevent it)
+    hosts: dict[str, tuple[Callable[[], Variant], Need]] = field(default_factory=dict)
+    edit: Reading | None = None  # the edits this step read, when it read them
 
 
 def text_message(content: str) -> dict:
@@ -90,12 +94,14 @@ def other_account(account_id: str, avoid: set[str]) -> str:
     return account_id
 
 
-def decide(messages: list[dict], tools: list | None = None, followed: Followed = never_followed) -> Decision:
+def decide(messages: list[dict], tools: list | None = None, reads_edits: bool = False) -> Decision:
+    """The next message of the agent this conversation belongs to. With `reads_edits` the
+    model acts on the edits in front of it; without, it passes over them."""
     role = role_of(messages)
     if role == ORCHESTRATOR:
-        return _orchestrator(messages, followed)
+        return _orchestrator(messages, reads_edits)
     if role in WORKERS:
-        return _worker(role, messages, followed)
+        return _worker(role, messages, reads_edits)
     return Decision(role, "chat", text_message(
         "bank-agent (scripted demo model): I play the agents of tracefix's banking demo. "
         "Give me a system prompt naming the Orchestrator or a worker."))
@@ -193,7 +199,45 @@ def _plan_lines(subtasks: tuple[Subtask, ...]) -> str:
     return "\n".join(lines)
 
 
-def _orchestrator(messages: list[dict], followed: Followed) -> Decision:
+def _is_protocol_turn(m: dict) -> bool:
+    """A user turn the team sends the orchestrator itself: the task or a worker's report."""
+    content = str(m.get("content") or "")
+    return content.startswith("Task:") or content.startswith("REPORT")
+
+
+def _action_words(action: str) -> str:
+    """A regex of the ways an edit may talk about an action: its tool name or its verb."""
+    return rf"\b{re.escape(action.replace('_', ' '))}\b|{_INTENT_PATTERNS.get(action, re.escape(action))}"
+
+
+_INSTRUCTION_DETAILS = r"\b(accounts?|amounts?|identifiers?|ids?|check numbers?)\b"
+
+
+def adopt_ids(text: str, edit: Reading | None) -> str:
+    """An instruction with the account-like ids an edit states put in place: a stated source
+    replaces the id after "from", a stated destination (or an id without direction) the last
+    one, which is what the action acts on."""
+    if edit is None:
+        return text
+    ids = re.findall(r"[A-Z]+-\d+", text)
+    for stated in [s for s in edit.ids if not s.negated]:
+        same = [i for i in ids if edit_reading.shape(i) == edit_reading.shape(stated.value)]
+        if not same or stated.value in same:
+            continue
+        if stated.direction == "source":
+            m = re.search(rf"from (?:account )?({'|'.join(map(re.escape, same))})", text)
+            text = text.replace(m.group(1) if m else same[0], stated.value, 1)
+        else:
+            head, _, tail = text.rpartition(same[-1])
+            text = head + stated.value + tail
+        ids = re.findall(r"[A-Z]+-\d+", text)
+    amounts = [a for a in edit.amounts if not a.negated]
+    if amounts:
+        text = re.sub(r"\$\s*[\d,]+(?:\.\d+)?", f"${float(amounts[0].value):.2f}", text, count=1)
+    return text
+
+
+def _orchestrator(messages: list[dict], reads_edits: bool) -> Decision:
     task = _task_of(messages)
     if task is None:
         return Decision(ORCHESTRATOR, "final", text_message(
@@ -202,11 +246,16 @@ def _orchestrator(messages: list[dict], followed: Followed) -> Decision:
     progress, replans, spoke = 0, 0, False
     sent: dict[int, str] = {}  # sub-task index -> the last instruction sent for it
     last = None
+    pending_edits: list[str] = []  # edits since the orchestrator last spoke
     for m in messages:
-        if is_correction(m) or m.get("role") == "system":
+        if m.get("role") == "system":
+            continue
+        if m.get("role") == "user" and not _is_protocol_turn(m):
+            pending_edits.append(str(m.get("content") or ""))
             continue
         if m.get("role") == "assistant":
             spoke = True
+            pending_edits = []
             kind, _, text = classify_orchestrator_output(m.get("content") or "")
             if kind == "plan" and re.match(r"REVISED", text, re.I):
                 replans += 1
@@ -220,54 +269,74 @@ def _orchestrator(messages: list[dict], followed: Followed) -> Decision:
                     facts.believe(task.subtasks[progress], report)
                 progress += 1
         last = m
+    edit = edit_reading.combine(pending_edits) if reads_edits else None
 
     if not spoke:
-        return Decision(ORCHESTRATOR, "plan", text_message(f"PLAN:\n{_plan_lines(task.subtasks)}"))
+        return Decision(ORCHESTRATOR, "plan", text_message(f"PLAN:\n{_plan_lines(task.subtasks)}"), edit=edit)
     if last is not None and _is_report(last) and _failed(str(last["content"])):
         reason = str(last["content"]).split("FAILED.", 1)[-1].strip().split("\n")[0]
         if replans >= MAX_REPLANS:
             return Decision(ORCHESTRATOR, "final", text_message(
-                f"FINAL ANSWER: I could not complete the request after {replans + 1} attempts: {reason}"))
+                f"FINAL ANSWER: I could not complete the request after {replans + 1} attempts: {reason}"), edit=edit)
         return Decision(ORCHESTRATOR, "replan", text_message(
             f"REVISED PLAN (attempt {replans + 2}): the last step failed ({reason}). Retry from there:\n"
-            f"{_plan_lines(task.subtasks[progress:])}"))
+            f"{_plan_lines(task.subtasks[progress:])}"), edit=edit)
     if progress >= len(task.subtasks):
         try:
             answer = facts.resolve(task.answer)
         except Unresolved as exc:
             answer = f"I could not complete the request: I never learned {exc}."
-        return Decision(ORCHESTRATOR, "final", text_message(f"FINAL ANSWER: {answer}"))
+        return Decision(ORCHESTRATOR, "final", text_message(f"FINAL ANSWER: {answer}"), edit=edit)
 
     sub = task.subtasks[progress]
-    targets = [sub.worker, sub.action]
-    if progress in sent and not followed(targets):
-        instruction = sent[progress]  # retrying: the model repeats itself (see module docstring)
-    else:
-        try:
-            instruction = f"{sub.worker}: {facts.resolve(sub.instruction)}"
-        except Unresolved as exc:
-            return Decision(ORCHESTRATOR, "final", text_message(
-                f"FINAL ANSWER: I could not complete the request: I never learned {exc}."))
-    decision = Decision(ORCHESTRATOR, "instruct", text_message(instruction))
-    ids = re.findall(r"ACC-\d{4}", instruction)
+    about = _action_words(sub.action)
+    try:
+        fresh = f"{sub.worker}: {facts.resolve(sub.instruction)}"
+    except Unresolved as exc:
+        return Decision(ORCHESTRATOR, "final", text_message(
+            f"FINAL ANSWER: I could not complete the request: I never learned {exc}."), edit=edit)
+    fresh_ids = re.findall(r"[A-Z]+-\d+", fresh)
+    instruction = fresh
+    if progress in sent:
+        # Retrying: the model repeats itself (see module docstring) unless an edit in front
+        # of it carries what the earlier instruction lacked.
+        earlier = split_note(sent[progress])[0]
+        earlier_ids = re.findall(r"[A-Z]+-\d+", earlier)
+        need = Need(values=tuple(i for i in fresh_ids if i not in earlier_ids), about=about + "|" + _INSTRUCTION_DETAILS,
+                    sources=("reports", "instruction"), action_alone=not earlier_ids)
+        if not need.met_by(edit):
+            instruction = earlier
+    instruction = adopt_ids(instruction, edit)
+    if edit is not None and (edit.mentions_any(about) or edit.ids or edit.amounts
+                             or any(edit.mentions_argument(a) for a in required_arguments(sub.action))):
+        # what the edit says about the worker's action reaches the worker with the instruction
+        instruction += NOTE_MARK + " ".join(edit.text.split())
+    decision = Decision(ORCHESTRATOR, "instruct", text_message(instruction), edit=edit)
+    head, note = split_note(instruction)
+    ids = re.findall(r"ACC-\d{4}", head)
     if ids:
         wrong_id = other_account(ids[-1], set(ids))
 
         def wrong() -> Variant:
             # replace only the last mention: the destination/target of the action
-            head, _, tail = instruction.rpartition(ids[-1])
-            return Variant(text_message(head + wrong_id + tail),
+            before, _, after = head.rpartition(ids[-1])
+            return Variant(text_message(before + wrong_id + after + (NOTE_MARK + note if note else "")),
                            f"instructed {sub.worker} to use {wrong_id} instead of {ids[-1]} for {sub.action}")
-        decision.hosts["wrong_instruction"] = (wrong, targets)
+        decision.hosts["wrong_instruction"] = (wrong, Need(
+            values=(ids[-1],), decides=(ids[-1],), about=about + "|" + _INSTRUCTION_DETAILS,
+            sources=("reports", "instruction"),
+            target=(sub.worker, sub.action)))
     decision.hosts["vague_instruction"] = (lambda: Variant(
         text_message(f"{sub.worker}: please handle the next part of the customer's request as discussed."),
-        f"instruction to {sub.worker} for {sub.action} named no action, account or amount"), targets)
+        f"instruction to {sub.worker} for {sub.action} named no action, account or amount"),
+        Need(values=tuple(fresh_ids), about=about + "|" + _INSTRUCTION_DETAILS, action_alone=True,
+             target=(sub.worker, sub.action)))
     if progress == 0:
         return decision  # an early answer comes after some work was done, not before any
     decision.hosts["early_final_answer"] = (lambda: Variant(
         text_message("FINAL ANSWER: All requested actions for the customer have been completed."),
         f"answered before sub-task {progress + 1} of {len(task.subtasks)} ({sub.action}) was done"),
-        ["final answer"])
+        Need(about=about, action_alone=True, not_done=True, target=("final answer",)))
     return decision
 
 
@@ -401,8 +470,8 @@ def _result_lines(c: Call) -> list[str]:
     return [f"- {c.name} returned {json.dumps(r, sort_keys=True)}"]
 
 
-def _misread(calls: list[Call]) -> tuple[list[Call], str, str] | None:
-    """A copy of `calls` with one read result misread: (calls, tool, detail)."""
+def _misread(calls: list[Call]) -> tuple[list[Call], str, str, tuple] | None:
+    """A copy of `calls` with one read result misread: (calls, tool, detail, the true values it hides)."""
     for i, c in enumerate(calls):
         r = c.result
         if c.error or not isinstance(r, dict):
@@ -416,74 +485,137 @@ def _misread(calls: list[Call]) -> tuple[list[Call], str, str] | None:
             kinds = [a["type"] for a in r["accounts"]]
             for a, kind in zip(wrong["accounts"], kinds[1:] + kinds[:1]):
                 a["type"] = kind
+            hidden = ()
             detail = "reported account types rotated: " + ", ".join(
                 f"{a['account_id']} as {a['type']}" for a in wrong["accounts"])
         elif c.name == "get_balance":
             cents = round(float(r["balance"]) * 100)
             cents = cents - 10000 if cents >= 10000 else cents + 10000
             wrong["balance"] = f"{cents / 100:.2f}"
+            hidden = (r["balance"],)
             detail = f"reported {r['account_id']} balance {wrong['balance']} instead of {r['balance']}"
         elif c.name == "get_transactions" and r["transactions"]:
             wrong["transactions"] = r["transactions"][:-1]
+            hidden = (r["transactions"][-1]["transaction_id"],)
             detail = f"reported the latest transaction of {r['account_id']} as the one before " \
                      f"{r['transactions'][-1]['transaction_id']}"
         else:
             continue
-        return calls[:i] + [Call(c.name, c.args, wrong, None)] + calls[i + 1:], c.name, detail
+        return calls[:i] + [Call(c.name, c.args, wrong, None)] + calls[i + 1:], c.name, detail, hidden
     return None
 
 
-def _worker(agent: str, messages: list[dict], followed: Followed) -> Decision:
+def _instruction_index(messages: list[dict]) -> int | None:
+    is_instruction = worker_protocol(messages)
+    return max((i for i, m in enumerate(messages) if m.get("role") == "user" and is_instruction(i, m)), default=None)
+
+
+def adopt_arguments(tool: str, args: dict, edit: Reading | None) -> dict:
+    """The call's arguments with the values an edit states put in place (right or wrong): an
+    id goes to the argument holding an id of its shape (by direction when there are two),
+    an amount to `amount`."""
+    if edit is None:
+        return args
+    args = dict(args)
+    for stated in [s for s in edit.ids if not s.negated]:
+        slots = [k for k, v in args.items() if isinstance(v, str) and edit_reading.shape(v) == edit_reading.shape(stated.value)]
+        if not slots or any(args[k] == stated.value for k in slots):
+            continue
+        if len(slots) > 1:
+            wanted = "from" if stated.direction == "source" else "to"
+            slots = [k for k in slots if k.startswith(wanted)] or slots[-1:]
+        args[slots[0]] = stated.value
+    for argument in required_arguments(tool):
+        if args.get(argument) is None:  # a stated value for an argument the call lacks
+            found = [s for s in edit.ids if not s.negated and edit.mentions_argument(argument)]
+            if found:
+                args[argument] = found[0].value
+    amounts = [a for a in edit.amounts if not a.negated]
+    if "amount" in required_arguments(tool) and amounts:
+        args["amount"] = float(amounts[0].value)
+    return args
+
+
+def _repair_need(tool: str, repeated: dict, correct: dict) -> Need:
+    """What an edit must carry to make the agent drop a repeated failed call for the right one."""
+    differing = tuple(k for k in set(repeated) | set(correct) if repeated.get(k) != correct.get(k))
+    return Need(values=tuple(correct[k] for k in differing if correct.get(k) is not None),
+                arguments=tuple(k for k in differing if repeated.get(k) is None),
+                related=differing, about=_action_words(tool), sources=("instruction", "results"),
+                target=(tool,))
+
+
+def _worker(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
     own = WORKER_TOOLS[agent]
-    start = max((i for i, m in enumerate(messages) if m.get("role") == "user" and not is_correction(m)),
-                default=None)
+    start = _instruction_index(messages)
     if start is None:
         return Decision(agent, "report", text_message(f"REPORT from {agent}: FAILED. I received no instruction."))
-    instruction = str(messages[start].get("content") or "")
-    before, segment = _calls(messages[:start]), _calls(messages[start + 1:])
+    instruction, note = split_note(str(messages[start].get("content") or ""))
+    added = [str(m.get("content") or "") for m in messages[start + 1:] if m.get("role") == "user"]
+    edit = edit_reading.combine([note, *added]) if reads_edits else None
+    before = _calls(messages[:start])
+    segment = _calls([m for m in messages[start + 1:] if m.get("role") != "user"])
     intents, reason = parse_instruction(instruction, own)
-    if reason:
+    if reason and edit is not None:
+        # an instruction it cannot act on, and an edit saying what to do: act on the edit
+        intents, _ = parse_instruction(instruction + " " + edit.text, own)
+    if not intents:
         return Decision(agent, "report", text_message(
-            f"REPORT from {agent}: FAILED. I could not act on this instruction: {reason}."))
+            f"REPORT from {agent}: FAILED. I could not act on this instruction: {reason}."), edit=edit)
+    correct = {i.tool: dict(i.args) for i in intents}
 
     if segment and segment[-1].error:
         last = segment[-1]
         if sum(1 for c in segment if c.name == last.name and c.error) >= 2:
             return Decision(agent, "report", text_message(
-                f"REPORT from {agent}: FAILED. {last.name} failed twice: {last.error}"))
-        if not followed([last.name]):
-            return _tool_decision(agent, messages, last.name, dict(last.args))  # retry as is
+                f"REPORT from {agent}: FAILED. {last.name} failed twice: {last.error}"), edit=edit)
+        right = _fill(correct.get(last.name), {c.name: c.result for c in segment if not c.error})
+        if right is None or not _repair_need(last.name, last.args, right).met_by(edit):
+            # retry as is, with whatever values the edit states
+            return _tool_decision(agent, messages, last.name, adopt_arguments(last.name, dict(last.args), edit), edit)
 
     done = {c.name: c.result for c in segment if not c.error}
     for intent in intents:
         if intent.tool in done:
             continue
-        args = dict(intent.args)
-        if intent.tool == "get_accounts" and args["customer_id"] is None:
-            found = done.get("lookup_customer")
-            args["customer_id"] = found.get("customer_id") if isinstance(found, dict) else None
-            if not isinstance(args["customer_id"], str):
-                return Decision(agent, "report", text_message(
-                    f"REPORT from {agent}: FAILED. lookup_customer returned no customer id, so I cannot "
-                    "call get_accounts."))
+        args = _fill(dict(intent.args), done)
+        if args is None:
+            return Decision(agent, "report", text_message(
+                f"REPORT from {agent}: FAILED. lookup_customer returned no customer id, so I cannot "
+                "call get_accounts."), edit=edit)
         # In-context repetition: an earlier failed call to this tool, never since succeeded.
         history = [c for c in before + segment if c.name == intent.tool]
-        if history and history[-1].error and not followed([intent.tool]):
+        if history and history[-1].error and not _repair_need(intent.tool, history[-1].args, args).met_by(edit):
             args = dict(history[-1].args)
-        return _tool_decision(agent, messages, intent.tool, args)
+        return _tool_decision(agent, messages, intent.tool, adopt_arguments(intent.tool, args, edit), edit)
 
-    decision = Decision(agent, "report", text_message(_report(agent, segment)))
+    decision = Decision(agent, "report", text_message(_report(agent, segment)), edit=edit)
     misread = _misread(segment)
     if misread:
-        wrong_calls, tool, detail = misread
+        wrong_calls, tool, detail, true_values = misread
         decision.hosts["misread_tool_result"] = (
-            lambda: Variant(text_message(_report(agent, wrong_calls)), detail), [tool])
+            lambda: Variant(text_message(_report(agent, wrong_calls)), detail),
+            Need(values=true_values, about=_action_words(tool), sources=("results",), pointer_alone=True,
+                 target=(tool,)))
     return decision
 
 
-def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict) -> Decision:
+def _fill(args: dict | None, done: dict) -> dict | None:
+    """Arguments with what earlier results supply (get_accounts' customer id from the lookup)."""
+    if args is None:
+        return None
+    if args.get("customer_id", "") is None:
+        found = done.get("lookup_customer")
+        args["customer_id"] = found.get("customer_id") if isinstance(found, dict) else None
+        if not isinstance(args["customer_id"], str):
+            return None
+    return args
+
+
+def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict, edit: Reading | None = None) -> Decision:
     call_id = _call_id(messages, tool)
-    decision = Decision(agent, "tool", tool_call_message(tool, args, call_id), tool=tool)
+    decision = Decision(agent, "tool", tool_call_message(tool, args, call_id), tool=tool, edit=edit)
+    about = _action_words(tool)
     present = [a for a in required_arguments(tool) if args.get(a) is not None]
     if present:
         dropped = present[-1]
@@ -491,7 +623,9 @@ def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict) -> D
         def missing() -> Variant:
             return Variant(tool_call_message(tool, {k: v for k, v in args.items() if k != dropped}, call_id),
                            f"{tool} called without '{dropped}'")
-        decision.hosts["missing_argument"] = (missing, [tool])
+        decision.hosts["missing_argument"] = (missing, Need(
+            values=(args[dropped],), decides=(args[dropped],), arguments=(dropped,), about=about,
+            sources=("instruction",), target=(tool,)))
     if tool in MUTATING_TOOLS:
         key = {"transfer": "to_account", "deposit_check": "account_id", "close_account": "account_id"}[tool]
         if isinstance(args.get(key), str):
@@ -501,15 +635,14 @@ def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict) -> D
             def wrong() -> Variant:
                 return Variant(tool_call_message(tool, {**args, key: wrong_value}, call_id),
                                f"{tool} called with {key}={wrong_value} instead of {args[key]}")
-            decision.hosts["wrong_argument"] = (wrong, [tool])
-        done = [c for c in _calls(messages[_last_instruction(messages) + 1:]) if not c.error]
+            decision.hosts["wrong_argument"] = (wrong, Need(
+                values=(args[key],), decides=(args[key],), related=(key,), about=about, sources=("instruction",),
+                target=(tool,)))
+        done = [c for c in _calls(messages[_instruction_index(messages) or 0:]) if not c.error]
 
         def skipped() -> Variant:
             claim = f"- {tool}: done"
             return Variant(text_message(_report(agent, done, [claim])), f"reported {tool} as done without calling it")
-        decision.hosts["skipped_action"] = (skipped, [tool])
+        decision.hosts["skipped_action"] = (skipped, Need(about=about, action_alone=True, not_done=True,
+                                                           target=(tool,)))
     return decision
-
-
-def _last_instruction(messages: list[dict]) -> int:
-    return max((i for i, m in enumerate(messages) if m.get("role") == "user" and not is_correction(m)), default=0)

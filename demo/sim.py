@@ -1,7 +1,8 @@
 """The scripted OpenAI-compatible LLM server (a test and demo component, not a real model).
 
 Serves `POST /v1/chat/completions` (non-streaming and SSE streaming with tool-call deltas
-and a final usage chunk), `GET /v1/models[/{id}]`, `GET /healthz`, `GET /_sim/stats` and, with
+and a final usage chunk; `logprobs`/`top_logprobs`, `web_search_options` (url_citation
+annotations) and the legacy `functions` → `function_call` shape as the API answers them), `GET /v1/models[/{id}]`, `GET /healthz`, `GET /_sim/stats` and, with
 transcripts on, `GET /_sim/sessions/{session}` (every exchange and injected fault) on the
 standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
 `handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -64,8 +66,8 @@ def _text(content: Any) -> Any:
 
 def bank_agent(body: dict, ctx: RequestContext) -> dict:
     messages = [{**m, "content": _text(m.get("content"))} for m in body["messages"]]
-    followed = ctx.injector.followed(messages, ctx.session, ctx.step)
-    decision = decide(messages, body.get("tools"), followed)
+    reads_edits = ctx.injector.follow_draw(ctx.session, ctx.step)
+    decision = decide(messages, body.get("tools"), reads_edits)
     faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,
                                 step=ctx.step, replay=ctx.replay)
     return faulty or decision.message
@@ -90,6 +92,9 @@ class SimConfig:
     # Keep every exchange per session (tests compare transcripts; off by default: memory).
     record_transcripts: bool = False
     plan_faults: tuple = ()  # plan_agent.PlanFault, e.g. parse_fault("refund.amount=200")
+    # Answer a model name it does not know with this one (an app written for "gpt-4o-mini"
+    # runs unchanged); None: unknown models get the API's 404, as a real endpoint answers.
+    default_model: str | None = None
 
 
 class ApiError(Exception):
@@ -224,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = request.get("model")
         if not isinstance(model, str) or not model:
             raise ApiError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
-        if model not in MODELS:
+        if model not in MODELS and self.server.sim.config.default_model not in MODELS:
             raise ApiError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
         messages = request.get("messages")
         if messages is None:
@@ -243,7 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
 def _check_message(i: int, m: Any) -> None:
     """The shape checks the OpenAI API makes, so models only ever see well-formed messages."""
     where = f"messages[{i}]"
-    if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
+    if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool",
+                                                        "function"):
         raise ApiError(400, f"{where} must be an object with a valid role", param=where)
     content = m.get("content")
     if content is not None and not isinstance(content, (str, list)):
@@ -259,8 +265,59 @@ def _check_message(i: int, m: Any) -> None:
                     or not isinstance(fn.get("arguments", ""), str) or not isinstance(call.get("id", ""), str):
                 raise ApiError(400, f"{where}.tool_calls[{j}] needs an id and a function with a name and "
                                "string arguments", param=f"{where}.tool_calls[{j}]")
+    if m["role"] == "function" and not isinstance(m.get("name"), str):
+        raise ApiError(400, f"{where}.name is required on a function message", param=f"{where}.name")
     if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
         raise ApiError(400, f"{where}.tool_call_id is required on a tool message", param=f"{where}.tool_call_id")
+
+
+def _from_legacy_functions(request: dict) -> dict:
+    """A request in the legacy `functions` shape as the tools shape the models read: the
+    functions as tools, an assistant `function_call` as one tool call, a `function` message
+    as its tool result (ids made up from the order)."""
+    if not request.get("functions") or request.get("tools"):
+        return request
+    messages = []
+    for i, m in enumerate(request["messages"]):
+        if m.get("role") == "assistant" and m.get("function_call"):
+            call = {"id": f"call_legacy_{i}", "type": "function", "function": m["function_call"]}
+            messages.append({**{k: v for k, v in m.items() if k != "function_call"}, "tool_calls": [call]})
+        elif m.get("role") == "function":
+            messages.append({"role": "tool", "tool_call_id": f"call_legacy_{i - 1}", "content": m.get("content")})
+        else:
+            messages.append(m)
+    return {**request, "messages": messages,
+            "tools": [{"type": "function", "function": f} for f in request["functions"]]}
+
+
+def _as_legacy_function_call(message: dict) -> dict:
+    """The model's answer in the legacy shape: its first tool call as `function_call`."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    return {"role": "assistant", "content": message.get("content"), "function_call": calls[0]["function"]}
+
+
+def _token_logprobs(text: str, top: int) -> list[dict]:
+    """Deterministic logprobs of `text`, one entry per word-ish token (a scripted model
+    has no probabilities: these only exercise the protocol)."""
+    tokens = re.findall(r"\s*\S+|\s+", text)
+    out = []
+    for token in tokens:
+        logprob = -round((len(token) % 7) / 10, 4)
+        alternatives = [{"token": token, "bytes": list(token.encode()), "logprob": logprob}]
+        alternatives += [{"token": f"{token}~{k}", "bytes": list(f"{token}~{k}".encode()), "logprob": logprob - k - 1}
+                         for k in range(max(0, top - 1))]
+        out.append({"token": token, "bytes": list(token.encode()), "logprob": logprob,
+                    "top_logprobs": alternatives[:top]})
+    return out
+
+
+def _url_citations(text: str) -> list[dict]:
+    """What a search model cites for `text` (requests with `web_search_options`)."""
+    return [{"type": "url_citation", "url_citation": {"start_index": 0, "end_index": min(len(text), 24),
+                                                      "title": "tracefix sim source",
+                                                      "url": "https://sim.tracefix.invalid/source"}}]
 
 
 class _Server(ThreadingHTTPServer):
@@ -342,10 +399,18 @@ class SimServer:
             self._by_session[ctx.session] = self._by_session.get(ctx.session, 0) + 1
         if self.config.latency_ms:
             time.sleep(self.config.latency_ms / 1000)
-        message = MODELS[request["model"]](request, ctx)
+        handler_for = MODELS.get(request["model"]) or MODELS[self.config.default_model or ""]
+        message = handler_for(_from_legacy_functions(request), ctx)
         message = {"role": "assistant", "content": message.get("content"),
                    **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if request.get("functions") and not request.get("tools"):
+            message = _as_legacy_function_call(message)
+            finish = "function_call" if message.get("function_call") else "stop"
+        if request.get("web_search_options") is not None and message.get("content"):
+            message["annotations"] = _url_citations(message["content"])
+        top = request.get("top_logprobs") if isinstance(request.get("top_logprobs"), int) else 0
+        logprobs = request.get("logprobs") is True
         if self.config.record_transcripts:
             with self._stats_lock:
                 self._transcripts.setdefault(ctx.session, []).append(
@@ -360,27 +425,41 @@ class SimServer:
         if request.get("stream"):
             include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
             self._stream(handler, response_id, created, request["model"], message, finish,
-                         usage if include_usage else None)
+                         usage if include_usage else None, top if logprobs else None)
             return
+        choice_logprobs = {"content": _token_logprobs(message.get("content") or "", top), "refusal": None} \
+            if logprobs else None
         handler._send_json(200, {
             "id": response_id, "object": "chat.completion", "created": created, "model": request["model"],
             "system_fingerprint": "tracefix-sim",
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message, "logprobs": choice_logprobs, "finish_reason": finish}],
             "usage": usage})
 
     @staticmethod
     def _stream(handler: _Handler, response_id: str, created: int, model: str, message: dict,
-                finish: str, usage: dict | None) -> None:
-        def chunk(delta: dict, finish_reason: str | None = None, choices: bool = True, **extra: Any) -> bytes:
+                finish: str, usage: dict | None, top_logprobs: int | None = None) -> None:
+        """SSE chunks as the API sends them: content in pieces (each with its tokens' logprobs
+        when asked), then annotations, tool-call deltas or the legacy function_call in
+        pieces, the finish reason, usage last."""
+        def chunk(delta: dict, finish_reason: str | None = None, choices: bool = True, logprobs: Any = None,
+                  **extra: Any) -> bytes:
             payload = {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model,
                        "system_fingerprint": "tracefix-sim",
-                       "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+                       "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}]
                        if choices else [], **extra}
             return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
         events = [chunk({"role": "assistant", "content": ""})]
         if message.get("content"):
-            events += [chunk({"content": piece}) for piece in _split(message["content"], 3)]
+            events += [chunk({"content": piece}, logprobs=None if top_logprobs is None else
+                             {"content": _token_logprobs(piece, top_logprobs), "refusal": None})
+                       for piece in _split(message["content"], 3)]
+        if message.get("annotations"):
+            events.append(chunk({"annotations": message["annotations"]}))
+        if message.get("function_call"):
+            fn = message["function_call"]
+            events.append(chunk({"function_call": {"name": fn["name"], "arguments": ""}}))
+            events += [chunk({"function_call": {"arguments": piece}}) for piece in _split(fn["arguments"], 3)]
         for index, call in enumerate(message.get("tool_calls") or []):
             fn = call["function"]
             events.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",

@@ -74,11 +74,6 @@ def classify_orchestrator_output(text: str) -> tuple[str, str | None, str]:
     return "final", None, text
 
 
-def is_correction(message: dict) -> bool:
-    content = message.get("content")
-    return isinstance(content, str) and content.lstrip().upper().startswith("CORRECTION")
-
-
 def tool_error_text(exc: BaseException) -> str:
     """"Type: message", the same text whether the tool ran or tracefix replayed its recorded
     error (a replayed non-builtin exception arrives as RecordedToolError("Type: message"))."""

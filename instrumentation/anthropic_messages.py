@@ -1,13 +1,16 @@
 """Adapter for Anthropic `messages.create`: recorded in the same chat-message JSON as OpenAI.
 
 ``system`` becomes a leading system message; ``tool_use`` blocks become ``tool_calls``.
+A stream is recorded as the Message it assembles to, thinking and its signature included
+(:class:`MessageAccumulator`), and replayed as the API's events for it (:func:`stream_events`).
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from .llm import Request, Summary, parsed, rehydrate_model, is_given, request_params
+from .attributes import warn_once
+from .llm import Request, Summary, parsed, rehydrate_model, rehydrate_union, is_given, request_params
 from .replay_mode import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "system", "tools", "stream", "extra_headers", "extra_query", "extra_body",
@@ -15,48 +18,68 @@ _CONSUMED = ("model", "messages", "system", "tools", "stream", "extra_headers", 
 
 
 class MessageAccumulator:
-    """Folds Anthropic stream events into the equivalent Message JSON."""
+    """Folds Anthropic stream events into the Message JSON they stand for, as the SDK's own
+    `MessageStream` does (its fold, `accumulate_event`, is private): every
+    `RawContentBlockDelta` type, and every field a ``message_delta`` carries. A delta type
+    this does not know is reported once, not dropped silently; a test enumerates the SDK's
+    delta union so a new type fails CI first."""
 
     def __init__(self) -> None:
         self.message: dict | None = None
         self.blocks: dict[int, dict] = {}
-        self.partial_json: dict[int, list[str]] = {}
+        # streamed text per (block index, field), joined once at the end: no quadratic appends
+        self.pieces: dict[tuple[int, str], list[str]] = {}
+        self.citations: dict[int, list[dict]] = {}
 
     def add(self, event: Any) -> None:
-        kind = getattr(event, "type", None)
-        if kind == "message_start":
+        kind = event.type
+        if kind == "content_block_delta":  # by far the most frequent
+            self._add_delta(event.index, event.delta)
+        elif kind == "message_start":
             self.message = event.message.model_dump(mode="json", exclude_unset=True)
         elif kind == "content_block_start":
             self.blocks[event.index] = event.content_block.model_dump(mode="json", exclude_unset=True)
-        elif kind == "content_block_delta":
-            block = self.blocks.setdefault(event.index, {"type": "text", "text": ""})
-            delta = event.delta
-            if delta.type == "text_delta":
-                block["text"] = block.get("text", "") + delta.text
-            elif delta.type == "input_json_delta":
-                self.partial_json.setdefault(event.index, []).append(delta.partial_json)
         elif kind == "message_delta" and self.message is not None:
-            self.message["stop_reason"] = event.delta.stop_reason
-            self.message["stop_sequence"] = event.delta.stop_sequence
+            # stop_* are the delta's answer even when null; other fields (container, ...) only
+            # when present; usage counts are cumulative, so they overwrite
+            delta = event.delta.model_dump(mode="json")
+            self.message.update({k: v for k, v in delta.items() if v is not None or k.startswith("stop_")})
             usage = self.message.setdefault("usage", {})
-            usage["output_tokens"] = event.usage.output_tokens
-            if getattr(event.usage, "input_tokens", None):
-                usage["input_tokens"] = event.usage.input_tokens
+            usage.update(event.usage.model_dump(mode="json", exclude_none=True))
+
+    def _add_delta(self, index: int, delta: Any) -> None:
+        kind = delta.type
+        if kind == "text_delta":
+            self.pieces.setdefault((index, "text"), []).append(delta.text)
+        elif kind == "input_json_delta":
+            self.pieces.setdefault((index, "input"), []).append(delta.partial_json)
+        elif kind == "thinking_delta":
+            self.pieces.setdefault((index, "thinking"), []).append(delta.thinking)
+        elif kind == "signature_delta":
+            self.blocks.setdefault(index, {"type": "thinking"})["signature"] = delta.signature  # one, whole
+        elif kind == "citations_delta":
+            self.citations.setdefault(index, []).append(delta.citation.model_dump(mode="json", exclude_unset=True))
+        else:
+            warn_once(f"anthropic-delta:{kind}", "tracefix: Anthropic stream delta %r is not recorded", kind)
 
     def raw(self) -> dict | None:
         if self.message is None:
             return None
-        content = []
-        for index in sorted(self.blocks):
-            block = dict(self.blocks[index])
-            if index in self.partial_json:
-                text = "".join(self.partial_json[index])
+        blocks = {index: dict(block) for index, block in self.blocks.items()}
+        for (index, field), pieces in self.pieces.items():
+            block = blocks.setdefault(index, {"type": field if field != "input" else "tool_use"})
+            text = "".join(pieces)
+            if field == "input":
                 try:
-                    block["input"] = json.loads(text) if text else {}
-                except ValueError:
+                    block["input"] = json.loads(text) if text else block.get("input", {})
+                except ValueError:  # cut off mid-JSON (an abandoned stream): keep what came
                     block["input"] = text
-            content.append(block)
-        return {**self.message, "content": content}
+            else:
+                block[field] = (block.get(field) or "") + text
+        for index, citations in self.citations.items():
+            block = blocks.setdefault(index, {"type": "text", "text": ""})
+            block["citations"] = [*(block.get("citations") or []), *citations]
+        return {**self.message, "content": [blocks[index] for index in sorted(blocks)]}
 
 
 class AnthropicMessages:
@@ -120,30 +143,53 @@ class AnthropicMessages:
                 "usage": {"input_tokens": 0, "output_tokens": 0}}
 
     def fake_stream(self, raw: dict, kwargs: dict, is_async: bool) -> Any:
-        from anthropic.types import (RawContentBlockDeltaEvent, RawContentBlockStartEvent,
-                                     RawContentBlockStopEvent, RawMessageDeltaEvent, RawMessageStartEvent,
-                                     RawMessageStopEvent)
+        from anthropic.types import RawMessageStreamEvent
 
         from .streaming import AsyncRecordedStream, RecordedStream
 
-        usage = raw.get("usage") or {}
-        start = {**raw, "content": [], "stop_reason": None, "stop_sequence": None}
-        events: list = [rehydrate_model(RawMessageStartEvent, {"type": "message_start", "message": start})]
-        for index, block in enumerate(raw.get("content") or []):
-            if block.get("type") == "tool_use":
-                events.append(rehydrate_model(RawContentBlockStartEvent, 
-                    {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}))
-                delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input") or {})}
-            else:
-                events.append(rehydrate_model(RawContentBlockStartEvent, 
-                    {"type": "content_block_start", "index": index, "content_block": {**block, "text": ""}}))
-                delta = {"type": "text_delta", "text": block.get("text") or ""}
-            events.append(rehydrate_model(RawContentBlockDeltaEvent, 
-                {"type": "content_block_delta", "index": index, "delta": delta}))
-            events.append(rehydrate_model(RawContentBlockStopEvent, {"type": "content_block_stop", "index": index}))
-        events.append(rehydrate_model(RawMessageDeltaEvent, 
-            {"type": "message_delta", "delta": {"stop_reason": raw.get("stop_reason"),
-                                                "stop_sequence": raw.get("stop_sequence")},
-             "usage": {"output_tokens": usage.get("output_tokens", 0)}}))
-        events.append(rehydrate_model(RawMessageStopEvent, {"type": "message_stop"}))
+        events = [rehydrate_union(RawMessageStreamEvent, event) for event in stream_events(raw)]
         return AsyncRecordedStream(events) if is_async else RecordedStream(events)
+
+
+# blocks whose `input` streams as input_json_delta (the SDK's TRACKS_TOOL_INPUT)
+_TOOL_INPUT_BLOCKS = ("tool_use", "server_tool_use")
+
+
+def _block_events(block: dict) -> tuple[dict, list[dict]]:
+    """A content block as the API streams it: the start (streamed fields empty), then the deltas."""
+    kind = block.get("type")
+    if kind == "text":
+        citations = block.get("citations")
+        deltas = [{"type": "text_delta", "text": block.get("text") or ""}]
+        deltas += [{"type": "citations_delta", "citation": c} for c in citations or ()]
+        return {**block, "text": "", **({"citations": None} if citations else {})}, deltas
+    if kind == "thinking":
+        deltas = [{"type": "thinking_delta", "thinking": block.get("thinking") or ""}]
+        if block.get("signature"):
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        return {**block, "thinking": "", "signature": ""}, deltas
+    if kind in _TOOL_INPUT_BLOCKS:
+        value = block.get("input")
+        text = value if isinstance(value, str) else json.dumps(value if value is not None else {})
+        return {**block, "input": {}}, [{"type": "input_json_delta", "partial_json": text}]
+    return block, []  # redacted thinking, server tool results: they arrive whole
+
+
+def stream_events(raw: dict) -> list[dict]:
+    """The stream events (JSON) the API sends for the Message `raw`: folded by the SDK's
+    MessageStream (or by :class:`MessageAccumulator`) they give `raw` back."""
+    start = {**raw, "content": [], "stop_reason": None, "stop_sequence": None}
+    if "stop_details" in raw:
+        start["stop_details"] = None
+    events: list[dict] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(raw.get("content") or []):
+        first, deltas = _block_events(block)
+        events.append({"type": "content_block_start", "index": index, "content_block": first})
+        events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    delta = {"stop_reason": raw.get("stop_reason"), "stop_sequence": raw.get("stop_sequence")}
+    delta.update({key: raw[key] for key in ("stop_details", "container") if key in raw})
+    events.append({"type": "message_delta", "delta": delta,
+                   "usage": {"output_tokens": 0, **(raw.get("usage") or {})}})
+    events.append({"type": "message_stop"})
+    return events

@@ -7,7 +7,9 @@ linked and replayed the same way.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import typing
 
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +73,30 @@ def rehydrate_model(model_cls: Any, raw: dict) -> Any:
         return model_cls.model_validate(raw)
     except Exception:
         return model_cls.construct(**raw)
+
+
+@functools.lru_cache(maxsize=None)
+def _type_adapter(union: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(union)
+
+
+def rehydrate_union(union: Any, raw: dict) -> Any:
+    """`raw` as the member of the SDK's discriminated union (a stream event) it names; built
+    leniently when it does not validate, as `rehydrate_model` does."""
+    try:
+        return _type_adapter(union).validate_python(raw)
+    except Exception:
+        from pydantic import BaseModel
+
+        for member in typing.get_args(typing.get_args(union)[0] if typing.get_origin(union) is typing.Annotated
+                                      else union):
+            field = getattr(member, "model_fields", {}).get("type")
+            if isinstance(member, type) and issubclass(member, BaseModel) and field is not None \
+                    and raw.get("type") in typing.get_args(field.annotation):
+                return member.construct(**raw)
+        raise
 
 
 def is_given(value: Any) -> bool:
@@ -205,6 +231,13 @@ class LLMCall:
                 from .streaming import AsyncStreamProxy, SyncStreamProxy
 
                 proxy = AsyncStreamProxy if is_async else SyncStreamProxy
+                return proxy(result, self)
+            if self.request.stream and callable(getattr(result, "parse", None)):
+                # .with_raw_response / .with_streaming_response: the stream comes out of parse()
+                from .streaming import AsyncRawStreamResponseProxy, RawStreamResponseProxy
+
+                proxy = AsyncRawStreamResponseProxy if inspect.iscoroutinefunction(result.parse) \
+                    else RawStreamResponseProxy
                 return proxy(result, self)
             self.finish_raw(self.adapter.response_raw(parsed_result if parsed_result is not None else result))
         except Exception:

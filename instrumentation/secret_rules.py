@@ -110,8 +110,13 @@ TEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("credential-field", _followed(_FIELD_WORDS), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{_FIELD_NAMES})){_SEPARATOR}){_VALUE}"), _keep_name),
     SecretRule("credential-word-field", _followed(_PLAIN_WORDS, ('"', "'", "\\", "=")), _ascii_regex(
-        rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)}))(?:\\*[\"'][ \t]*[:=]|=)[ \t]*"
+        r"(?P<name>(?i:(?<![a-z0-9])(?:(?:password|secret)(?:\\*[\"'][ \t]*[:=]|=)|token=))[ \t]*"
         rf"(?P<q>\\*[\"'])?){_VALUE}"), _keep_name),
+    # "token" as a quoted field is also the API's own vocabulary: logprobs are
+    # {"token": "Hello", "logprob": ...} for every generated token. A credential is long.
+    SecretRule("token-field", _followed(("token",), ('"', "'", "\\")), _ascii_regex(
+        r"(?P<name>(?i:(?<![a-z0-9])token)\\*[\"'][ \t]*[:=][ \t]*(?P<q>\\*[\"'])?)"
+        rf"(?=[^\s\"',;}}&\\]{{16}}){_VALUE}"), _keep_name),
     SecretRule("credential-word-colon", _followed(_PLAIN_WORDS, (":",)), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{'|'.join(_PLAIN_WORDS)})):[ \t]*)"
         rf"(?=[^\s\"',;}}&\\]*[0-9!@#$%^*+/=~_.\-])[^\s\"',;}}&\\]{{6,}}"), _keep_name),

@@ -131,12 +131,65 @@ class AsyncStreamProxy(_StreamProxyBase):
         await self.close()
 
 
+def _unparsed(call: Any) -> None:
+    call.finish_raw(None, abandoned=True)
+
+
+class _RawStreamResponseProxy(wrapt.ObjectProxy):
+    """The `.with_raw_response` / `.with_streaming_response` answer to a streamed call: its
+    parse() hands back the SDK's stream inside a stream proxy, so the call is recorded as the
+    app reads it (and the same proxy each time, as the SDK caches the parsed stream). An
+    answer dropped unparsed ends the span as abandoned."""
+
+    def __init__(self, response: Any, call: Any):
+        super().__init__(response)
+        self._self_call = call
+        self._self_stream: Any = None
+        self._self_finalizer = weakref.finalize(self, _unparsed, call)
+
+    def _self_wrap(self, parsed: Any) -> Any:
+        if self._self_stream is None:
+            self._self_finalizer.detach()
+            call = self._self_call
+            if hasattr(parsed, "__anext__"):
+                self._self_stream = AsyncStreamProxy(parsed, call)
+            elif hasattr(parsed, "__next__"):
+                self._self_stream = SyncStreamProxy(parsed, call)
+            else:  # parse(to=...) into something else: nothing to read as it streams
+                call.finish_raw(None)
+                return parsed
+        return self._self_stream
+
+
+class RawStreamResponseProxy(_RawStreamResponseProxy):
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_wrap(self.__wrapped__.parse(*args, **kwargs))
+
+
+class AsyncRawStreamResponseProxy(_RawStreamResponseProxy):
+    async def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_wrap(await self.__wrapped__.parse(*args, **kwargs))
+
+
 class RecordedStream:
-    """A replayed stream: yields prepared SDK chunk objects, no network (sync and async use)."""
+    """A replayed stream: yields prepared SDK chunk objects, no network (sync and async use).
+    `response` is an HTTP response look-alike: the SDKs' stream helpers (`messages.stream`,
+    `chat.completions.stream`, `responses.stream`) read it when they wrap the raw stream."""
 
     def __init__(self, chunks: list):
         self._chunks = list(chunks)
         self._index = 0
+        self._response: Any = None
+
+    @property
+    def response(self) -> Any:
+        if self._response is None:
+            import httpx  # the SDKs' own dependency: present whenever a call is replayed
+
+            self._response = httpx.Response(
+                200, headers={"content-type": "text/event-stream", "x-tracefix-replay": "cassette"},
+                request=httpx.Request("POST", "http://tracefix-replay.invalid/"))
+        return self._response
 
     def _next(self) -> Any:
         if self._index >= len(self._chunks):

@@ -1,12 +1,15 @@
 """Interventions: turn a hypothesis into one minimal edit at the message-passing layer.
 
-Kinds (contracts §4): ``add_message`` (a correction appended to the input of step t),
+Kinds (contracts §4): ``add_message`` (a message added to the input of step t),
 ``replace_output`` (the agent's output at t replaced, for an orchestrator instruction or
 plan), ``replace_tool_result``. With an LLM the edit comes from the intervention prompt;
-without one, from a template over the evidence: the acting agent, the failing tool, its
-error, and the argument or action the evidence points to. A correction starts with
-``CORRECTION for <agent>:`` and names its target, because agents (and the demo's scripted
-model) act on an explicit, addressed instruction and ignore vague advice.
+without one, from a template over the evidence in the session.
+
+A template is written as advice any agent can act on: it says what went wrong at this step
+in the recorded run and what the right value or action is, quoting where the session shows
+it (the instruction or task the agent was given, the results its tools returned, the plan).
+It relies on no prefix or keyword: an agent that reads it learns the value, not a code word.
+A value the evidence cannot pin down is pointed to ("take it from your instruction: ...").
 
 Every intervention also carries ``expect``: what the acting agent should visibly do at or
 after t if it follows the edit. The heuristic fulfilment judge checks the replay against it.
@@ -19,7 +22,7 @@ import json
 import re
 
 from tracefix.analysis.units import is_coordinator
-from tracefix.collector.document import session_task
+from tracefix.collector.document import content_text, session_task
 from tracefix.replay import prompts
 
 KINDS = ("add_message", "replace_output", "replace_tool_result")
@@ -88,6 +91,78 @@ def _quote(error: str | None) -> str:
     return error if len(error) <= 160 else error[:157] + "..."
 
 
+def _excerpt(text: str | None, limit: int = 220) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# A value-like token: an identifier with a digit in it, or a number.
+_VALUE = re.compile(r"(?<![\w.-])(?:[A-Za-z][\w]*[-_]?\d[\w-]*|\$?\d[\d,]*(?:\.\d+)?)(?![\w-])")
+
+
+def _values(text: str | None) -> list[str]:
+    return [v.lstrip("$").rstrip(".,") for v in _VALUE.findall(str(text or ""))]
+
+
+def _shape(value: str) -> str:
+    """What kind of value a token is: its letters before the first digit ("" for a number)."""
+    return re.sub(r"\d.*$", "", value).upper()
+
+
+def _latest_instruction(step: dict) -> str | None:
+    """The newest user turn in the step's input: what the acting agent was asked to do."""
+    for m in reversed(step.get("input_messages") or []):
+        text = content_text(m.get("content")) if m.get("role") == "user" else ""
+        if text and text.strip():
+            return text
+    return None
+
+
+def _context_text(step: dict, doc: dict) -> str:
+    """Everything the acting agent had seen at the step: its input messages and the task."""
+    parts = [content_text(m.get("content")) or "" for m in step.get("input_messages") or [] if m.get("role") != "system"]
+    return "\n".join(parts + [str(session_task(doc) or "")])
+
+
+def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] | None:
+    """(value, where) for an argument the call left out: a tool result's field of that name,
+    else an id-like token or a quoted value right after the argument's words in the
+    instruction or the task."""
+    for m in reversed(step.get("input_messages") or []):
+        if m.get("role") == "tool":
+            found = re.search(rf'"{re.escape(argument)}"\s*:\s*"?([^",}}]+)', content_text(m.get("content")) or "")
+            if found:
+                return found.group(1).strip(), "an earlier tool result"
+    cues = [w for w in argument.lower().split("_") if w not in ("id", "number", "no", "num", "value") and len(w) > 2]
+    for where, text in (("your instruction", _latest_instruction(step)), ("the task", session_task(doc))):
+        for cue in cues:
+            # an id right after the argument's word ("check CHK-5001"), or a quoted value ("named "Ann"")
+            found = re.search(rf"\b{re.escape(cue)}\w*\s+(?:\w+\s+)?(?:([A-Za-z][\w]*[-_]?\d[\w-]*)|\"([^\"]{{1,80}})\")",
+                              str(text or ""), re.I)
+            if found:
+                return found.group(1) or found.group(2), where
+    return None
+
+
+def _unsupported(call: dict, step: dict, doc: dict) -> list[tuple[str, str, str | None]]:
+    """(argument, value, candidate) for each id-like argument value that appears nowhere in
+    what the agent had seen, with the one value of the same shape its instruction gives and
+    no other argument uses, when there is exactly one."""
+    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    context = _context_text(step, doc)
+    used = {str(v) for v in args.values()}
+    offered = _values(_latest_instruction(step)) or _values(session_task(doc))
+    out = []
+    for name, value in args.items():
+        if not isinstance(value, str) or not re.search(r"\d", value) or not _shape(value):
+            continue
+        if value in context:
+            continue
+        same = [v for v in dict.fromkeys(offered) if _shape(v) == _shape(value) and v not in used]
+        out.append((name, value, same[0] if len(same) == 1 else None))
+    return out
+
+
 def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
              memory_notes: list[str] | None = None) -> dict:
     """The deterministic intervention for a hypothesis, from the step and its evidence."""
@@ -99,7 +174,9 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
     failing = next((c for c in calls if c.get("error")), None)
     evidence_tool = evidence.get("tool")
     call = failing or next((c for c in calls if c.get("name") == evidence_tool), None) or (calls[0] if calls else None)
-    retry = " This was already tried once without effect, so follow it exactly." if memory_notes else ""
+    retry = " An earlier, vaguer correction at this point was not enough, so be exact." if memory_notes else ""
+    instruction = _latest_instruction(step)
+    quoted = f' Your instruction says: "{_excerpt(instruction)}"' if instruction else ""
 
     if call is not None:
         tool = call.get("name")
@@ -108,39 +185,60 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         # Only the tool's declared parameters can be blamed, when the schema was recorded.
         allowed = tool_parameters(tool, definitions) or None
         argument = (missing[0] if missing else None) or argument_from_error(error, allowed)
-        problem = f"it failed with `{_quote(error)}`" if error else "it did not do what the task requires"
-        if argument and argument in (call.get("arguments") or {}):
-            fix = f"pass the correct value for the `{argument}` argument (check it against the task and the earlier tool results)"
-        elif argument:
-            fix = f"include the required `{argument}` argument, taken from the task"
+        args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        failed = f" and failed with `{_quote(error)}`" if error else ""
+        if argument and argument not in args:
+            found = _value_in_context(argument, step, doc)
+            fix = (f"Pass {argument} = {found[0]}, as {found[1]} states." if found
+                   else f"Take the value of {argument} from your instruction or the earlier tool results.")
+            text = f"In the recorded run, the call to `{tool}` at this point left out {argument}{failed}. {fix}{quoted}"
         else:
-            fix = "check every argument against the task and the earlier tool results before calling it"
-        text = (f"CORRECTION for {agent}: your call to the tool `{tool}` at this point was wrong: {problem}. "
-                f"Call `{tool}` again and {fix}. Do not skip `{tool}` and do not give a final answer before it succeeds.{retry}")
+            wrong = _unsupported(call, step, doc)
+            if argument and argument in args:
+                wrong = [w for w in wrong if w[0] == argument] or [(argument, args[argument], None)]
+            if wrong:
+                said = "; ".join(f"{name} was {value}, which is wrong: it appears nowhere in what you were given"
+                                 + (f", and the right value is {candidate}" if candidate else "")
+                                 for name, value, candidate in wrong)
+                argument = argument or wrong[0][0]
+                text = f"In the recorded run, the call to `{tool}` at this point{failed}: {said}.{quoted}"
+            else:
+                text = (f"In the recorded run, the call to `{tool}` at this point{failed or ' did not do what the task requires'}. "
+                        f"Check every argument against your instruction and the earlier tool results before calling it.{quoted}")
+        text += " Do not report the action as done before the call succeeds." + retry
         expect = {"agent": agent, "action": "call_tool", "tool": tool, "argument": argument}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
     if _is_final_answer(step, doc):
         pending = evidence_tool or next((c.get("name") for s in steps.values() if s["index"] < step["index"]
                                          for c in s.get("tool_calls") or [] if c.get("error")), None)
-        todo = f" (the `{pending}` action has not succeeded yet)" if pending else ""
-        text = (f"CORRECTION for {agent}: do not give the final answer yet{todo}. "
-                f"First complete every action the task requires with the tools, check their results, "
-                f"and only then give the final answer.{retry}")
+        plan_line = _plan_line_for(doc, step)
+        todo = (f' Step "{plan_line}" of your plan has not been carried out yet.' if plan_line
+                else f" The `{pending}` action has not succeeded yet." if pending else "")
+        text = (f"The task is not finished, so do not give the final answer yet.{todo} "
+                f"Carry out every remaining step of the plan first, check the results, and only then answer. "
+                f'The task: "{_excerpt(session_task(doc))}"{retry}')
         expect = {"agent": agent, "action": "continue", "tool": pending, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
     if is_coordinator(agent):
-        # An orchestrator's instruction at t: hold it to the plan line it should carry out,
-        # which names the worker and the action (and any failing tool downstream).
+        # An orchestrator's instruction at t: hold it to the plan line it should carry out and
+        # to the values the task and the reports give.
         plan_line = _plan_line_for(doc, step)
         target = evidence_tool or _downstream_failing_tool(doc, step)
-        parts = [f"CORRECTION for {agent}: your instruction at this step was wrong or too vague."]
+        original = _output_text(step)
+        context = _context_text(step, doc)
+        strays = [v for v in dict.fromkeys(_values(original)) if _shape(v) and v not in context]
+        parts = []
         if plan_line:
-            parts.append(f"It must carry out this step of your plan: \"{plan_line}\".")
-        parts.append("Instruct the responsible worker precisely, with every identifier and amount it needs.")
-        if target:
-            parts.append(f"The `{target}` action must be carried out correctly.")
+            parts.append(f'The instruction at this step must carry out step "{plan_line}" of your plan.')
+        if strays:
+            parts.append(f"In the recorded run it used {', '.join(strays)}, which is wrong: it appears in no report "
+                         "and not in the task.")
+        elif not _values(original):
+            parts.append("In the recorded run it named no account, amount or identifier, so the worker could not act.")
+        parts.append("Give the worker the action and every identifier and amount it needs, each checked against "
+                     f'what the workers reported and the task: "{_excerpt(session_task(doc))}"')
         text = " ".join(parts) + retry
         expect = {"agent": agent, "action": "instruct", "tool": target, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
@@ -150,20 +248,37 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
     asked, called = _instruction_tools(doc, step, definitions)
     skipped = next((t for t in asked if t not in called), None)
     if skipped:
-        text = (f"CORRECTION for {agent}: you did not call `{skipped}`, which your instruction requires. "
-                f"Call `{skipped}` now with the identifiers and amounts from the instruction, then report "
-                f"its result.{retry}")
+        text = (f"In the recorded run you reported the work as done here, but `{skipped}`, which your instruction "
+                f"asks for, was never called: the action has not been carried out yet. Call it now with the values "
+                f"from your instruction, then report its result.{quoted}{retry}")
         expect = {"agent": agent, "action": "call_tool", "tool": skipped, "argument": None}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
-    # Every result read since the instruction is a suspect; name them all (most recent first).
+    if not called and instruction:
+        text = (f"In the recorded run you answered here without calling any tool since your instruction: what it "
+                f"asks for has not been carried out yet. Carry it out with your tools and the "
+                f"values from your instruction, then report the results.{quoted}{retry}")
+        expect = {"agent": agent, "action": "call_tool", "tool": evidence_tool, "argument": None}
+        return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
+    # Every result read since the instruction is a suspect; quote them (most recent first).
     read = list(dict.fromkeys(reversed(called))) or ([evidence_tool] if evidence_tool else [])
     tool = read[0] if read else None
-    named = (("the results of " + " and ".join(f"`{t}`" for t in read)) if len(read) > 1
-             else f"the result of `{tool}`" if tool else "the last tool result")
-    text = (f"CORRECTION for {agent}: you misread {named}. Read {named} again carefully, field by field, "
-            f"and report exactly what it says.{retry}")
+    results = _results_since_instruction(step)
+    shown = "; ".join(f"`{name}` returned {_excerpt(content, 300)}" for name, content in results[-2:])
+    named = " and ".join(f"`{t}`" for t in read) if read else "your tools"
+    text = (f"In the recorded run your report here did not match what {named} returned. "
+            + (f"What the tools returned: {shown}. " if shown else "")
+            + f"Report exactly those values, field by field.{retry}")
     expect = {"agent": agent, "action": "reread", "tool": tool, "argument": None}
     return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
+
+
+def _results_since_instruction(step: dict) -> list[tuple[str, str]]:
+    """(tool name, result text) of the tool results after the agent's latest instruction."""
+    messages = step.get("input_messages") or []
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    names = {c.get("id"): (c.get("function") or {}).get("name") for m in messages for c in m.get("tool_calls") or []}
+    return [(names.get(m.get("tool_call_id")) or "a tool", content_text(m.get("content")))
+            for m in messages[last_user + 1:] if m.get("role") == "tool"]
 
 
 def _known_tools(doc: dict, definitions: list[dict] | None) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from tracefix.collector.document import session_task
+from tracefix.collector.document import content_text, session_task
 from tracefix.replay import prompts
 
 
@@ -98,13 +98,22 @@ def _action(step: dict | None) -> tuple:
     return (_norm((step.get("output_message") or {}).get("content")), calls)
 
 
+def _step_text(step: dict | None) -> str:
+    """What an agent said and called at a step, as one text to look for values in."""
+    if step is None:
+        return ""
+    calls = [json.dumps(c.get("arguments"), sort_keys=True, default=str) for c in step.get("tool_calls") or []]
+    return " ".join([content_text((step.get("output_message") or {}).get("content")), *calls])
+
+
 def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
     """Did the replay, at or after t, move the way the intervention asked?
 
     Never when the agent did at t exactly what it did originally. For a tool call: the
     asked tool is called by the acting agent, differently from the failed call, and with
     one of the values the edit states when it states any. For an early answer: the session
-    goes on past t, and the pending tool, when one is named, is called."""
+    goes on past t, and the pending tool, when one is named, is called. For a changed text (an
+    instruction, a report): it carries a value the edit states, when the edit states any."""
     t = intervention["step"]
     expect = intervention.get("expect") or {}
     new_steps = child_doc.get("steps") or []
@@ -148,6 +157,13 @@ def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
         goes_on = any(s["index"] > t for s in new_steps)
         calls = _calls_from(new_steps, t)
         return goes_on and (any(c.get("name") == tool for c in calls) if tool else bool(calls))
+    # A changed text (an instruction, a report) follows the edit only when it carries a value
+    # the edit states that the original did not: an appended remark or a reworded repeat is
+    # not the edit carried out.
+    old_text, new_text = _step_text(old_t), _step_text(new_t)
+    wanted = {v for v in stated_values(intervention.get("text"), {tool, argument, agent} - {None}) if v not in old_text}
+    if wanted and not any(v in new_text for v in wanted):
+        return False
     if action == "instruct" and tool:
         return any(c.get("name") == tool for c in _calls_from(new_steps, t))
     return True  # the step's action changed (checked above)

@@ -130,11 +130,18 @@ Kinds of edit:
 - "replace_output": replace what the agent said at the step (use it for a wrong orchestrator
   instruction or plan: give the corrected instruction as one atomic next step; category
   "orchestrator_instruction" or "plan").
-- "add_message": add a corrective message to the input of the step (category "correction").
-  Start it with "CORRECTION for <agent>:" naming the acting agent, then say exactly what to do
-  differently: name the tool, the argument or action that was wrong or missing, and the error
-  it caused.
+- "add_message": add a message to the input of the step (category "correction"), addressed to
+  the acting agent as plain advice.
 - "replace_tool_result": replace what a tool returned at the step (category "tool_result").
+
+Write the text so that any agent, which has not seen this analysis, can act on it:
+- say what went wrong at this step in the recorded run (the wrong or missing value, the
+  skipped action, the misread result, the premature answer);
+- say what the right value or action is, and quote where the session shows it: the task, the
+  instruction the agent was given, a tool result, a report. When the evidence does not pin a
+  value down, point to where the agent will find it ("the id is in the instruction you
+  were given") instead of guessing;
+- no fixed prefix or code word is needed; the agent acts on content, not on keywords.
 
 Rules: keep the change minimal and targeted; no global resets; never state the task's final
 answer or any expected result value in the edit; do not repeat an edit that memory lists as
@@ -150,8 +157,8 @@ Answer with one JSON object only:
         "context_before": format_steps(context_steps),
         "failed_step": format_steps([failed_step], limit=1200),
         "failed_step_input_tail": [
-            {"role": m.get("role"), "content": _short(m.get("content") or "", 300)}
-            for m in (failed_step.get("input_messages") or [])[-3:]
+            {"role": m.get("role"), "content": _short(m.get("content") or "", 600)}
+            for m in (failed_step.get("input_messages") or [])[-4:] if m.get("role") != "system"
         ],
         "repair_memory": memory_notes,
     })

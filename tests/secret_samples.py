@@ -81,6 +81,8 @@ SAMPLES: tuple[Sample, ...] = (
     _sample("credential-field", '{{"access_token": "{s}", "expires_in": 3600}}', _draw(_ALNUM, 24)),
     _sample("credential-word-field", '{{"user": "bob", "password": "{s}"}}', "correct horse " + _draw(_ALNUM, 6)),
     _sample("credential-word-field", "db://app?password={s}&ssl=1", _draw(_ALNUM, 12)),
+    _sample("credential-word-field", "GET /feed?token={s}&page=2", _draw(_ALNUM, 10)),
+    _sample("token-field", '{{"user": "bob", "token": "{s}"}}', _draw(_ALNUM, 32)),
     _sample("credential-word-colon", "login bob, password: {s} (do not share)", "Tr0ub4dor!" + _draw(_ALNUM, 4)),
 )
 
@@ -98,6 +100,9 @@ ORDINARY: tuple[str, ...] = (
     "Authorization required before any api key rotation; store PRIVATE KEY files in a vault.",
     "https://hooks.example.com/services/abc and https://slack.com/help",
     "The secret to good soup is time. Password policy: 12 characters.",
+    # logprobs name each generated token "token"
+    '{"logprobs": {"content": [{"token": "Hello", "bytes": [72], "logprob": -0.1, "top_logprobs": []}, '
+    '{"token": " ACC-1001", "logprob": -0.2}, {"token": "bank-agent", "logprob": -0.3}]}}',
 )
 
 SECRET_KEYS = ("authorization", "http.request.header.authorization", "api_key", "openai.api_key", "x-api-key",

@@ -1,5 +1,6 @@
-"""The typed contracts between the parts (session document, analysis and replay results)
-and the store's API type-check with mypy, so `make test` fails when typing breaks.
+"""The typed contracts between the parts (session document, analysis and replay results),
+the store's API, the HTTP API's module (with its query parsing) and the message-log
+importer type-check with mypy, so `make test` fails when typing breaks.
 
 mypy cannot follow setuptools' editable-install finder, so the test lays out the import
 namespace the way pyproject's package-dir maps it, as symlinks, and checks that."""
@@ -12,7 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED = ["tracefix.errors", "tracefix.collector.contracts", "tracefix.collector.cli_options",
-           "tracefix.collector.document", "tracefix.collector.store", "tracefix.analysis.contracts", "tracefix.replay.contracts"]
+           "tracefix.collector.document", "tracefix.collector.store", "tracefix.collector.imports",
+           "tracefix.collector.api", "tracefix.collector.url_input",
+           "tracefix.analysis.contracts", "tracefix.replay.contracts"]
 
 
 def namespace_tree(into: Path) -> Path:

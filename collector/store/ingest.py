@@ -107,13 +107,23 @@ class Ingest(FeedbackOutbox):
         return created
 
     def _new_messages(self, con, batch: Batch) -> list[int]:
-        """Keys of the batch's messages not stored yet. This store is its file's only writer
-        (DuckDB lets one process write; the collector has one Store), so the keys it loaded
-        and added since are exactly the stored ones."""
+        """Keys of the batch's messages not stored yet. On a DuckDB file this store is the
+        only writer (DuckDB lets one process write; the collector has one Store), so the keys
+        it loaded and added since are exactly the stored ones. On a lake other collectors add
+        messages too: the keys this store does not know are looked up in the table (under the
+        lake's write lock, so the answer holds until this transaction commits)."""
         if self._message_keys is None:
             stored = con.execute("SELECT key FROM messages").to_arrow_table().column("key")
             self._message_keys = KeySet(stored.to_numpy())
-        return self._message_keys.missing(list(batch.messages))
+        missing = self._message_keys.missing(list(batch.messages))
+        if missing and self.shared:
+            found = [k for (k,) in con.execute(f"SELECT key FROM messages WHERE key IN ({', '.join(map(str, missing))})"
+                                               ).fetchall()]
+            if found:
+                self._message_keys.add(found)
+                known = set(found)
+                missing = [k for k in missing if k not in known]
+        return missing
 
     def _remember_messages(self, keys: list[int]) -> None:
         """Keys this writer committed: stored from now on (not loaded yet: the load reads them)."""

@@ -1,4 +1,5 @@
-"""`tracefix import / train / analyze` as a user runs them: real subprocesses on a DuckDB file."""
+"""`tracefix import / train / analyze` as a user runs them: real subprocesses on a DuckDB file
+(`import` is the collector's verb, `train` and `analyze` the analysis's)."""
 import json
 import subprocess
 import sys

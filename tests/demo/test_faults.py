@@ -139,48 +139,121 @@ def _ask(server, task_id: str, step: int, messages: list[dict], session: str) ->
     return r.choices[0].message.model_dump()
 
 
-MISSING = [{"task": "t13", "step": 3, "kind": "missing_argument"}]
+MISSING = [{"task": "t13", "step": 3, "kind": "missing_argument"}]  # get_accounts loses customer_id
+WRONG = [{"task": "t02", "step": 6, "kind": "wrong_argument"}]  # transfer to another account than ACC-1002
 
 
-@pytest.mark.parametrize("follow_prob, correction, fault_expected", [
-    (1.0, "CORRECTION for AccountAgent: call get_accounts with the customer_id lookup_customer returned.", False),
-    (1.0, "correction: double-check the transfer amount before calling transfer.", True),  # names another tool
-    (0.0, "CORRECTION for AccountAgent: call get_accounts with the customer_id lookup_customer returned.", True),
+def _edited(task_id: str, step: int, edit: str) -> list[dict]:
+    return _messages_at(task_id, step) + [{"role": "user", "content": edit}]
+
+
+def _args(reply: dict) -> dict:
+    return json.loads(reply["tool_calls"][0]["function"]["arguments"])
+
+
+@pytest.mark.parametrize("follow_prob, edit, fault_expected", [
+    # names the dropped argument (its value is in the context), no tool name, no prefix
+    (1.0, "You need to pass the customer id that the lookup returned.", False),
+    (1.0, "Please keep your answers short and polite.", True),  # irrelevant
+    (1.0, "correction: double-check the transfer amount before calling transfer.", True),  # about another action
+    (0.0, "You need to pass the customer id that the lookup returned.", True),  # not read
 ])
-def test_correction_suppresses_the_fault_only_when_followed_and_naming_its_target(
-        tmp_path, follow_prob, correction, fault_expected):
-    messages = _messages_at("t13", 3) + [{"role": "user", "content": correction}]
+def test_an_edit_prevents_a_fault_only_when_read_and_carrying_what_the_slip_needs(
+        tmp_path, follow_prob, edit, fault_expected):
     gt = tmp_path / "gt.jsonl"
     with running_sim(plan=MISSING, follow_prob=follow_prob, ground_truth=gt) as server:
-        reply = _ask(server, "t13", 3, messages, session="replay-1")
-    args = json.loads(reply["tool_calls"][0]["function"]["arguments"])
-    assert ("customer_id" not in args) is fault_expected
+        reply = _ask(server, "t13", 3, _edited("t13", 3, edit), session="replay-1")
+    assert ("customer_id" not in _args(reply)) is fault_expected
     labels = _gt(gt)
     assert len(labels) == int(fault_expected)
     if labels:
         assert labels[0]["replay"] is True and labels[0]["step"] == 3
 
 
-def test_correction_before_the_fault_step_suppresses_later_faults_of_that_agent(tmp_path):
+def test_a_wrong_value_in_an_edit_is_adopted_and_replaces_the_slip(tmp_path):
     gt = tmp_path / "gt.jsonl"
     with running_sim(plan=MISSING, follow_prob=1.0, ground_truth=gt) as server:
-        fix = "CORRECTION for AccountAgent: pass customer_id to get_accounts."
-        _ask(server, "t13", 2, _messages_at("t13", 2) + [{"role": "user", "content": fix}], session="early")
-        reply = _ask(server, "t13", 3, _messages_at("t13", 3), session="early")
-    assert "customer_id" in reply["tool_calls"][0]["function"]["arguments"]
+        reply = _ask(server, "t13", 3, _edited("t13", 3, "The customer id is CUST-009."), session="misled")
+    assert _args(reply) == {"customer_id": "CUST-009"}  # the edit's mistake, not the right CUST-005
     assert _gt(gt) == []
 
 
-def test_orchestrator_correction_naming_the_worker_suppresses_a_wrong_instruction(tmp_path):
+@pytest.mark.parametrize("edit, expected", [
+    ("The money must go into ACC-1002.", "ACC-1002"),  # the right value, no tool named
+    ("The destination account is the one in the instruction you were given.", "ACC-1002"),  # a pointer
+    ("The transfer must go into ACC-1004.", "ACC-1004"),  # misleading: adopted
+    ("Be careful with this one.", None),  # carries nothing: the fault happens
+])
+def test_a_silent_wrong_argument_follows_the_content_of_the_edit(tmp_path, edit, expected):
+    gt = tmp_path / "gt.jsonl"
+    with running_sim(plan=WRONG, follow_prob=1.0, ground_truth=gt) as server:
+        reply = _ask(server, "t02", 6, _edited("t02", 6, edit), session="s")
+    to_account = _args(reply)["to_account"]
+    if expected is None:
+        assert to_account != "ACC-1002" and len(_gt(gt)) == 1
+    else:
+        assert to_account == expected and _gt(gt) == []
+
+
+def test_an_edit_stating_a_wrong_value_as_wrong_is_not_adopted(tmp_path):
+    edit = "In the recorded run to_account was ACC-1003, which is wrong; your instruction names ACC-1002."
+    with running_sim(plan=WRONG, follow_prob=1.0) as server:
+        reply = _ask(server, "t02", 6, _edited("t02", 6, edit), session="s")
+    assert _args(reply)["to_account"] == "ACC-1002"
+
+
+def test_an_edit_reaches_a_later_step_only_through_what_the_agents_do_with_it(tmp_path):
+    """At an earlier step of the same worker the edit is gone by the faulty step (it lived in
+    one request); at the orchestrator's instruction it is relayed to the worker, who acts on it."""
+    gt = tmp_path / "gt.jsonl"
+    fix = "The customer id for get_accounts is the one lookup_customer returns; pass it."
+    with running_sim(plan=MISSING, follow_prob=1.0, ground_truth=gt) as server:
+        _ask(server, "t13", 2, _edited("t13", 2, fix), session="same-worker")
+        reply = _ask(server, "t13", 3, _messages_at("t13", 3), session="same-worker")
+        assert "customer_id" not in _args(reply)  # the fault happened anyway
+
+        relayed = _ask(server, "t13", 1, _edited("t13", 1, fix), session="relayed")
+        assert "customer id" in relayed["content"].split("Note:", 1)[1]
+        messages = _messages_at("t13", 3)
+        (i,) = [k for k, m in enumerate(messages) if m["role"] == "user"]
+        messages[i] = {"role": "user", "content": relayed["content"]}
+        reply = _ask(server, "t13", 3, messages, session="relayed")
+    assert "customer_id" in _args(reply)
+    assert [g["session"] for g in _gt(gt)] == ["same-worker"]
+
+
+def test_the_orchestrator_repairs_a_wrong_instruction_from_a_value_or_a_pointer(tmp_path):
     plan = [{"task": "t05", "step": 5, "kind": "wrong_instruction"}]
     messages = _messages_at("t05", 5)
+    asks = {"value": "Erin's checking account is ACC-1009.",
+            "pointer": "Use the account ids that AccountAgent reported for the transfer.",
+            "misleading": "Erin's checking account is ACC-1013.",
+            "irrelevant": "Be polite to AccountAgent."}
     with running_sim(plan=plan, follow_prob=1.0) as server:
-        fixed = _ask(server, "t05", 5, messages + [
-            {"role": "user", "content": "CORRECTION for Orchestrator: give PaymentsAgent the right accounts."}], "o1")
-        broken = _ask(server, "t05", 5, messages + [
-            {"role": "user", "content": "CORRECTION: be polite to AccountAgent."}], "o2")
-    assert "to account ACC-1009" in fixed["content"]
-    assert "to account ACC-1009" not in broken["content"]
+        said = {k: _ask(server, "t05", 5, messages + [{"role": "user", "content": v}], k)["content"].split("Note:")[0]
+                for k, v in asks.items()}
+    assert "to account ACC-1009" in said["value"] and "to account ACC-1009" in said["pointer"]
+    assert "to account ACC-1013" in said["misleading"]
+    assert "to account ACC-1009" not in said["irrelevant"]
+
+
+def test_an_early_answer_is_prevented_by_saying_the_work_is_not_done(tmp_path):
+    plan = [{"task": "t21", "step": 12, "kind": "early_final_answer"}]
+    messages = _messages_at("t21", 12)
+    with running_sim(plan=plan, follow_prob=1.0) as server:
+        pending = _ask(server, "t21", 12, messages + [
+            {"role": "user", "content": "Alice still has to pay Bob: that has not been done yet."}], "a")
+        polite = _ask(server, "t21", 12, messages + [{"role": "user", "content": "Thank the customer."}], "b")
+    assert not pending["content"].startswith("FINAL ANSWER") and polite["content"].startswith("FINAL ANSWER")
+
+
+def test_the_follow_probability_is_drawn_per_request_and_seeded():
+    from tracefix.demo.faults import FaultConfig, FaultInjector
+
+    draws = [[FaultInjector(FaultConfig(seed=seed, follow_prob=0.7)).follow_draw(f"s{i}", 6) for i in range(200)]
+             for seed in (1, 1, 2)]
+    assert draws[0] == draws[1] and draws[0] != draws[2]
+    assert 0.6 < sum(draws[0]) / 200 < 0.8
 
 
 def test_a_replay_starting_after_the_fault_step_gets_no_second_fault(tmp_path):

@@ -19,6 +19,8 @@ snippets = st.sampled_from(
        "REPORT from AccountAgent: done.\n- account ACC-1001 of CUST-001: checking, balance 1250.00, open",
        "REPORT from PaymentsAgent: FAILED. transfer failed twice: InsufficientFunds: no",
        "CORRECTION for PaymentsAgent: call transfer with the amount.", "correction: final answer later",
+       "The money goes into ACC-1002, not ACC-1003; the amount is $20.", "Note: the check number is CHK-5001.",
+       "PaymentsAgent: Deposit check CHK-5001 into account ACC-1007.\n\nNote: use the check from the task.",
        "PaymentsAgent: Transfer $5 from account ACC-1001 to account ACC-1002 using transfer.",
        "AccountAgent: close ACC-1010", "REVISED PLAN (attempt 2): retry", "FINAL ANSWER: done", "", "{}"]
 ) | st.text(max_size=80)
@@ -40,14 +42,15 @@ conversations = st.lists(message, min_size=1, max_size=12)
 
 
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conversations)
-def test_policy_always_returns_an_assistant_message(messages):
-    decision = decide(messages)
+@given(conversations, st.booleans())
+def test_policy_always_returns_an_assistant_message(messages, reads_edits):
+    decision = decide(messages, reads_edits=reads_edits)
     m = decision.message
     assert m["role"] == "assistant"
     assert isinstance(m.get("content"), str) or m.get("tool_calls")
-    for kind, (variant, target) in decision.hosts.items():
-        assert variant().message["role"] == "assistant" and target
+    for kind, (variant, need) in decision.hosts.items():
+        assert variant().message["role"] == "assistant" and need.target
+        need.met_by(decision.edit)
 
 
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,

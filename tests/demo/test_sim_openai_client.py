@@ -32,6 +32,28 @@ def test_sync_non_stream_returns_tool_call_and_usage(sim_url):
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
 
 
+def test_logprobs_annotations_and_the_legacy_function_shape_as_the_api_answers_them(sim_url):
+    client = _client(sim_url)
+    r = client.chat.completions.create(model="bank-agent", messages=[{"role": "user", "content": "Say hello."}],
+                                       logprobs=True, top_logprobs=2, web_search_options={})
+    choice = r.choices[0]
+    tokens = choice.logprobs.content
+    assert "".join(t.token for t in tokens) == choice.message.content
+    assert all(len(t.top_logprobs) == 2 and t.top_logprobs[0].token == t.token for t in tokens)
+    (annotation,) = choice.message.annotations
+    assert annotation.type == "url_citation" and annotation.url_citation.end_index <= len(choice.message.content)
+    # legacy: `functions` in, `function_call` out, a `function` message with the result back
+    functions = [tool["function"] for tool in tools_for("AccountAgent")]
+    first = client.chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES, functions=functions)
+    call = first.choices[0].message.function_call
+    assert first.choices[0].finish_reason == "function_call" and call.name == "lookup_customer"
+    assert not first.choices[0].message.tool_calls
+    second = client.chat.completions.create(model="bank-agent", functions=functions, messages=[
+        *WORKER_MESSAGES, {"role": "assistant", "content": None, "function_call": call.model_dump()},
+        {"role": "function", "name": call.name, "content": json.dumps({"customer_id": "CUST-001"})}])
+    assert second.choices[0].message.function_call.name == "get_accounts"
+
+
 def test_sync_stream_tool_call_deltas_reassemble_to_the_non_stream_call(sim_url):
     client = _client(sim_url)
     plain = client.chat.completions.create(model="bank-agent", messages=WORKER_MESSAGES,

@@ -53,3 +53,15 @@ def sim_requests(sim_url: str) -> int:
     base = sim_url.rsplit("/v1", 1)[0]
     with urllib.request.urlopen(f"{base}/_sim/stats", timeout=5) as r:
         return json.loads(r.read())["requests"]
+
+
+def replay_in_this_process(tmp_path, cassette: dict, session_id: str, monkeypatch) -> None:
+    """The next tracefix.init() of this process replays `cassette` without intervention,
+    reporting to tmp_path/report.json."""
+    import json
+
+    config = tmp_path / "replay.json"
+    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": session_id,
+                                  "parent_session_id": cassette["session_id"],
+                                  "report_path": str(tmp_path / "report.json")}))
+    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))

@@ -16,7 +16,7 @@ import tracefix
 from tracefix import semconv as sc
 from tracefix.replay_mode import fingerprint_request, fingerprint_tool
 
-from instr_support import cassette_from_spans, sim_requests
+from instr_support import cassette_from_spans, replay_in_this_process, sim_requests
 
 TASK = "t03"  # a transfer: several tool calls that change the database
 
@@ -34,16 +34,6 @@ def recorded(sim_url):
         handle.shutdown()
     spans = exporter.get_finished_spans()
     return cassette_from_spans(spans), output, spans
-
-
-def replay_in_this_process(tmp_path: Path, cassette: dict, session_id: str, monkeypatch) -> None:
-    """The next tracefix.init() of this process replays `cassette` without intervention,
-    reporting to tmp_path/report.json."""
-    config = tmp_path / "replay.json"
-    config.write_text(json.dumps({"cassette": cassette, "intervention": None, "session_id": session_id,
-                                  "parent_session_id": cassette["session_id"],
-                                  "report_path": str(tmp_path / "report.json")}))
-    monkeypatch.setenv("TRACEFIX_REPLAY", str(config))
 
 
 def run_replay_mode(tmp_path: Path, cassette: dict, intervention: dict | None, receiver, session_id: str,

@@ -13,9 +13,11 @@ from replay_lab import Lab
 
 # One injected fault, after two successful tool calls: the PaymentsAgent's deposit_check
 # (step 6 of task t04) loses its `check_number` argument.
-# Task t01 gets an early final answer (used by the thumbs-down test, recorded there).
+# Task t01 gets an early final answer (used by the thumbs-down test, recorded there); task
+# t02 a silent wrong account in its transfer (step 6; test_causal_chain.py records it).
 FAULT_PLAN = [{"task": "t04", "step": 6, "kind": "missing_argument"},
-              {"task": "t01", "step": 1, "kind": "early_final_answer"}]
+              {"task": "t01", "step": 1, "kind": "early_final_answer"},
+              {"task": "t02", "step": 6, "kind": "wrong_argument"}]
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ def test_sim_analyst_answers_each_stage_with_json(sim_url):
     assert (answer["mistake_step_index"], answer["mistake_agent"]) == (1, "PaymentsAgent")
     hypothesis = {"step": 1, "agent": "PaymentsAgent", "reason": answer["mistake_reason"]}
     answer = llm.complete_json("intervention", *prompts.intervention("move money", hypothesis, steps[:1], steps[1], {}, []))
-    assert answer["text"].startswith("CORRECTION for PaymentsAgent") and "`to_account`" in answer["text"]
+    assert "`transfer`" in answer["text"] and "`to_account`" in answer["text"]
     assert llm.requests == 3
 
 
@@ -59,7 +59,7 @@ def test_sim_analyst_judges_fulfilment_milestones_and_success(sim_url):
                               "error": "MissingArgument: deposit_check: missing required argument 'check_number'"}]}
     fixed = {**failed, "tool_calls": [{"name": "deposit_check", "arguments": {"account_id": "ACC-1", "check_number": "CHK-1"},
                                        "result": {"balance": "10.00"}, "error": None}]}
-    iv = {"step": 3, "kind": "add_message", "text": "CORRECTION for PaymentsAgent: call `deposit_check` with `check_number`."}
+    iv = {"step": 3, "kind": "add_message", "text": "Call `deposit_check` with `check_number`."}
     doc = {"session_id": "s", "task": "deposit", "ground_truth": "10.00", "steps": [failed], "feedback": []}
     assert judge.judge_fulfilled(iv, doc, {"steps": [fixed]}, llm) == (True, "llm")
     assert judge.judge_fulfilled(iv, doc, {"steps": [failed]}, llm) == (False, "llm")

@@ -57,8 +57,9 @@ def test_concurrent_replays_validate_a_correct_fix_and_stay_inconclusive_when_ig
     followed = results["follow"]["hypotheses"][0]
     iv = followed["intervention"]
     assert iv["step"] == t and iv["kind"] == "add_message"
-    assert iv["text"].startswith("CORRECTION for PaymentsAgent:")
-    assert "deposit_check" in iv["text"] and "check_number" in iv["text"]
+    # advice from the evidence: the dropped argument and the value the worker's instruction gives
+    assert "CORRECTION" not in iv["text"]
+    assert "deposit_check" in iv["text"] and "check_number = CHK-5001" in iv["text"]
     assert followed["verdict"] == "validated", followed["verdict_reason"]
     for run in followed["runs"]:
         assert run["success"] is True and run["fulfilled"] is True and run["error"] is None
@@ -114,9 +115,9 @@ def test_divergence_is_reported_when_the_entrypoint_takes_another_path(lab, tmp_
 
 
 def test_guard_keeps_a_weak_correction_alive(lab, tmp_path):
-    """A correction that does not name the tool is ignored at t; the guard's reminder, which
-    names the expected call, gets it done on the retry."""
-    weak = {"kind": "add_message", "text": "CORRECTION for PaymentsAgent: be more careful this time.",
+    """An edit that carries nothing the slip needs is ignored at t; the guard's reminder, which
+    names the expected argument, gets it done on the retry."""
+    weak = {"kind": "add_message", "text": "Be more careful this time.",
             "expect": {"agent": "PaymentsAgent", "action": "call_tool", "tool": "deposit_check",
                        "argument": "check_number"}}
     hyp = [{"step": lab.fault_step, "intervention": weak}]
@@ -152,7 +153,7 @@ def test_cli_prints_trials_hypotheses_runs_and_verdicts(lab):
     text = out.stdout
     assert "stages: segmentation=fallback" in text and "deterministic fallbacks" in text
     assert f"hypothesis (round 1, user): step {lab.fault_step} PaymentsAgent" in text
-    assert "intervention (add_message/correction, template): CORRECTION for PaymentsAgent" in text
+    assert "intervention (add_message/correction, template): In the recorded run, the call to `deposit_check`" in text
     assert "run 1: success, followed" in text and "verdict: VALIDATED" in text, text
     with lab.access() as access:  # stored and served by the collector
         stored = access.get_replay(lab.session_id)
@@ -285,3 +286,36 @@ def test_an_edit_queued_on_the_api_is_replayed_by_a_worker(lab):
     assert done["state"] == "done", done
     h = access.get_replay(lab.session_id)["hypotheses"][0]
     assert h["step"] == lab.fault_step and h["intervention"]["text"] == USER_EDIT and h["source"] == "user"
+
+
+# Edits a person might write at the true fault step (t04: the deposit loses its check number).
+EDITS = {
+    "right content, no tool named": "The check number is CHK-5001, as your instruction says.",
+    "misleading": "The check number for this deposit is CHK-5004.",  # another customer's check
+    "irrelevant": "Please keep your report short and friendly.",
+}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_a_verdict_follows_what_the_edit_says_not_how_it_is_addressed(lab, tmp_path, name):
+    """Right content validates without naming the tool; a misleading edit is carried out and
+    fails (never validated, with the reason); an irrelevant edit changes nothing the agent
+    does at t, so it is not fulfilled."""
+    hyp = [{"step": lab.fault_step, "intervention": {"text": EDITS[name]}}]
+    h = run_diagnose(lab, tmp_path, runs=3, concurrency=2, hypotheses=hyp)["hypotheses"][0]
+    assert all(run["error"] is None for run in h["runs"]), h["runs"]
+    if name == "right content, no tool named":
+        assert h["verdict"] == "validated", h["verdict_reason"]
+        return
+    assert h["verdict"] in ("refuted", "inconclusive") and h["verdict_reason"]
+    assert not any(run["success"] for run in h["runs"])
+    with lab.access() as access:
+        parent = access.get_session(lab.session_id)
+    original = parent["steps"][lab.fault_step]["tool_calls"][0]["arguments"]
+    for run in h["runs"]:
+        at_t = child_doc(lab, run)["steps"][lab.fault_step]["tool_calls"][0]["arguments"]
+        if name == "misleading":
+            assert at_t["check_number"] == "CHK-5004" and run["fulfilled"] is True  # carried out, still failed
+        else:
+            assert at_t == original and run["fulfilled"] is False  # unchanged at t: never "fulfilled"
+    assert h["verdict"] == ("refuted" if name == "misleading" else "inconclusive"), h["verdict_reason"]

@@ -42,16 +42,40 @@ def test_attribution_without_analysis_falls_back_to_the_first_error():
     assert hyps[0]["step"] == 3 and hyps[0]["source"] == "fallback"
 
 
-def test_template_names_agent_tool_error_and_missing_argument():
+def test_template_names_the_missing_argument_and_the_value_the_instruction_gives():
     doc = failed_deposit_session()
+    doc["steps"][3]["input_messages"] = [
+        {"role": "system", "content": "You are PaymentsAgent"},
+        {"role": "user", "content": "PaymentsAgent: deposit check CHK-5001 into ACC-1001"}]
     h = {"id": "h-1", "step": 3, "agent": "PaymentsAgent", "evidence": {}}
     iv = interventions.template(doc, h)
     assert iv["kind"] == "add_message" and iv["category"] == "correction" and iv["step"] == 3
-    assert iv["text"].startswith("CORRECTION for PaymentsAgent:")
-    for part in ("deposit_check", "check_number", "missing required argument"):
-        assert part in iv["text"]
+    assert "CORRECTION" not in iv["text"]  # plain advice, no code word
+    for part in ("deposit_check", "check_number = CHK-5001", "your instruction", "missing required argument"):
+        assert part in iv["text"], iv["text"]
     assert iv["expect"] == {"agent": "PaymentsAgent", "action": "call_tool", "tool": "deposit_check",
                             "argument": "check_number"}
+
+
+def test_template_finds_a_quoted_value_for_a_dropped_argument():
+    doc = failed_deposit_session()
+    doc["steps"][1]["input_messages"] = [{"role": "user", "content": 'Look up the customer named "Ana Diaz".'}]
+    doc["steps"][1]["tool_calls"] = [{"id": "c", "name": "lookup_customer", "arguments": {}, "result": None,
+                                      "error": "MissingArgument: lookup_customer: missing required argument 'name'"}]
+    iv = interventions.template(doc, {"id": "h", "step": 1, "agent": "AccountAgent", "evidence": {}})
+    assert "Pass name = Ana Diaz, as your instruction states" in iv["text"], iv["text"]
+
+
+def test_template_calls_a_value_that_appears_nowhere_in_the_context_wrong_and_gives_the_right_one():
+    doc = failed_deposit_session()
+    doc["steps"][3]["input_messages"] = [
+        {"role": "user", "content": "Move $20 from account ACC-1001 to account ACC-1002 with transfer."}]
+    doc["steps"][3]["tool_calls"] = [{"id": "c", "name": "transfer", "error": None, "result": {"ok": True},
+                                      "arguments": {"from_account": "ACC-1001", "to_account": "ACC-1003",
+                                                    "amount": 20}}]
+    iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "PaymentsAgent", "evidence": {}})
+    assert "to_account was ACC-1003, which is wrong" in iv["text"] and "the right value is ACC-1002" in iv["text"]
+    assert iv["expect"]["argument"] == "to_account"
 
 
 def test_template_uses_tool_schema_for_a_silently_missing_argument():
@@ -68,7 +92,8 @@ def test_template_for_an_early_final_answer_and_an_instruction():
     final = interventions.template(doc, {"id": "h", "step": 7, "agent": "Orchestrator", "evidence": {}})
     assert "final answer" in final["text"] and final["expect"]["action"] == "continue"
     instr = interventions.template(doc, {"id": "h", "step": 2, "agent": "Orchestrator", "evidence": {}})
-    assert instr["text"].startswith("CORRECTION for Orchestrator:") and "deposit_check" in instr["text"]
+    assert "plan" in instr["text"] and "every identifier and amount" in instr["text"]
+    assert instr["expect"]["tool"] == "deposit_check"
     assert instr["before"] == "task"
 
 
@@ -127,6 +152,22 @@ def test_an_early_answer_is_replaced_only_when_the_session_goes_on_to_the_pendin
     elsewhere = copy.deepcopy(delegated)
     elsewhere["steps"][8] = llm_step(8, "PaymentsAgent", calls=[("get_balance", {}, {}, None)])
     assert not judge.fulfilled_heuristic(iv, doc, elsewhere)  # the named pending action never happened
+
+
+def test_a_changed_instruction_follows_the_edit_only_when_it_carries_the_stated_value():
+    doc = failed_deposit_session()
+    iv = {"step": 2, "kind": "add_message", "text": "The deposit goes into ACC-1002, which the lookup reported.",
+          "expect": {"agent": "Orchestrator", "action": "instruct", "tool": "deposit_check", "argument": None}}
+
+    def replay_with(text):
+        child = copy.deepcopy(doc)
+        child["steps"][2] = llm_step(2, "Orchestrator", text)
+        return child
+
+    assert judge.fulfilled_heuristic(iv, doc, replay_with("PaymentsAgent: deposit check CHK-5001 into ACC-1002"))
+    # reworded, with a remark appended, but still the old account: not the edit carried out
+    assert not judge.fulfilled_heuristic(iv, doc, replay_with(
+        "PaymentsAgent: deposit check CHK-5001 into ACC-1001. Please be careful."))
 
 
 def test_success_prefers_the_evaluator_then_ground_truth():
@@ -206,13 +247,14 @@ def test_template_for_a_skipped_tool_and_a_misread_result():
                    {"role": "user", "content": "Deposit check CHK-5001 into account ACC-1001 using deposit_check."}]
     doc["steps"][4]["input_messages"] = instruction
     skip = interventions.template(doc, {"id": "h", "step": 4, "agent": "PaymentsAgent", "evidence": {}})
-    assert "you did not call `deposit_check`" in skip["text"] and skip["expect"]["tool"] == "deposit_check"
+    assert "`deposit_check`" in skip["text"] and "has not been carried out" in skip["text"]
+    assert skip["expect"]["tool"] == "deposit_check"
     doc["steps"][4]["input_messages"] = instruction + [
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
                                               "function": {"name": "deposit_check", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"balance": "$60.00"}'}]
     misread = interventions.template(doc, {"id": "h", "step": 4, "agent": "PaymentsAgent", "evidence": {}})
-    assert "misread the result of `deposit_check`" in misread["text"] and misread["expect"]["action"] == "reread"
+    assert 'returned {"balance": "$60.00"}' in misread["text"] and misread["expect"]["action"] == "reread"
 
 
 def test_instruction_template_quotes_the_plan_line_it_should_carry_out():

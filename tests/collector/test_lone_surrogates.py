@@ -1,0 +1,77 @@
+"""A session whose stored JSON values hold lone UTF-16 surrogates (JSON's `"\\ud800"` is
+valid text and decodes to one; the fuzz test stores such values) is answered by every read
+route of a real `tracefix serve` with 200 in valid UTF-8, each lone surrogate as U+FFFD.
+
+A str holding a lone surrogate has no UTF-8 form: answering one failed the route (400
+'surrogates not allowed'), and the streamed pages wrote it as bytes that are not UTF-8."""
+from __future__ import annotations
+
+import json
+import uuid
+from urllib.parse import quote
+
+from collector_support import http, strict_json
+from test_partial_success import make_request, make_span, otlp_json
+from test_ingest import post
+
+# OTLP/JSON refuses an unpaired surrogate in a protobuf string, and the store refuses a message
+# holding one (test_partial_success), but the JSON values an attribute holds (a session's
+# inputs and output, a tool call's arguments and result) are kept as sent and decoded when
+# read: the placeholder is swapped for escapes in the export's text (escaped twice, once per
+# JSON level)
+LONE = "LONESURROGATE"
+
+
+def lone_surrogate_export(sid: str) -> bytes:
+    trace = uuid.uuid4().bytes
+    call = {"id": "call-1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    chat = make_span(trace, 0, "chat", {
+        "gen_ai.operation.name": "chat", "tracefix.session.id": sid, "tracefix.step": 0,
+        "gen_ai.input.messages": json.dumps([{"role": "user", "content": "look it up"}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": None, "tool_calls": [call]}])})
+    tool = make_span(trace, 1, "execute_tool lookup", {
+        "gen_ai.operation.name": "execute_tool", "tracefix.session.id": sid, "tracefix.step": 0,
+        "gen_ai.tool.name": "lookup", "gen_ai.tool.call.id": "call-1",
+        "gen_ai.tool.call.arguments": json.dumps({"query": LONE}), "gen_ai.tool.call.result": json.dumps([LONE])})
+    root = make_span(trace, 2, "agent run", {
+        "tracefix.session.id": sid, "tracefix.session.root": True,
+        "tracefix.inputs": json.dumps({"task": f"find {LONE}"}),
+        "tracefix.session.output": json.dumps({"reply": LONE})})
+    text = otlp_json(make_request([chat, tool, root], service="surrogate-app")).decode()
+    assert text.count(LONE) == 4
+    # a lone high surrogate, a lone low one, and a pair spelled as two escapes (a real character)
+    return text.replace(LONE, r"\\ud800 \\udfff \\ud83d\\ude00").encode()
+
+
+def test_every_read_route_answers_a_stored_lone_surrogate_as_utf8(collector):
+    base = collector.match["http"]
+    sid = f"surrogate-{uuid.uuid4().hex[:8]}"
+    status, answer, _ = post(base + "/v1/traces", lone_surrogate_export(sid), "application/json")
+    assert status == 200, answer[:300]
+    one = f"{base}/api/v1/sessions/{quote(sid, safe='')}"
+
+    def read(url: str, replaced: bool = True):
+        status, body, headers = http("GET", url)
+        assert status == 200, (url, body[:300])
+        text = body.decode("utf-8")  # strict: the bytes of a surrogate (surrogatepass) are not UTF-8
+        assert ("\ufffd" in text) == replaced and "\ud800" not in text, url
+        return strict_json(text)
+
+    seen = "\ufffd \ufffd \U0001F600"  # lone ones replaced, the pair joined into its character
+    listed = read(f"{base}/api/v1/sessions?service=surrogate-app&limit=1000")
+    assert {row["session_id"]: row["task"] for row in listed["sessions"]}[sid] == f"find {seen}"
+    page = read(one)
+    assert page["inputs"] == {"task": f"find {seen}"} and page["output"] == {"reply": seen}
+    assert page["steps"][0]["tool_calls"][0]["arguments"] == {"query": seen}
+    read(one + "?content=keys")
+    read(one + "/spans", replaced=False)  # attributes as sent: the escapes are still text there
+    step = read(one + "/steps/0")["step"]
+    assert step["tool_calls"][0]["result"] == [seen]
+    for stored in read(one + "/messages", replaced=False)["messages"]:
+        read(f"{one}/messages/{stored['key']}", replaced=False)
+    training = {doc["session_id"]: doc for doc in read(f"{base}/api/v1/training_sessions?criterion=all")["sessions"]}
+    assert training[sid]["output"] == {"reply": seen}
+    for fmt in ("html", "md"):
+        status, body, _ = http("GET", f"{one}/report?format={fmt}")
+        assert status in (200, 404), (fmt, body[:300])  # 404: the report renderer is not installed
+        assert "\ud800" not in body.decode("utf-8")
