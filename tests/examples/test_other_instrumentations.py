@@ -2,7 +2,8 @@
 sim` and `tracefix serve` processes (tests/examples/with_openinference.py): beside
 `tracefix.init()` each agent turn, LLM call and tool run is stored once whichever side
 recorded it; with OpenInference alone the collector still reads agents and tool steps from
-its span kinds (AGENT, TOOL, LangGraph node CHAINs). AG2 too, beside `tracefix.init()`."""
+its span kinds (AGENT, TOOL, LangGraph node CHAINs), and from OpenLLMetry's. AG2 too, beside
+`tracefix.init()`."""
 from __future__ import annotations
 
 import os
@@ -25,6 +26,9 @@ CASES = {
                        ["get_order", "refund"]),
     "langgraph-only": ("langgraph_refund", "only", {}, ["lookup", "lookup", "refunds", "refunds"],
                        ["get_order", "refund"]),
+    # OpenLLMetry's LangChain instrumentor alone: traceloop.span.kind task/tool spans, no call ids
+    "langgraph-openllmetry-only": ("langgraph_refund", "only", {"INSTRUMENTATION": "openllmetry"},
+                                   ["lookup", "lookup", "refunds", "refunds"], ["get_order", "refund"]),
     # the SDK's tracing on: OpenInference's trace processor records agents and tools, tracefix the calls
     "agents-both": ("openai_agents_refund", "both", {"SDK_TRACING": "1"}, ["triage", "triage", "refunds", "refunds"],
                     ["get_order", "handoff to refunds", "refund"]),

@@ -3,7 +3,8 @@ user who already has one would: `python with_openinference.py EXAMPLE both|only 
 
 * both: `tracefix.init()` (the example's own) and the instrumentor on the same global
   provider, so each agent, tool and LLM call may be described by two spans;
-* only: no tracefix.init(): the instrumentor on an SDK provider exporting OTLP to
+* only: no tracefix.init(): the instrumentor (OpenLLMetry's with INSTRUMENTATION=openllmetry)
+  on an SDK provider exporting OTLP to
   OTEL_EXPORTER_OTLP_ENDPOINT (the collector), the graph run in a session of OpenInference's
   `using_session` (LangGraph only).
 
@@ -22,8 +23,13 @@ INSTRUMENTORS = {
 }
 
 
+OPENLLMETRY = {"langgraph_refund": ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor")}
+
+
 def instrumentor(example: str):
-    module, cls = INSTRUMENTORS[example]
+    """The example's OpenInference instrumentor, or OpenLLMetry's with INSTRUMENTATION=openllmetry."""
+    table = OPENLLMETRY if os.environ.get("INSTRUMENTATION") == "openllmetry" else INSTRUMENTORS
+    module, cls = table[example]
     return getattr(importlib.import_module(module), cls)()
 
 
@@ -51,7 +57,7 @@ def run_only(example: str, session_id: str) -> None:
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     trace.set_tracer_provider(provider)
     instrumentor(example).instrument(tracer_provider=provider)
-    with using_session(session_id):
+    with using_session(session_id):  # OpenLLMetry's spans: one trace, a session of its own
         print(globals()[f"_plain_{example}"](session_id))
     provider.shutdown()
 
