@@ -56,10 +56,15 @@ def _doubled_llm_calls(spans: pa.Table) -> list[str]:
         return []
     # only an answer stored twice in a session, or an LLM span under another, can be: no row
     # is read in Python otherwise
-    counts = spans.group_by(["session_id", "output_key"]).aggregate([("span_id", "count_distinct")])
-    twice = counts.filter(pc.and_(pc.greater(counts["span_id_count_distinct"], 1), pc.is_valid(counts["output_key"])))
+    answers = spans["output_key"].drop_null()
+    if len(pc.unique(answers)) == len(answers):  # the common case: every answer once (cheaper than grouping)
+        twice = spans.schema.empty_table().select(["output_key"])
+    else:
+        counts = spans.group_by(["session_id", "output_key"]).aggregate([("span_id", "count_distinct")])
+        twice = counts.filter(pc.and_(pc.greater(counts["span_id_count_distinct"], 1),
+                                      pc.is_valid(counts["output_key"])))
     llm = spans.filter(pc.equal(spans["kind"], "llm"))
-    under_llm = pc.is_in(llm["parent_span_id"], value_set=llm["span_id"].combine_chunks())
+    under_llm = pc.is_in(llm["parent_span_id"].cast(pa.string()), value_set=llm["span_id"].combine_chunks())
     nested = llm.filter(under_llm)
     if not twice.num_rows and not nested.num_rows:
         return []
