@@ -70,8 +70,9 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
               help="What a negative feedback starts: nothing, the analysis, or the analysis and a replay job "
                    "for a `tracefix worker` (the collector itself never runs agent code).")
-@click.option("--diagnosis-workers", default=1, show_default=True, type=click.IntRange(1, 16),
-              help="Diagnosis jobs run at the same time.")
+@click.option("--diagnosis-workers", default=1, show_default=True, type=click.IntRange(0, 16),
+              help="Diagnosis jobs this collector runs at the same time; 0 runs none here and leaves them "
+                   "to `tracefix worker --jobs diagnosis` processes.")
 @click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
 @click.option("--max-queue-spans", default=50_000, show_default=True, type=int,
               help="Spans waiting in memory to be written; beyond, exports go to the spool on disk.")

@@ -261,6 +261,9 @@ def serve_forever(config: Config, pipeline: ServePipeline | None = None) -> int:
     if config.diagnose == "full":
         log.info("replays of thumbs-down sessions are queued for workers: run `tracefix worker --server %s "
                  "--allow-module YOUR_AGENT_PACKAGE` where your agent's code is installed", collector.http_url)
+    if config.diagnose != "off" and config.diagnosis_workers == 0:
+        log.info("diagnosis jobs wait for workers: run `tracefix worker --server %s --jobs diagnosis`",
+                 collector.http_url)
     while not stop.wait(0.5):
         pass
     print("tracefix serve: shutting down (draining the write queue)", flush=True)

@@ -1,4 +1,4 @@
-"""The job queue: diagnosis jobs the collector runs, replay jobs leased to workers."""
+"""The job queue: diagnosis jobs run by the collector or leased to workers, replay jobs leased to workers."""
 from __future__ import annotations
 
 import json
@@ -104,7 +104,8 @@ class JobQueue(StoreConnection):
             return self._requeue_unowned(con, kind)
 
     def _requeue_unowned(self, con, kind: str) -> int:
-        where = "state = 'running' AND kind = ?"
+        # leased jobs (a `tracefix worker`'s) are not the collector's: their leases decide
+        where = "state = 'running' AND kind = ? AND lease_until_ns IS NULL"
         params: list[Any] = [kind]
         if self.shared:
             assert self.lock is not None
@@ -113,7 +114,7 @@ class JobQueue(StoreConnection):
             gone = [w for w in owners if w is None or not self.lock.alive(w)]
             if not gone:
                 return 0
-            where += (" AND lease_until_ns IS NULL AND (worker IS NULL OR worker IN (SELECT unnest(?::VARCHAR[])))")
+            where += " AND (worker IS NULL OR worker IN (SELECT unnest(?::VARCHAR[])))"
             params.append([w for w in gone if w is not None])
         con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
                     "error = 'the collector stopped while running it ' || attempts || ' times' "
