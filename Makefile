@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install chromium clean
+.PHONY: test demo install chromium pg clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,15 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "warning: chromium could not be installed; the browser tests will be skipped"; }
 
-test: $(STAMP) chromium
+# tests/collector/test_ducklake.py starts a private PostgreSQL cluster (the DuckLake catalog)
+# from Debian's postgresql binaries.
+pg:
+	@{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
+	  echo "installing postgresql (apt-get) for the DuckLake tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+	  || echo "warning: postgresql could not be installed; the DuckLake tests will be skipped"; }
+
+test: $(STAMP) chromium pg
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)

@@ -2,6 +2,7 @@
 insert loop on the same rows, measured in one run.
 
     .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100] [--protocol grpc]
+    .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2] [--repeat 3]
 
 Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
 as protobuf, each request acknowledged only after commit; a 429 (gRPC: RESOURCE_EXHAUSTED)
@@ -11,6 +12,11 @@ indexes), and their ratio. Targets: >= 20,000 spans/s and >= 50% of the bare loo
 same load against a small writer queue (`--spill-queue-spans`), so that most requests go
 through the durable spool (fsynced, drained later): its spans/s until the last span is
 committed, and its ratio to the run that does not spill.
+
+With `--store ducklake` it starts a private PostgreSQL (tests/pgcluster.py) and compares,
+run by run, the embedded store (one collector, one DuckDB file) with DuckLake served by 1
+and 2 collectors (exporters split between them), each on a new lake: spans/s, spans per
+CPU-second of collectors and PostgreSQL together, and the ratio to the embedded store.
 """
 from __future__ import annotations
 
@@ -123,46 +129,57 @@ def health(serve) -> dict:
         return json.loads(r.read())
 
 
-def run_served(protocol: str, exporters: int, sessions: int, steps: int,
-               max_queue_spans: int = 200_000) -> tuple[float, int, int, int, float, int]:
+def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_queue_spans: int = 200_000,
+               lake: tuple[str, str] | None = None, collectors: int = 1,
+               pg_pid: int | None = None) -> tuple[float, int, int, int, float, int]:
     """(spans/s committed, acknowledged, stored, retries, spans per server CPU-second, requests
     spooled). The clock stops when the last span is committed, not when it is acknowledged:
-    a spooled span is acknowledged before it is written."""
+    a spooled span is acknowledged before it is written. With `lake` = (location, data path)
+    the store is that DuckLake, served by `collectors` collectors (exporters round robin),
+    and PostgreSQL's CPU (`pg_pid`: its postmaster) counts as server CPU too."""
     import procs
     from tracefix.collector.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="tracefix-bench-"))
-    db = tmp / "ingest.duckdb"
-    serve = procs.start_serve(db, "--diagnose", "off", "--max-queue-spans", str(max_queue_spans),
-                              "--db-threads", str(DB_THREADS))
+    where = ("--store", lake[0], "--data-path", lake[1]) if lake else ()
+    # a DuckDB file (and spool) of its own per collector; on a lake only the spool uses it
+    serves = [procs.start_serve(tmp / f"ingest-{i}.duckdb", *where, "--diagnose", "off", "--max-queue-spans",
+                                str(max_queue_spans), "--db-threads", str(DB_THREADS)) for i in range(collectors)]
     ctx = mp.get_context("fork")
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    address = serve.match["http"] if protocol == "http" else serve.match["grpc"]
-    procs_ = [ctx.Process(target=exporter, args=(w, protocol, address, sessions, steps, ready, go, results))
+    addresses = [s.match["http"] if protocol == "http" else s.match["grpc"] for s in serves]
+    procs_ = [ctx.Process(target=exporter, args=(w, protocol, addresses[w % collectors], sessions, steps, ready, go,
+                                                 results))
               for w in range(exporters)]
     for p in procs_:
         p.start()
     for _ in procs_:
         ready.get(timeout=600)
-    cpu0 = cpu_seconds(serve.popen.pid)
+    pids = [s.popen.pid for s in serves] + ([pg_pid] if pg_pid else [])
+    cpu0 = sum(cpu_seconds(pid) for pid in pids)
     t0 = time.perf_counter()
     go.set()
     done = [results.get(timeout=600) for _ in procs_]
     waited = False
-    while (h := health(serve))["spooled_requests"] or h["pending_spans"]:  # acknowledged, not yet written
-        waited = True
-        time.sleep(0.01)
+    for serve in serves:
+        while (h := health(serve))["spooled_requests"] or h["pending_spans"]:  # acknowledged, not yet written
+            waited = True
+            time.sleep(0.01)
     elapsed = (time.perf_counter() if waited else max(d[3] for d in done)) - t0
-    cpu = cpu_seconds(serve.popen.pid) - cpu0
-    spooled = metric(serve, "tracefix_spooled_requests_total")
-    print(f"  writer: {h['committed_spans']} spans in {h['transactions']} transactions; "
-          f"{spooled:.0f} requests went through the spool")
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    spooled = 0.0
+    for serve in serves:
+        h = health(serve)
+        spooled += (n := metric(serve, "tracefix_spooled_requests_total"))
+        print(f"  writer: {h['committed_spans']} spans in {h['transactions']} transactions; "
+              f"{n:.0f} requests went through the spool")
     for p in procs_:
         p.join()
     acked = sum(d[1] for d in done)
     retries = sum(d[2] for d in done)
-    assert serve.stop() == 0, serve.output()
-    store = Store(db)
+    for serve in serves:
+        assert serve.stop() == 0, serve.output()
+    store = Store(lake[0] if lake else tmp / "ingest-0.duckdb")
     stored = store.stats()["spans"]
     store.close()
     return acked / elapsed, acked, stored if stored else 0, retries, acked / cpu, int(spooled)
@@ -177,6 +194,41 @@ def metric(serve, name: str) -> float:
     with urllib.request.urlopen(serve.match["http"] + "/metrics", timeout=10) as r:
         text = r.read().decode()
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+
+
+def compare_lake(args) -> None:
+    """The embedded store against DuckLake on a private PostgreSQL with 1, 2, ... collectors,
+    each run on a new lake; medians and ratios to the embedded store."""
+    from pgcluster import PostgresCluster
+
+    counts = [int(c) for c in args.collectors.split(",")]
+    rates: dict[str, list[float]] = {"embedded": [], **{f"lake x{c}": [] for c in counts}}
+    cpus: dict[str, list[float]] = {k: [] for k in rates}
+    with PostgresCluster() as pg:
+        pg_pid = int((pg.dir / "data" / "postmaster.pid").read_text().split()[0])
+        for i in range(args.repeat):
+            runs = [("embedded", None, 1)]
+            for c in counts:
+                name = f"lake_{i}_{c}_{os.urandom(3).hex()}"
+                runs.append((f"lake x{c}", ("ducklake:postgres:" + pg.create_database(name),
+                                            tempfile.mkdtemp(prefix="tracefix-bench-lake-")), c))
+            for label, lake, c in runs:
+                rate, acked, stored, retries, per_cpu, _ = run_served(
+                    args.protocol, args.exporters, args.sessions, args.steps, lake=lake, collectors=c,
+                    pg_pid=pg_pid if lake else None)
+                if stored != acked:
+                    raise SystemExit(f"{label}: stored {stored} spans but acknowledged {acked}")
+                rates[label].append(rate)
+                cpus[label].append(per_cpu)
+                print(f"run {i + 1} {label}: {rate:,.0f} spans/s ({acked} acknowledged and stored once, {retries} "
+                      f"retries), {per_cpu:,.0f} spans per CPU-second (collectors + PostgreSQL)")
+    base = statistics.median(rates["embedded"])
+    print(f"medians over {args.repeat} runs, {args.exporters} exporters, OTLP/{args.protocol}:")
+    for label in rates:
+        r = statistics.median(rates[label])
+        print(f"  {label:<10} {r:>9,.0f} spans/s  {statistics.median(cpus[label]):>9,.0f} spans/CPU-s  "
+              f"ratio to embedded {r / base:.2f}")
+    print(f"(load average now {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores)")
 
 
 def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
@@ -228,9 +280,15 @@ def main() -> None:
     ap.add_argument("--spill-queue-spans", type=int, default=300,
                     help="--max-queue-spans of the spilling run (one request of the default size): the "
                          "other exporters' requests go through the disk spool")
+    ap.add_argument("--store", choices=("duckdb", "ducklake"), default="duckdb",
+                    help="ducklake: compare the embedded store with DuckLake on a private PostgreSQL")
+    ap.add_argument("--collectors", default="1,2", help="--store ducklake: collector counts to run, e.g. 1,2")
     args = ap.parse_args()
     global DB_THREADS
     DB_THREADS = args.db_threads
+    if args.store == "ducklake":
+        compare_lake(args)
+        return
     served, bare, served_cpu, bare_cpu, spilled, spilled_cpu = [], [], [], [], [], []
     for i in range(args.repeat):
         rate, acked, stored, retries, per_cpu, _ = run_served(args.protocol, args.exporters, args.sessions, args.steps)

@@ -46,7 +46,8 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
     ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,
         steps: [int]?, edit: str?} (a replay of the given steps, with the person's own edit at one step)
-    ``POST /api/v1/jobs/claim`` {worker, lease_s} -> 200 replay job leased to the worker, or 204
+    ``POST /api/v1/jobs/claim`` {worker, lease_s, kind: replay|diagnosis} -> 200 job leased to the worker
+        (a diagnosis job says what it runs: ``diagnose``, the collector's --diagnose), or 204
     ``POST /api/v1/jobs/{id}/lease`` {worker, lease_s}, ``.../finish`` {worker, state: done|failed|refused,
         error} -> 200, or 409 when the job is no longer that worker's
     ``GET /api/v1/alerts`` (outbox and deliveries)
@@ -66,9 +67,10 @@ Alerts and diagnosis
     ``--diagnose full|analysis|off`` chooses what the job runs (tracefix.analysis.diagnosis, given
     to the collector by the `tracefix` command line): the analysis here, then (full,
     replayable session) a replay job that a ``tracefix worker`` claims: the collector never
-    runs agent code (tracefix.replay.worker). ``--diagnosis-workers N`` analyses run at once.
-    Diagnosis jobs left running by a crash run again at the next start; a replay job whose
-    worker stops renewing its lease is queued again (failed after 3 attempts).
+    runs agent code (tracefix.replay.worker). ``--diagnosis-workers N`` analyses run at once here;
+    0 leaves them to ``tracefix worker --jobs diagnosis`` processes, which claim them with a lease.
+    Diagnosis jobs left running by a crash run again at the next start; a job whose worker
+    stops renewing its lease is queued again (failed after 3 attempts).
 
 Tuning: ``--db-threads`` (DuckDB workers, default 1: ingest is many small transactions),
 ``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces),

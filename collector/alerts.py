@@ -188,7 +188,9 @@ class AlertDeliverer:
         with httpx.Client(timeout=self.timeout, follow_redirects=False) as client:
             while not self._stop.is_set():
                 try:
-                    due = store.due_deliveries()
+                    # collectors sharing a lake each run this loop: there, a delivery is claimed first
+                    due = (self.collector.writer.run(lambda s: s.claim_due_deliveries(hold_s=self.timeout * 2 + 30))
+                           if store.shared else store.due_deliveries())
                     for d in due:
                         if self._stop.is_set():
                             return

@@ -426,14 +426,18 @@ def build_app(collector: "Collector") -> Starlette:
         rows = await run_in_threadpool(store.list_jobs, q.text("state"), q.text("session_id"), kind=q.text("kind"))
         return JSONResponse({"jobs": rows})
 
-    # --- the worker side of replay jobs (tracefix.replay.worker) -----------------------------
+    # --- the worker side of jobs (tracefix.replay.worker) -------------------------------------
     async def claim_job(request: Request) -> Response:
-        data = await read_model(request, ClaimRequest, 1 << 16)  # kind: replay only (diagnoses run in here)
-        worker = data.worker[:200]
-        job = await write(lambda s: s.claim_job("replay", worker, data.lease_s))
+        data = await read_model(request, ClaimRequest, 1 << 16)
+        worker, kind = data.worker[:200], data.kind
+        if kind == "diagnosis" and cfg.diagnose == "off":  # the operator turned diagnoses off: none is handed out
+            return Response(status_code=204)
+        job = await write(lambda s: s.claim_job(kind, worker, data.lease_s))
         if job is None:
             return Response(status_code=204)
-        log.info("replay job %s of session %s claimed by %s", job["job_id"], job["session_id"], worker)
+        if kind == "diagnosis":  # what the job runs is this collector's --diagnose, as when it runs one itself
+            job["diagnose"] = cfg.diagnose
+        log.info("%s job %s of session %s claimed by %s", kind, job["job_id"], job["session_id"], worker)
         return JSONResponse(job)
 
     async def renew_lease(request: Request) -> Response:
@@ -454,7 +458,7 @@ def build_app(collector: "Collector") -> Starlette:
             return error(409, f"job {job_id!r} is not running under worker {worker!r}", code="lease_lost",
                          job_id=job_id, finished=False)
         if state != "done":
-            log.warning("replay job %s %s by %s: %s", job_id, state, worker, err)
+            log.warning("job %s %s by %s: %s", job_id, state, worker, err)
         return JSONResponse({"job_id": job_id, "finished": True})
 
     async def alerts(request: Request) -> Response:

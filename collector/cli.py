@@ -43,6 +43,12 @@ def _check_webhook_secret(ctx, param, value):
 
 @click.command()
 @db_option(default=DEFAULT_DB)
+@click.option("--store", "store_location", envvar="TRACEFIX_STORE", default=None, metavar="ducklake:postgres:CONNINFO",
+              help="Store in a DuckLake whose catalog is this PostgreSQL database instead of the --db file, so several "
+                   "collectors share one store, e.g. 'ducklake:postgres:dbname=tracefix host=db user=tracefix'.")
+@click.option("--data-path", envvar="TRACEFIX_DATA_PATH", default=None, metavar="DIR|s3://...",
+              help="Where a new DuckLake puts its Parquet files (a shared directory or an S3-compatible URL); "
+                   "the catalog remembers it.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
 @click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
 @click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
@@ -64,8 +70,9 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--diagnose", type=click.Choice(["off", "analysis", "full"]), default="full", show_default=True,
               help="What a negative feedback starts: nothing, the analysis, or the analysis and a replay job "
                    "for a `tracefix worker` (the collector itself never runs agent code).")
-@click.option("--diagnosis-workers", default=1, show_default=True, type=click.IntRange(1, 16),
-              help="Diagnosis jobs run at the same time.")
+@click.option("--diagnosis-workers", default=1, show_default=True, type=click.IntRange(0, 16),
+              help="Diagnosis jobs this collector runs at the same time; 0 runs none here and leaves them "
+                   "to `tracefix worker --jobs diagnosis` processes.")
 @click.option("--max-body-mb", default=32, show_default=True, type=int, help="Largest accepted request body.")
 @click.option("--max-queue-spans", default=50_000, show_default=True, type=int,
               help="Spans waiting in memory to be written; beyond, exports go to the spool on disk.")
@@ -85,14 +92,32 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
 @click.pass_obj
-def serve(pipeline, db, host, http_port, grpc_port, token, ingest_token, webhooks, public_url, alert_threshold,
-          alert_retry_max, webhook_max_attempts, webhook_secret, diagnose, diagnosis_workers, max_body_mb,
-          max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers, tls_cert, tls_key, tls_client_ca):
+def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks,
+          public_url, alert_threshold, alert_retry_max, webhook_max_attempts, webhook_secret, diagnose,
+          diagnosis_workers, max_body_mb, max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers,
+          tls_cert, tls_key, tls_client_ca):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     # `pipeline`: the diagnosis and report renderer, injected by the composition root (tracefix.cli)
     from tracefix.collector.server import Config, check_tls_files, serve_forever
 
-    config = Config(db=os.path.abspath(db), host=host, http_port=http_port, grpc_port=grpc_port, token=token,
+    from tracefix.collector.store.lake import catalog_conninfo, is_lake
+
+    if store_location is not None:
+        try:
+            if not is_lake(store_location):
+                raise ValueError(f"--store {store_location!r}: use ducklake:postgres:CONNINFO (or --db for a DuckDB file)")
+            catalog_conninfo(store_location)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--store") from None
+    elif data_path is not None:
+        raise click.UsageError("--data-path goes with --store ducklake:...")
+    if data_path is not None and "://" not in data_path:
+        data_path = os.path.abspath(data_path)
+    if store_location is not None and spool_dir is None:
+        # the spool is this collector's own, on its local disk: beside --db, never in the lake;
+        # a collector restarted with the same --db replays what it acknowledged before it died
+        spool_dir = os.path.abspath(db) + ".spool"
+    config = Config(db=store_location or os.path.abspath(db), data_path=data_path, host=host, http_port=http_port, grpc_port=grpc_port, token=token,
                     ingest_token=ingest_token, webhooks=list(webhooks), public_url=public_url, alert_threshold=alert_threshold,
                     alert_retry_max_s=alert_retry_max, webhook_max_attempts=webhook_max_attempts,
                     webhook_secret=webhook_secret,

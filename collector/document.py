@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
 from tracefix.collector.contracts import SessionDocument, Step
+from tracefix.collector.duplicates import duplicate_llm_calls, duplicate_tool_runs
 
 # Where a session's task is named: its metadata, its entrypoint inputs, an imported conversation
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
@@ -173,6 +174,12 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
           messages: Mapping[int, Any], snapshots: list[tuple], feedback: list[tuple]) -> SessionDocument:
     by_id = {s["span_id"]: s for s in spans}
     agent_of = _agent_resolver(by_id, links)
+    # one call two instrumentations described: the step is the span the store numbered; the
+    # other may be the one that sits in the framework's agent (docs/contracts.md §1)
+    same_call: dict[str, list[str]] = {}
+    for dup, kept in duplicate_llm_calls(spans).items():
+        same_call.setdefault(kept, []).append(dup)
+    doubled_tools = duplicate_tool_runs(spans)
     steps: list[Step] = []
     raw_to_idx: dict[int, int] = {}
     call_to_idx: dict[str, int] = {}
@@ -186,7 +193,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
             continue
         inputs = [messages.get(k, {"role": "unknown", "content": None}) for k in (s["input_keys"] or [])]
         output = messages.get(s["output_key"]) if s["output_key"] is not None else None
-        agent = agent_of(span_id)
+        agent = agent_of(span_id) or next(filter(None, map(agent_of, same_call.get(span_id, ()))), None)
         if s["kind"] == "message" and output is not None:
             agent = agent or output.get("name") or output.get("role")
         step: Step = {
@@ -221,7 +228,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
 
     idx_pos = {st["index"]: i for i, st in enumerate(steps)}
     for s in spans:
-        if s["kind"] != "tool":
+        if s["kind"] != "tool" or s["span_id"] in doubled_tools:
             continue
         at = call_to_idx.get(s["tool_call_id"]) if s["tool_call_id"] else None
         if at is None and s["step"] is not None:

@@ -28,7 +28,8 @@ def _no_diagnosis_given() -> Diagnose:
 
 class DiagnosisJobRunner:
     """`workers` threads claim jobs one at a time (claiming goes through the writer, so two
-    threads never run the same job). `diagnosis` loads the callable that runs one job."""
+    threads never run the same job). `diagnosis` loads the callable that runs one job. With
+    no threads, the jobs wait for `tracefix worker --jobs diagnosis` processes (leased over the API)."""
 
     def __init__(self, collector: "Collector", diagnosis: Callable[[], Diagnose] | None = None, mode: str = "full",
                  poll_s: float = 2.0, workers: int = 1):
@@ -41,7 +42,7 @@ class DiagnosisJobRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, name=f"tracefix-diagnosis-{i}", daemon=True)
-                         for i in range(max(1, workers))]
+                         for i in range(workers)]  # 0: `tracefix worker --jobs diagnosis` runs them
 
     def start(self) -> "DiagnosisJobRunner":
         if self.mode != "off":

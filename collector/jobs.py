@@ -1,14 +1,15 @@
 """The job vocabulary shared by the collector, its API and `tracefix worker` (no heavy imports).
 
-Two kinds of job: a **diagnosis** (the analysis, run inside `tracefix serve`) and a
-**replay** (claimed over the API by a `tracefix worker` beside the agent's code, leased to
-it while it runs). A replay job may carry what a person asked it to test (`replay_request`).
+Two kinds of job: a **diagnosis** (the analysis, run inside `tracefix serve`, or claimed over
+the API by a `tracefix worker --jobs diagnosis`) and a **replay** (claimed over the API by a
+`tracefix worker` beside the agent's code). A job claimed over the API is leased to its worker
+while it runs. A replay job may carry what a person asked it to test (`replay_request`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-# diagnosis: analysis inside the collector; replay: claimed by a `tracefix worker`
+# diagnosis: the analysis (in the collector or a worker); replay: claimed by a `tracefix worker`
 JOB_KINDS = ("diagnosis", "replay")
 FINISHED_JOB_STATES = ("done", "failed", "refused")
 MAX_JOB_ATTEMPTS = 3

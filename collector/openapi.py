@@ -89,7 +89,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/api/v1/jobs", "POST"): Operation("Queue a diagnosis or a replay", {201: s.Job}, body=s.JobRequest,
                                         errors=_fails(400, 404)),
     ("/api/v1/jobs/claim", "POST"): Operation(
-        "A worker claims the oldest queued replay job", {200: s.Job, 204: ()}, body=s.ClaimRequest,
+        "A worker claims the oldest queued job of its kind (replay by default)", {200: s.Job, 204: ()}, body=s.ClaimRequest,
         errors=_fails(400), description="204 (no body) when no job is queued."),
     ("/api/v1/jobs/{job_id}/lease", "POST"): Operation("Renew a claimed job's lease", {200: s.LeaseRenewed},
                                                        body=s.LeaseRequest, errors={400: s.ErrorBody,

@@ -177,7 +177,7 @@ class JobRequest(_Closed):
 class ClaimRequest(_Closed):
     worker: WorkerName
     lease_s: LeaseSeconds = 60
-    kind: Literal["replay"] = Field("replay", description="workers claim replay jobs (diagnoses run in the collector)")
+    kind: Literal[JOB_KINDS] = Field("replay", description="the kind of job this worker takes")
 
 
 class LeaseRequest(_Closed):
@@ -452,6 +452,8 @@ class Job(_Answer):
     worker: Optional[str] = None
     lease_until: Optional[str] = None
     options: Optional[dict[str, JSONValue]] = Field(description="what a person asked a replay to test")
+    diagnose: Optional[Literal["analysis", "full"]] = Field(
+        None, description="a diagnosis job as claimed by a worker: what it runs (the collector's --diagnose)")
 
 
 class JobList(_Answer):

@@ -30,6 +30,7 @@ from tracefix.collector.metrics import CollectorMetrics
 from tracefix.collector.pipeline import ServePipeline
 from tracefix.collector.spool import Ingest, Spool
 from tracefix.collector.store import Store
+from tracefix.collector.store.lake import redacted
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.collector.writer import Writer
 
@@ -40,7 +41,8 @@ DEFAULT_SPOOL_MAX_BYTES = 2 << 30
 
 @dataclass
 class Config:
-    db: str
+    db: str  # a DuckDB file, or ducklake:postgres:... (tracefix.collector.store.lake)
+    data_path: str | None = None  # a new lake's file directory or s3:// URL
     host: str = "127.0.0.1"
     http_port: int = 4318
     grpc_port: int = 4317
@@ -123,7 +125,7 @@ class Collector:
         self.tokens = Tokens(config.token, config.ingest_token)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
-                           memory_limit=config.db_memory_limit)
+                           memory_limit=config.db_memory_limit, data_path=config.data_path)
         self.checkpointer = Checkpointer(self.store)
         self.spool = spool_of(config)
         self.metrics = CollectorMetrics(self)
@@ -254,11 +256,14 @@ def serve_forever(config: Config, pipeline: ServePipeline | None = None) -> int:
         log.warning("one token for apps and the API: every instrumented app can read all sessions; "
                     "give apps their own with --ingest-token")
     collector.start()
-    print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={collector.store.path}",
+    print(f"tracefix serve: http={collector.http_url} grpc={collector.grpc_addr} db={redacted(collector.store.path)}",
           flush=True)
     if config.diagnose == "full":
         log.info("replays of thumbs-down sessions are queued for workers: run `tracefix worker --server %s "
                  "--allow-module YOUR_AGENT_PACKAGE` where your agent's code is installed", collector.http_url)
+    if config.diagnose != "off" and config.diagnosis_workers == 0:
+        log.info("diagnosis jobs wait for workers: run `tracefix worker --server %s --jobs diagnosis`",
+                 collector.http_url)
     while not stop.wait(0.5):
         pass
     print("tracefix serve: shutting down (draining the write queue)", flush=True)

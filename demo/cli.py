@@ -56,8 +56,11 @@ def fault_options(fn):
 @click.option("--plan-fault", "plan_faults", multiple=True, metavar="TOOL.ARG=VALUE",
               help="plan-agent model: send ARG=VALUE (JSON, else text) whenever it calls TOOL, unless an edit in "
                    "its context says otherwise. Repeatable.")
+@click.option("--default-model", default=None, metavar="MODEL",
+              help="Answer requests for a model the sim does not know (gpt-4o-mini, ...) with this one, e.g. "
+                   "plan-agent, so an app runs against the sim unchanged.")
 def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth, latency_ms, transcripts,
-        plan_faults):
+        plan_faults, default_model):
     """Start the scripted OpenAI-compatible LLM server (a test/demo component).
 
     Prints `tracefix sim: serving on http://HOST:PORT/v1` once it listens. Models:
@@ -65,7 +68,11 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
     its tool plan: `1. tool {"arg": 1}`), plus any registered ones.
     """
     from .plan_agent import parse_fault
-    from .sim import SimConfig, SimServer
+    from .sim import MODELS, SimConfig, SimServer
+
+    if default_model is not None and default_model not in MODELS:
+        raise click.BadParameter(f"unknown model {default_model!r} (known: {', '.join(sorted(MODELS))})",
+                                 param_hint="--default-model")
 
     try:
         parsed_faults = tuple(parse_fault(spec) for spec in plan_faults)
@@ -73,7 +80,7 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
         raise click.BadParameter(str(exc), param_hint="--plan-fault") from None
     config = SimConfig(host=host, port=port, seed=seed, latency_ms=latency_ms, record_transcripts=transcripts,
                        faults=_fault_config(seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth),
-                       plan_faults=parsed_faults)
+                       plan_faults=parsed_faults, default_model=default_model)
     server = SimServer(config)
     base_url = server.start()
     click.echo(f"tracefix sim: serving on {base_url}")

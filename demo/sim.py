@@ -92,6 +92,9 @@ class SimConfig:
     # Keep every exchange per session (tests compare transcripts; off by default: memory).
     record_transcripts: bool = False
     plan_faults: tuple = ()  # plan_agent.PlanFault, e.g. parse_fault("refund.amount=200")
+    # Answer a model name it does not know with this one (an app written for "gpt-4o-mini"
+    # runs unchanged); None: unknown models get the API's 404, as a real endpoint answers.
+    default_model: str | None = None
 
 
 class ApiError(Exception):
@@ -226,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = request.get("model")
         if not isinstance(model, str) or not model:
             raise ApiError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
-        if model not in MODELS:
+        if model not in MODELS and self.server.sim.config.default_model not in MODELS:
             raise ApiError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
         messages = request.get("messages")
         if messages is None:
@@ -396,7 +399,8 @@ class SimServer:
             self._by_session[ctx.session] = self._by_session.get(ctx.session, 0) + 1
         if self.config.latency_ms:
             time.sleep(self.config.latency_ms / 1000)
-        message = MODELS[request["model"]](_from_legacy_functions(request), ctx)
+        handler_for = MODELS.get(request["model"]) or MODELS[self.config.default_model or ""]
+        message = handler_for(_from_legacy_functions(request), ctx)
         message = {"role": "assistant", "content": message.get("content"),
                    **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}
         finish = "tool_calls" if message.get("tool_calls") else "stop"

@@ -11,9 +11,10 @@ Usage::
 
 ``init()`` patches ``openai`` (``chat.completions.create`` — and so the ``.stream()``
 helper — ``chat.completions.parse`` and ``responses.create``; sync, async and streaming)
-and ``anthropic`` (``messages.create``) when they are imported, and the agent frameworks
-openai-agents, LangGraph/LangChain and AG2 (``autogen``): their agents, nodes, handoffs and
-tools become ``invoke_agent`` / ``execute_tool`` spans (``tracefix.frameworks``).
+and ``anthropic`` (``messages.create`` and the ``messages.stream()`` helper) when they are
+imported, and the agent frameworks openai-agents, LangGraph/LangChain and AG2 (``autogen``):
+their agents, nodes, handoffs and tools become ``invoke_agent`` / ``execute_tool`` spans
+(``tracefix.frameworks``).
 
 API
 ---

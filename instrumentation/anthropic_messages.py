@@ -160,8 +160,9 @@ def _block_events(block: dict) -> tuple[dict, list[dict]]:
     kind = block.get("type")
     if kind == "text":
         citations = block.get("citations")
-        deltas = [{"type": "text_delta", "text": block.get("text") or ""}]
-        deltas += [{"type": "citations_delta", "citation": c} for c in citations or ()]
+        # the API sends a citation ahead of the text that cites it
+        deltas = [{"type": "citations_delta", "citation": c} for c in citations or ()]
+        deltas.append({"type": "text_delta", "text": block.get("text") or ""})
         return {**block, "text": "", **({"citations": None} if citations else {})}, deltas
     if kind == "thinking":
         deltas = [{"type": "thinking_delta", "thinking": block.get("thinking") or ""}]

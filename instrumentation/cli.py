@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("tracefix.demo.cli:sim", "Start the scripted OpenAI-compatible LLM server (demo/test component)."),
     "demo-run": ("tracefix.demo.cli:demo_run", "Run banking demo tasks against the scripted LLM server."),
     "serve": ("tracefix.collector.cli:serve", "Run the collector: OTLP receivers, DuckDB store, API, alerts."),
+    "store": ("tracefix.collector.store_cli:store", "Maintain the store: compact a DuckLake's small files."),
     "sessions": ("tracefix.collector.cli:sessions", "List stored sessions."),
     "show": ("tracefix.collector.cli:show", "Show one session's steps."),
     "feedback": ("tracefix.collector.cli:feedback", "Record user feedback on a session (thumbs up/down)."),

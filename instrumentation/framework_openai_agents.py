@@ -18,29 +18,34 @@ import sys
 from typing import Any
 
 from . import semconv as sc
-from .frameworks import Patch, agent_turn, arun_tool, begin_tool, decoded_arguments, traced_elsewhere
+from .frameworks import Patch, agent_turn, arun_tool, begin_tool, decoded_arguments, may_defer, said_aside
 
 FRAMEWORK = "openai-agents"
 # trace processors that turn the SDK's spans into OpenTelemetry spans
 _OTEL_BRIDGES = ("openinference.", "opentelemetry.", "logfire.", "traceloop.")
 
 
-def _bridged_to_otel() -> bool:
-    """True while the SDK's tracing is on and one of its processors exports OpenTelemetry spans."""
+def _otel_bridge() -> str | None:
+    """The module of the SDK trace processor that exports OpenTelemetry spans while the SDK's
+    tracing is on (OpenInference's or OpenLLMetry's instrumentor, Logfire), else None: an
+    instrumentor whose processor sees no span (tracing off) records nothing."""
     try:
         from agents.tracing import get_trace_provider
 
         provider = get_trace_provider()
         if getattr(provider, "_disabled", False):
-            return False
+            return None
         processors = getattr(getattr(provider, "_multi_processor", None), "_processors", ())
-        return any(type(p).__module__.startswith(_OTEL_BRIDGES) for p in processors)
+        return next((type(p).__module__ for p in processors if type(p).__module__.startswith(_OTEL_BRIDGES)), None)
     except Exception:
-        return False
+        return None
 
 
 def _stepping_aside() -> bool:
-    return traced_elsewhere(FRAMEWORK) or _bridged_to_otel()
+    try:
+        return may_defer() and said_aside(FRAMEWORK, _otel_bridge())
+    except Exception:
+        return False
 
 
 async def _turn(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

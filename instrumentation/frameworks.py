@@ -132,9 +132,9 @@ def _finish(call: Any, out: Any, record: Record) -> None:
 
 # framework -> (module, instrumentor class, who) of the instrumentations that record its
 # agents and tools as spans; a module not imported yet cannot have instrumented anything
+# (openai-agents is not here: its instrumentors are trace processors of the SDK's own tracing,
+# which record nothing while that is off; framework_openai_agents asks the SDK instead)
 OTHER_FRAMEWORK_INSTRUMENTORS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "openai-agents": (("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor", "OpenInference"),
-                      ("opentelemetry.instrumentation.openai_agents", "OpenAIAgentsInstrumentor", "OpenLLMetry")),
     "langgraph": (("openinference.instrumentation.langchain", "LangChainInstrumentor", "OpenInference"),
                   ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor", "OpenLLMetry")),
     "autogen": (("openinference.instrumentation.autogen", "AutogenInstrumentor", "OpenInference"),
@@ -146,14 +146,25 @@ def traced_elsewhere(framework: str) -> bool:
     """True while another instrumentation records `framework`'s agents and tools: the patch
     then passes calls through (said once). Asked at call time, like the SDK check."""
     try:
-        from . import runtime
-        from .other_instrumentors import DEFER_ENV
-
-        if runtime.replay is not None or not runtime.env_flag(DEFER_ENV, True):
-            return False  # a replay needs tracefix to serve recorded tool results
+        if not may_defer():
+            return False
         who = active_other_instrumentor(framework, OTHER_FRAMEWORK_INSTRUMENTORS)
     except Exception:
         return False
+    return said_aside(framework, who)
+
+
+def may_defer() -> bool:
+    """Whether a patch may leave a framework to another instrumentation: never in a replay
+    (tracefix serves the recorded tool results) nor with TRACEFIX_DEFER_TO_OTHER_INSTRUMENTORS=0."""
+    from . import runtime
+    from .other_instrumentors import DEFER_ENV
+
+    return runtime.replay is None and runtime.env_flag(DEFER_ENV, True)
+
+
+def said_aside(framework: str, who: str | None) -> bool:
+    """True when `who` (another instrumentation) records `framework`; said once."""
     if who is not None:
         warn_once(f"defer-framework:{framework}", "tracefix: %s agents and tools are already traced by %s; "
                   "tracefix leaves them to it (recorded once).", framework, who)

@@ -17,16 +17,22 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from .attributes import logger
 
-# (module, "Class.method", adapter "module:Class", async?)
-_TARGETS: tuple[tuple[str, str, str, bool], ...] = (
-    ("openai.resources.chat.completions", "Completions.create", "openai_chat:OpenAIChat", False),
-    ("openai.resources.chat.completions", "AsyncCompletions.create", "openai_chat:OpenAIChat", True),
-    ("openai.resources.chat.completions", "Completions.parse", "openai_chat:OpenAIChatParse", False),
-    ("openai.resources.chat.completions", "AsyncCompletions.parse", "openai_chat:OpenAIChatParse", True),
-    ("openai.resources.responses", "Responses.create", "openai_responses:OpenAIResponses", False),
-    ("openai.resources.responses", "AsyncResponses.create", "openai_responses:OpenAIResponses", True),
-    ("anthropic.resources.messages", "Messages.create", "anthropic_messages:AnthropicMessages", False),
-    ("anthropic.resources.messages", "AsyncMessages.create", "anthropic_messages:AnthropicMessages", True),
+# (module, "Class.method", adapter "module:Class", wrapper factory "module:function")
+_SYNC, _ASYNC = "llm:wrap_sync", "llm:wrap_async"
+_TARGETS: tuple[tuple[str, str, str, str], ...] = (
+    ("openai.resources.chat.completions", "Completions.create", "openai_chat:OpenAIChat", _SYNC),
+    ("openai.resources.chat.completions", "AsyncCompletions.create", "openai_chat:OpenAIChat", _ASYNC),
+    ("openai.resources.chat.completions", "Completions.parse", "openai_chat:OpenAIChatParse", _SYNC),
+    ("openai.resources.chat.completions", "AsyncCompletions.parse", "openai_chat:OpenAIChatParse", _ASYNC),
+    ("openai.resources.responses", "Responses.create", "openai_responses:OpenAIResponses", _SYNC),
+    ("openai.resources.responses", "AsyncResponses.create", "openai_responses:OpenAIResponses", _ASYNC),
+    ("anthropic.resources.messages", "Messages.create", "anthropic_messages:AnthropicMessages", _SYNC),
+    ("anthropic.resources.messages", "AsyncMessages.create", "anthropic_messages:AnthropicMessages", _ASYNC),
+    # the stream helper posts on its own, not through create (tracefix.anthropic_message_stream)
+    ("anthropic.resources.messages", "Messages.stream", "anthropic_messages:AnthropicMessages",
+     "anthropic_message_stream:wrap_message_stream"),
+    ("anthropic.resources.messages", "AsyncMessages.stream", "anthropic_messages:AnthropicMessages",
+     "anthropic_message_stream:wrap_async_message_stream"),
 )
 
 
@@ -35,7 +41,8 @@ def hooked_modules() -> list[tuple[str, str]]:
     here: what a replay zygote (tracefix.replay.zygote) imports ahead for an agent using it."""
     from .frameworks import FRAMEWORKS
 
-    targets = [(module, adapter) for module, _, adapter, _ in _TARGETS] + list(FRAMEWORKS.items())
+    targets = [(module, part) for module, _, adapter, factory in _TARGETS for part in (adapter, factory)]
+    targets += list(FRAMEWORKS.items())
     return sorted({(module, f"tracefix.{target.split(':')[0]}") for module, target in targets})
 
 
@@ -141,10 +148,9 @@ class TracefixInstrumentor(BaseInstrumentor):
     def _patch(self, package: str) -> None:
         from wrapt import wrap_function_wrapper
 
-        from . import llm
         from .other_instrumentors import deferring
 
-        for module_name, path, adapter_target, is_async in _TARGETS:
+        for module_name, path, adapter_target, factory in _TARGETS:
             if module_name.split(".")[0] != package:
                 continue
             owner = _owner(module_name, path)
@@ -153,7 +159,7 @@ class TracefixInstrumentor(BaseInstrumentor):
             try:
                 adapter = _adapter(adapter_target)
                 # steps aside while OpenInference/OpenLLMetry trace the same call (no double spans)
-                wrapper = deferring(package, llm.wrap_async(adapter) if is_async else llm.wrap_sync(adapter))
+                wrapper = deferring(package, _adapter_function(factory)(adapter))
                 wrap_function_wrapper(owner[0], owner[1], wrapper)
                 self._wrapped.append((owner[0], owner[1], wrapper))
             except Exception:

@@ -195,9 +195,13 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, pr
 @click.option("--lease", default=60.0, show_default=True, type=click.FloatRange(5, 3600),
               help="Seconds a claimed job stays this worker's without a renewal (renewed while it runs).")
 @click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs.")
+@click.option("--jobs", "jobs", default="replay", show_default=True, metavar="replay|diagnosis|replay,diagnosis",
+              help="The kinds of job this worker claims. Diagnosis jobs (the analysis of a thumbs-down session, then "
+                   "its replay job queued under --diagnose full) run no agent code and need no --allow-module; "
+                   "`tracefix serve --diagnosis-workers 0` leaves them all to such workers.")
 def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, guard, allow_live_tools, timeout,
-           keep, llm_base_url, llm_model, name, poll, lease, once):
-    """Run replay jobs queued by `tracefix serve`, beside the agent's own code.
+           keep, llm_base_url, llm_model, name, poll, lease, once, jobs):
+    """Run replay (and diagnosis) jobs queued by `tracefix serve`, beside the agent's own code.
 
     Start it in the agent's image or virtualenv with the agent's modules allowed
     (--allow-module); a job whose entrypoint lies outside them is refused and the reason
@@ -205,17 +209,20 @@ def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, g
     from tracefix.collector.access import AccessError, HttpAccess
     from tracefix.entrypoints import normalize_allowed
     from tracefix.analysis.llm import ProductLLM
-    from tracefix.replay.worker import Worker
+    from tracefix.replay.worker import KINDS, Worker
 
+    kinds = tuple(dict.fromkeys(k.strip() for k in jobs.split(",") if k.strip()))
+    if not kinds or any(k not in KINDS for k in kinds):
+        raise click.BadParameter(f"{jobs!r}: give replay, diagnosis or replay,diagnosis", param_hint="--jobs")
     allowed = list(normalize_allowed(allowed_modules))
-    if not allowed:
+    if not allowed and "replay" in kinds:
         raise click.UsageError("give at least one --allow-module PKG: the modules whose sessions this worker "
                                "may replay")
     options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
                    allow_live_tools=allow_live_tools,
                    timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
     access = HttpAccess(server.rstrip("/"), token)
-    the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options)
+    the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options, kinds=kinds)
     try:
         handled = the_worker.run_until_stopped(once=once)
     except AccessError as exc:

@@ -135,6 +135,11 @@ def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] |
                 return found.group(1).strip(), "an earlier tool result"
     cues = [w for w in argument.lower().split("_") if w not in ("id", "number", "no", "num", "value") and len(w) > 2]
     for where, text in (("your instruction", _latest_instruction(step)), ("the task", session_task(doc))):
+        # the argument by name with its value ("amount": 20, amount=20, amount: 20)
+        named = re.search(rf"""(?<![\w-])["'`]?{re.escape(argument)}["'`]?\s*[:=]\s*(?:"([^"\n]{{1,80}})"|([^\s",}}\]]+))""",
+                          str(text or ""))
+        if named:
+            return (named.group(1) or named.group(2)).rstrip("."), where
         for cue in cues:
             # an id right after the argument's word ("check CHK-5001"), or a quoted value ("named "Ann"")
             found = re.search(rf"\b{re.escape(cue)}\w*\s+(?:\w+\s+)?(?:([A-Za-z][\w]*[-_]?\d[\w-]*)|\"([^\"]{{1,80}})\")",
@@ -200,8 +205,12 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
                 said = "; ".join(f"{name} was {value}, which is wrong: it appears nowhere in what you were given"
                                  + (f", and the right value is {candidate}" if candidate else "")
                                  for name, value, candidate in wrong)
+                # Where the instruction or the task names the right value, say it outright.
+                stated = [(name, found) for name, value, candidate in wrong if candidate is None
+                          for found in [_value_in_context(name, step, doc)] if found and found[0] != str(value)]
+                fixes = "".join(f" Pass {name} = {found[0]}, as {found[1]} states." for name, found in stated)
                 argument = argument or wrong[0][0]
-                text = f"In the recorded run, the call to `{tool}` at this point{failed}: {said}.{quoted}"
+                text = f"In the recorded run, the call to `{tool}` at this point{failed}: {said}.{fixes}{quoted}"
             else:
                 text = (f"In the recorded run, the call to `{tool}` at this point{failed or ' did not do what the task requires'}. "
                         f"Check every argument against your instruction and the earlier tool results before calling it.{quoted}")

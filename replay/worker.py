@@ -1,4 +1,4 @@
-"""`tracefix worker`: claims replay jobs from `tracefix serve` and runs them beside the agent.
+"""`tracefix worker`: claims replay (and diagnosis) jobs from `tracefix serve` and runs them.
 
 The collector never runs agent code: a session's entrypoint and inputs are data that any
 holder of the ingest token can write. A worker runs in the agent's own image or
@@ -12,6 +12,14 @@ virtualenv, with the agent's modules allowed by its operator (``--allow-module``
 3. otherwise run the DoVer replay (``tracefix.replay.pipeline.diagnose``): its children
    export their spans to the collector, the result is stored through the API;
 4. finish the job (``done``, or ``failed`` with the error).
+
+With ``--jobs diagnosis`` (or ``replay,diagnosis``) it also claims diagnosis jobs, leased and
+renewed the same way, and runs the collector's own diagnosis (``tracefix.analysis.diagnosis``)
+through the API: the session is read, the analysis result saved and, when the collector runs
+``--diagnose full``, the replay job queued, all over HTTP. A collector started with
+``--diagnosis-workers 0`` leaves every diagnosis to such workers. A diagnosis runs no agent
+code: it needs no ``--allow-module``. The analysis's libraries (torch, scikit-learn) are
+imported by the first diagnosis, not when the worker starts.
 
 Replay children are forked from zygotes that preloaded the agent's traced libraries
 (``tracefix.replay.zygote``); the worker keeps them between jobs and starts one for each
@@ -43,13 +51,18 @@ from tracefix.replay.zygote import Zygotes
 log = logging.getLogger("tracefix.worker")
 
 # the line a starting worker prints (group 1: the collector it serves), for launchers
-READY = re.compile(r"tracefix worker: \S+ takes replay jobs from (\S+)")
+READY = re.compile(r"tracefix worker: \S+ takes \S+ jobs from (\S+)")
+
+KINDS = ("replay", "diagnosis")
 
 
 class Worker:
     def __init__(self, access, allowed_modules: list[str], *, name: str | None = None, lease_s: float = 60.0,
-                 poll_s: float = 1.0, replay_options: dict | None = None):
+                 poll_s: float = 1.0, replay_options: dict | None = None, kinds: tuple[str, ...] = ("replay",)):
+        if not kinds or any(kind not in KINDS for kind in kinds):
+            raise ValueError(f"a worker takes jobs of {' and/or '.join(KINDS)}, not {kinds!r}")
         self.access = access
+        self.kinds = tuple(dict.fromkeys(kinds))
         self.allowed_modules = list(allowed_modules)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_s = lease_s
@@ -59,7 +72,7 @@ class Worker:
         self.zygotes: Zygotes | None = None
 
     def _start_zygotes(self, warm: bool) -> None:
-        if not self.replay_options.get("preload", True) or not hasattr(os, "fork"):
+        if "replay" not in self.kinds or not self.replay_options.get("preload", True) or not hasattr(os, "fork"):
             return
         folder = tempfile.mkdtemp(prefix="tracefix-zygotes-")
         self.zygotes = Zygotes(env=runner.child_env(), folder=folder)
@@ -76,8 +89,9 @@ class Worker:
         """Claim and run jobs until stopped (or, with `once`, until the queue is empty);
         returns how many jobs this worker finished."""
         self._handle_signals()
-        print(f"tracefix worker: {self.name} takes replay jobs from {self.access.server} "
-              f"(allowed modules: {', '.join(self.allowed_modules)})", flush=True)
+        allowed = f" (allowed modules: {', '.join(self.allowed_modules)})" if "replay" in self.kinds else ""
+        print(f"tracefix worker: {self.name} takes {','.join(self.kinds)} jobs from {self.access.server}{allowed}",
+              flush=True)
         self._start_zygotes(warm=not once)
         try:
             return self._claim_until_stopped(once)
@@ -85,10 +99,16 @@ class Worker:
             self._stop_zygotes()
 
     def _claim_until_stopped(self, once: bool) -> int:
-        handled, unreachable_s = 0, 0.0
+        handled, unreachable_s, kinds = 0, 0.0, list(self.kinds)
         while not self.stopping.is_set():
             try:
-                job = self.access.claim_job("replay", self.name, self.lease_s)
+                job = None
+                for kind in kinds:
+                    job = self.access.claim_job(kind, self.name, self.lease_s)
+                    if job is not None:  # the other kind goes first next time: neither waits behind the other
+                        kinds.remove(kind)
+                        kinds.append(kind)
+                        break
                 unreachable_s = 0.0
             except AccessError as exc:
                 if exc.status is not None:  # refused (a wrong token, ...): waiting will not help
@@ -112,7 +132,10 @@ class Worker:
         renewer = threading.Thread(target=self._renew, args=(job["job_id"], done), name="tracefix-lease", daemon=True)
         renewer.start()
         try:
-            state, error = self._replay(job["session_id"], job.get("options"))
+            if job.get("kind") == "diagnosis":
+                state, error = self._diagnose(job)
+            else:
+                state, error = self._replay(job["session_id"], job.get("options"))
         finally:
             done.set()
             renewer.join(5)
@@ -121,7 +144,7 @@ class Worker:
                 log.warning("job %s was no longer this worker's when it ended (its lease ran out)", job["job_id"])
         except AccessError as exc:  # the lease runs out and the job is queued again
             log.warning("could not record the end of job %s: %s", job["job_id"], exc)
-        print(f"tracefix worker: job {job['job_id']} (session {job['session_id']}): {state}"
+        print(f"tracefix worker: {job.get('kind', 'replay')} job {job['job_id']} (session {job['session_id']}): {state}"
               + (f": {error}" if error else ""), flush=True)
         return state
 
@@ -139,6 +162,21 @@ class Worker:
             log.warning("replay of %s failed:\n%s", session_id, traceback.format_exc(limit=5))
             return "failed", f"{type(exc).__name__}: {exc}"
         log.info("replay of %s: %s", session_id, ", ".join(h["verdict"] for h in result["hypotheses"]) or "nothing tested")
+        return "done", None
+
+    def _diagnose(self, job: dict) -> tuple[str, str | None]:
+        """The collector's diagnosis of the job's session, through the API (what `--diagnose`
+        asks, as the collector's claim answer says; the analysis alone when it does not)."""
+        from tracefix.analysis.diagnosis import run_diagnosis  # torch and scikit-learn: loaded by the first job
+
+        try:
+            done = run_diagnosis(self.access, job["session_id"], job.get("diagnose") or "analysis", job["job_id"])
+        except UnknownSession as exc:
+            return "failed", str(exc)
+        except Exception as exc:  # a bug in the analysis or an unreachable collector: the job says so
+            log.warning("diagnosis of %s failed:\n%s", job["session_id"], traceback.format_exc(limit=5))
+            return "failed", f"{type(exc).__name__}: {exc}"
+        log.info("diagnosis of %s: %s", job["session_id"], "; ".join(done))
         return "done", None
 
     def _renew(self, job_id: str, done: threading.Event) -> None:

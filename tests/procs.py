@@ -103,7 +103,7 @@ def start_sim(*extra: str, **kw) -> Proc:
                  health="http://127.0.0.1:{port}/healthz", **kw)
 
 
-WORKER_READY = r"tracefix worker: (?P<name>\S+) takes replay jobs from (?P<server>\S+)"
+WORKER_READY = r"tracefix worker: (?P<name>\S+) takes (?P<kinds>\S+) jobs from (?P<server>\S+)"
 
 
 def start_worker(server: str, *extra: str, **kw) -> Proc:

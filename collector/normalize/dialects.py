@@ -215,6 +215,43 @@ def span_kind(attrs: dict) -> str:
     return "other"
 
 
+def graph_node(attrs: dict, name: str) -> str | None:
+    """The LangGraph node a span *is* (not merely runs inside), as OpenInference
+    (`metadata.langgraph_node`, the span named after the node) or OpenLLMetry
+    (`traceloop.association.properties.langgraph_node`, `traceloop.entity.name`) write it:
+    read as that node's agent turn, like tracefix's own `invoke_agent {node}`."""
+    node = attrs.get("traceloop.association.properties.langgraph_node")
+    if node is not None:
+        return str(node) if node == attrs.get("traceloop.entity.name") else None
+    metadata = attrs.get("metadata")
+    if type(metadata) is not str or "langgraph_node" not in metadata:
+        return None
+    try:
+        node = loads_fast(metadata).get("langgraph_node")
+    except (ValueError, AttributeError):
+        return None
+    return node if isinstance(node, str) and node == name else None
+
+
+def langchain_tool_message(result: Any) -> tuple[Any, str | None, str | None] | None:
+    """(content, tool call id, error) of a tool result that is a serialized LangChain
+    ``ToolMessage`` (what OpenInference's LangChain instrumentor records as a TOOL span's
+    `output.value`), else None: the content is what the model was handed, the call id links
+    the run to the LLM call that asked for it."""
+    if type(result) is not str or '"tool_call_id"' not in result:
+        return None
+    try:
+        message = loads_fast(result)
+    except ValueError:
+        return None
+    data = message.get("data") if isinstance(message, dict) and message.get("type") == "tool" else None
+    if not isinstance(data, dict) or not isinstance(data.get("tool_call_id"), str):
+        return None
+    content = data.get("content")
+    error = part_text(content) if data.get("status") == "error" else None
+    return content, data["tool_call_id"], error
+
+
 def first_value(attrs: dict, keys: tuple[str, ...]) -> Any:
     """The first of `keys` with a value that is neither None nor ""."""
     for k in keys:

@@ -16,8 +16,8 @@ from tracefix.collector.normalize.batch import Batch, Evaluation, Snapshot, add_
 from tracefix.collector.normalize.dialects import (
     AGENT_KEYS, CONTENT_ADDRESSED_KEYS, FINISH_REASON_KEYS, INPUT_TOKEN_KEYS, INT32_MAX, INT64_MAX, MODEL_KEYS,
     OUTPUT_TOKEN_KEYS, PROVIDER_KEYS, SESSION_ATTR_KEYS, SESSION_ID_KEYS, TOOL_ARGUMENTS_KEYS, TOOL_CALL_ID_KEYS,
-    TOOL_NAME_KEYS, TOOL_RESULT_KEYS, finite_score, first_value, int_value, llm_messages, session_fields, span_kind,
-    text_or_none)
+    TOOL_NAME_KEYS, TOOL_RESULT_KEYS, finite_score, first_value, graph_node, int_value, langchain_tool_message,
+    llm_messages, session_fields, span_kind, text_or_none)
 from tracefix.collector.normalize.json_text import dumps_compact, json_text
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
 from tracefix.collector.redact import redact_span
@@ -284,9 +284,12 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
     status = span.status
     status_code, status_message = status.code, status.message
     kind = span_kind(attrs)
+    node = graph_node(attrs, name) if kind == "other" else None
+    if node is not None:  # a LangGraph node as OpenInference / OpenLLMetry record it: an agent turn
+        kind = "agent"
     step = int_value(attrs.get(sc.STEP), INT32_MAX)
     call_seq = int_value(attrs.get(sc.CALL_SEQ), INT32_MAX)
-    agent = text_or_none(first_value(attrs, AGENT_KEYS)
+    agent = text_or_none(first_value(attrs, AGENT_KEYS) or node
                           or (attrs.get("traceloop.entity.name") if kind == "agent" else None))
     error = _error_text(attrs, status_code, status_message, events) if status_code == 2 or events else None
     replay_source = text_or_none(attrs.get(sc.REPLAY_SOURCE))
@@ -320,7 +323,13 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
         tool_name = text_or_none(first_value(attrs, TOOL_NAME_KEYS) or name)
         tool_call_id = text_or_none(first_value(attrs, TOOL_CALL_ID_KEYS))
         tool_arguments = json_text(first_value(attrs, TOOL_ARGUMENTS_KEYS))
-        tool_result = json_text(first_value(attrs, TOOL_RESULT_KEYS))
+        result = first_value(attrs, TOOL_RESULT_KEYS)
+        message = langchain_tool_message(result)
+        if message is not None:  # OpenInference's LangChain TOOL span: the ToolMessage it returned
+            result, call_id, tool_error = message
+            tool_call_id = tool_call_id or call_id
+            error = error or tool_error
+        tool_result = json_text(result)
     attrs_json = dumps_compact(attrs)
     events_json = dumps_compact(events) if events else None
 

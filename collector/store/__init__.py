@@ -1,8 +1,8 @@
 """The DuckDB store: the only part of tracefix that speaks SQL.
 
-`connect_db(path)` is the connection factory (a DuckLake catalog later is configuration
-there, not a rewrite). `Store` owns one connection and hands out cursors of the same
-database for concurrent reads. In `tracefix serve` only the writer thread calls the
+`connect_db(path)` is the connection factory; `Store("ducklake:postgres:...")` opens the same
+store on a DuckLake several collectors share (`lake`). `Store` owns one connection and hands
+out cursors of the same database for concurrent reads. In `tracefix serve` only the writer thread calls the
 mutating methods; a CLI without a server calls them directly on the file.
 
 `Store` is put together from one class per concern, each in its own module:
@@ -19,6 +19,7 @@ mutating methods; a CLI without a server calls them directly on the file.
 | `queries` | session lists, session documents, spans, training sets |
 | `pages` | bounded reads for the API (docs/contracts.md §1b), the outline of a session |
 | `browse` | the web UI's sessions table: sort, filters, text search, a page at a time |
+| `lake` | DuckLake: extensions from their packages, the write lock, the lake's schema, compaction |
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracefix.collector.duplicates import duplicate_llm_calls
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.normalize import Batch
 from tracefix.collector.store.outbox import FeedbackOutbox
@@ -15,15 +16,20 @@ from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
 from tracefix.collector.store.sql import distinct_spans, in_strings
 
 
-STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id")
+STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id", "end_ns",
+                       "output_key", "parent_span_id")
 
 
 def numbered_steps(spans: pa.Table) -> pa.Table:
     """The steps table's rows for these spans: each session's LLM calls and messages numbered
     0..n-1 by `tracefix.step` (absent last), then start time, call sequence and span id. A
-    span present twice (a retry merged into the batch) counts once. Done in Arrow, not SQL:
-    a DuckDB window over a registered Arrow table cost ~3 ms per ingest transaction."""
+    span present twice (a retry merged into the batch) counts once, and so does one LLM call
+    two instrumentations described (`duplicate_llm_calls`). Done in Arrow, not SQL: a DuckDB
+    window over a registered Arrow table cost ~3 ms per ingest transaction."""
     spans = spans.filter(pc.is_in(spans["kind"], value_set=pa.array(["llm", "message"])))
+    doubled = _doubled_llm_calls(spans)
+    if doubled:
+        spans = spans.filter(pc.invert(pc.is_in(spans["span_id"], value_set=pa.array(doubled, pa.string()))))
     spans = spans.take(pc.sort_indices(spans, sort_keys=[
         ("session_id", "ascending"), ("step", "ascending", "at_end"), ("start_ns", "ascending"),
         ("call_seq", "ascending", "at_end"), ("span_id", "ascending"), ("trace_id", "ascending")]))
@@ -42,6 +48,35 @@ def numbered_steps(spans: pa.Table) -> pa.Table:
     return pa.table({"session_id": spans["session_id"], "idx": pa.array(idx, pa.int32()),
                      "trace_id": spans["trace_id"], "span_id": spans["span_id"],
                      "raw_step": spans["step"], "started_ns": spans["start_ns"]})
+
+
+def _doubled_llm_calls(spans: pa.Table) -> list[str]:
+    """Span ids of the LLM spans that describe a call another span of their session describes."""
+    if not spans.num_rows:
+        return []
+    # only an answer stored twice in a session, or an LLM span under another, can be: no row
+    # is read in Python otherwise
+    answers = spans["output_key"].drop_null()
+    if len(pc.unique(answers)) == len(answers):  # the common case: every answer once (cheaper than grouping)
+        twice = spans.schema.empty_table().select(["output_key"])
+    else:
+        counts = spans.group_by(["session_id", "output_key"]).aggregate([("span_id", "count_distinct")])
+        twice = counts.filter(pc.and_(pc.greater(counts["span_id_count_distinct"], 1),
+                                      pc.is_valid(counts["output_key"])))
+    llm = spans.filter(pc.equal(spans["kind"], "llm"))
+    under_llm = pc.is_in(llm["parent_span_id"].cast(pa.string()), value_set=llm["span_id"].combine_chunks())
+    nested = llm.filter(under_llm)
+    if not twice.num_rows and not nested.num_rows:
+        return []
+    candidates = spans.filter(pc.or_(
+        pc.is_in(spans["output_key"], value_set=twice["output_key"].combine_chunks()),
+        pc.or_(pc.is_in(spans["span_id"], value_set=nested["span_id"].combine_chunks()),
+               pc.is_in(spans["span_id"], value_set=nested["parent_span_id"].combine_chunks()))))
+    by_session: dict[str, list[dict]] = {}
+    for row in candidates.select(["session_id", "kind", "call_seq", "start_ns", "end_ns", "output_key",
+                                  "span_id", "parent_span_id"]).to_pylist():
+        by_session.setdefault(row["session_id"], []).append(row)
+    return [dup for rows in by_session.values() for dup in duplicate_llm_calls(rows)]
 
 
 def _merge_expressions() -> list[str]:
@@ -77,13 +112,23 @@ class Ingest(FeedbackOutbox):
         return created
 
     def _new_messages(self, con, batch: Batch) -> list[int]:
-        """Keys of the batch's messages not stored yet. This store is its file's only writer
-        (DuckDB lets one process write; the collector has one Store), so the keys it loaded
-        and added since are exactly the stored ones."""
+        """Keys of the batch's messages not stored yet. On a DuckDB file this store is the
+        only writer (DuckDB lets one process write; the collector has one Store), so the keys
+        it loaded and added since are exactly the stored ones. On a lake other collectors add
+        messages too: the keys this store does not know are looked up in the table (under the
+        lake's write lock, so the answer holds until this transaction commits)."""
         if self._message_keys is None:
             stored = con.execute("SELECT key FROM messages").to_arrow_table().column("key")
             self._message_keys = KeySet(stored.to_numpy())
-        return self._message_keys.missing(list(batch.messages))
+        missing = self._message_keys.missing(list(batch.messages))
+        if missing and self.shared:
+            found = [k for (k,) in con.execute(f"SELECT key FROM messages WHERE key IN ({', '.join(map(str, missing))})"
+                                               ).fetchall()]
+            if found:
+                self._message_keys.add(found)
+                known = set(found)
+                missing = [k for k in missing if k not in known]
+        return missing
 
     def _remember_messages(self, keys: list[int]) -> None:
         """Keys this writer committed: stored from now on (not loaded yet: the load reads them)."""

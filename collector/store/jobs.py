@@ -1,9 +1,10 @@
-"""The job queue: diagnosis jobs the collector runs, replay jobs leased to workers."""
+"""The job queue: diagnosis jobs run by the collector or leased to workers, replay jobs leased to workers."""
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from typing import Any
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
@@ -43,13 +44,20 @@ class JobQueue(StoreConnection):
         `worker` until the lease runs out; an expired lease (a worker that died) puts its job
         back in the queue first, or fails it after MAX_JOB_ATTEMPTS."""
         now = time.time_ns()
+        if worker is None and self.shared:  # a collector's own job: its instance lock says it still runs
+            worker = self.instance
         with self._tx() as con:
-            con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
-                        "error = 'its worker stopped renewing the lease ' || attempts || ' times' "
-                        "WHERE kind = ? AND state = 'running' AND lease_until_ns < ? AND attempts >= ?",
-                        [now, kind, now, MAX_JOB_ATTEMPTS])
-            con.execute("UPDATE jobs SET state = 'queued', worker = NULL, lease_until_ns = NULL "
-                        "WHERE kind = ? AND state = 'running' AND lease_until_ns < ?", [kind, now])
+            # checked first: on a lake an UPDATE costs catalog round trips even when it changes nothing
+            if con.execute("SELECT 1 FROM jobs WHERE kind = ? AND state = 'running' AND lease_until_ns < ? LIMIT 1",
+                           [kind, now]).fetchone() is not None:
+                con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
+                            "error = 'its worker stopped renewing the lease ' || attempts || ' times' "
+                            "WHERE kind = ? AND state = 'running' AND lease_until_ns < ? AND attempts >= ?",
+                            [now, kind, now, MAX_JOB_ATTEMPTS])
+                con.execute("UPDATE jobs SET state = 'queued', worker = NULL, lease_until_ns = NULL "
+                            "WHERE kind = ? AND state = 'running' AND lease_until_ns < ?", [kind, now])
+            if self.shared and lease_s is None:  # a collector's own kind of job: those of dead collectors first
+                self._requeue_unowned(con, kind)
             row = con.execute("SELECT job_id FROM jobs WHERE kind = ? AND state = 'queued' ORDER BY created_ns LIMIT 1",
                               [kind]).fetchone()
             if row is None:
@@ -62,10 +70,13 @@ class JobQueue(StoreConnection):
 
     def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
         """Extend a running job's lease; False when the job is no longer this worker's."""
+        # SELECT, then UPDATE in the same transaction (DuckLake has no UPDATE ... RETURNING)
         with self._tx() as con:
-            row = con.execute("UPDATE jobs SET lease_until_ns = ? WHERE job_id = ? AND state = 'running' "
-                              "AND worker = ? RETURNING job_id", [time.time_ns() + int(lease_s * 1e9), job_id, worker]
-                              ).fetchone()
+            row = con.execute("SELECT job_id FROM jobs WHERE job_id = ? AND state = 'running' AND worker = ?",
+                              [job_id, worker]).fetchone()
+            if row is not None:
+                con.execute("UPDATE jobs SET lease_until_ns = ? WHERE job_id = ?",
+                            [time.time_ns() + int(lease_s * 1e9), job_id])
         return row is not None
 
     def finish_job(self, job_id: str, *, error: str | None = None, state: str | None = None,
@@ -76,22 +87,40 @@ class JobQueue(StoreConnection):
         if state not in FINISHED_JOB_STATES:
             raise ValueError(f"a finished job's state is one of {', '.join(FINISHED_JOB_STATES)}, not {state!r}")
         with self._tx() as con:
-            row = con.execute("UPDATE jobs SET state = ?, error = ?, finished_ns = ?, lease_until_ns = NULL "
-                              "WHERE job_id = ? AND state = 'running' AND (? IS NULL OR worker = ?) RETURNING job_id",
-                              [state, error, time.time_ns(), job_id, worker, worker]).fetchone()
+            row = con.execute("SELECT job_id FROM jobs WHERE job_id = ? AND state = 'running' "
+                              "AND (? IS NULL OR worker = ?)", [job_id, worker, worker]).fetchone()
+            if row is not None:
+                con.execute("UPDATE jobs SET state = ?, error = ?, finished_ns = ?, lease_until_ns = NULL "
+                            "WHERE job_id = ?", [state, error, time.time_ns(), job_id])
         return row is not None
 
     def requeue_running_jobs(self, kind: str = "diagnosis") -> int:
         """Jobs of `kind` left `running` by a crash of this process run again, unless they
         already ran MAX_JOB_ATTEMPTS times: a job that takes the process down with it must not
         do so at every start (leased jobs belong to workers that may outlive the collector:
-        their leases decide)."""
+        their leases decide). On a lake, other collectors run theirs: only the jobs of
+        collectors that no longer run (their instance lock is free)."""
         with self._tx() as con:
-            con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
-                        "error = 'the collector stopped while running it ' || attempts || ' times' "
-                        "WHERE state = 'running' AND kind = ? AND attempts >= ?", [time.time_ns(), kind, MAX_JOB_ATTEMPTS])
-            n = con.execute("SELECT count(*) FROM jobs WHERE state = 'running' AND kind = ?", [kind]).fetchone()[0]
-            con.execute("UPDATE jobs SET state = 'queued' WHERE state = 'running' AND kind = ?", [kind])
+            return self._requeue_unowned(con, kind)
+
+    def _requeue_unowned(self, con, kind: str) -> int:
+        # leased jobs (a `tracefix worker`'s) are not the collector's: their leases decide
+        where = "state = 'running' AND kind = ? AND lease_until_ns IS NULL"
+        params: list[Any] = [kind]
+        if self.shared:
+            assert self.lock is not None
+            owners = [w for (w,) in con.execute("SELECT DISTINCT worker FROM jobs WHERE state = 'running' "
+                                                "AND kind = ? AND lease_until_ns IS NULL", [kind]).fetchall()]
+            gone = [w for w in owners if w is None or not self.lock.alive(w)]
+            if not gone:
+                return 0
+            where += " AND (worker IS NULL OR worker IN (SELECT unnest(?::VARCHAR[])))"
+            params.append([w for w in gone if w is not None])
+        con.execute("UPDATE jobs SET state = 'failed', finished_ns = ?, "
+                    "error = 'the collector stopped while running it ' || attempts || ' times' "
+                    f"WHERE {where} AND attempts >= ?", [time.time_ns(), *params, MAX_JOB_ATTEMPTS])
+        n = con.execute(f"SELECT count(*) FROM jobs WHERE {where}", params).fetchone()[0]
+        con.execute(f"UPDATE jobs SET state = 'queued', worker = NULL WHERE {where}", params)
         return n
 
     def get_job(self, job_id: str) -> dict | None:

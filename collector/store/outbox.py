@@ -87,8 +87,9 @@ class FeedbackOutbox(StoreReads):
                     p["link"] = f"{public_url.rstrip('/')}{p['link']}"
                     p["text"] = p["text"].replace("Report: /api", f"Report: {public_url.rstrip('/')}/api")
                 for url in dict.fromkeys(webhooks):
-                    con.execute("INSERT OR IGNORE INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
-                                [alert_id, url, created_ns])
+                    con.execute("INSERT INTO deliveries SELECT ?, ?, 'pending', 0, ?, NULL, NULL WHERE NOT EXISTS "
+                                "(SELECT 1 FROM deliveries WHERE alert_id = ? AND webhook = ?)",
+                                [alert_id, url, created_ns, alert_id, url])
                 con.execute("UPDATE alerts SET fanout_done = true, payload = ? WHERE alert_id = ?",
                             [jsonsafe.dumps(p), alert_id])
         return len(rows)
@@ -99,6 +100,24 @@ class FeedbackOutbox(StoreReads):
                WHERE d.state = 'pending' AND d.next_attempt_ns <= ? ORDER BY d.next_attempt_ns LIMIT ?""",
             [now_ns or time.time_ns(), limit]))
         return [{**r, "payload": json.loads(r["payload"])} for r in rows]
+
+    def claim_due_deliveries(self, hold_s: float = 60.0, limit: int = 50) -> list[dict]:
+        """On a store several collectors share: the due deliveries, each moved `hold_s` into
+        the future in the same transaction (under the lake's write lock), so the other
+        collectors' delivery loops pass over them while this one tries. Its outcome
+        (`mark_delivery`) replaces the hold; if this collector dies first, the delivery is
+        due again once the hold ends: at least once, the receiver deduplicating on
+        `webhook-id` / `Idempotency-Key` (the alert id)."""
+        now = time.time_ns()
+        with self._tx() as con:
+            due = records(con.execute(
+                """SELECT d.alert_id, d.webhook, d.attempts, a.payload FROM deliveries d JOIN alerts a USING (alert_id)
+                   WHERE d.state = 'pending' AND d.next_attempt_ns <= ? ORDER BY d.next_attempt_ns LIMIT ?""",
+                [now, limit]))
+            for d in due:
+                con.execute("UPDATE deliveries SET next_attempt_ns = ? WHERE alert_id = ? AND webhook = ?",
+                            [now + int(hold_s * 1e9), d["alert_id"], d["webhook"]])
+        return [{**r, "payload": json.loads(r["payload"])} for r in due]
 
     def next_delivery_ns(self) -> int | None:
         return scalar(self._read().execute("SELECT min(next_attempt_ns) FROM deliveries WHERE state = 'pending'"))

@@ -14,6 +14,11 @@ class Results(StoreConnection):
 
     def _save_result(self, table: str, session_id: str, result: Mapping[str, Any]) -> None:
         with self._tx() as con:
+            if self.shared:  # a lake has no key to replace on: the write lock makes delete + insert one step
+                con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+                con.execute(f"INSERT INTO {table} VALUES (?, ?, ?)",
+                            [session_id, json.dumps(result, ensure_ascii=False), time.time_ns()])
+                return
             con.execute(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)",
                         [session_id, json.dumps(result, ensure_ascii=False), time.time_ns()])
 

@@ -111,13 +111,13 @@ SESSION_SCHEMA = pa.schema([(f, pa.float64() if f == "score" else pa.bool_() if 
                              else pa.int64() if f.endswith("_ns") else pa.string()) for f in SESSION_FIELDS])
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> int:
+def migrate(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, list[str]]] | None = None) -> int:
     """Apply the migrations this database lacks, each in its own transaction; returns the
     schema version it is at now."""
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
                 "description VARCHAR, applied_ns BIGINT)")
     current = scalar(con.execute("SELECT coalesce(max(version), 0) FROM schema_version"))
-    for version, description, statements in MIGRATIONS:
+    for version, description, statements in (MIGRATIONS if migrations is None else migrations):
         if version <= current:
             continue
         con.begin()
@@ -131,3 +131,19 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             raise
         current = version
     return current
+
+
+def migrate_lake(con: duckdb.DuckDBPyConnection) -> int:
+    """The same for a DuckLake store, with the lake's write lock held by the caller: a new
+    lake gets the current schema at once (tracefix.collector.store.lake.lake_statements:
+    the migrations' tables without keys); one made by an older tracefix gets the newer
+    migrations, which must therefore be statements DuckLake runs (no keys, no indexes)."""
+    from tracefix.collector.store.lake import lake_statements
+
+    con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, description VARCHAR, applied_ns BIGINT)")
+    current = scalar(con.execute("SELECT coalesce(max(version), 0) FROM schema_version"))
+    if current == 0:
+        version, description, _ = MIGRATIONS[-1]
+        current = migrate(con, [(version, f"{description} (new DuckLake: schema of version {version})",
+                                 lake_statements(MIGRATIONS))])
+    return migrate(con, [m for m in MIGRATIONS if m[0] > current])

@@ -121,3 +121,15 @@ def test_a_diagnosis_job_that_keeps_taking_the_collector_down_is_failed_not_requ
     failed = store.get_job(job["job_id"])
     assert failed["state"] == "failed" and f"{MAX_JOB_ATTEMPTS} times" in failed["error"]
     assert store.claim_job("diagnosis") is None
+
+
+def test_a_diagnosis_job_leased_to_a_worker_is_not_requeued_by_a_collector_start(tmp_path):
+    store = Store(tmp_path / "jobs.duckdb")
+    store.import_sessions([{"session_id": "s-1", "messages": [{"role": "user", "content": "hi"}]}])
+    job = store.enqueue_job("s-1", reason="test")
+    assert store.claim_job("diagnosis", "worker-a", lease_s=60)["job_id"] == job["job_id"]
+    assert store.requeue_running_jobs("diagnosis") == 0  # the worker may outlive the collector: its lease decides
+    assert store.get_job(job["job_id"])["state"] == "running"
+    assert store.claim_job("diagnosis") is None and store.claim_job("diagnosis", "worker-b", lease_s=60) is None
+    assert store.finish_job(job["job_id"], worker="worker-a", state="done")
+    store.close()

@@ -554,3 +554,142 @@ def test_streamed_calls_through_raw_and_streaming_response_are_recorded_and_repl
     assert len(chats) == 3 and all(json.loads(s.attributes[sc.RESPONSE_RAW])["choices"][0]["logprobs"]
                                    for s in chats)
     assert replayed == recorded and report["counts"]["llm_cassette"] == 3
+
+
+# --- Anthropic's stream helper: `with client.messages.stream(...) as stream` -----------------
+
+BALANCE_TOOLS = [{"name": "get_balance", "description": "balance of an account",
+                  "input_schema": {"type": "object", "properties": {"account_id": {"type": "string"}}}}]
+THINKING_REQUEST = {"model": "claude-test", "max_tokens": 2048, "tools": BALANCE_TOOLS,
+                    "thinking": {"type": "enabled", "budget_tokens": 1024}}
+
+
+def _follow_up(messages: list, first: typing.Any, result: dict) -> list:
+    use = next(block for block in first.content if block.type == "tool_use")
+    return [*messages, {"role": "assistant", "content": [block.to_dict() for block in first.content]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                          "content": json.dumps(result)}]}]
+
+
+def event_kinds(events: typing.Iterable) -> list[str]:
+    """What a MessageStream gave, in order: each API event (a delta by its type) with the
+    helper's own events that follow it (text, thinking, ...), and a run of the same counted
+    once: a replay streams each block in one delta where the API may have sent several."""
+    api_events = type_literals(anthropic.types.RawMessageStreamEvent)
+    groups: list[str] = []
+    for event in events:
+        if event.type not in api_events and groups:
+            groups[-1] += f"+{event.type}"
+        else:
+            groups.append(f"{event.type}:{event.delta.type}" if event.type == "content_block_delta" else event.type)
+    return [kind for i, kind in enumerate(groups) if i == 0 or groups[i - 1] != kind]
+
+
+def _assert_stream_helper_round_trip(provider, recorded, replayed, report, spans, served) -> None:
+    assert served == 2  # live once; the replay sent no request
+    first, second = (json.loads(m) for m in recorded["messages"])
+    assert [b["type"] for b in first["content"]] == ["thinking", "redacted_thinking", "tool_use"]
+    assert first["content"][0]["signature"] and first["content"][0]["thinking"]
+    assert [b["type"] for b in second["content"]] == ["thinking", "redacted_thinking", "text"]
+    assert second["content"][2]["citations"]
+    assert recorded["events"] and recorded["texts"][-1] == "The balance is 120.50."  # read as it came
+    assert replayed == recorded  # final messages byte for byte, the same events and text
+    assert report["counts"]["llm_cassette"] == 2 and report["counts"].get("llm_live", 0) == 0
+    chats = sorted((s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == "chat"),
+                   key=lambda s: s.attributes[sc.STEP])
+    assert len(chats) == 2 and all(s.attributes[sc.STREAM] for s in chats)  # one span per call
+    raw = json.loads(chats[0].attributes[sc.RESPONSE_RAW])
+    assert as_message_json(raw) == as_message_json(first)  # the span holds the whole message
+
+
+def test_anthropic_stream_helper_thinking_turns_replay_byte_identical(provider, tmp_path, monkeypatch):
+    """`messages.stream()` posts without `messages.create`: it is traced and replayed all
+    the same, read through `text_stream` in one turn and event by event in the next."""
+    @tracefix.tool
+    def get_balance(account_id: str) -> dict:
+        return {"account_id": account_id, "balance": 120.5}
+
+    def agent_run() -> dict:
+        client = anthropic.Anthropic(base_url=provider.url, api_key="sk-ant-test", max_retries=0)
+        messages: list = [{"role": "user", "content": "What is the balance of ACC-1?"}]
+        with client.messages.stream(**THINKING_REQUEST, messages=messages) as stream:
+            texts = ["".join(stream.text_stream)]
+            first = stream.get_final_message()
+        use = next(block for block in first.content if block.type == "tool_use")
+        messages = _follow_up(messages, first, get_balance(**use.input))
+        with client.messages.stream(**THINKING_REQUEST, messages=messages) as stream:
+            events = event_kinds(stream)
+            texts.append(stream.get_final_text())
+            second = stream.get_final_message()
+        return {"messages": [first.to_json(indent=None), second.to_json(indent=None)], "events": events,
+                "texts": texts}
+
+    run = tracefix.session(entrypoint="tests:agent_run")(agent_run)
+    before = len(provider.requests)
+    recorded, replayed, report, spans = _record_then_replay(run, tmp_path, monkeypatch, "s-stream-helper")
+    _assert_stream_helper_round_trip(provider, recorded, replayed, report, spans, len(provider.requests) - before)
+    helper_events = {kind.split("+")[1] for kind in recorded["events"] if "+" in kind}
+    assert helper_events == {"thinking", "signature", "citation", "text"}  # the SDK's own, replayed too
+
+
+def test_anthropic_async_stream_helper_thinking_turns_replay_byte_identical(provider, tmp_path, monkeypatch):
+    import asyncio
+
+    @tracefix.tool
+    def get_balance(account_id: str) -> dict:
+        return {"account_id": account_id, "balance": 120.5}
+
+    async def turns() -> dict:
+        client = anthropic.AsyncAnthropic(base_url=provider.url, api_key="sk-ant-test", max_retries=0)
+        messages: list = [{"role": "user", "content": "What is the balance of ACC-1?"}]
+        async with client.messages.stream(**THINKING_REQUEST, messages=messages) as stream:
+            events = event_kinds([event async for event in stream])
+            first = await stream.get_final_message()
+        use = next(block for block in first.content if block.type == "tool_use")
+        messages = _follow_up(messages, first, get_balance(**use.input))
+        async with client.messages.stream(**THINKING_REQUEST, messages=messages) as stream:
+            texts = ["".join([text async for text in stream.text_stream])]
+            second = await stream.get_final_message()
+        await client.close()
+        return {"messages": [first.to_json(indent=None), second.to_json(indent=None)], "events": events,
+                "texts": texts}
+
+    run = tracefix.session(entrypoint="tests:agent_run")(lambda: asyncio.run(turns()))
+    before = len(provider.requests)
+    recorded, replayed, report, spans = _record_then_replay(run, tmp_path, monkeypatch, "s-async-stream-helper")
+    _assert_stream_helper_round_trip(provider, recorded, replayed, report, spans, len(provider.requests) - before)
+
+
+def test_anthropic_stream_helper_span_ends_when_the_block_is_left_early(provider, spans):
+    client = anthropic.Anthropic(base_url=provider.url, api_key="sk-ant-test", max_retries=0)
+    with client.messages.stream(**THINKING_REQUEST, messages=[{"role": "user", "content": "Hi"}]) as stream:
+        assert isinstance(stream, anthropic.lib.streaming.MessageStream)
+        next(iter(stream))  # message_start only
+        assert not spans.get_finished_spans()
+    chat, = spans.get_finished_spans()
+    assert chat.end_time is not None and chat.attributes[sc.GEN_AI_REQUEST_MODEL] == "claude-test"
+    assert json.loads(chat.attributes[sc.RESPONSE_RAW])["id"] == "msg_01"  # what it got before leaving
+
+
+def test_shutdown_puts_the_sdks_stream_helper_back():
+    from anthropic.resources.messages import AsyncMessages, Messages
+
+    originals = (Messages.__dict__["stream"], AsyncMessages.__dict__["stream"])
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(InMemorySpanExporter()))
+    assert Messages.__dict__["stream"] is not originals[0] and AsyncMessages.__dict__["stream"] is not originals[1]
+    handle.shutdown()
+    assert (Messages.__dict__["stream"], AsyncMessages.__dict__["stream"]) == originals
+
+
+def test_anthropic_stream_helper_request_that_fails_ends_its_span_with_the_error(spans):
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    client = anthropic.Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0)
+    with pytest.raises(anthropic.APIConnectionError):
+        with client.messages.stream(**THINKING_REQUEST, messages=[{"role": "user", "content": "Hi"}]):
+            pass
+    chat, = spans.get_finished_spans()
+    assert chat.status.status_code.name == "ERROR" and chat.attributes[sc.ERROR_TYPE] == "APIConnectionError"

@@ -36,10 +36,11 @@ APP = textwrap.dedent('''
 
 
 @contextmanager
-def script_session(tmp_path, source: str):
-    """`python app.py` (source) run once in its own folder against a scripted LLM server,
-    exporting to a fresh `tracefix serve`; yields (collector URL, app folder, env, session summary)."""
-    sim = procs.start_sim()
+def script_session(tmp_path, source: str, *sim_args: str):
+    """`python app.py` (source) run once in its own folder against a scripted LLM server
+    (`tracefix sim *sim_args`), exporting to a fresh `tracefix serve`; yields (collector URL,
+    app folder, env, session summary)."""
+    sim = procs.start_sim(*sim_args)
     serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", "off")
     try:
         url = serve.match["http"]

@@ -148,6 +148,9 @@ def test_a_replay_job_is_leased_to_one_worker_and_requeued_when_its_lease_runs_o
         assert access.finish_job(second["job_id"], worker="worker-b", state="done")
         assert access.list_jobs(session_id="s-1", kind="replay")[0]["state"] == "done"
         assert access.claim_job("replay", "worker-a", 5) is None
+        # the thumbs-down's diagnosis job waits: under --diagnose off no worker is handed one either
+        assert access.list_jobs(session_id="s-1", kind="diagnosis")[0]["state"] == "queued"
+        assert access.claim_job("diagnosis", "worker-a", 5) is None
     finally:
         serve.stop()
 

@@ -1,0 +1,86 @@
+"""One call described by two instrumentations: which span stands for it.
+
+With tracefix and another instrumentation of the same framework active (OpenInference's
+LangChain or openai-agents instrumentor, OpenLLMetry), one LLM call or tool run arrives as
+two spans: the framework's view (a LangChain ``LLM`` span, a ``TOOL`` span) and the SDK's or
+tracefix's. They are told apart from two different calls by what they share, not by their
+tree (each instrumentation parents its spans in its own context):
+
+* LLM calls: the same answer (the same content-addressed output message, which carries the
+  call's tool-call ids) over overlapping times, or one LLM span right under another;
+* tool runs: the same tool-call id, or the same tool name over overlapping times where one
+  of them names no call id.
+
+The span kept is the richer one: tracefix's own LLM span (it has a call sequence number: a
+replay addresses it), a tool span naming its call id; else the inner one (the call as it
+was made). Two of tracefix's own LLM spans, or two tool spans with call ids, are always two
+calls. Pure functions over store rows.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+Row = Mapping[str, Any]
+
+
+def duplicate_llm_calls(spans: Iterable[Row]) -> dict[str, str]:
+    """{span id of a duplicate LLM span: span id of the one kept} within one session's
+    `spans` (rows with kind, call_seq, start_ns, end_ns, output_key, span_id, parent_span_id)."""
+    llm = [s for s in spans if s["kind"] == "llm"]
+    by_answer: dict[Any, list[Row]] = {}
+    for s in llm:
+        if s["output_key"] is not None:
+            by_answer.setdefault(s["output_key"], []).append(s)
+    # an LLM span right under another: the SDK's call inside the framework's (their answers
+    # may be written differently, a handoff's arguments say)
+    by_id = {s["span_id"]: s for s in llm}
+    nested = [[by_id[s["parent_span_id"]], s] for s in llm if s.get("parent_span_id") in by_id]
+    return _merge([*by_answer.values(), *nested], rank=lambda s: (s["call_seq"] is not None, s["start_ns"] or 0),
+                  distinct=lambda a, b: a["call_seq"] is not None and b["call_seq"] is not None)
+
+
+def duplicate_tool_runs(spans: Iterable[Row]) -> dict[str, str]:
+    """{span id of a duplicate tool span: span id of the one kept} within one session's
+    `spans` (rows with kind, start_ns, end_ns, tool_name, tool_call_id, span_id)."""
+    by_name: dict[Any, list[Row]] = {}
+    for s in spans:
+        if s["kind"] == "tool":
+            by_name.setdefault(s["tool_name"], []).append(s)
+    groups: list[list[Row]] = []
+    for same_name in by_name.values():
+        anonymous = [s for s in same_name if not s["tool_call_id"]]
+        ids = {s["tool_call_id"] for s in same_name if s["tool_call_id"]}
+        # one call id: one run; a span naming none may be that run seen by the framework
+        groups += [[s for s in same_name if s["tool_call_id"] == call_id] + anonymous for call_id in ids]
+        if not ids:
+            groups.append(anonymous)
+    return _merge(groups, rank=lambda s: (s["tool_call_id"] is not None, s["start_ns"] or 0),
+                  distinct=lambda a, b: bool(a["tool_call_id"]) and bool(b["tool_call_id"])
+                  and a["tool_call_id"] != b["tool_call_id"],
+                  same=lambda a, b: bool(a["tool_call_id"]) and a["tool_call_id"] == b["tool_call_id"])
+
+
+def _overlap(a: Row, b: Row) -> bool:
+    return (a["start_ns"] or 0) <= (b["end_ns"] or 0) and (b["start_ns"] or 0) <= (a["end_ns"] or 0)
+
+
+def _merge(groups: Iterable[Sequence[Row]], *, rank: Callable[[Row], tuple], distinct: Callable[[Row, Row], bool],
+           same: Callable[[Row, Row], bool] = lambda a, b: False) -> dict[str, str]:
+    """In each group of candidates, the best span (by `rank`) absorbs every other that is
+    the same call (`same`) or overlaps it in time, unless the two are `distinct`."""
+    out: dict[str, str] = {}
+    for group in groups:
+        if len(group) < 2:
+            continue
+        keepers: set[str] = set()
+        for s in sorted(group, key=rank, reverse=True):
+            if s["span_id"] in out:
+                continue
+            for other in group:
+                oid = other["span_id"]
+                if oid == s["span_id"] or oid in out or oid in keepers or distinct(s, other):
+                    continue
+                if same(s, other) or _overlap(s, other):
+                    out[oid] = s["span_id"]
+                    keepers.add(s["span_id"])
+    return out

@@ -1,0 +1,253 @@
+"""Several collectors on one DuckLake (catalog: a real PostgreSQL, started here) stay exact.
+
+Three `tracefix serve --store ducklake:postgres:...` ingest the same sessions at once over
+OTLP/HTTP and OTLP/gRPC, each session's spans split across all three, while one collector
+is killed with -9 and started again; exports that fail go to the next collector, and some
+acknowledged exports are sent again elsewhere (a retry after a lost answer). Then every
+acknowledged span is stored exactly once, each split session reads back whole with its
+steps numbered once, a thumbs-down sent to all three collectors raises one alert delivered
+once, two
+workers claiming through different collectors never get the same job, and the job of a
+dead worker or a dead collector is queued again."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+
+import grpc
+import procs
+import pytest
+from collector_support import TOKEN, WebhookReceiver
+from pgcluster import PostgresCluster, pg_bin_dir
+from test_partial_success import export, make_request, make_span
+
+pytestmark = pytest.mark.skipif(pg_bin_dir() is None, reason="PostgreSQL binaries not found (make pg installs them)")
+
+SESSIONS, PARTS, PER_PART = 9, 3, 4  # each session: 12 LLM spans in 3 exports, one per collector
+SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}  # one stored message, many writers
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    pytest.importorskip("duckdb_extension_ducklake")
+    pytest.importorskip("psycopg")
+    with PostgresCluster() as pg:
+        yield pg
+
+
+@pytest.fixture
+def lake(postgres, tmp_path):
+    """A new lake: (store location, data path)."""
+    conninfo = postgres.create_database(f"lake_{uuid.uuid4().hex[:8]}")
+    return "ducklake:postgres:" + conninfo, str(tmp_path / "lake-files")
+
+
+def _serve(lake, tmp_path, *extra: str, name: str = "c0"):
+    """A collector on the lake; `name` picks its local spool (`<name>.duckdb.spool`): a restart
+    with the same name replays what the killed process acknowledged but had not written."""
+    location, data_path = lake
+    return procs.start_serve(tmp_path / f"{name}.duckdb", "--store", location, "--data-path", data_path,
+                             "--token", TOKEN, "--diagnose", "off", *extra, env={"TRACEFIX_TOKEN": ""})
+
+
+def _session_exports(sid: str) -> list:
+    trace = uuid.uuid4().bytes
+    spans = [make_span(trace, n, "chat lake-agent", {
+        "gen_ai.operation.name": "chat", "tracefix.session.id": sid, "tracefix.step": n,
+        "gen_ai.input.messages": json.dumps([SYSTEM, {"role": "user", "content": f"{sid} q{n}"}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": f"{sid} a{n}"}])})
+        for n in range(PARTS * PER_PART)]
+    return [make_request(spans[p * PER_PART:(p + 1) * PER_PART], service="lake-app") for p in range(PARTS)]
+
+
+def _acked(status) -> bool:
+    return status in (200, grpc.StatusCode.OK)
+
+
+def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, tmp_path):
+    from tracefix.collector.access import HttpAccess
+    from tracefix.collector.store import Store
+
+    webhook = WebhookReceiver()  # every collector delivers alerts to it
+    collectors: list = [None] * 3
+    starters = [threading.Thread(target=lambda i=i: collectors.__setitem__(i, _serve(lake, tmp_path, "--webhook",
+                                                                                     webhook.url, name=f"c{i}")))
+                for i in range(3)]
+    for t in starters:  # three first opens of one lake at once: one of them creates the schema
+        t.start()
+    for t in starters:
+        t.join()
+    assert all(collectors), "a collector did not start"
+    ring = threading.Lock()
+    sessions = [f"lake-{i:02d}-{uuid.uuid4().hex[:6]}" for i in range(SESSIONS)]
+    work = [(sid, part, req) for sid in sessions for part, req in enumerate(_session_exports(sid))]
+    acked: list[tuple[str, int]] = []
+    resent = 0
+    failures: list = []
+
+    def send(slot: int, items: list) -> None:
+        nonlocal resent
+        for k, (sid, part, req) in enumerate(items):
+            target = (slot + part) % 3  # a session's three parts go to three collectors
+            for attempt in range(60):  # what a load balancer does when a backend is gone: the next one
+                via = "grpc" if (k + attempt) % 2 else "protobuf"
+                with ring:
+                    proc = collectors[(target + attempt) % 3]
+                try:
+                    status, answer = export(proc, req, via)
+                except OSError as exc:
+                    status, answer = None, exc
+                if _acked(status):
+                    acked.append((sid, part))
+                    if k % 3 == 0:  # the answer was "lost": the exporter sends it again, elsewhere
+                        with ring:
+                            other = collectors[(target + attempt + 1) % 3]
+                        try:
+                            if _acked(export(other, req, "protobuf")[0]):
+                                resent += 1
+                        except OSError:
+                            pass
+                    break
+                failures.append((status, str(answer)[:200]))
+                time.sleep(0.1)
+
+    # six exporters: requests that meet in a collector's queue share a transaction, as under load
+    senders = [threading.Thread(target=send, args=(slot, work[slot::6])) for slot in range(6)]
+    for t in senders:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < len(work) // 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    victim = collectors[2]
+    victim.popen.send_signal(signal.SIGKILL)  # mid-flood: its answered exports must be in the lake
+    victim.popen.wait()
+    with ring:
+        collectors[2] = collectors[0]  # the balancer routes around it until it is back
+    restarted = _serve(lake, tmp_path, "--webhook", webhook.url, name="c2")
+    with ring:
+        collectors[2] = restarted
+    for t in senders:
+        t.join()
+    try:
+        assert sorted(acked) == sorted((sid, part) for sid, part, _ in work), failures[:5]
+        assert resent > 0
+
+        for proc in collectors:  # an export may be acknowledged from a collector's spool before it is written
+            deadline = time.monotonic() + 60
+            while (h := json.loads(urllib.request.urlopen(proc.match["http"] + "/healthz", timeout=10).read())) \
+                    and (h.get("spooled_requests") or h["pending_spans"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        # maintenance beside live collectors: small files merged, old snapshots expired, nothing lost
+        compacted = subprocess.run([*procs.TRACEFIX, "store", "compact", "--store", lake[0], "--older-than", "0"],
+                                   capture_output=True, text=True, timeout=120)
+        assert compacted.returncode == 0, compacted.stderr
+        assert json.loads(compacted.stdout)["snapshots_expired"] > 0
+
+        store = Store(lake[0], data_path=lake[1])  # the lake itself, as a fourth reader
+        try:
+            con = store.cursor()
+            dupes = con.execute("SELECT trace_id, span_id, count(*) FROM spans GROUP BY ALL HAVING count(*) > 1").fetchall()
+            assert dupes == []
+            per_session = dict(con.execute("SELECT session_id, count(*) FROM spans GROUP BY ALL").fetchall())
+            assert per_session == {sid: PARTS * PER_PART for sid in sessions}
+            assert con.execute("SELECT count(*) - count(DISTINCT session_id) FROM sessions").fetchone()[0] == 0
+            assert con.execute("SELECT count(*) - count(DISTINCT key) FROM messages").fetchone()[0] == 0
+            assert con.execute("SELECT count(*) - count(DISTINCT (session_id, idx)) FROM steps").fetchone()[0] == 0
+        finally:
+            store.close()
+
+        # sessions split across collectors read back whole, through any of them
+        api = HttpAccess(collectors[1].match["http"], TOKEN)
+        for sid in sessions[:4]:
+            steps = api.get_session(sid)["steps"]
+            assert [s["index"] for s in steps] == list(range(PARTS * PER_PART))
+            assert steps[5]["input_messages"][1]["content"] == f"{sid} q5"
+
+        # a thumbs-down carried by a span reaches all three collectors at once: one feedback, one alert
+        target = sessions[0]
+        trace = uuid.uuid4().bytes
+        thumbs = make_request([make_span(trace, 0, "feedback", {"tracefix.session.id": target}, events=[
+            ("gen_ai.evaluation.result", {"gen_ai.evaluation.score.value": -1.0,
+                                          "gen_ai.evaluation.explanation": "wrong account"})])])
+        results: list = []
+        shots = [threading.Thread(target=lambda p=p, via=via: results.append(export(p, thumbs, via)[0]))
+                 for p, via in zip(collectors, ["protobuf", "grpc", "protobuf"])]
+        for t in shots:
+            t.start()
+        for t in shots:
+            t.join()
+        assert all(_acked(s) for s in results), results
+        alerts = api.list_alerts(target)
+        assert len(alerts) == 1 and alerts[0]["payload"]["score"] == -1.0
+        assert len(api.get_session(target)["feedback"]) == 1
+        alert_id = alerts[0]["alert_id"]
+        assert webhook.wait_for(lambda body: body.get("alert_id") == alert_id)
+        delivered_at = time.monotonic()
+
+        # two workers claiming at once, through two collectors, never share a job
+        jobs = {api.enqueue_job(sid, kind="replay")["job_id"] for sid in sessions[:10]}
+        claimed: dict[str, list[str]] = {"w1": [], "w2": []}
+
+        def claim(name: str, proc) -> None:
+            worker_api = HttpAccess(proc.match["http"], TOKEN)
+            while (job := worker_api.claim_job("replay", name, 60)) is not None:
+                claimed[name].append(job["job_id"])
+
+        claimers = [threading.Thread(target=claim, args=("w1", collectors[0])),
+                    threading.Thread(target=claim, args=("w2", collectors[2]))]
+        for t in claimers:
+            t.start()
+        for t in claimers:
+            t.join()
+        assert not set(claimed["w1"]) & set(claimed["w2"])
+        assert sorted(claimed["w1"] + claimed["w2"]) == sorted(jobs)
+        assert claimed["w1"] and claimed["w2"], claimed  # both really competed
+
+        # the alert was delivered once: the collector that claimed the delivery held it while
+        # every collector's delivery loop (5 s) looked at the outbox
+        time.sleep(max(0.0, delivered_at + 6 - time.monotonic()))
+        assert len([r for r in webhook.received if r["json"].get("alert_id") == alert_id]) == 1
+    finally:
+        webhook.close()
+        for proc in collectors:
+            assert proc.stop() == 0, proc.output()
+
+
+def test_dead_workers_and_dead_collectors_jobs_are_queued_again(lake):
+    from tracefix.collector.store import Store
+
+    a = Store(lake[0], data_path=lake[1])
+    b = Store(lake[0], data_path=lake[1])
+    try:
+        from tracefix.collector.normalize import Batch
+
+        batch = Batch()
+        batch.sessions["requeue-s"] = {"started_ns": 1}
+        a.ingest(batch)
+        # a worker that stops renewing its lease: the next claim, from another collector, gets the job
+        leased = a.enqueue_job("requeue-s", kind="replay")["job_id"]
+        assert a.claim_job("replay", "worker-a", lease_s=2)["job_id"] == leased
+        expires = time.monotonic() + 2
+        assert b.claim_job("replay", "worker-b", lease_s=60) is None
+        time.sleep(max(0.0, expires - time.monotonic()) + 0.1)
+        again = b.claim_job("replay", "worker-b", lease_s=60)
+        assert again["job_id"] == leased and again["worker"] == "worker-b" and again["attempts"] == 2
+        assert not a.finish_job(leased, worker="worker-a")  # the late worker's result is refused
+        # a diagnosis a collector runs itself (no lease) is its own while it lives
+        diag = a.enqueue_job("requeue-s", kind="diagnosis")["job_id"]
+        assert a.claim_job("diagnosis")["job_id"] == diag
+        assert b.requeue_running_jobs("diagnosis") == 0  # a still runs: its job stays its own
+        a.close()
+        a = None
+        # a's PostgreSQL session is gone: b's next claim of its own kind of job takes a's first
+        again = b.claim_job("diagnosis")
+        assert again["job_id"] == diag and again["worker"] == b.instance and again["attempts"] == 2
+    finally:
+        for s in (a, b):
+            if s is not None:
+                s.close()
