@@ -58,8 +58,21 @@ def instrumented(instrumentor, provider):
         yield
     finally:
         instrumentor.uninstrument()
+        _unwrap_leftovers()
         provider.force_flush(10_000)
         provider.shutdown()
+
+
+def _unwrap_leftovers() -> None:
+    """OpenLLMetry's OpenAIInstrumentor.uninstrument() leaves its wrappers on the Responses
+    API's methods (wrapt proxies around the SDK's functions); later tests in this process
+    would record through them. Take them off so this module leaves the SDK as it found it."""
+    from openai.resources.responses import AsyncResponses, Responses
+
+    for cls in (Responses, AsyncResponses):
+        for name, value in list(vars(cls).items()):
+            if hasattr(value, "__wrapped__") and type(value).__module__.startswith(("wrapt", "_wrappers")):
+                setattr(cls, name, value.__wrapped__)
 
 
 def _chat(sim_url: str, content: str) -> str:
