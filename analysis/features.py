@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from .graph import ARTIFACT, DEPENDENCY_TYPES, LOOP, SAME_ERROR, TransitionGraph
 from .units import TransitionUnit
@@ -29,7 +29,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "first_error", "steps_to_next_error",
 )
 
-def _zscores(values: list[float]) -> list[float]:
+def zscores(values: Sequence[float]) -> list[float]:
+    """Within-session z-scores, clamped to ±6 (all zeros for fewer than two values or no spread)."""
     n = len(values)
     if n < 2:
         return [0.0] * n
@@ -93,11 +94,11 @@ def step_features(graph: TransitionGraph) -> list[list[float]]:
     n = len(units)
     if n == 0:
         return []
-    latency_z = _zscores([math.log1p(u.latency_ms) for u in units])
-    in_tok_z = _zscores([math.log1p(u.input_tokens) for u in units])
-    out_tok_z = _zscores([math.log1p(u.output_tokens) for u in units])
+    latency_z = zscores([math.log1p(u.latency_ms) for u in units])
+    in_tok_z = zscores([math.log1p(u.input_tokens) for u in units])
+    out_tok_z = zscores([math.log1p(u.output_tokens) for u in units])
     len_log = [math.log1p(u.output_length) for u in units]
-    len_z = _zscores(len_log)
+    len_z = zscores(len_log)
     # Values not grounded in what the step saw: invented, misattributed, picked against the
     # task's wording, or records left out of a summary.
     unsupported = [len(u.unsupported) + len(u.misattributed) + len(u.task_conflicts) + len(u.omitted) for u in units]

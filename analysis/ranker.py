@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .features import zscores
 from .step_signals import SIGNAL_NAMES, step_signal_matrix
 from .units import TransitionUnit
 
@@ -51,13 +52,6 @@ def _rank01(values: Sequence[float]) -> list[float]:
     return out
 
 
-def _zscores(values: Sequence[float]) -> list[float]:
-    n = len(values)
-    mean = sum(values) / n if n else 0.0
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n) if n else 0.0
-    return [0.0 if std < 1e-9 else max(min((v - mean) / std, 6.0), -6.0) for v in values]
-
-
 def ranker_inputs(doc: dict, units: list[TransitionUnit], scores: dict[str, Sequence[float]],
                   hypotheses: Iterable[dict]) -> list[list[float]]:
     """The (steps x FEATURE_NAMES) input matrix for one session, as nested lists."""
@@ -76,7 +70,7 @@ def ranker_inputs(doc: dict, units: list[TransitionUnit], scores: dict[str, Sequ
             heuristic[h["step"]] = max(heuristic[h["step"]], 1.0 / h["rank"])
     detector_columns["heuristic_rank"] = heuristic
     base = [list(signals[k]) + [detector_columns[name][k] for name in DETECTOR_INPUTS] for k in range(n)]
-    relative = [_zscores([row[BASE_INPUTS.index(name)] for row in base]) for name in RELATIVE_INPUTS]
+    relative = [zscores([row[BASE_INPUTS.index(name)] for row in base]) for name in RELATIVE_INPUTS]
     scale = math.log(n) / 4.0  # log(n)/4 is about 1 for a 50-step session
     return [base[k] + [column[k] for column in relative] + [v * scale for v in base[k]] for k in range(n)]
 
