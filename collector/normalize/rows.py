@@ -132,6 +132,19 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     seen: set[tuple[str, str]] = set()
     pending: list[tuple[Any, ReadSpan, Origin]] = []  # spans with no session attribute: rows built once all sessions are seen
     known = batch.explicit_traces
+
+    def emit(span: Any, read: ReadSpan, sid: str, where: Origin) -> None:
+        """Keep the span's row once (a span repeated in the request keeps its first row)."""
+        key = (read.trace_id, read.span_id)
+        if key in seen:
+            return
+        try:
+            rows.append(_span_row(batch, span, read, sid, where))
+        except Exception as exc:
+            _reject(batch, _span_label(span), _reason(exc))
+            return
+        seen.add(key)
+
     for rs in request.resource_spans:
         try:
             resource = attributes(rs.resource.attributes, max_attribute_chars)
@@ -154,29 +167,15 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
                 if sid is None:
                     pending.append((span, read, where))
                     continue
-                key = (read.trace_id, read.span_id)
                 known.setdefault(read.trace_id, sid)
-                if key not in seen:
-                    try:
-                        rows.append(_span_row(batch, span, read, sid, where))
-                    except Exception as exc:
-                        _reject(batch, _span_label(span), _reason(exc))
-                        continue
-                    seen.add(key)
+                emit(span, read, sid, where)
     for span, read, where in pending:
         trace_id = read.trace_id
         sid = known.get(trace_id)
         if sid is None:
             sid = trace_id
             batch.fallback_traces.add(sid)
-        key = (trace_id, read.span_id)
-        if key not in seen:
-            try:
-                rows.append(_span_row(batch, span, read, sid, where))
-            except Exception as exc:
-                _reject(batch, _span_label(span), _reason(exc))
-                continue
-            seen.add(key)
+        emit(span, read, sid, where)
     if rows:
         try:
             table = tuples_table(rows)
