@@ -181,6 +181,8 @@ class WarehouseTools:
         order = self.world.state["orders"].get(order_ref or "")
         if order is None:
             return f"unable to refund: no payment on record for {order_ref or 'an order with no reference'}"
+        if amount in (None, ""):
+            return f"unable to refund {order_ref}: no amount was given"
         cents = _cents(amount)
         if cents is None:
             return f"unable to refund {order_ref}: the amount {amount!r} is not a positive sum"
