@@ -300,11 +300,20 @@ def _misread(c: Call) -> tuple[Call, str, tuple] | None:
         return None
     if c.name == "order_details":
         wrong = json.loads(json.dumps(r))
-        first = wrong["lines"][0]
-        first["qty"] += 1
+        lines = wrong["lines"]
+        if len(lines) >= 2:
+            # the items slide one line up, the quantities stay: each item gets another's count
+            items = [{k: line[k] for k in ("sku", "item", "unit_price")} for line in lines]
+            for line, item in zip(lines, items[1:] + items[:1]):
+                line.update(item)
+            return (Call(c.name, c.args, wrong, None),
+                    f"read the lines of {r['order_ref']} with their items rotated: "
+                    + ", ".join(f"{line['qty']} x {line['sku']}" for line in lines),
+                    tuple(line["sku"] for line in r["lines"]))
+        lines[0]["qty"] += 1
         return (Call(c.name, c.args, wrong, None),
-                f"read line 1 of {r['order_ref']} as {first['qty']} x {first['sku']} instead of {r['lines'][0]['qty']}",
-                (str(r["lines"][0]["qty"]),))
+                f"read line 1 of {r['order_ref']} as {lines[0]['qty']} x {lines[0]['sku']} instead of "
+                f"{r['lines'][0]['qty']}", (str(r["lines"][0]["qty"]),))
     if c.name == "stock_level":
         wrong = {**r, "on_hand": r["on_hand"] + 10}
         return Call(c.name, c.args, wrong, None), f"read {r['sku']} as {wrong['on_hand']} on hand instead of " \
