@@ -155,10 +155,11 @@ def _dispatcher(messages: list[dict], reads_edits: bool) -> Decision:
     progress, retakes, spoke, last = 0, 0, False, None
     sent: dict[int, str] = {}
     pending: list[str] = []
-    for m in messages[1:]:
-        if m.get("role") == "user" and m is not messages[1] and not _is_reply(m) \
-                and not str(m.get("content") or "").startswith(TICKET_MARK):
-            pending.append(str(m.get("content") or ""))
+    for m in messages:
+        if m.get("role") == "system":
+            continue
+        if m.get("role") == "user" and not _is_reply(m) and not str(m.get("content") or "").startswith(TICKET_MARK):
+            pending.append(str(m.get("content") or ""))  # an edit: neither the ticket nor a crew reply
             continue
         if m.get("role") == "assistant":
             spoke, pending = True, []

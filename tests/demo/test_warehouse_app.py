@@ -74,3 +74,25 @@ def test_demo_run_domain_warehouse_against_a_sim_process(tmp_path):
     assert "w04 FAILED" in r.stdout and "w03 success" in r.stdout
     assert "w04: step 2 Cashier missing_argument: payment_info called without 'order_ref'" in r.stdout
     assert r.stdout.strip().endswith("succeeded: 1/2")
+
+
+def test_an_edit_that_carries_what_the_slip_needs_prevents_it(tmp_path):
+    """The recorded conversation of step 5 (the Stocker's reserve call), sent again with and
+    without an edit pointing at the note: with it the call is right and no fault is recorded."""
+    import openai
+
+    with running_sim() as clean:
+        run_task("w01", base_url=clean.base_url, seed=0)
+        (session,) = clean.stats()["by_session"]
+        messages = clean.transcript(session)[5]["messages"]
+    plan = [{"task": "w01", "step": 5, "kind": "wrong_argument"}]
+    edit = {"role": "user", "content": "Reserve exactly the item the Dispatcher's instruction names."}
+    answers = {}
+    for name, sent in (("plain", messages), ("edited", messages + [edit])):
+        with running_sim(plan=plan, follow_prob=1.0) as sim:
+            client = openai.OpenAI(base_url=sim.base_url, api_key="k", max_retries=0, default_headers={
+                "X-Demo-Task": "w01", "X-Demo-Step": "5", "X-Demo-Session": f"edit-{name}"})
+            reply = client.chat.completions.create(model="warehouse-crew", messages=sent)
+            answers[name] = (json.loads(reply.choices[0].message.tool_calls[0].function.arguments)["sku"],
+                             len(sim.injector.injected))
+    assert answers == {"plain": ("sku:61-c", 1), "edited": ("sku:40-a", 0)}
