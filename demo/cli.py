@@ -99,13 +99,13 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
 def _select_tasks(spec: str, domain: str = "bank") -> list[str]:
     from .domains import get_domain
 
-    TASKS = get_domain(domain).tasks
+    known = list(get_domain(domain).tasks)
     if spec == "all":
-        return list(TASKS)
+        return known
     chosen = [t.strip() for t in spec.split(",") if t.strip()]
-    unknown = [t for t in chosen if t not in TASKS]
+    unknown = [t for t in chosen if t not in known]
     if unknown:
-        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(TASKS)}", param_hint="--tasks")
+        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(known)}", param_hint="--tasks")
     return chosen
 
 

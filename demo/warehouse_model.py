@@ -280,7 +280,7 @@ def _sentences(c: Call) -> list[str]:
     raise TypeError("a result of another shape")
 
 
-def _reply(agent: str, calls: list[Call], extra: list[str] = ()) -> str:
+def _reply(agent: str, calls: list[Call]) -> str:
     said = []
     for c in calls:
         if c.error:
@@ -289,7 +289,7 @@ def _reply(agent: str, calls: list[Call], extra: list[str] = ()) -> str:
             said += _sentences(c)
         except (KeyError, TypeError, IndexError, AttributeError):
             said.append(f"{c.name} gave {json.dumps(c.result, sort_keys=True)}.")
-    return " ".join([f"{agent} here."] + said + list(extra))
+    return " ".join([f"{agent} here.", *said])
 
 
 def _misread(c: Call) -> tuple[Call, str, tuple] | None:

@@ -93,6 +93,7 @@ class Crew:
                 if re.search(r"\btake \d", text):
                     self.retakes += 1
                 continue
+            assert member is not None  # a "job" always names its crew member
             dispatcher.append({"role": "user", "content": self._job(member, crew[member], text)})
         return f"Sorry, this ticket got no reply within {MAX_DISPATCHER_TURNS} turns."
 
