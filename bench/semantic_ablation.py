@@ -13,14 +13,21 @@ sessions in file-number order so the folds are the same) for each variant:
 
   full (current inputs)         the ranker as shipped today
   + semantic                    the current inputs and the semantic columns
+  + semantic z-scores only      ... only their within-session z-scores (fewest new weights)
   full - TF-IDF similarity      the lexical task/final similarity and novelty zeroed
   semantic for TF-IDF           ... and the semantic columns in their place
   signals only (+ semantic)     no detector or heuristic input, with and without semantics
   semantic only                 the semantic columns alone (plus position, to be fair:
                                 rel_position, agent_turn, first_agent_turn)
 
-Printed side by side: top-1 and hit@3 per subset (mean over seeds), and the seed spread of
-top-1. One session moves a rate by 1/63 (algo) or 1/29 (hand).
+Printed side by side: top-1 and hit@3 per subset (mean over seeds), the seed spread of
+top-1, and the paired change against `full`: in how many (session, seed) pairs the variant's
+first step became right (+) or wrong (-). One session moves a rate by 1/63 (algo) or 1/29
+(hand). Choosing the best of these rows on this same split would itself be fitting to it:
+a variant earns a place only by a margin well beyond a session or two.
+
+Also timed: the semantic columns of one 1,000-step session made of the split's own steps
+(real text), after the model is loaded.
 """
 from __future__ import annotations
 
@@ -69,20 +76,40 @@ def semantic_block(doc: dict, embedder) -> tuple[list[str], list[list[float]], f
 
 
 def evaluate(items: list[dict], inputs: list, folds: int, seeds: tuple[int, ...], select=None) -> dict:
+    """Per subset: mean top-1 / hit@3 over seeds, top-1's range, and each (seed, session)'s hit."""
     from tracefix.analysis.ranker_training import cross_validate
 
     flat = cross_validate(items, inputs, folds=folds, seeds=seeds, select=select)
     out = {}
     for subset in SUBSETS:
         idx = [i for i, it in enumerate(items) if it["group"] == subset]
-        top1, hit3 = [], []
+        top1, hit3, hits = [], [], []
         for s in range(len(seeds)):
             ranked = [flat[s * len(items) + i] for i in idx]
+            hits += [r[0] == items[i]["step"] for r, i in zip(ranked, idx)]
             top1.append(sum(r[0] == items[i]["step"] for r, i in zip(ranked, idx)) / len(idx))
             hit3.append(sum(items[i]["step"] in r[:3] for r, i in zip(ranked, idx)) / len(idx))
         out[subset] = {"n": len(idx), "top1": statistics.mean(top1), "hit3": statistics.mean(hit3),
-                       "top1_min": min(top1), "top1_max": max(top1)}
+                       "top1_min": min(top1), "top1_max": max(top1), "hits": hits}
     return out
+
+
+def long_session_seconds(items: list[dict], embedder, steps: int = 1000) -> tuple[float, int]:
+    """Seconds for the semantic columns of one `steps`-step session built from the split's own
+    steps (best of three, model already loaded), and its text size in characters."""
+    from tracefix.analysis.semantic import semantic_columns
+    from tracefix.analysis.step_signals import _text_of
+    from tracefix.analysis.units import build_units
+
+    pool = [step for it in items for step in it["doc"]["steps"]]
+    doc = {**items[0]["doc"], "steps": [dict(pool[k % len(pool)], index=k) for k in range(steps)]}
+    units = build_units(doc)
+    runs = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        semantic_columns(doc, units, embedder=embedder)
+        runs.append(time.perf_counter() - t0)
+    return min(runs), sum(len(_text_of(u)) for u in units)
 
 
 def main() -> None:
@@ -133,6 +160,7 @@ def main() -> None:
     variants = {
         "full (current inputs)": (base, None),
         "+ semantic": (combined, None),
+        "+ semantic z-scores only": (combined, keep(lambda n: not is_semantic(n) or n.endswith("_z"))),
         "full - TF-IDF similarity": (combined, keep(lambda n: not is_semantic(n) and not is_tfidf(n))),
         "semantic for TF-IDF": (combined, keep(lambda n: not is_tfidf(n))),
         "signals only": (combined, keep(lambda n: not is_semantic(n) and not is_detector(n))),
@@ -145,20 +173,25 @@ def main() -> None:
     results = {name: evaluate(items, X, args.folds, seeds, select) for name, (X, select) in variants.items()}
 
     n_steps = [len(X) for X in base]
+    long_s, long_chars = long_session_seconds(items, embedder)
     sizes = {s: sum(it["group"] == s for it in items) for s in SUBSETS}
     print(f"Who&When dev split: {len(items)} sessions ({', '.join(f'{s}: {n}' for s, n in sizes.items())}), "
           f"{args.folds} folds x {len(seeds)} seeds, ranker cross-validated; mean over seeds, [min-max top-1 over seeds]")
     print(f"semantic model {embedder.name} ({embedder.dim}-d): load {load_s:.2f}s; semantic columns per session "
           f"median {statistics.median(embed_seconds) * 1000:.1f} ms, max {max(embed_seconds) * 1000:.1f} ms "
-          f"(sessions of median {statistics.median(n_steps):.0f}, max {max(n_steps)} steps)")
+          f"(sessions of median {statistics.median(n_steps):.0f}, max {max(n_steps)} steps); "
+          f"a 1,000-step session of the split's steps ({long_chars / 1e6:.1f} M chars): {long_s * 1000:.0f} ms")
     print()
-    print(f"{'variant':<28}" + "".join(f" | {f'{s} (n={n})':<34}" for s, n in sizes.items()))
-    print(f"{'':<28}" + " | top-1  hit@3  top-1 over seeds  " * len(SUBSETS))
+    reference = results["full (current inputs)"]
+    print(f"{'variant':<28}" + "".join(f" | {f'{s} (n={n})':<44}" for s, n in sizes.items()))
+    print(f"{'':<28}" + " | top-1  hit@3  top-1 over seeds  vs full   " * len(SUBSETS))
     for name, per_subset in results.items():
         line = f"{name:<28}"
         for s in SUBSETS:
             r = per_subset[s]
-            line += f" | {r['top1']:.3f}  {r['hit3']:.3f}  [{r['top1_min']:.3f}-{r['top1_max']:.3f}]   "
+            gained = sum(h and not g for h, g in zip(r["hits"], reference[s]["hits"]))
+            lost = sum(g and not h for h, g in zip(r["hits"], reference[s]["hits"]))
+            line += f" | {r['top1']:.3f}  {r['hit3']:.3f}  [{r['top1_min']:.3f}-{r['top1_max']:.3f}]    +{gained:<2} -{lost:<2}  "
         print(line)
 
 
