@@ -29,9 +29,10 @@ vector, so its cosines are 0):
                              trained with the model is not misled by the zeros.
 
 `semantic_columns(doc, units)` gives `(SEMANTIC_NAMES, rows)`, one row per unit; the
-embedder loads once per process (about 0.2 s) and a 1,000-step session of 1.3 MB of text
-embeds in about 0.3 s, nearly all of it tokenization (linear in text size; each step's text
-is cut at `MAX_STEP_CHARS`).
+embedder loads once per process (about 0.2 s) and a 1,000-step session of 1.7 M characters
+takes about 0.4 s on a small shared CPU, nearly all of it tokenization (linear in text size;
+each step's text is cut at `MAX_STEP_CHARS`). The private helpers shared with `step_signals`
+(a step's text, its speaker) keep both modules reading a step the same way.
 """
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ WEIGHTS_KEY = "embedding.weight"
 MAX_STEP_CHARS = 8000
 CONCLUSION_MIN_WORDS = 20
 
-SEMANTIC_NAMES = ("semantic_available", "sem_task_similarity", "sem_final_similarity",
-                  "sem_conclusion_similarity", "sem_max_prior_similarity", "sem_prev_similarity", "sem_next_similarity", "sem_later_echo")
+SEMANTIC_NAMES = ("semantic_available", "sem_task_similarity", "sem_final_similarity", "sem_conclusion_similarity",
+                  "sem_max_prior_similarity", "sem_prev_similarity", "sem_next_similarity", "sem_later_echo")
 # Columns whose level depends on the session (its topic, its length): worth giving the ranker
 # as within-session z-scores too, as `ranker.RELATIVE_INPUTS` does for the lexical ones.
 SEMANTIC_RELATIVE = ("sem_task_similarity", "sem_final_similarity", "sem_conclusion_similarity",
