@@ -55,11 +55,9 @@ CONCLUSION_MIN_WORDS = 20
 
 SEMANTIC_NAMES = ("semantic_available", "sem_task_similarity", "sem_final_similarity", "sem_conclusion_similarity",
                   "sem_max_prior_similarity", "sem_prev_similarity", "sem_next_similarity", "sem_later_echo")
-# Columns whose level depends on the session (its topic, its length): worth giving the ranker
-# as within-session z-scores too, as `ranker.RELATIVE_INPUTS` does for the lexical ones.
-SEMANTIC_RELATIVE = ("sem_task_similarity", "sem_final_similarity", "sem_conclusion_similarity",
-                     "sem_max_prior_similarity",
-                     "sem_prev_similarity", "sem_next_similarity", "sem_later_echo")
+# Every column but the flag depends on the session (its topic, its length): worth giving the
+# ranker as within-session z-scores too, as `ranker.RELATIVE_INPUTS` does for the lexical ones.
+SEMANTIC_RELATIVE = SEMANTIC_NAMES[1:]
 _BLOCK = 512  # rows of the step-by-step cosine matrix computed at once (memory O(block x steps))
 
 
