@@ -440,9 +440,11 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         else:
             unit = _unit_from_llm(step, pos, is_last, task, hubs, structured)
             if not unit.action["calls"] and unit.action["text"]:
-                own = _own_results(units, unit.agent)
+                calls = _own_calls(units, unit.agent)
+                own = [result for _, result in calls]
                 unit.misattributed = misattributed_values(unit.action["text"], own)
-                unit.omitted = omitted_records(unit.action["text"], own)
+                unit.omitted = sorted(set(omitted_records(unit.action["text"], own))
+                                      | set(dropped_findings(unit.action["text"], calls)))
             if task_words and results and not is_last:
                 # Only the first step to pick a conflicting id chose it; later ones were handed it.
                 unit.task_conflicts = [v for v in task_conflicts(_used_values(unit.action["calls"], unit.action["text"]),
@@ -575,16 +577,32 @@ def omitted_records(text: str, results: list[Any]) -> list[str]:
     named = extract_artifacts(text)
     out: set[str] = set()
     for result in results:
-        groups: dict[Any, list[set[str]]] = {}
-        for shape, values in _records(result):
-            groups.setdefault(shape, []).append({str(v) for v in values if isinstance(v, str) and _ID.fullmatch(v)})
+        records = _records(result)
+        ids = [{str(v) for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+        unique = [mine - set().union(*(other for j, other in enumerate(ids) if j != i)) for i, mine in enumerate(ids)]
+        mentioned = [bool(u & named) for u in unique]
+        groups: dict[Any, list[int]] = {}
+        for i, (shape, _, _) in enumerate(records):
+            groups.setdefault(shape, []).append(i)
         for members in groups.values():
-            if len(members) < 2:
-                continue
-            unique = [ids - set().union(*(m for m in members if m is not ids)) for ids in members]
-            mentioned = [bool(u & named) for u in unique]
-            if any(mentioned):
-                out |= {sorted(u)[0] for u, said in zip(unique, mentioned) if u and not said}
+            if len(members) >= 2 and any(mentioned[i] for i in members):
+                out |= {sorted(unique[i])[0] for i in members if unique[i] and not mentioned[i]}
+    return sorted(out)
+
+
+def dropped_findings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
+    """Ids a call found (in its result, not in its arguments) that a summary naming the
+    call's subject (an id among its arguments) relays none of: the summary speaks of what
+    the call looked at and drops everything it found ("no transactions on A1" of a result
+    that listed one). Read from the flow of values, so the result's layout does not matter."""
+    named = extract_artifacts(text)
+    out: set[str] = set()
+    for arguments, result in calls:
+        subject = {v for v in extract_artifacts(_values_text(arguments)) if _ID.fullmatch(v)}
+        found = {v for v in extract_artifacts(_values_text(result) if not isinstance(result, str) else result)
+                 if _ID.fullmatch(v)} - subject
+        if subject & named and found and not found & named:
+            out.add(sorted(found)[0])
     return sorted(out)
 
 
@@ -597,10 +615,10 @@ def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> 
         records = _records(result)
         if len(records) < 2:
             continue
-        words = [_words_of(values) for _, values in records]
+        words = [_words_of(values) for _, values, _ in records]
         owner_of = {}
         for v in used:
-            owners = [i for i, (_, values) in enumerate(records) if any(str(x) == v for x in values)]
+            owners = [i for i, (_, values, _) in enumerate(records) if any(str(x) == v for x in values)]
             if len(owners) == 1:
                 owner_of[v] = owners[0]
         for v, i in owner_of.items():
@@ -614,13 +632,15 @@ def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> 
     return sorted(out)
 
 
-def _own_results(units: list[TransitionUnit], agent: str) -> list[Any]:
-    """Tool results of `agent`'s calls since it was last handed work (its current block)."""
-    out: list[Any] = []
+def _own_calls(units: list[TransitionUnit], agent: str) -> list[tuple[Any, Any]]:
+    """(arguments, result) of `agent`'s calls that returned a result since it was last
+    handed work (its current block), newest first."""
+    out: list[tuple[Any, Any]] = []
     for u in reversed(units):
         if u.agent != agent:
             break
-        out += [f["result"] for f in u.feedback if f.get("result") is not None]
+        out += [(c["arguments"], f["result"]) for c, f in zip(u.action["calls"], u.feedback)
+                if f.get("result") is not None and not f.get("error")]
     return out
 
 
@@ -631,8 +651,9 @@ def _words_of(values: list) -> set[str]:
     return {str(v).lower() for v in values if isinstance(v, str) and _WORD.fullmatch(v)}
 
 
-# A record: (shape, values). Records of one shape are siblings (the same kind of thing).
-Record = tuple[Any, list]
+# A record: (shape, values, listed). Records of one shape are siblings (the same kind of
+# thing); `listed`: an item of a listing (a JSON list, a text line after the first).
+Record = tuple[Any, list, bool]
 
 
 def _records(obj: Any) -> list[Record]:
@@ -641,22 +662,22 @@ def _records(obj: Any) -> list[Record]:
     (text_records), so a result reads the same whether the tool answered in JSON or prose."""
     out: list[Record] = []
 
-    def walk(o: Any) -> None:
+    def walk(o: Any, in_list: bool = False) -> None:
         if isinstance(o, dict):
             values = [v for v in o.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
             if values:
                 out.append((frozenset(k for k, v in o.items() if isinstance(v, (str, int, float))
-                                      and not isinstance(v, bool)), values))
+                                      and not isinstance(v, bool)), values, in_list))
             for v in o.values():
                 if isinstance(v, (dict, list, tuple)):  # a field's own text is a value, not a listing
                     walk(v)
         elif isinstance(o, (list, tuple)):
             for v in o:
-                walk(v)
+                walk(v, True)
         elif isinstance(o, str) and o.strip():
             parsed = from_json_text(o) if o.lstrip()[:1] in "[{" else None
             if isinstance(parsed, (dict, list)):
-                walk(parsed)
+                walk(parsed, in_list)
             else:
                 out.extend(text_records(o))
 
@@ -700,7 +721,7 @@ def text_records(text: str) -> tuple[Record, ...]:
         if shape is None:
             templates.append(blanked)
             shape = blanked
-        out.append((("text", shape), tokens))
+        out.append((("text", shape), tokens, bool(out)))
     return tuple(out)
 
 
@@ -710,12 +731,12 @@ def misattributed_values(text: str, results: list[Any]) -> list[str]:
     records = _records(results)
     if len(records) < 2:
         return []
-    ids = [extract_artifacts(" ".join(str(v) for v in values)) for _, values in records]
+    ids = [extract_artifacts(" ".join(str(v) for v in values)) for _, values, _ in records]
     owners: dict[str, list[int]] = {}
     for i, found in enumerate(ids):
         for a in found:
             owners.setdefault(a, []).append(i)
-    words = [_words_of(values) for _, values in records]
+    words = [_words_of(values) for _, values, _ in records]
     out: list[str] = []
     for line in re.split(r"\n|\s-\s|;", text):
         named = {i for a in extract_artifacts(line) for i in owners.get(a, []) if len(owners[a]) == 1}

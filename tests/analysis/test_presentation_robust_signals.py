@@ -76,9 +76,9 @@ SENTENCES = "box7a is a red box of size 12.\nbox9c is a blue box of size 14."
 
 def test_records_are_read_from_prose_lines_whatever_their_template():
     records = text_records(PROSE)
-    assert [values[1] for _, values in records] == ["box7a", "box9c", "box4d"]
-    assert len({shape for shape, _ in records}) == 1  # one template: siblings
-    assert len({shape for shape, _ in text_records(SENTENCES)}) == 1
+    assert [values[1] for _, values, _ in records] == ["box7a", "box9c", "box4d"]
+    assert len({shape for shape, _, _ in records}) == 1  # one template: siblings
+    assert len({shape for shape, _, _ in text_records(SENTENCES)}) == 1
     assert text_records("no record here at all") == ()
 
 
@@ -88,3 +88,17 @@ def test_record_signals_work_on_prose_results_as_on_json():
         assert "box9c" in omitted_records("found box7a", [result])
         assert task_conflicts({"box7a"}, [result], {"blue", "item"}) == ["box7a"]
         assert task_conflicts({"box9c"}, [result], {"blue", "item"}) == []
+
+
+def test_a_summary_that_names_what_a_call_looked_at_but_none_of_what_it_found_drops_it():
+    from tracefix.analysis.units import dropped_findings
+
+    listing = {"shelf": "s1", "boxes": [{"ref": "box7a", "color": "red"}]}
+    prose = "boxes - color red; ref box7a; shelf s1"  # the same, laid out as text, keys reversed
+    for result in (listing, prose):
+        assert dropped_findings("shelf s1 holds no boxes", [({"shelf": "s1"}, result)]) == ["box7a"]
+        assert dropped_findings("shelf s1 holds box7a", [({"shelf": "s1"}, result)]) == []
+        assert dropped_findings("nothing to say", [({"shelf": "s1"}, result)]) == []  # not about the call
+    steps = [_step(0, "a", calls=[{"name": "list", "arguments": {"shelf": "s1"}, "result": prose}]),
+             _step(1, "a", "Report: shelf s1 is empty.")]
+    assert build_units({"steps": steps})[1].omitted == ["box7a"]
