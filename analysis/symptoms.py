@@ -34,7 +34,11 @@ class Symptom:
 
 
 def claims_failure(u: TransitionUnit) -> bool:
-    return u.claims_failure and not u.claims_success and not u.action["calls"]
+    """A text step that reports failure: in so many words, or by its round being handed out
+    again (units.mark_failed_rounds), whatever its words."""
+    if u.action["calls"] or u.status == "error":
+        return False
+    return (u.claims_failure and not u.claims_success) or u.round_failed
 
 
 def handover_source(units: list[TransitionUnit], k: int) -> int | None:

@@ -12,6 +12,7 @@ so it is cheap to import anywhere.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -96,6 +97,10 @@ class TransitionUnit:
     output_length: int = 0
     claims_success: bool = False
     claims_failure: bool = False
+    # The step closed a round of work (the last word of an agent handed work) that the
+    # agent who handed it over then handed out again: the round failed, whatever the
+    # report's wording (see mark_failed_rounds).
+    round_failed: bool = False
 
     def summary(self, width: int = 120) -> str:
         """One line a person (or an analyst LLM) can read."""
@@ -435,18 +440,135 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         else:
             unit = _unit_from_llm(step, pos, is_last, task, hubs, structured)
             if not unit.action["calls"] and unit.action["text"]:
-                own = _own_results(units, unit.agent)
+                calls = _own_calls(units, unit.agent)
+                own = [result for _, result in calls]
                 unit.misattributed = misattributed_values(unit.action["text"], own)
-                unit.omitted = omitted_records(unit.action["text"], own)
+                unit.omitted = sorted(set(omitted_records(unit.action["text"], own))
+                                      | set(dropped_findings(unit.action["text"], calls)))
             if task_words and results and not is_last:
                 # Only the first step to pick a conflicting id chose it; later ones were handed it.
                 unit.task_conflicts = [v for v in task_conflicts(_used_values(unit.action["calls"], unit.action["text"]),
                                                                  results[-_CONTEXT_MESSAGES:], task_words)
                                        if v not in conflicted]
                 conflicted.update(unit.task_conflicts)
-            results += [f["result"] for f in unit.feedback if isinstance(f.get("result"), (dict, list))]
+            results += [f["result"] for f in unit.feedback if isinstance(f.get("result"), (dict, list))
+                        or (_text_result(f.get("result")) and not f.get("error"))]
         units.append(unit)
+    mark_error_shaped_results(units)
+    mark_failed_rounds(units)
     return units
+
+
+# Words a failure message is made of in any app: an outcome that did not happen (not found,
+# unable, denied, timed out) or a precondition unmet (missing, required, invalid, unknown).
+_ERROR_WORDS = re.compile(
+    r"\b(?:errors?|exception|traceback|fail(?:s|ed|ure)?|unable|cannot|can't|could ?n[o']t|"
+    r"not (?:found|allowed|permitted|supported|available|valid|authori[sz]ed)|no such|does not exist|"
+    r"missing|required|invalid|denied|forbidden|unauthori[sz]ed|insufficient|exceed(?:s|ed)?|"
+    r"rejected|refused|timed? ?out|unavailable|unknown)\b", re.I)
+# A failure message is a line or two; a listing of records is longer.
+_SHORT_RESULT_CHARS = 300
+
+
+def _text_result(result: Any) -> str | None:
+    """A tool result given as plain text (not JSON text): its stripped text, else None."""
+    if not isinstance(result, str) or not result.strip():
+        return None
+    if result.lstrip()[:1] in "[{" and isinstance(from_json_text(result), (dict, list)):
+        return None
+    return result.strip()
+
+
+def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
+    """Tool results that are failures returned as text rather than raised, read from their
+    shape and from what the agent did next, not from the tool's vocabulary alone:
+
+    - a short text result worded as a failure (error words, not a record listing);
+    - a short text result the agent answers by making the very same call again in its next
+      step (an immediate retry: the result was of no use to it) that answers the same text
+      again or answers in JSON this time;
+    and, once one result is known for an error, the same text from the same tool elsewhere.
+    Each such step becomes an error step (outcome "error_result"), as if the tool had raised."""
+    flagged: set[tuple[str, str]] = set()
+    for k, u in enumerate(units):
+        if u.kind != "llm":
+            continue
+        nxt = units[k + 1] if k + 1 < len(units) else None
+        # What the same call gave when the agent made it again in its very next step.
+        again = {sig: f.get("error") or f.get("result") for sig, f in zip(nxt.call_signatures, nxt.feedback)} \
+            if nxt is not None and nxt.agent == u.agent else {}
+        for sig, f in zip(u.call_signatures, u.feedback):
+            text = None if f.get("error") else _text_result(f.get("result"))
+            if text is None or len(text) > _SHORT_RESULT_CHARS:
+                continue
+            # Retried and answered the same way (a failure that does not go away), or answered
+            # in structure the second time (the first answer was the odd one out).
+            retried = sig in again and (again[sig] == f.get("result") or isinstance(again[sig], (dict, list)))
+            if retried or _ERROR_WORDS.search(text):
+                flagged.add((f["tool"], normalize_error(text) or ""))
+    if not flagged:
+        return
+    for u in units:
+        if u.kind != "llm" or u.status == "error":
+            continue
+        for f in u.feedback:
+            text = None if f.get("error") else _text_result(f.get("result"))
+            if text is not None and (f["tool"], normalize_error(text) or "") in flagged:
+                u.status, u.outcome = "error", "error_result"
+                u.error_text = f"{f['tool']}: {text}"
+                u.error_signature = normalize_error(u.error_text)
+                break
+
+
+def _request(u: TransitionUnit) -> tuple[set[str], set[str]]:
+    """A hand-over's words (lower-cased) and its values: the artifacts and capitalized words
+    it names (who and what the request is about)."""
+    text = u.action["text"] + " " + " ".join(u.call_signatures if u.action["calls"] else [])
+    words = {t.lower() for t in re.findall(r"[A-Za-z0-9][\w.-]*", text)}
+    values = set(extract_artifacts(text)) | set(re.findall(r"\b[A-Z][a-z]+\b", text))
+    return words, values
+
+
+def _same_request(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) -> bool:
+    """The same values, and words that overlap at least _SAME_REQUEST (Jaccard)."""
+    (wa, va), (wb, vb) = a, b
+    return va == vb and len(wa & wb) >= _SAME_REQUEST * len(wa | wb)
+
+
+# Two hand-overs naming the same values with words that overlap this much ask for the same work.
+_SAME_REQUEST = 0.7
+_MIN_REQUEST_TOKENS = 4
+
+
+def mark_failed_rounds(units: list[TransitionUnit]) -> None:
+    """Set `round_failed` on the report of every round of work that was handed out again.
+
+    A hand-over is a coordinator's step after which another agent speaks; its round runs until the
+    hand-over's agent speaks again, and its report is the round's last text step. When the
+    same agent later hands the same agent the same request again (nearly the same words),
+    the first round did not get the work done, whatever its report says: that report is a
+    failure report. Read from the conversation's structure alone: no wording, no names."""
+    n = len(units)
+    # Who hands work out: the hub of the conversation's shape (or an agent named as a
+    # coordinator); a worker's report handed back is the end of a round, not a request.
+    givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
+    handovers = [k for k in range(n - 1) if units[k].agent in givers and units[k + 1].agent != units[k].agent
+                 and (units[k].action["text"].strip() or units[k].action["calls"])]
+    requests = {k: _request(units[k]) for k in handovers}
+    for i, h in enumerate(handovers):
+        giver, taker = units[h].agent, units[h + 1].agent
+        if len(requests[h][0]) < _MIN_REQUEST_TOKENS:
+            continue
+        again = any(units[g].agent == giver and units[g + 1].agent == taker
+                    and _same_request(requests[h], requests[g]) for g in handovers[i + 1:])
+        if not again:
+            continue
+        end = next((j for j in range(h + 1, n) if units[j].agent == giver), None)
+        if end is None or end == h + 1:
+            continue
+        report = next((j for j in range(end - 1, h, -1)
+                       if units[j].action["text"].strip() and not units[j].action["calls"]), end - 1)
+        units[report].round_failed = True
 
 
 def omitted_records(text: str, results: list[Any]) -> list[str]:
@@ -455,21 +577,33 @@ def omitted_records(text: str, results: list[Any]) -> list[str]:
     named = extract_artifacts(text)
     out: set[str] = set()
     for result in results:
-        groups: dict[tuple, list[set[str]]] = {}
-        for r in _records(result, []):
-            if r:
-                groups.setdefault(tuple(sorted(r)), []).append(
-                    {str(v) for v in r.values() if isinstance(v, str) and _ID.fullmatch(str(v))})
+        records = _records(result)
+        ids = [{str(v) for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+        unique = [mine - set().union(*(other for j, other in enumerate(ids) if j != i)) for i, mine in enumerate(ids)]
+        mentioned = [bool(u & named) for u in unique]
+        groups: dict[Any, list[int]] = {}
+        for i, (shape, _, _) in enumerate(records):
+            groups.setdefault(shape, []).append(i)
         for members in groups.values():
-            if len(members) < 2:
-                continue
-            unique = [ids - set().union(*(m for m in members if m is not ids)) for ids in members]
-            mentioned = [bool(u & named) for u in unique]
-            if any(mentioned):
-                out |= {sorted(u)[0] for u, said in zip(unique, mentioned) if u and not said}
+            if len(members) >= 2 and any(mentioned[i] for i in members):
+                out |= {sorted(unique[i])[0] for i in members if unique[i] and not mentioned[i]}
     return sorted(out)
 
 
+def dropped_findings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
+    """Ids a call found (in its result, not in its arguments) that a summary naming the
+    call's subject (an id among its arguments) relays none of: the summary speaks of what
+    the call looked at and drops everything it found ("no transactions on A1" of a result
+    that listed one). Read from the flow of values, so the result's layout does not matter."""
+    named = extract_artifacts(text)
+    out: set[str] = set()
+    for arguments, result in calls:
+        subject = {v for v in extract_artifacts(_values_text(arguments)) if _ID.fullmatch(v)}
+        found = {v for v in extract_artifacts(_values_text(result) if not isinstance(result, str) else result)
+                 if _ID.fullmatch(v)} - subject
+        if subject & named and found and not found & named:
+            out.add(sorted(found)[0])
+    return sorted(out)
 
 
 def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:
@@ -478,17 +612,17 @@ def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> 
     if not used:
         return []
     for result in results:
-        records = [r for r in _records(result, []) if r]
+        records = _records(result)
         if len(records) < 2:
             continue
-        words = [{str(v).lower() for v in r.values() if isinstance(v, str) and _WORD.fullmatch(v)} for r in records]
+        words = [_words_of(values) for _, values, _ in records]
         owner_of = {}
         for v in used:
-            owners = [i for i, r in enumerate(records) if any(str(x) == v for x in r.values())]
+            owners = [i for i, (_, values, _) in enumerate(records) if any(str(x) == v for x in values)]
             if len(owners) == 1:
                 owner_of[v] = owners[0]
         for v, i in owner_of.items():
-            siblings = [j for j in range(len(records)) if j != i and set(records[j]) == set(records[i])]
+            siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
             if not siblings or any(j in owner_of.values() for j in siblings):
                 continue  # naming several siblings lists them; naming one chooses it
             mine = words[i] - set().union(*(words[j] for j in siblings))
@@ -498,43 +632,111 @@ def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> 
     return sorted(out)
 
 
-def _own_results(units: list[TransitionUnit], agent: str) -> list[Any]:
-    """Tool results of `agent`'s calls since it was last handed work (its current block)."""
-    out: list[Any] = []
+def _own_calls(units: list[TransitionUnit], agent: str) -> list[tuple[Any, Any]]:
+    """(arguments, result) of `agent`'s calls that returned a result since it was last
+    handed work (its current block), newest first."""
+    out: list[tuple[Any, Any]] = []
     for u in reversed(units):
         if u.agent != agent:
             break
-        out += [f["result"] for f in u.feedback if f.get("result") is not None]
+        out += [(c["arguments"], f["result"]) for c, f in zip(u.action["calls"], u.feedback)
+                if f.get("result") is not None and not f.get("error")]
     return out
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z_-]{2,}")
 
 
-def _records(obj: Any, out: list[dict]) -> list[dict]:
-    """Every dict in a JSON value, each with its own scalar values only."""
-    if isinstance(obj, dict):
-        out.append({k: v for k, v in obj.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)})
-        for v in obj.values():
-            _records(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            _records(v, out)
+def _words_of(values: list) -> set[str]:
+    return {str(v).lower() for v in values if isinstance(v, str) and _WORD.fullmatch(v)}
+
+
+# A record: (shape, values, listed). Records of one shape are siblings (the same kind of
+# thing); `listed`: an item of a listing (a JSON list, a text line after the first).
+Record = tuple[Any, list, bool]
+
+
+def _records(obj: Any) -> list[Record]:
+    """The records of a tool result, each with its own scalar values: every non-empty dict of
+    a JSON value (its shape: its keys), and every line or list item of a plain-text result
+    (text_records), so a result reads the same whether the tool answered in JSON or prose."""
+    out: list[Record] = []
+
+    def walk(o: Any, in_list: bool = False) -> None:
+        if isinstance(o, dict):
+            values = [v for v in o.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+            if values:
+                out.append((frozenset(k for k, v in o.items() if isinstance(v, (str, int, float))
+                                      and not isinstance(v, bool)), values, in_list))
+            for v in o.values():
+                if isinstance(v, (dict, list, tuple)):  # a field's own text is a value, not a listing
+                    walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v, True)
+        elif isinstance(o, str) and o.strip():
+            parsed = from_json_text(o) if o.lstrip()[:1] in "[{" else None
+            if isinstance(parsed, (dict, list)):
+                walk(parsed, in_list)
+            else:
+                out.extend(text_records(o))
+
+    walk(obj)
     return out
+
+
+# Where a text result starts a new item: a new line, or a bullet inside a line (" - ").
+_ITEM_BREAK = re.compile(r"\n|(?<=\s)-\s")
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+")
+_TEXT_TOKEN = re.compile(r"[^\s;,:|()\[\]{}]+")
+# Two items whose token sequences (values blanked) match this much share a template: siblings.
+_SAME_TEMPLATE = 0.6
+_MAX_TEXT_ITEMS = 200
+
+
+def _is_value(token: str) -> bool:
+    """An id or a number (a price, an amount, a date's parts), not a word."""
+    return bool(_ID_TOKEN.fullmatch(token) or _NUMBER.fullmatch(token.lstrip("$€£").rstrip("%")))
+
+
+@functools.lru_cache(maxsize=512)
+def text_records(text: str) -> tuple[Record, ...]:
+    """The records of a plain-text result: each line or list item that names a value (an id
+    or a number), its tokens as values. Items written from one template ("id A1; type red",
+    "id B2; type blue", or "A1 is a red box", "B2 is a blue box") are siblings: their token
+    sequences, with ids and numbers blanked, match at least _SAME_TEMPLATE; each takes the
+    template of the first item it matched as its shape. No field names needed, no format."""
+    items = []
+    for raw in _ITEM_BREAK.split(text)[:_MAX_TEXT_ITEMS]:
+        tokens = [t.strip(".'\"") for t in _TEXT_TOKEN.findall(_BULLET.sub("", raw))]
+        tokens = [t for t in tokens if t]
+        if any(_is_value(t) for t in tokens):
+            items.append(tokens)
+    templates: list[tuple[str, ...]] = []
+    out: list[Record] = []
+    for tokens in items:
+        blanked = tuple("<v>" if _is_value(t) else t.lower() for t in tokens)
+        shape = next((t for t in templates
+                      if difflib.SequenceMatcher(None, t, blanked, autojunk=False).ratio() >= _SAME_TEMPLATE), None)
+        if shape is None:
+            templates.append(blanked)
+            shape = blanked
+        out.append((("text", shape), tokens, bool(out)))
+    return tuple(out)
 
 
 def misattributed_values(text: str, results: list[Any]) -> list[str]:
     """Words that a line of `text` attaches to a record of `results` (named by an id unique
     to that record) but that belong to a sibling record and not to it."""
-    records = [r for r in _records(results, []) if r]
+    records = _records(results)
     if len(records) < 2:
         return []
-    ids = [extract_artifacts(" ".join(str(v) for v in r.values())) for r in records]
+    ids = [extract_artifacts(" ".join(str(v) for v in values)) for _, values, _ in records]
     owners: dict[str, list[int]] = {}
     for i, found in enumerate(ids):
         for a in found:
             owners.setdefault(a, []).append(i)
-    words = [{str(v).lower() for v in r.values() if isinstance(v, str) and _WORD.fullmatch(v)} for r in records]
+    words = [_words_of(values) for _, values, _ in records]
     out: list[str] = []
     for line in re.split(r"\n|\s-\s|;", text):
         named = {i for a in extract_artifacts(line) for i in owners.get(a, []) if len(owners[a]) == 1}
@@ -543,7 +745,7 @@ def misattributed_values(text: str, results: list[Any]) -> list[str]:
         (i,) = named
         said = {w.lower() for w in _WORD.findall(line)}
         for j in range(len(records)):
-            if j != i and set(records[j]) == set(records[i]):  # a sibling: same kind of record
+            if j != i and records[j][0] == records[i][0]:  # a sibling: same kind of record
                 out += sorted((words[j] - words[i]) & said)
     return sorted(set(out))
 
