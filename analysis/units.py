@@ -227,14 +227,19 @@ def _off_shape_result(result: Any, tool: str, structured_tools: set[str]) -> str
 
 def _structured_tools(steps: list[dict]) -> set[str]:
     """Tools that answer in JSON: those that did in this session, and, in a session whose
-    tools answer in JSON at least as often as in text, a tool whose one text answer (however often repeated) is all it said:
-    a tool that answered two different texts is a text tool (one that hands work on)."""
+    tools answer in JSON at least as often as in text, a tool whose one text answer (however
+    often repeated) is all it said when another tool of the same agent answered in JSON (an
+    agent's tools share one style: the text is the odd one out). A tool that answered two
+    different texts (one that hands work on), or whose agent's tools all answer in text
+    (a tool set that reports in prose), is a text tool."""
     structured: dict[str, int] = {}
     text: dict[str, int] = {}
     distinct: dict[str, set[str]] = {}
+    toolset: dict[str, set[str]] = {}  # agent -> the tools it called
     for s in steps:
         for tc in s.get("tool_calls") or []:
             name, result = tc.get("name") or "", tc.get("result")
+            toolset.setdefault(s.get("agent") or "agent", set()).add(name)
             if isinstance(result, (dict, list)):
                 structured[name] = structured.get(name, 0) + 1
             elif isinstance(result, str) and result.strip():
@@ -242,7 +247,9 @@ def _structured_tools(steps: list[dict]) -> set[str]:
                 distinct.setdefault(name, set()).add(result.strip())
     tools = set(structured)
     if sum(structured.values()) >= sum(text.values()):
-        tools |= {name for name, texts in distinct.items() if len(texts) == 1}
+        for names in toolset.values():
+            if names & structured.keys():
+                tools |= {name for name in names if len(distinct.get(name, ())) == 1}
     return tools
 
 

@@ -65,3 +65,16 @@ def test_a_lone_text_answer_in_a_session_of_json_answers_is_an_error_but_a_text_
     calls = [ok, ok, ok, lone, lone, ok, ok, ok, ok, ok, ok, told, told2]
     steps = [_step(i, "a", calls=[c]) for i, c in enumerate(calls)]
     assert [u.outcome for u in build_units({"steps": steps})] == ["result"] * 3 + ["error_result"] * 2 + ["result"] * 8
+
+
+def test_a_tool_set_that_answers_in_text_is_not_an_error_in_a_session_of_json_answers():
+    """One agent's tools answer in JSON, another agent's in prose: the prose agent's single
+    answers are results, not failures returned as text."""
+    from tracefix.analysis.units import build_units
+
+    ok = {"name": "look", "arguments": {"ref": "box7a"}, "result": {"ref": "box7a", "color": "red"}}
+    lone = {"name": "paint", "arguments": {}, "result": "paint: a colour is needed"}
+    paid = {"name": "till", "arguments": {"ref": "box7a"}, "result": "box7a paid 12.50 so far"}
+    steps = [_step(0, "a", calls=[ok]), _step(1, "a", calls=[ok]), _step(2, "a", calls=[lone]),
+             _step(3, "b", calls=[paid]), _step(4, "a", calls=[ok])]
+    assert [u.outcome for u in build_units({"steps": steps})] == ["result", "result", "error_result", "result", "result"]
