@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
-from .units import TransitionUnit, extract_artifacts
+from .units import _ID, TransitionUnit, extract_artifacts, hub_agents, is_coordinator
 
 MAX_DEPTH = 12
 
@@ -51,6 +51,33 @@ def handover_source(units: list[TransitionUnit], k: int) -> int | None:
     return None
 
 
+def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
+    """(step, value) when error step k names an id its own call did not carry (the failure
+    is about other state: "nothing done yet for X") and X was last handed over to an agent
+    (a coordinator's step naming X right before another agent's turn) who then made no call carrying X:
+    the work on X was due there and was not done (skipped, or done on another value).
+    The taker's first step of that round is returned, before any relay of the failing call's
+    own values: a faithful relay of the request is not where the state went missing."""
+    u = units[k]
+    if not u.action["calls"]:
+        return None
+    carried = extract_artifacts(" ".join(u.call_signatures))
+    # Who hands work out (as in units.mark_failed_rounds): a worker's report back is no hand-over.
+    givers = hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
+    for value in sorted(v for v in extract_artifacts(u.error_text or "") - carried if _ID.fullmatch(v)):
+        giver = next((j for j in range(k - 1, -1, -1) if units[j].agent in givers and units[j + 1].agent != units[j].agent
+                      and not units[j].action["calls"] and value in extract_artifacts(units[j].action["text"])), None)
+        if giver is None or units[giver + 1].agent == u.agent:
+            continue
+        taker = units[giver + 1].agent
+        end = next((j for j in range(giver + 1, k) if units[j].agent == units[giver].agent), k)
+        acted = any(value in extract_artifacts(" ".join(units[j].call_signatures))
+                    for j in range(giver + 1, end) if units[j].agent == taker and units[j].action["calls"])
+        if not acted:
+            return giver + 1, value
+    return None
+
+
 def _first_occurrence(graph: TransitionGraph, k: int, path: list[int]) -> int:
     """Back along same-error and loop edges to the first time this happened."""
     for _ in range(MAX_DEPTH):
@@ -78,6 +105,11 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
                 k, u = caller, units[caller]
         first = _first_occurrence(graph, k, path)
         f = units[first]
+        neglected = neglected_handover(units, first)
+        if neglected is not None:
+            taker, value = neglected
+            path.append(taker)
+            return taker, path, f"the failure is about {value}, which step {taker} was handed and did not act on"
         named = extract_artifacts(f.error_text or units[path[0]].error_text or "") & f.artifacts_consumed
         p = handover_source(units, first)
         if named and p is not None and named & units[p].artifacts_consumed:

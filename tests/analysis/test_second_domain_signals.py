@@ -1,0 +1,41 @@
+"""Signals that hold on an app other than the one the analysis was developed on: read from
+the flow of values and the conversation's shape, never from an app's names or wording."""
+from tracefix.analysis.graph import build_graph
+from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.units import build_units
+
+
+def _step(i, agent, text="", calls=()):
+    return {"index": i, "kind": "llm", "agent": agent, "output_message": {"role": "assistant", "content": text},
+            "tool_calls": [dict(c) for c in calls]}
+
+
+def _call(name, arguments, result=None, error=None):
+    return {"name": name, "arguments": arguments, "result": result, "error": error}
+
+
+def _crew(worker_step):
+    """Kestrel hands box7a to Wren, then hands order ord9 to Alder, whose call fails on box7a."""
+    return {"steps": [
+        _step(0, "Kestrel", "Wren: put box7a aside for ord9"),
+        worker_step,
+        _step(2, "Kestrel", "Alder: send ord9"),
+        _step(3, "Alder", calls=[_call("send", {"ref": "ord9"}, error="send: ord9 cannot go, box7a was never put aside")]),
+        _step(4, "Alder", "stuck on ord9"),
+        _step(5, "Kestrel", "sorry, ord9 is stuck"),
+    ]}
+
+
+def test_an_error_about_a_value_its_call_did_not_carry_goes_back_to_who_was_handed_that_value():
+    skipped = _crew(_step(1, "Wren", "box7a is aside for ord9"))  # said, not done
+    wrong = _crew(_step(1, "Wren", calls=[_call("aside", {"ref": "box9c", "order": "ord9"}, {"ok": True})]))
+    for doc in (skipped, wrong):
+        first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+        assert (first.step, first.origin) == (3, 1), first
+        assert "box7a" in first.reason
+
+
+def test_a_value_the_taker_did_act_on_is_not_blamed_on_it():
+    done = _crew(_step(1, "Wren", calls=[_call("aside", {"ref": "box7a", "order": "ord9"}, {"ok": True})]))
+    first = find_symptoms(build_graph(build_units(done)), failed=True)[0]
+    assert first.origin != 1
