@@ -369,6 +369,12 @@ def _observation(input_messages: list[dict]) -> str:
     return "\n".join(reversed(tail))
 
 
+def speaker_of(agent: str | None) -> str:
+    """The agent behind a speaker label: message logs decorate one agent's turns
+    ("Planner (thought)", "Planner (-> Coder)")."""
+    return re.sub(r"\s*\(.*\)\s*$", "", agent or "").strip().lower()
+
+
 def is_coordinator(agent: str | None) -> bool:
     """An agent named like one that plans and instructs others rather than acting."""
     return bool(_COORDINATOR.search(agent or ""))
@@ -552,7 +558,8 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
     # Who hands work out: the hub of the conversation's shape (or an agent named as a
     # coordinator); a worker's report handed back is the end of a round, not a request.
     givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
-    handovers = [k for k in range(n - 1) if units[k].agent in givers and units[k + 1].agent != units[k].agent
+    speakers = [speaker_of(u.agent) for u in units]  # an agent talking to itself hands nothing over
+    handovers = [k for k in range(n - 1) if units[k].agent in givers and speakers[k + 1] != speakers[k]
                  and (units[k].action["text"].strip() or units[k].action["calls"])]
     requests = {k: _request(units[k]) for k in handovers}
     for i, h in enumerate(handovers):
