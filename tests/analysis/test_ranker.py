@@ -96,3 +96,22 @@ def test_shipped_rankers_load_for_both_session_kinds():
     assert set(rankers) == {"message", "llm"}
     for ranker in rankers.values():
         assert ranker.feature_names == FEATURE_NAMES and ranker.trained_on["sessions"] > 0
+
+
+def test_coordinating_speaker_is_read_from_the_conversation_shape():
+    from tracefix.analysis.step_signals import coordinating_speaker
+
+    # A hub that thinks, instructs and reads two workers' results: named like nothing.
+    hub = ["kestrel", "kestrel", "lark", "kestrel", "kestrel", "wren", "kestrel", "lark", "kestrel"]
+    assert coordinating_speaker(["user"] + hub, [False] + [True] * len(hub)) == "kestrel"
+    # A two-party exchange where the hub speaks twice per worker turn: still the hub.
+    pair = ["kestrel", "kestrel", "lark", "kestrel", "kestrel", "lark", "kestrel", "kestrel", "lark"]
+    assert coordinating_speaker(pair, [True] * len(pair)) == "kestrel"
+    # Peers taking turns evenly, or a group chat: nobody coordinates.
+    even = ["lark", "wren"] * 5
+    assert coordinating_speaker(even, [True] * len(even)) is None
+    chat = ["lark", "wren", "owl", "wren", "lark", "owl", "lark", "wren"]
+    assert coordinating_speaker(chat, [True] * len(chat)) is None
+    # Tool outputs and humans between turns are not agents handing work on.
+    assert coordinating_speaker(["user", "kestrel", "tool", "lark", "kestrel", "tool", "wren", "kestrel"],
+                                [False, True, False, True, True, False, True, True]) is None
