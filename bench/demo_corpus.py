@@ -1,6 +1,7 @@
-"""A labelled corpus of banking-demo sessions, recorded the way a user records them.
+"""A labelled corpus of demo sessions (the banking team, or with domain="warehouse" the
+warehouse crew), recorded the way a user records them.
 
-The scripted LLM server runs in-process with fault plans; the banking app runs in-process
+The scripted LLM server runs in-process with fault plans; the demo app runs in-process
 under tracefix's instrumentation, exporting OTLP/HTTP to a real `tracefix serve` (a
 subprocess on loopback) whose store the analysis then reads through the access layer.
 Each injected fault comes back from the sim's ground truth with its session and step.
@@ -24,7 +25,10 @@ import procs  # noqa: E402  (the tests' process harness, as bench/replay.py and 
 
 
 class DemoCorpus:
-    def __init__(self, workdir: str | Path, sim_seed: int = 1, diagnose: str = "off"):
+    def __init__(self, workdir: str | Path, sim_seed: int = 1, diagnose: str = "off", domain: str = "bank"):
+        from tracefix.demo.domains import get_domain
+
+        self.domain = get_domain(domain)  # bank (t01..) or warehouse (w01..): which app records
         self.workdir = Path(workdir)
         self.diagnose = diagnose
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -48,7 +52,6 @@ class DemoCorpus:
 
     def _run(self, tasks: list[str], config: Any, seed: int) -> tuple[list[str], list[dict]]:
         import tracefix
-        from tracefix.demo.bank import run_task
         from tracefix.demo.sim import SimConfig, SimServer
 
         server = SimServer(SimConfig(seed=self.sim_seed, faults=config))
@@ -56,7 +59,8 @@ class DemoCorpus:
         sessions: list[str] = []
         # Traced only while recording: shutdown flushes every span to the collector and
         # restores the SDK, so code running later in this process is not traced by us.
-        handle = tracefix.init(endpoint=self.server_url, service_name="bank-demo")
+        handle = tracefix.init(endpoint=self.server_url, service_name=self.domain.service)
+        run_task = self.domain.app().run_task  # after init: the app's openai client is traced
         try:
             for task_id in tasks:
                 seen = set(self._session_ids_from(server))

@@ -1,8 +1,13 @@
-"""Fault localization on the banking demo: top-1, hit@3 and step error of the first
+"""Fault localization on the demo apps: top-1, hit@3 and step error of the first
 hypothesis, against random / recency / frequency baselines, per fault kind, over seeds.
 
     .venv/bin/python bench/localization.py [--seeds 1,2,3] [--per-kind 6] [--epochs 30]
     .venv/bin/python bench/localization.py --perturb all [--seeds 4,5] [--per-kind 4]
+    .venv/bin/python bench/localization.py --domain warehouse [--seeds 4,5] [--per-kind 4]
+
+`--domain warehouse` records the second demo app (demo/warehouse*.py: other agents, tools,
+id formats, refusal styles and report wording than the bank) instead of the banking team,
+so a figure tuned to one app shows; everything else is the same, `--perturb` included.
 
 `--perturb all` (or `--perturb agents,ids,...`, names in bench/perturb.py) is the robustness
 suite: each seed's corpus is recorded once, then every rewrite of bench/perturb.py (agents
@@ -67,12 +72,10 @@ def evaluate(predictions: list[list[int]], truth: int, n: int) -> dict:
 
 def record_seed(corpus: DemoCorpus, seed: int, per_kind: int) -> tuple[list[str], list[dict], dict[str, dict], float]:
     """Every task fault-free, then `per_kind` faulted tasks per fault kind: (clean ids, truth, docs, seconds)."""
-    from tracefix.demo.faults import fault_free_steps
-    from tracefix.demo.policy import KINDS
-    from tracefix.demo.tasks import TASKS
+    fault_free_steps, KINDS = corpus.domain.fault_free_steps, corpus.domain.kinds
 
     rng = random.Random(seed)
-    tasks = list(TASKS)
+    tasks = list(corpus.domain.tasks)
     t0 = time.perf_counter()
     clean_ids = corpus.run_clean(tasks, seed=seed)
     plan = []
@@ -292,6 +295,8 @@ def summarize_perturbed(rows: list[dict], seeds: list[int], target: float = 0.85
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--domain", default="bank", choices=("bank", "warehouse"),
+                    help="which demo app records the corpus: the banking team or the warehouse crew")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--per-kind", type=int, default=6, help="faulted tasks per fault kind and seed")
     ap.add_argument("--epochs", type=int, default=30)
@@ -307,7 +312,7 @@ def main() -> None:
         epochs = args.epochs if args.epochs != 30 else 10
         seeds = [int(s) for s in (args.seeds if args.seeds != "1,2,3" else "4,5").split(",")]
         rows = []
-        with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:
+        with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp, domain=args.domain) as corpus:
             for seed in seeds:
                 rows += perturb_seed(corpus, seed, args.per_kind, epochs, Path(tmp) / "models", rewrites)
                 if len(seeds) > 1:  # a long run's seeds so far, should it be cut short
@@ -316,7 +321,7 @@ def main() -> None:
         return
     seeds = [int(s) for s in args.seeds.split(",")]
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:
+    with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp, domain=args.domain) as corpus:
         for seed in seeds:
             rows += run_seed(corpus, seed, args.per_kind, args.epochs, Path(tmp) / "models")
     if args.show:

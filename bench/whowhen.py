@@ -245,7 +245,7 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_
                     "graph rules, no scores": ranking(analyze_document(doc, None, weights=no_scores, ranker=None)),
                     **baseline_rankings(doc)}
         if with_hgt:
-            folder = folds[1 - s["fold"]][0]  # trained on the fold this session is not in
+            folder = folds[s["fold"]][0]  # folds[f] was trained on the sessions not in fold f
             model = load_model(folder)
             with_model = analyze_document(doc, model, ranker=None)
             rankings["full + HGT"] = ranking(with_model)

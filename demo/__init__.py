@@ -6,6 +6,9 @@
 - :mod:`tracefix.demo.bank` — the multi-agent banking app (`run_task`, the reward), built on
   :mod:`tracefix.demo.team` (the orchestrator/worker loop), :mod:`tracefix.demo.tools`,
   :mod:`tracefix.demo.db` and :mod:`tracefix.demo.tasks`;
+- :mod:`tracefix.demo.warehouse` — the second app, a warehouse crew (`warehouse_world`,
+  `warehouse_team`, `warehouse_tasks`, its `warehouse-crew` model in `warehouse_model`), so
+  nothing is tuned to one app; :mod:`tracefix.demo.domains` — which app a task belongs to;
 - :mod:`tracefix.demo.cli` — `tracefix sim` and `tracefix demo-run`.
 
 See demo/README.md for the commands and the fault and edit rules.

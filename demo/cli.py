@@ -96,15 +96,16 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
         server.stop()
 
 
-def _select_tasks(spec: str) -> list[str]:
-    from .tasks import TASKS
+def _select_tasks(spec: str, domain: str = "bank") -> list[str]:
+    from .domains import get_domain
 
+    known = list(get_domain(domain).tasks)
     if spec == "all":
-        return list(TASKS)
+        return known
     chosen = [t.strip() for t in spec.split(",") if t.strip()]
-    unknown = [t for t in chosen if t not in TASKS]
+    unknown = [t for t in chosen if t not in known]
     if unknown:
-        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(TASKS)}", param_hint="--tasks")
+        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(known)}", param_hint="--tasks")
     return chosen
 
 
@@ -121,19 +122,24 @@ DEFAULT_GROUND_TRUTH = "demo-ground-truth.jsonl"  # where a faulty demo-run keep
 @click.option("--base-url", default=None, help="An OpenAI-compatible endpoint (e.g. a running `tracefix sim`).")
 @click.option("--sim", "use_sim", is_flag=True, help="Start an in-process scripted LLM server (the default "
               "when no --base-url is given).")
+@click.option("--domain", default="bank", show_default=True, type=click.Choice(["bank", "warehouse"]),
+              help="Which demo app: the banking team (tasks t01..) or the warehouse crew (tickets w01..).")
 @click.option("--tasks", "task_spec", default="all", show_default=True, metavar="all|t01,t02")
 @fault_options
 @click.option("--otlp-endpoint", default=None, help="Trace the runs to this OTLP endpoint "
               "(also on when OTEL_EXPORTER_OTLP_ENDPOINT is set).")
-def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth,
+def demo_run(base_url, use_sim, domain, task_spec, seed, faults, fault_rate, fault_kinds, follow_prob, ground_truth,
              otlp_endpoint):
-    """Run banking demo tasks one after another and report which succeeded.
+    """Run demo tasks (banking, or --domain warehouse) one after another and report which succeeded.
 
     Prints one line per task and ends with `succeeded: N/M`; failed tasks are listed with
     the fault the scripted model injected (ground truth), which a run with faults also
     appends to --ground-truth (default ./demo-ground-truth.jsonl).
     """
-    tasks = _select_tasks(task_spec)
+    from .domains import get_domain
+
+    app_domain = get_domain(domain)
+    tasks = _select_tasks(task_spec, domain)
     faulty = faults not in (None, "none") or fault_rate > 0
     if base_url and use_sim:
         raise click.UsageError("give either --base-url or --sim, not both")
@@ -149,8 +155,9 @@ def demo_run(base_url, use_sim, task_spec, seed, faults, fault_rate, fault_kinds
     if endpoint:
         import tracefix
 
-        tracefix.init(endpoint=otlp_endpoint, service_name="bank-demo")  # None: the OTEL_* variables
-    from .bank import evaluate, last_database, run_task  # after init, so the openai client is instrumented
+        tracefix.init(endpoint=otlp_endpoint, service_name=app_domain.service)  # None: the OTEL_* variables
+    app = app_domain.app()  # after init, so the openai client is instrumented
+    evaluate, last_database, run_task = app.evaluate, app.last_database, app.run_task
     from .sim import SimConfig, SimServer
 
     server = None

@@ -1,4 +1,5 @@
-"""Fault injection and intervention following for the scripted `bank-agent` model.
+"""Fault injection and intervention following for the scripted team models (`bank-agent`,
+`warehouse-crew`: any model whose decisions list the faults each step can host).
 
 Faults
     A fault plan (`[{"task": "t03", "step": 4, "kind": "wrong_argument"}]`, task "*" allowed)
@@ -42,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from .db import BankDB
+from .domains import domain_of_task
 from .policy import KINDS, Decision, decide
-from .tasks import TASKS, get_task
+from .tasks import get_task
 from .team import Team
 from .tools import BankTools
 
@@ -111,7 +113,7 @@ def load_plan(source: str | Path | list | None) -> list[dict]:
             raise FaultPlanError(f"fault plan entry {i} needs task, step and kind: {e!r}")
         if e["kind"] not in KINDS:
             raise FaultPlanError(f"fault plan entry {i}: unknown kind {e['kind']!r}; kinds: {', '.join(KINDS)}")
-        if e["task"] != "*" and e["task"] not in TASKS:
+        if e["task"] != "*" and domain_of_task(e["task"]) is None:
             raise FaultPlanError(f"fault plan entry {i}: unknown task {e['task']!r}")
         if not isinstance(e["step"], int) or isinstance(e["step"], bool) or e["step"] < 0:
             raise FaultPlanError(f"fault plan entry {i}: step must be a non-negative integer")
@@ -136,10 +138,12 @@ class FaultConfig:
 
 
 def schedule(config: FaultConfig, task_id: str) -> ScheduledFault | None:
-    """The fault this task's sessions get under `config`, if any (pure function)."""
-    if task_id not in TASKS:
+    """The fault this task's sessions get under `config`, if any (pure function). The task's
+    domain (bank, warehouse) gives its fault-free steps."""
+    domain = domain_of_task(task_id)
+    if domain is None:
         return None
-    steps = fault_free_steps(task_id)
+    steps = domain.fault_free_steps(task_id)
     for entry in config.plan:
         if entry["task"] not in ("*", task_id):
             continue

@@ -6,7 +6,8 @@ annotations) and the legacy `functions` → `function_call` shape as the API ans
 transcripts on, `GET /_sim/sessions/{session}` (every exchange and injected fault) on the
 standard library's ThreadingHTTPServer. Models are entries of :data:`MODELS`:
 `handler(request_body, context) -> assistant message dict`; `bank-agent` plays the banking
-demo's agents (:mod:`tracefix.demo.policy`) with fault injection
+demo's agents (:mod:`tracefix.demo.policy`) and `warehouse-crew` the warehouse demo's
+(:mod:`tracefix.demo.warehouse_model`), both with fault injection
 (:mod:`tracefix.demo.faults`); `plan-agent` plays any agent whose task spells out a tool plan
 (:mod:`tracefix.demo.plan_agent`, faults from ``plan_faults``); `sim-analyst` stands in for
 tracefix's own LLM (:mod:`tracefix.demo.analyst`). Tests add models with :func:`register_model`.
@@ -34,6 +35,7 @@ from . import analyst
 from .faults import FaultConfig, FaultInjector, unit_draw
 from .plan_agent import MODEL as PLAN_MODEL, plan_agent
 from .policy import decide
+from .warehouse_model import MODEL as WAREHOUSE_MODEL, decide as warehouse_decide
 
 
 @dataclass
@@ -64,17 +66,25 @@ def _text(content: Any) -> Any:
     return content
 
 
-def bank_agent(body: dict, ctx: RequestContext) -> dict:
-    messages = [{**m, "content": _text(m.get("content"))} for m in body["messages"]]
-    reads_edits = ctx.injector.follow_draw(ctx.session, ctx.step)
-    decision = decide(messages, body.get("tools"), reads_edits)
-    faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,
-                                step=ctx.step, replay=ctx.replay)
-    return faulty or decision.message
+def scripted_team(decide_next: Callable[..., Any]) -> ModelHandler:
+    """A model handler for a scripted team: `decide_next(messages, tools, reads_edits)` gives
+    the next message with the faults it could host; the injector picks one or none."""
+    def handle(body: dict, ctx: RequestContext) -> dict:
+        messages = [{**m, "content": _text(m.get("content"))} for m in body["messages"]]
+        reads_edits = ctx.injector.follow_draw(ctx.session, ctx.step)
+        decision = decide_next(messages, body.get("tools"), reads_edits)
+        faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,
+                                    step=ctx.step, replay=ctx.replay)
+        return faulty or decision.message
+    return handle
 
 
-# the agents of the banking app, and the scripted stand-in for tracefix's own LLM
-MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent, analyst.MODEL: analyst.handle, PLAN_MODEL: plan_agent}
+bank_agent = scripted_team(decide)
+
+# the agents of the banking app and of the warehouse crew, a domain-free plan follower,
+# and the scripted stand-in for tracefix's own LLM
+MODELS: dict[str, ModelHandler] = {"bank-agent": bank_agent, WAREHOUSE_MODEL: scripted_team(warehouse_decide),
+                                   analyst.MODEL: analyst.handle, PLAN_MODEL: plan_agent}
 
 
 def register_model(name: str, handler: ModelHandler) -> None:

@@ -1,0 +1,52 @@
+"""The demo's app domains: the banking team (the default) and the warehouse crew. What the
+fault injector, `tracefix demo-run --domain` and the benchmarks need to know of each: its
+tasks, the fault kinds its model can host, its fault-free step picture, its app module
+(`run_task`, `evaluate`, `last_database`) and the model name the sim serves it under.
+
+Modules load lazily: the fault injector asks for a task's domain while the domains' own
+models import it.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    model: str  # the sim model that plays its agents
+    app_module: str  # run_task, evaluate, last_database
+    service: str  # service.name of its traces
+    tasks: Mapping[str, Any]
+    kinds: tuple[str, ...]
+    fault_free_steps: Callable[[str], tuple]
+
+    def app(self) -> ModuleType:
+        return importlib.import_module(self.app_module)
+
+
+@functools.lru_cache(maxsize=None)
+def domains() -> dict[str, Domain]:
+    from . import faults, policy, tasks, warehouse_model, warehouse_tasks
+
+    return {
+        "bank": Domain("bank", "bank-agent", "tracefix.demo.bank", "bank-demo", tasks.TASKS, policy.KINDS,
+                       faults.fault_free_steps),
+        "warehouse": Domain("warehouse", warehouse_model.MODEL, "tracefix.demo.warehouse", "warehouse-demo",
+                            warehouse_tasks.TICKETS, warehouse_model.KINDS, warehouse_model.fault_free_steps),
+    }
+
+
+def get_domain(name: str) -> Domain:
+    try:
+        return domains()[name]
+    except KeyError:
+        raise KeyError(f"unknown demo domain {name!r}; known: {', '.join(domains())}") from None
+
+
+def domain_of_task(task_id: str) -> Domain | None:
+    return next((d for d in domains().values() if task_id in d.tasks), None)
