@@ -6,7 +6,10 @@ Labelled data comes as files a user can produce:
   task under `question`/`task`..., and `mistake_step`), one per .json file, a folder of
   them, or one per line of a .jsonl file;
 - a session document with its labelled step: `{"session": <document>, "mistake_step": k}`
-  (bench/demo_labelled.py writes the demo's injected faults this way).
+  (bench/demo_labelled.py writes the demo's injected faults this way), optionally with
+  `"hgt": [per-step surprise]` from an HGT trained on the same app's successful sessions, so
+  the ranker learns what the HGT's surprise is worth beside the other inputs (without it the
+  HGT columns are 0 in training and the ranker gives them no weight).
 
 Every log goes through the product's own path (the importer's document, then the same
 analysis `analyze` runs) so the ranker learns from the inputs it will see. Labels never
@@ -22,6 +25,25 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .ranker import StepRanker, fit_ranker, order_by, ranker_inputs, save_rankers, session_kind
 
 LABEL_KEYS = ("mistake_step", "mistake_agent", "mistake_reason", "mistake_type")
+
+
+class RecordedSurprise:
+    """Stands in for the HGT with the per-step surprise it gave when the labelled session was
+    recorded: the model itself (trained on that app's successful sessions) need not travel
+    with the labels."""
+
+    version = "recorded"
+
+    def __init__(self, values: Sequence[float]):
+        self.values = [float(v) for v in values]
+
+    def score(self, graph: Any) -> list[float]:
+        if len(graph) != len(self.values):
+            raise ValueError(f"recorded HGT surprise has {len(self.values)} steps, the session {len(graph)}")
+        return list(self.values)
+
+    def explain(self, graph: Any, step: int) -> dict:
+        return {}
 
 
 def _records(path: Path) -> Iterator[tuple[str, dict]]:
@@ -54,10 +76,12 @@ def labelled_sessions(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
             if isinstance(record.get("session"), dict):
                 doc, group = record["session"], "sessions:" + path.stem
             else:
-                doc = conversation_to_document({k: v for k, v in record.items() if k not in LABEL_KEYS})
+                doc = conversation_to_document({k: v for k, v in record.items() if k not in LABEL_KEYS + ("hgt",)})
                 group = "logs:" + (Path(name.split(":")[0].split("[")[0]).parent.name or path.stem)
             if 0 <= step < len(doc.get("steps") or []):
-                out.append({"name": name, "group": group, "doc": doc, "step": step})
+                hgt = record.get("hgt")
+                out.append({"name": name, "group": group, "doc": doc, "step": step,
+                            "model": RecordedSurprise(hgt) if isinstance(hgt, list) else None})
     return out
 
 
@@ -112,7 +136,7 @@ def train_rankers(paths: Iterable[str | Path], out: str | Path, l2: float = 0.3,
         raise ValueError("no labelled sessions found")
     inputs = []
     for done, item in enumerate(items, start=1):
-        inputs.append(session_inputs(item["doc"])[0])
+        inputs.append(session_inputs(item["doc"], item.get("model"))[0])
         if progress:
             progress(done, len(items))
     rankers = {}

@@ -6,6 +6,10 @@ Nothing here knows a domain, an id format or an agent name. A step is described 
   its speaker's first turn, whether its speaker is the first agent to speak (in a
   conversation the first agent to answer the task is the one that frames it — the planner —
   whatever it is called);
+- who does the work: the coordinating speaker, read from the conversation's shape (the one
+  whose turn comes right before nearly every other agent's turn), and for everyone else how
+  many worker turns came before this one (a coordinated team usually goes wrong the first
+  time a worker acts on the world, not the tenth);
 - what it says: its length, code, hedging ("assume", "probably"), claims of success or
   failure, whether it or the step after it errors;
 - how information flows: values (numbers, quoted strings, identifiers) the step introduces
@@ -31,6 +35,7 @@ from .units import TransitionUnit, extract_artifacts, session_task
 SIGNAL_NAMES = (
     "rel_position", "agent_turn", "first_agent_turn", "speaker_first_turn", "speaker_is_opener",
     "speaker_share", "is_human", "is_tool_output", "is_last",
+    "speaker_is_hub", "is_worker", "worker_turn", "early_worker_turn",
     "phase_plan", "phase_instruct", "phase_act", "phase_answer",
     "log_length", "has_code", "hedging", "claims_success", "claims_failure",
     "errors", "next_errors", "errors_before",
@@ -53,6 +58,29 @@ _STOPWORDS = frozenset(
 def _speaker(unit: TransitionUnit) -> str:
     # Message logs decorate speakers ("Planner (thought)", "Planner (-> Coder)"): one agent.
     return re.sub(r"\s*\(.*\)\s*$", "", unit.agent or "").strip().lower()
+
+
+def coordinating_speaker(speakers: Sequence[str], agents: Sequence[bool], share: float = 0.8) -> str | None:
+    """The speaker work goes out from: the one whose turn comes right before at least `share`
+    of every other agent's turns (a change of speaker onto an agent step).
+
+    Unlike `units.hub_agents` (an instrumented session: the hub takes the first step and
+    precedes every other agent's turn, exactly), a message log has human turns, tool outputs
+    and a coordinator that may speak second, so this one tolerates exceptions. In a
+    two-party exchange both speakers precede each other's turns: the coordinator is then the
+    one with clearly more turns (it thinks, instructs and reads reports), else there is none."""
+    names = sorted({s for s, is_agent in zip(speakers, agents) if is_agent})
+    candidates = []
+    for name in names:
+        handed = [j for j in range(1, len(speakers))
+                  if agents[j] and speakers[j] != name and speakers[j] != speakers[j - 1]]
+        if len(handed) >= 2 and sum(speakers[j - 1] == name for j in handed) >= share * len(handed):
+            candidates.append(name)
+    if len(candidates) < 2:
+        return candidates[0] if candidates else None
+    turns = Counter(speakers)
+    candidates.sort(key=lambda name: (-turns[name], name))
+    return candidates[0] if turns[candidates[0]] >= 1.5 * turns[candidates[1]] else None
 
 
 def _tokens(text: str) -> list[str]:
@@ -102,6 +130,8 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     agent_steps = [k for k in range(n) if not humans[k] and not tool_output[k]]
     opener = speakers[agent_steps[0]] if agent_steps else None
     counts = Counter(speakers)
+    is_agent = [not humans[k] and not tool_output[k] for k in range(n)]
+    hub = coordinating_speaker(speakers, is_agent)
 
     # Information flow: the values each step shows for the first time.
     seen = set(extract_artifacts(task))
@@ -127,12 +157,13 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     final_vec = vectors[final_k]
 
     rows: list[list[float]] = []
-    turn, spoken, errors_before = 0, set(), 0
+    turn, worker_turns, spoken, errors_before = 0, 0, set(), 0
     previous: Counter[str] = Counter()
     for k, u in enumerate(units):
         text = texts[k]
         own = set(tokens[k])
         novelty = (len(own - set(previous)) / len(own)) if own else 0.0
+        worker = hub is not None and is_agent[k] and speakers[k] != hub
         row = {
             "rel_position": k / (n - 1) if n > 1 else 0.0,
             "agent_turn": math.log1p(turn),
@@ -143,6 +174,10 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
             "is_human": float(humans[k]),
             "is_tool_output": float(tool_output[k]),
             "is_last": float(k == n - 1),
+            "speaker_is_hub": float(hub is not None and speakers[k] == hub),
+            "is_worker": float(worker),
+            "worker_turn": math.log1p(worker_turns) if worker else 0.0,
+            "early_worker_turn": float(worker and worker_turns < 2),
             "phase_plan": float(u.phase == "plan"),
             "phase_instruct": float(u.phase == "instruct"),
             "phase_act": float(u.phase == "act"),
@@ -163,8 +198,9 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
             "novelty": novelty,
         }
         rows.append([row[name] for name in SIGNAL_NAMES])
-        if not humans[k] and not tool_output[k]:
+        if is_agent[k]:
             turn += 1
+        worker_turns += worker
         spoken.add(speakers[k])
         errors_before += u.status == "error"
         previous.update(own)

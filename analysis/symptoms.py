@@ -1,7 +1,9 @@
 """Where a failure shows, and the dependency path back to where it started.
 
-A failure surfaces as a symptom: a step whose tool failed (error), a step that says it
-failed (a failure claim: "FAILED", "could not"), or, in a failed run, the final answer. The
+A failure surfaces as a symptom: a step whose tool failed (error, raised or returned as
+text), a step that says it failed (a failure claim: "FAILED", "could not", or a report whose
+round of work the coordinator handed out again, whatever its words), or, in a failed run,
+the final answer. The
 trouble usually started earlier, so each symptom is walked back through the critical
 transition graph:
 

@@ -376,6 +376,12 @@ def _observation(input_messages: list[dict]) -> str:
     return "\n".join(reversed(tail))
 
 
+def speaker_of(agent: str | None) -> str:
+    """The agent behind a speaker label: message logs decorate one agent's turns
+    ("Planner (thought)", "Planner (-> Coder)")."""
+    return re.sub(r"\s*\(.*\)\s*$", "", agent or "").strip().lower()
+
+
 def is_coordinator(agent: str | None) -> bool:
     """An agent named like one that plans and instructs others rather than acting."""
     return bool(_COORDINATOR.search(agent or ""))
@@ -429,7 +435,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     units: list[TransitionUnit] = []
     n = len(steps)
     said: list[str] = []  # message logs: what was said before, the context of the next message
-    results: list[Any] = []  # tool results so far, newest last
+    results: list[list[Record]] = []  # the records of each tool result so far, newest last
     task_words = {w.lower() for w in _WORD.findall(task or "")}
     conflicted: set[str] = set()
     hubs = hub_agents([s.get("agent") or "agent" for s in steps if (s.get("kind") or "llm") == "llm"])
@@ -454,11 +460,11 @@ def build_units(doc: dict) -> list[TransitionUnit]:
                                       | set(dropped_findings(unit.action["text"], calls)))
             if task_words and results and not is_last:
                 # Only the first step to pick a conflicting id chose it; later ones were handed it.
-                unit.task_conflicts = [v for v in task_conflicts(_used_values(unit.action["calls"], unit.action["text"]),
-                                                                 results[-_CONTEXT_MESSAGES:], task_words)
+                unit.task_conflicts = [v for v in _conflicts_in(_used_values(unit.action["calls"], unit.action["text"]),
+                                                                results[-_CONTEXT_MESSAGES:], task_words)
                                        if v not in conflicted]
                 conflicted.update(unit.task_conflicts)
-            results += [f["result"] for f in unit.feedback if isinstance(f.get("result"), (dict, list))
+            results += [_records(f["result"]) for f in unit.feedback if isinstance(f.get("result"), (dict, list))
                         or (_text_result(f.get("result")) and not f.get("error"))]
         units.append(unit)
     mark_error_shaped_results(units)
@@ -559,18 +565,21 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
     # Who hands work out: the hub of the conversation's shape (or an agent named as a
     # coordinator); a worker's report handed back is the end of a round, not a request.
     givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
-    handovers = [k for k in range(n - 1) if units[k].agent in givers and units[k + 1].agent != units[k].agent
+    speakers = [speaker_of(u.agent) for u in units]  # an agent talking to itself hands nothing over
+    handovers = [k for k in range(n - 1) if units[k].agent in givers and speakers[k + 1] != speakers[k]
                  and (units[k].action["text"].strip() or units[k].action["calls"])]
     requests = {k: _request(units[k]) for k in handovers}
-    for i, h in enumerate(handovers):
-        giver, taker = units[h].agent, units[h + 1].agent
+    # Only hand-overs between the same two agents about the same values can be the same request.
+    alike: dict[tuple, list[int]] = {}
+    for k in handovers:
+        alike.setdefault((units[k].agent, units[k + 1].agent, frozenset(requests[k][1])), []).append(k)
+    for h in handovers:
         if len(requests[h][0]) < _MIN_REQUEST_TOKENS:
             continue
-        again = any(units[g].agent == giver and units[g + 1].agent == taker
-                    and _same_request(requests[h], requests[g]) for g in handovers[i + 1:])
-        if not again:
+        peers = alike[(units[h].agent, units[h + 1].agent, frozenset(requests[h][1]))]
+        if not any(g > h and _same_request(requests[h], requests[g]) for g in peers):
             continue
-        end = next((j for j in range(h + 1, n) if units[j].agent == giver), None)
+        end = next((j for j in range(h + 1, n) if units[j].agent == units[h].agent), None)
         if end is None or end == h + 1:
             continue
         report = next((j for j in range(end - 1, h, -1)
@@ -615,11 +624,15 @@ def dropped_findings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
 
 def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:
     """The ids in `used` whose record contradicts the task's wording (see TransitionUnit)."""
+    return _conflicts_in(used, [_records(result) for result in results] if used else [], task_words)
+
+
+def _conflicts_in(used: set[str], record_lists: list[list[Record]], task_words: set[str]) -> list[str]:
+    """task_conflicts over results already read into records (one list per result)."""
     out: set[str] = set()
     if not used:
         return []
-    for result in results:
-        records = _records(result)
+    for records in record_lists:
         if len(records) < 2:
             continue
         words = [_words_of(values) for _, values, _ in records]

@@ -1,15 +1,20 @@
 """Labelled demo sessions for the learned ranker: each failed faulted session with the step
-the sim injected its fault at, as JSONL of {"session": <session document>, "mistake_step": k}.
+the sim injected its fault at, as JSONL of {"session": <session document>, "mistake_step": k,
+"kind", "domain", "hgt": [per-step surprise]}.
 
-    .venv/bin/python bench/demo_labelled.py OUT.jsonl [--seeds 1,2] [--per-kind 4]
+    .venv/bin/python bench/demo_labelled.py OUT.jsonl [--domains bank,warehouse] [--seeds 1,2]
+                                            [--per-kind 4] [--epochs 30]
 
-`tracefix train --ranker --labelled OUT.jsonl` trains on these beside labelled message logs.
+Per domain and seed it records what bench/localization.py records (every task fault-free, then
+`--per-kind` faulted tasks per fault kind), trains the HGT on that seed's successful sessions as
+a user's `tracefix train` would, and stores its surprise for each failed session's steps, so the
+ranker learns what the HGT adds beside the other inputs. `tracefix train --ranker --labelled
+OUT.jsonl` trains on these beside labelled message logs. Use other seeds for the benchmarks.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 from pathlib import Path
@@ -17,36 +22,39 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
+from localization import record_seed  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
+    ap.add_argument("--domains", default="bank,warehouse")
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--per-kind", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=30)
     args = ap.parse_args()
-    from tracefix.demo.faults import fault_free_steps
-    from tracefix.demo.policy import KINDS
-    from tracefix.demo.tasks import TASKS
+    from tracefix.analysis.graph import build_graph
+    from tracefix.analysis.pipeline import train_on_documents
+    from tracefix.analysis.units import build_units
 
     written = 0
     with tempfile.TemporaryDirectory(prefix="demo-labelled-") as tmp, args.out.open("w") as out:
-        for seed in (int(s) for s in args.seeds.split(",")):
-            with DemoCorpus(Path(tmp) / f"seed{seed}", sim_seed=seed) as corpus:
-                rng = random.Random(seed)
-                plan = []
-                for kind in KINDS:
-                    hosts = [t for t in TASKS if any(kind in s.hosts for s in fault_free_steps(t))]
-                    for task_id in rng.sample(hosts, min(args.per_kind, len(hosts))):
-                        plan.append((task_id, kind, rng.randrange(len(fault_free_steps(task_id)))))
-                truth = corpus.run_faulted(plan, seed=seed)
-                docs = corpus.documents([t["session"] for t in truth])
-                for label in truth:
-                    doc = docs[label["session"]]
-                    if doc.get("outcome") == "failure":
-                        out.write(json.dumps({"session": doc, "mistake_step": label["step"],
-                                              "kind": label["kind"]}, default=str) + "\n")
+        for domain in args.domains.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                with DemoCorpus(Path(tmp) / f"{domain}-{seed}", sim_seed=seed, domain=domain) as corpus:
+                    clean_ids, truth, docs, _ = record_seed(corpus, seed, args.per_kind)
+                    clean = [docs[s] for s in clean_ids if docs[s].get("outcome") == "success"]
+                    model, _ = train_on_documents(clean, epochs=args.epochs, out=Path(tmp) / f"model-{domain}-{seed}")
+                    for label in truth:
+                        doc = docs[label["session"]]
+                        if doc.get("outcome") != "failure":
+                            continue  # the fault did not make the task fail: nothing to localize
+                        hgt = [round(float(v), 6) for v in model.score(build_graph(build_units(doc)))]
+                        out.write(json.dumps({"session": doc, "mistake_step": label["step"], "kind": label["kind"],
+                                              "domain": domain, "hgt": hgt}, default=str) + "\n")
                         written += 1
+                print(f"{domain} seed {seed}: {len(clean)} successful sessions trained the HGT; "
+                      f"{written} labelled failed sessions so far", file=sys.stderr, flush=True)
     print(f"wrote {written} labelled failed sessions to {args.out}")
 
 

@@ -102,3 +102,10 @@ def test_a_summary_that_names_what_a_call_looked_at_but_none_of_what_it_found_dr
     steps = [_step(0, "a", calls=[{"name": "list", "arguments": {"shelf": "s1"}, "result": prose}]),
              _step(1, "a", "Report: shelf s1 is empty.")]
     assert build_units({"steps": steps})[1].omitted == ["box7a"]
+
+
+def test_an_agent_talking_to_itself_under_decorated_labels_hands_nothing_over():
+    ask = "please look up box7a and report its colour"
+    steps = [_step(0, "Planner (-> Wren)", ask), _step(1, "Planner (thought)", "the colour is still unknown"),
+             _step(2, "Planner (-> Wren)", ask), _step(3, "Planner (thought)", "the colour is still unknown")]
+    assert not any(u.round_failed for u in build_units({"steps": steps}))

@@ -96,3 +96,49 @@ def test_shipped_rankers_load_for_both_session_kinds():
     assert set(rankers) == {"message", "llm"}
     for ranker in rankers.values():
         assert ranker.feature_names == FEATURE_NAMES and ranker.trained_on["sessions"] > 0
+
+
+def test_coordinating_speaker_is_read_from_the_conversation_shape():
+    from tracefix.analysis.step_signals import coordinating_speaker
+
+    # A hub that thinks, instructs and reads two workers' results: named like nothing.
+    hub = ["kestrel", "kestrel", "lark", "kestrel", "kestrel", "wren", "kestrel", "lark", "kestrel"]
+    assert coordinating_speaker(["user"] + hub, [False] + [True] * len(hub)) == "kestrel"
+    # A two-party exchange where the hub speaks twice per worker turn: still the hub.
+    pair = ["kestrel", "kestrel", "lark", "kestrel", "kestrel", "lark", "kestrel", "kestrel", "lark"]
+    assert coordinating_speaker(pair, [True] * len(pair)) == "kestrel"
+    # Peers taking turns evenly, or a group chat: nobody coordinates.
+    even = ["lark", "wren"] * 5
+    assert coordinating_speaker(even, [True] * len(even)) is None
+    chat = ["lark", "wren", "owl", "wren", "lark", "owl", "lark", "wren"]
+    assert coordinating_speaker(chat, [True] * len(chat)) is None
+    # Tool outputs and humans between turns are not agents handing work on.
+    assert coordinating_speaker(["user", "kestrel", "tool", "lark", "kestrel", "tool", "wren", "kestrel"],
+                                [False, True, False, True, True, False, True, True]) is None
+
+
+def test_recorded_hgt_surprise_is_a_ranker_input(tmp_path):
+    """A labelled session may carry the HGT's per-step surprise from when it was recorded: the
+    ranker then learns from it (here it is the only thing that tells the decisive step)."""
+    rng = random.Random(3)
+    path = tmp_path / "with_hgt.jsonl"
+    with path.open("w") as f:
+        for _ in range(12):
+            n = rng.randrange(6, 10)
+            decisive = rng.randrange(1, n - 1)
+            history = [{"role": "user", "name": "user", "content": "Count the widgets."}]
+            history += [{"role": "assistant", "name": SPEAKERS[k % 3], "content": "Checking the records now."}
+                        for k in range(1, n)]
+            hgt = [rng.uniform(0.0, 0.3) for _ in range(n)]
+            hgt[decisive] = 0.9
+            f.write(json.dumps({"history": history, "mistake_step": decisive, "hgt": hgt}) + "\n")
+    items = labelled_sessions([path])
+    assert all(it["model"] is not None for it in items)
+    inputs = [session_inputs(it["doc"], it["model"])[0] for it in items]
+    rankings = cross_validate(items, inputs, folds=3, seeds=(0,))
+    assert sum(r[0] == it["step"] for r, it in zip(rankings, items)) / len(items) >= 0.9
+    # Without the recorded surprise the same sessions carry no signal at all.
+    blind = cross_validate(items, [session_inputs(it["doc"])[0] for it in items], folds=3, seeds=(0,))
+    assert sum(r[0] == it["step"] for r, it in zip(blind, items)) / len(items) < 0.5
+    with pytest.raises(ValueError, match="recorded HGT surprise"):
+        session_inputs(items[0]["doc"], type(items[0]["model"])([0.1]))
