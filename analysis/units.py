@@ -455,7 +455,8 @@ def build_units(doc: dict) -> list[TransitionUnit]:
             if not unit.action["calls"] and unit.action["text"]:
                 calls = _own_calls(units, unit.agent)
                 own = [result for _, result in calls]
-                unit.misattributed = misattributed_values(unit.action["text"], own)
+                unit.misattributed = sorted(set(misattributed_values(unit.action["text"], own))
+                                            | set(mispaired_numbers(unit.action["text"], own)))
                 unit.omitted = sorted(set(omitted_records(unit.action["text"], own))
                                       | set(dropped_findings(unit.action["text"], calls)))
             if task_words and results and not is_last:
@@ -768,6 +769,47 @@ def misattributed_values(text: str, results: list[Any]) -> list[str]:
             if j != i and records[j][0] == records[i][0]:  # a sibling: same kind of record
                 out += sorted((words[j] - words[i]) & said)
     return sorted(set(out))
+
+
+# A summary's items: lines, bullets, clauses, sentences.
+_SEGMENT_BREAK = re.compile(r"\n|\s-\s|;|(?<=[.!?])\s+")
+# A number as a whole token (not a part of an id such as ab-12 or 12x, nor of 1.5.2).
+_WHOLE_NUMBER = re.compile(r"(?<![\w.:-])-?\d+(?:\.\d+)?(?![\w:-]|\.\d)")
+
+
+def mispaired_numbers(text: str, results: list[Any]) -> list[str]:
+    """Numbers that an item of a summary pairs with a record of `results` (named by an id
+    unique to it among its siblings) but that are a sibling's values and not its own: every
+    value of the summary is in the result, only the pairing is wrong ("2 x B" where the
+    result has 2 of A and 1 of B). Small numbers count too (quantities); the item's own
+    ordinal in the summary ("item 2: ...") is a list marker, not a value."""
+    records = [r for r in _records(results)]
+    shapes: dict[Any, int] = {}
+    for shape, _, _ in records:
+        shapes[shape] = shapes.get(shape, 0) + 1
+    listed = [i for i, (shape, _, _) in enumerate(records) if shapes[shape] >= 2]
+    if len(listed) < 2:
+        return []
+    owners: dict[str, list[int]] = {}
+    numbers: dict[int, set[str]] = {}
+    for i in listed:
+        values = records[i][1]
+        for a in {v for v in extract_artifacts(" ".join(str(v) for v in values)) if _ID.fullmatch(v)}:
+            owners.setdefault(a, []).append(i)
+        numbers[i] = {_canonical_number(str(v)) for v in values
+                      if not isinstance(v, bool) and _NUMBER.fullmatch(str(v).strip())}
+    out: set[str] = set()
+    ordinal = 0
+    for segment in _SEGMENT_BREAK.split(text):
+        named = {i for a in extract_artifacts(segment) for i in owners.get(a, ()) if len(owners[a]) == 1}
+        if len(named) != 1:
+            continue
+        ordinal += 1
+        (i,) = named
+        said = {_canonical_number(m.group()) for m in _WHOLE_NUMBER.finditer(segment)} - {str(ordinal)}
+        siblings = set().union(*(numbers[j] for j in listed if j != i and records[j][0] == records[i][0]))
+        out |= (said & siblings) - numbers[i]
+    return sorted(out)
 
 
 def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None, hubs: set[str] = frozenset(),

@@ -39,3 +39,14 @@ def test_a_value_the_taker_did_act_on_is_not_blamed_on_it():
     done = _crew(_step(1, "Wren", calls=[_call("aside", {"ref": "box7a", "order": "ord9"}, {"ok": True})]))
     first = find_symptoms(build_graph(build_units(done)), failed=True)[0]
     assert first.origin != 1
+
+
+def test_a_summary_that_pairs_a_record_with_its_siblings_number_is_a_misread():
+    from tracefix.analysis.units import mispaired_numbers
+
+    result = {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 2, "price": "64.75"},
+                                       {"part": "pt-9c", "count": 1, "price": "23.90"}]}
+    rotated = "ord9 has two lines. Line 1: 2 of pt-9c at 23.90. Line 2: 1 of pt-7a at 64.75."
+    faithful = "ord9 has two lines. Line 1: 2 of pt-7a at 64.75. Line 2: 1 of pt-9c at 23.90."
+    assert mispaired_numbers(rotated, [result]) == ["1", "2"]
+    assert mispaired_numbers(faithful, [result]) == []  # "Line 1" is the item's ordinal, not pt-9c's count
