@@ -68,9 +68,13 @@ def macro_blocks(units: list[TransitionUnit]) -> list[tuple[int, int]]:
 
 
 def unacted_claims(units: list[TransitionUnit]) -> list[float]:
-    """1.0 for a text step that reports success while its agent, a worker (an agent that
-    calls tools in this run, or any agent that neither coordinates nor is named like a coordinator), called none since
-    it was last handed work: a claim without an action. Message logs carry no calls: 0."""
+    """1.0 for a text step of a worker (an agent that calls tools in this run, or any agent
+    that neither coordinates nor is named like a coordinator) that called no tool since it
+    was last handed work, and that either reports success in so many words or hands the
+    round back as done: its last word to the agent who handed it the work, not a failure
+    report (no failure words, the round not handed out again, not the words of a failed
+    report said again). A claim without an action, whatever its wording. Message logs carry
+    no calls: 0."""
     from .units import hub_agents, is_coordinator
 
     hubs = hub_agents([u.agent for u in units if u.kind == "llm"])
@@ -78,13 +82,22 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     tool_users |= {u.agent for u in units if u.kind == "llm" and not is_coordinator(u.agent) and u.agent not in hubs}
     out = [0.0] * len(units)
     acted: dict[str, bool] = {}
+    failed_reports: set[tuple[str, str]] = set()
     for i, u in enumerate(units):
         if i > 0 and units[i - 1].agent != u.agent:
             acted[u.agent] = False  # handed work anew
+        said = (u.agent, " ".join(u.action["text"].split()))
+        if u.claims_failure or u.round_failed:
+            failed_reports.add(said)
         if u.action["calls"]:
             acted[u.agent] = True
-        elif u.agent in tool_users and u.claims_success and not u.claims_failure and not acted.get(u.agent, False):
+        elif u.agent not in tool_users or acted.get(u.agent, False) or u.claims_failure:
+            continue
+        elif u.claims_success:
             out[i] = 1.0
+        elif (u.kind == "llm" and u.action["text"].strip() and not u.round_failed and said not in failed_reports
+              and i + 1 < len(units) and units[i + 1].agent != u.agent and i > 0 and units[i - 1].agent != u.agent):
+            out[i] = 1.0  # answered the hand-over at once, in words only, and the round was taken as done
     return out
 
 

@@ -50,3 +50,18 @@ def test_a_summary_that_pairs_a_record_with_its_siblings_number_is_a_misread():
     faithful = "ord9 has two lines. Line 1: 2 of pt-7a at 64.75. Line 2: 1 of pt-9c at 23.90."
     assert mispaired_numbers(rotated, [result]) == ["1", "2"]
     assert mispaired_numbers(faithful, [result]) == []  # "Line 1" is the item's ordinal, not pt-9c's count
+
+
+def test_a_worker_that_answers_a_hand_over_in_words_only_claims_work_it_did_not_do():
+    from tracefix.analysis.features import unacted_claims
+
+    look = _call("look", {"ref": "box7a"}, {"ref": "box7a", "color": "red"})
+    doc = {"steps": [_step(0, "Kestrel", "Wren: look at box7a"), _step(1, "Wren", calls=[look]),
+                     _step(2, "Wren", "box7a is red"),
+                     _step(3, "Kestrel", "Wren: set box7a aside"), _step(4, "Wren", "box7a is set aside"),  # no call
+                     _step(5, "Kestrel", "Alder: paint ord9 blue"), _step(6, "Alder", "which ord9 paint job?"),
+                     _step(7, "Kestrel", "Alder: paint ord9 blue"), _step(8, "Alder", "which ord9 paint job?"),
+                     _step(9, "Kestrel", "ord9 is stuck")]}
+    flags = unacted_claims(build_units(doc))
+    # Alder's question was handed out again (a failed round) and then said again: no claim.
+    assert [k for k, f in enumerate(flags) if f] == [4]
