@@ -53,6 +53,23 @@ def handover_source(units: list[TransitionUnit], k: int) -> int | None:
     return None
 
 
+def given_by_task(units: list[TransitionUnit]) -> set[str]:
+    """The values the session's first input showed (the task), for instrumented sessions."""
+    return extract_artifacts(units[0].observation) if units and units[0].kind == "llm" else set()
+
+
+def earlier_invention(units: list[TransitionUnit], p: int) -> int | None:
+    """An earlier hand-over by the agent of hand-over p that carried an id its input never
+    showed it, while p carries none: p asked for what it could (it is blamed only for
+    what it handed over), and the invented id is where the work went off course (the
+    worker sent to the wrong record, so p could not hand over what was needed)."""
+    u = units[p]
+    if u.kind != "llm" or any(_ID.fullmatch(v) for v in u.unsupported):
+        return None
+    return next((j for j in range(p) if units[j].agent == u.agent and units[j].kind == "llm"
+                 and not units[j].action["calls"] and any(_ID.fullmatch(v) for v in units[j].unsupported)), None)
+
+
 def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
     """(step, value) when error step k names an id its own call did not carry (the failure
     is about other state: "nothing done yet for X") and X was last handed over to an agent
@@ -114,6 +131,9 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
             return taker, path, f"the failure is about {value}, which step {taker} was handed and did not act on"
         named = extract_artifacts(f.error_text or units[path[0]].error_text or "") & f.artifacts_consumed
         p = handover_source(units, first)
+        if p is not None:
+            # A value the task itself gave, relayed as given, is no fault of the relay.
+            named -= given_by_task(units) - set(units[p].unsupported)
         if named and p is not None and named & units[p].artifacts_consumed:
             path.append(p)
             value = sorted(named & units[p].artifacts_consumed)[0]
@@ -132,6 +152,12 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         if claims_failure(units[p]) or units[p].status == "error":
             return explain(graph, p, path, depth + 1)
         first = _first_occurrence(graph, p, path)  # a hand-over said again: blame its first saying
+        invented = earlier_invention(units, first)
+        if invented is not None:
+            path.append(invented)
+            return invented, path, (f"claims failure without an error of its own: what step {p} handed over, "
+                                    f"after step {invented} handed on {units[invented].unsupported[0]}, "
+                                    "which its input never showed it")
         return first, path, f"claims failure without an error of its own: what step {p} handed over" + \
             (f", first said at step {first}" if first != p else "")
     return k, path, "the run's final answer"

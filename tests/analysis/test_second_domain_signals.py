@@ -65,3 +65,32 @@ def test_a_worker_that_answers_a_hand_over_in_words_only_claims_work_it_did_not_
     flags = unacted_claims(build_units(doc))
     # Alder's question was handed out again (a failed round) and then said again: no claim.
     assert [k for k, f in enumerate(flags) if f] == [4]
+
+
+def _task_step(i, agent, task, text):
+    step = _step(i, agent, text)
+    step["input_messages"] = [{"role": "user", "content": task}]
+    return step
+
+
+def test_a_failing_value_the_task_gave_is_no_fault_of_the_hand_over_that_relayed_it():
+    task = "refund ord9 in full"
+    doc = {"steps": [_task_step(0, "Kestrel", task, "Alder: refund 12.50 on ord9"),
+                     _step(1, "Alder", calls=[_call("refund", {"ref": "ord9"}, error="refund: ord9 needs an amount")]),
+                     _step(2, "Alder", "stuck on ord9"), _step(3, "Kestrel", "sorry, ord9 is stuck")]}
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (1, 1)
+
+
+def test_a_failure_after_an_invented_id_goes_back_to_the_hand_over_that_invented_it():
+    task = "refund the lamp of ord9"
+    doc = {"steps": [_task_step(0, "Kestrel", task, "Wren: look up ord7"),  # ord7: nobody said it
+                     _step(1, "Wren", calls=[_call("look", {"ref": "ord7"}, {"ref": "ord7", "item": "mat"})]),
+                     _step(2, "Wren", "ord7 holds a mat"),
+                     _step(3, "Kestrel", "Alder: please refund ord9 now"), _step(4, "Alder", "no amount given for ord9"),
+                     _step(5, "Kestrel", "Alder: please refund ord9 now"), _step(6, "Alder", "no amount given for ord9"),
+                     _step(7, "Kestrel", "sorry, ord9 is stuck")]}
+    units = build_units(doc)
+    assert units[0].unsupported == ["ord7"]
+    first = find_symptoms(build_graph(units), failed=True)[0]
+    assert (first.step, first.origin) == (4, 0), first
