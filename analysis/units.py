@@ -557,11 +557,13 @@ _MIN_REQUEST_TOKENS = 4
 def mark_failed_rounds(units: list[TransitionUnit]) -> None:
     """Set `round_failed` on the report of every round of work that was handed out again.
 
-    A hand-over is a coordinator's step after which another agent speaks; its round runs until the
-    hand-over's agent speaks again, and its report is the round's last text step. When the
-    same agent later hands the same agent the same request again (nearly the same words),
-    the first round did not get the work done, whatever its report says: that report is a
-    failure report. Read from the conversation's structure alone: no wording, no names."""
+    A hand-over is a coordinator's step after which another agent speaks; its round runs
+    until the hand-over's agent speaks again, and its report is the round's last text step.
+    When the same agent later hands the same agent the same request again (nearly the same
+    words) and no call of the round returned a usable result, the first round did not get
+    the work done, whatever its report says: that report is a failure report. (A round whose
+    calls succeeded and that is handed out again is repeated work, not a retry: no verdict.)
+    Read from the conversation's structure alone: no wording, no names."""
     n = len(units)
     # Who hands work out: the hub of the conversation's shape (or an agent named as a
     # coordinator); a worker's report handed back is the end of a round, not a request.
@@ -583,6 +585,8 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
         end = next((j for j in range(h + 1, n) if units[j].agent == units[h].agent), None)
         if end is None or end == h + 1:
             continue
+        if any(u.status != "error" and u.outcome in ("result", "empty_result") for u in units[h + 1:end]):
+            continue  # the round got something done: handing it out again repeats work, it does not retry it
         report = next((j for j in range(end - 1, h, -1)
                        if units[j].action["text"].strip() and not units[j].action["calls"]), end - 1)
         units[report].round_failed = True
