@@ -58,6 +58,35 @@ def given_by_task(units: list[TransitionUnit]) -> set[str]:
     return extract_artifacts(units[0].observation) if units and units[0].kind == "llm" else set()
 
 
+def swapped_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
+    """(step, value) when error step k names an id its own call did not carry that was
+    reported to a coordinator (said right before its turn) but that no coordinator's step
+    ever handed on: the hand-over that should have carried it handed on another id instead,
+    one its input never showed it (invented), else one drawn from the same report."""
+    u = units[k]
+    if not u.action["calls"] or u.kind != "llm":
+        return None
+    givers = hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
+    carried = extract_artifacts(" ".join(u.call_signatures))
+    for value in sorted(v for v in extract_artifacts(u.error_text or "") - carried if _ID.fullmatch(v)):
+        reports = [j for j in range(k - 1) if units[j].agent not in givers and units[j + 1].agent in givers
+                   and value in extract_artifacts(units[j].action["text"])]
+        if not reports or any(value in extract_artifacts(units[j].action["text"])
+                              for j in range(reports[0], k) if units[j].agent in givers):
+            continue
+        handovers = [j for j in range(reports[-1] + 1, k - 1) if units[j].agent in givers
+                     and not units[j].action["calls"] and units[j + 1].agent not in givers]
+        invented = [j for j in handovers if any(_ID.fullmatch(v) for v in units[j].unsupported)]
+        # Else the first hand-over back to the reporter that drew on the report, V left out.
+        reported = extract_artifacts(units[reports[-1]].action["text"]) - {value}
+        drawn = [j for j in handovers if units[j + 1].agent == units[reports[-1]].agent
+                 and {v for v in extract_artifacts(units[j].action["text"]) & reported if _ID.fullmatch(v)}
+                 - given_by_task(units)]
+        if invented or drawn:
+            return (invented or drawn)[0], value
+    return None
+
+
 def earlier_invention(units: list[TransitionUnit], p: int) -> int | None:
     """An earlier hand-over by the agent of hand-over p that carried an id its input never
     showed it, while p carries none: p asked for what it could (it is blamed only for
@@ -129,6 +158,12 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
             taker, value = neglected
             path.append(taker)
             return taker, path, f"the failure is about {value}, which step {taker} was handed and did not act on"
+        swapped = swapped_value(units, first)
+        if swapped is not None:
+            step, value = swapped
+            path.append(step)
+            return step, path, (f"the failure is about {value}, which was reported but never handed on; step {step} "
+                                "handed on another instead")
         named = extract_artifacts(f.error_text or units[path[0]].error_text or "") & f.artifacts_consumed
         p = handover_source(units, first)
         if p is not None:

@@ -94,3 +94,19 @@ def test_a_failure_after_an_invented_id_goes_back_to_the_hand_over_that_invented
     assert units[0].unsupported == ["ord7"]
     first = find_symptoms(build_graph(units), failed=True)[0]
     assert (first.step, first.origin) == (4, 0), first
+
+
+def test_an_error_about_a_reported_value_nobody_handed_on_goes_back_to_the_hand_over_that_swapped_it():
+    task = "send ord9"
+    look = _call("look", {"ref": "ord9"}, {"ref": "ord9", "parts": ["pt-7a", "pt-9c"]})
+    for swapped in ("pt-9c", "pt-5x"):  # drawn from the report, or invented
+        doc = {"steps": [_task_step(0, "Kestrel", task, "Wren: look at ord9"),
+                         _step(1, "Wren", calls=[look]), _step(2, "Wren", "ord9 holds pt-7a and pt-9c"),
+                         _step(3, "Kestrel", f"Wren: set {swapped} aside for ord9"),
+                         _step(4, "Wren", calls=[_call("aside", {"ref": swapped, "order": "ord9"}, {"ok": True})]),
+                         _step(5, "Wren", f"{swapped} is aside"),
+                         _step(6, "Kestrel", "Alder: send ord9"),
+                         _step(7, "Alder", calls=[_call("send", {"ref": "ord9"}, error="send: ord9 cannot go, pt-7a is not aside")]),
+                         _step(8, "Alder", "stuck on ord9"), _step(9, "Kestrel", "sorry, ord9 is stuck")]}
+        first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+        assert (first.step, first.origin) == (7, 3), (swapped, first)
