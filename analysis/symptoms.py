@@ -11,6 +11,10 @@ transition graph:
   same-error edges);
 - an error that names a value the failing step was handed goes back to the step that
   handed it over (the latest step of another agent whose message carried that value);
+- an error about an id its own call did not carry (state another step should have set) goes
+  back to the agent a coordinator handed that id and who made no call carrying it, or, when
+  the id was reported to the coordinator and never handed on, to the hand-over that handed
+  on another id instead; a value the task itself gave is no fault of the step relaying it;
 - a failure claim with an error in the claimant's own work since it was handed the task is
   explained by that error; without one, by what it was handed (the hand-over step), which
   may itself be a failure claim, explained in turn.
@@ -21,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
-from .units import _ID, TransitionUnit, extract_artifacts, hub_agents, is_coordinator
+from .units import TransitionUnit, extract_artifacts, hub_agents, is_coordinator, is_identifier
 
 MAX_DEPTH = 12
 
@@ -53,6 +57,21 @@ def handover_source(units: list[TransitionUnit], k: int) -> int | None:
     return None
 
 
+def _givers(units: list[TransitionUnit]) -> set[str]:
+    """Who hands work out (as in units.mark_failed_rounds): the conversation's hub, or an
+    agent named as a coordinator. A worker's report back is no hand-over."""
+    return hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
+
+
+def _uncarried_ids(u: TransitionUnit) -> list[str]:
+    """The ids an error step's message names that its own calls did not carry: the failure
+    is about other state ("nothing done yet for X"), not about what the call asked."""
+    if not u.action["calls"] or u.kind != "llm":
+        return []
+    carried = extract_artifacts(" ".join(u.call_signatures))
+    return sorted(v for v in extract_artifacts(u.error_text or "") - carried if is_identifier(v))
+
+
 def given_by_task(units: list[TransitionUnit]) -> set[str]:
     """The values the session's first input showed (the task), for instrumented sessions."""
     return extract_artifacts(units[0].observation) if units and units[0].kind == "llm" else set()
@@ -63,12 +82,8 @@ def swapped_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None
     reported to a coordinator (said right before its turn) but that no coordinator's step
     ever handed on: the hand-over that should have carried it handed on another id instead,
     one its input never showed it (invented), else one drawn from the same report."""
-    u = units[k]
-    if not u.action["calls"] or u.kind != "llm":
-        return None
-    givers = hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
-    carried = extract_artifacts(" ".join(u.call_signatures))
-    for value in sorted(v for v in extract_artifacts(u.error_text or "") - carried if _ID.fullmatch(v)):
+    givers = _givers(units)
+    for value in _uncarried_ids(units[k]):
         reports = [j for j in range(k - 1) if units[j].agent not in givers and units[j + 1].agent in givers
                    and value in extract_artifacts(units[j].action["text"])]
         if not reports or any(value in extract_artifacts(units[j].action["text"])
@@ -76,11 +91,11 @@ def swapped_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None
             continue
         handovers = [j for j in range(reports[-1] + 1, k - 1) if units[j].agent in givers
                      and not units[j].action["calls"] and units[j + 1].agent not in givers]
-        invented = [j for j in handovers if any(_ID.fullmatch(v) for v in units[j].unsupported)]
+        invented = [j for j in handovers if any(is_identifier(v) for v in units[j].unsupported)]
         # Else the first hand-over back to the reporter that drew on the report, V left out.
         reported = extract_artifacts(units[reports[-1]].action["text"]) - {value}
         drawn = [j for j in handovers if units[j + 1].agent == units[reports[-1]].agent
-                 and {v for v in extract_artifacts(units[j].action["text"]) & reported if _ID.fullmatch(v)}
+                 and {v for v in extract_artifacts(units[j].action["text"]) & reported if is_identifier(v)}
                  - given_by_task(units)]
         if invented or drawn:
             return (invented or drawn)[0], value
@@ -93,10 +108,10 @@ def earlier_invention(units: list[TransitionUnit], p: int) -> int | None:
     what it handed over), and the invented id is where the work went off course (the
     worker sent to the wrong record, so p could not hand over what was needed)."""
     u = units[p]
-    if u.kind != "llm" or any(_ID.fullmatch(v) for v in u.unsupported):
+    if u.kind != "llm" or any(is_identifier(v) for v in u.unsupported):
         return None
     return next((j for j in range(p) if units[j].agent == u.agent and units[j].kind == "llm"
-                 and not units[j].action["calls"] and any(_ID.fullmatch(v) for v in units[j].unsupported)), None)
+                 and not units[j].action["calls"] and any(is_identifier(v) for v in units[j].unsupported)), None)
 
 
 def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
@@ -106,16 +121,11 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
     the work on X was due there and was not done (skipped, or done on another value).
     The taker's first step of that round is returned, before any relay of the failing call's
     own values: a faithful relay of the request is not where the state went missing."""
-    u = units[k]
-    if not u.action["calls"]:
-        return None
-    carried = extract_artifacts(" ".join(u.call_signatures))
-    # Who hands work out (as in units.mark_failed_rounds): a worker's report back is no hand-over.
-    givers = hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
-    for value in sorted(v for v in extract_artifacts(u.error_text or "") - carried if _ID.fullmatch(v)):
+    givers = _givers(units)
+    for value in _uncarried_ids(units[k]):
         giver = next((j for j in range(k - 1, -1, -1) if units[j].agent in givers and units[j + 1].agent != units[j].agent
                       and not units[j].action["calls"] and value in extract_artifacts(units[j].action["text"])), None)
-        if giver is None or units[giver + 1].agent == u.agent:
+        if giver is None or units[giver + 1].agent == units[k].agent:
             continue
         taker = units[giver + 1].agent
         end = next((j for j in range(giver + 1, k) if units[j].agent == units[giver].agent), k)

@@ -135,6 +135,11 @@ def extract_artifacts(text: str) -> set[str]:
     return set(_artifacts_of(text)) if text else set()
 
 
+def is_identifier(value: str) -> bool:
+    """A token of letters and digits, both present (an id of any shape), as artifacts find it."""
+    return bool(_ID.fullmatch(value))
+
+
 # Patterns that only match around one of these characters: a text without any is not scanned.
 _PATTERN_HINTS = {"url": ("://",), "file": (".",)}
 
