@@ -10,7 +10,8 @@ transition graph:
 - a repeated error or a repeated call goes back to its first occurrence (loop and
   same-error edges);
 - an error that names a value the failing step was handed goes back to the step that
-  handed it over (the latest step of another agent whose message carried that value);
+  handed it over (the latest step of another agent whose message carried that value),
+  unless the failing call left out a value that hand-over gave it (then the call is to blame);
 - a failure claim with an error in the claimant's own work since it was handed the task is
   explained by that error; without one, by what it was handed (the hand-over step), which
   may itself be a failure claim, explained in turn.
@@ -53,6 +54,15 @@ def handover_source(units: list[TransitionUnit], k: int) -> int | None:
     return None
 
 
+def _dropped(handover: TransitionUnit, u: TransitionUnit) -> set[str]:
+    """Values a hand-over's words gave that the failing call left out of its arguments: the
+    call did not do what it was handed, so the failure is the call's, not the hand-over's."""
+    if not u.action["calls"]:
+        return set()
+    given = extract_artifacts(handover.action["text"])
+    return given - u.artifacts_consumed
+
+
 def _first_occurrence(graph: TransitionGraph, k: int, path: list[int]) -> int:
     """Back along same-error and loop edges to the first time this happened."""
     for _ in range(MAX_DEPTH):
@@ -82,7 +92,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         f = units[first]
         named = extract_artifacts(f.error_text or units[path[0]].error_text or "") & f.artifacts_consumed
         p = handover_source(units, first)
-        if named and p is not None and named & units[p].artifacts_consumed:
+        if named and p is not None and named & units[p].artifacts_consumed and not _dropped(units[p], f):
             path.append(p)
             value = sorted(named & units[p].artifacts_consumed)[0]
             return p, path, f"the failing value {value} was handed over by step {p}"
