@@ -10,7 +10,8 @@ transition graph:
 - a repeated error or a repeated call goes back to its first occurrence (loop and
   same-error edges);
 - an error that names a value the failing step was handed goes back to the step that
-  handed it over (the latest step of another agent whose message carried that value);
+  handed it over (the latest step of another agent whose message carried that value),
+  unless the failing call left out a value that hand-over gave it (then the call is to blame);
 - an error about an id its own call did not carry (state another step should have set) goes
   back to the agent a coordinator handed that id and who made no call carrying it, or, when
   the id was reported to the coordinator and never handed on, to the hand-over that handed
@@ -136,6 +137,15 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
     return None
 
 
+def _dropped(handover: TransitionUnit, u: TransitionUnit) -> set[str]:
+    """Values a hand-over's words gave that the failing call left out of its arguments: the
+    call did not do what it was handed, so the failure is the call's, not the hand-over's."""
+    if not u.action["calls"]:
+        return set()
+    given = extract_artifacts(handover.action["text"])
+    return given - u.artifacts_consumed
+
+
 def _first_occurrence(graph: TransitionGraph, k: int, path: list[int]) -> int:
     """Back along same-error and loop edges to the first time this happened."""
     for _ in range(MAX_DEPTH):
@@ -179,7 +189,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         if p is not None:
             # A value the task itself gave, relayed as given, is no fault of the relay.
             named -= given_by_task(units) - set(units[p].unsupported)
-        if named and p is not None and named & units[p].artifacts_consumed:
+        if named and p is not None and named & units[p].artifacts_consumed and not _dropped(units[p], f):
             path.append(p)
             value = sorted(named & units[p].artifacts_consumed)[0]
             return p, path, f"the failing value {value} was handed over by step {p}"

@@ -109,3 +109,14 @@ def test_an_agent_talking_to_itself_under_decorated_labels_hands_nothing_over():
     steps = [_step(0, "Planner (-> Wren)", ask), _step(1, "Planner (thought)", "the colour is still unknown"),
              _step(2, "Planner (-> Wren)", ask), _step(3, "Planner (thought)", "the colour is still unknown")]
     assert not any(u.round_failed for u in build_units({"steps": steps}))
+
+
+def test_an_error_naming_a_handed_value_blames_the_hand_over_unless_the_call_dropped_what_it_was_given():
+    def run(arguments):
+        call = {"name": "refund", "arguments": arguments, "error": "refund: unable to refund ord7a: no amount given"}
+        steps = [_step(0, "Kestrel", "Wren: please refund 11.50 on ord7a."), _step(1, "Wren", calls=[call]),
+                 _step(2, "Wren", "Stuck."), _step(3, "Kestrel", "Answer: blocked.")]
+        return find_symptoms(build_graph(build_units({"steps": steps})), failed=True)[0]
+
+    assert run({"order": "ord7a"}).origin == 1  # the call left out the amount it was handed
+    assert run({"order": "ord7a", "amount": 11.5}).origin == 0  # it did as told: the hand-over is to blame
