@@ -119,7 +119,9 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
     """(step, value) when error step k names an id its own call did not carry (the failure
     is about other state: "nothing done yet for X") and X was last handed over to an agent
     (a coordinator's step naming X right before another agent's turn) who then made no call carrying X:
-    the work on X was due there and was not done (skipped, or done on another value).
+    the work on X was due there and was not done (skipped, or done on another value). If it
+    was done as handed, the report the hand-over drew X from is returned when it misread
+    its own tool results (it paired X with another record's values, or left records out).
     The taker's first step of that round is returned, before any relay of the failing call's
     own values: a faithful relay of the request is not where the state went missing."""
     givers = _givers(units)
@@ -134,6 +136,12 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
                     for j in range(giver + 1, end) if units[j].agent == taker and units[j].action["calls"])
         if not acted:
             return giver + 1, value
+        # Done as handed, and still not done: what the hand-over relayed about the id was
+        # wrong at its source, a report that misread its own tool results.
+        source = next((j for j in range(giver - 1, -1, -1) if units[j].agent not in givers
+                       and value in extract_artifacts(units[j].action["text"])), None)
+        if source is not None and (units[source].misattributed or units[source].omitted):
+            return source, value
     return None
 
 
@@ -177,7 +185,10 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         if neglected is not None:
             taker, value = neglected
             path.append(taker)
-            return taker, path, f"the failure is about {value}, which step {taker} was handed and did not act on"
+            misread = bool(units[taker].misattributed or units[taker].omitted)
+            return taker, path, (f"the failure is about {value}, which step {taker} "
+                                 + ("reported from a misread of its tool results" if misread else
+                                    "was handed and did not act on"))
         swapped = swapped_value(units, first)
         if swapped is not None:
             step, value = swapped

@@ -110,3 +110,23 @@ def test_an_error_about_a_reported_value_nobody_handed_on_goes_back_to_the_hand_
                          _step(8, "Alder", "stuck on ord9"), _step(9, "Kestrel", "sorry, ord9 is stuck")]}
         first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
         assert (first.step, first.origin) == (7, 3), (swapped, first)
+
+
+def test_an_error_about_a_value_done_as_handed_goes_back_to_the_report_that_misread_it():
+    task = "send ord9"
+    look = _call("look", {"ref": "ord9"}, {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 1},
+                                                                   {"part": "pt-9c", "count": 3}]})
+    doc = {"steps": [_task_step(0, "Kestrel", task, "Wren: look at ord9"),
+                     _step(1, "Wren", calls=[look]),
+                     _step(2, "Wren", "ord9 holds: 3 of pt-7a. And 1 of pt-9c."),  # counts swapped
+                     _step(3, "Kestrel", "Wren: set 3 of pt-7a aside for ord9"),
+                     _step(4, "Wren", calls=[_call("aside", {"ref": "pt-7a", "n": 3, "order": "ord9"}, {"ok": True})]),
+                     _step(5, "Wren", "pt-7a is aside"),
+                     _step(6, "Kestrel", "Alder: send ord9"),
+                     _step(7, "Alder", calls=[_call("send", {"ref": "ord9"}, error="send: ord9 cannot go, pt-7a is short")]),
+                     _step(8, "Alder", "stuck on ord9"), _step(9, "Kestrel", "sorry, ord9 is stuck")]}
+    units = build_units(doc)
+    assert units[2].misattributed
+    first = find_symptoms(build_graph(units), failed=True)[0]
+    assert (first.step, first.origin) == (7, 2), first
+    assert "misread" in first.reason
