@@ -101,6 +101,37 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     return out
 
 
+def repeated_handovers(units: list[TransitionUnit]) -> dict[int, int]:
+    """{step: earlier step} for a coordinator's hand-over that says word for word what it
+    handed the same agent before, when that earlier round went well (a call returned a
+    result, no step failed, the report claims no failure and was not handed out again):
+    the work was done, so saying it again is not a retry but the next request gone wrong
+    (the same item asked twice, the one still to do never asked)."""
+    from .units import hub_agents, is_coordinator
+
+    givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
+    n = len(units)
+    done: dict[tuple[str, str, str], int] = {}  # (giver, taker, words) -> the hand-over whose round went well
+    out: dict[int, int] = {}
+    for k in range(n - 1):
+        u = units[k]
+        if u.kind != "llm" or u.agent not in givers or u.action["calls"] or units[k + 1].agent == u.agent:
+            continue
+        words = " ".join(u.action["text"].split())
+        if len(words) < 20:
+            continue
+        key = (u.agent, units[k + 1].agent, words)
+        if key in done:
+            out[k] = done[key]
+            continue
+        end = next((j for j in range(k + 1, n) if units[j].agent == u.agent), n)
+        round_ = units[k + 1:end]
+        if (any(w.outcome == "result" for w in round_) and all(w.status != "error" for w in round_)
+                and not any(w.claims_failure or w.round_failed for w in round_)):
+            done[key] = k
+    return out
+
+
 def step_features(graph: TransitionGraph) -> list[list[float]]:
     """One row of len(FEATURE_NAMES) floats per step, in step order."""
     units = graph.units

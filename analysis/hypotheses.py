@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .features import FEATURE_NAMES
+from .features import FEATURE_NAMES, repeated_handovers
 from .frontier import union_groups
 from .graph import TransitionGraph
 from .symptoms import find_symptoms
@@ -95,7 +95,8 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
     symptoms = find_symptoms(graph, failed)
     unsupported = X[:, FEATURE_NAMES.index("unsupported_values")]
     unacted = X[:, FEATURE_NAMES.index("unacted_claim")]
-    silent_suspects = [k for k in range(n) if unsupported[k] > 0 or unacted[k] > 0]
+    repeated = repeated_handovers(graph.units) if failed else {}
+    silent_suspects = [k for k in range(n) if unsupported[k] > 0 or unacted[k] > 0 or k in repeated]
     origins_seen: list[int] = []
     for symptom in symptoms:
         c = candidate(symptom.origin)
@@ -130,6 +131,11 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                 c = candidate(k)
                 c["bonus"] += weights.unacted_claim
                 c["why"].append("reports success without having called a tool")
+            if k in repeated:
+                c = candidate(k)
+                c["bonus"] += weights.unsupported
+                c["why"].append(f"hands over again, word for word, the request of step {repeated[k]}, "
+                                "whose round already got its result")
 
     flagged = {s for steps in frontier.values() for s in steps}
     for step, c in candidates.items():

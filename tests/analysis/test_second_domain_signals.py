@@ -130,3 +130,28 @@ def test_an_error_about_a_value_done_as_handed_goes_back_to_the_report_that_misr
     first = find_symptoms(build_graph(units), failed=True)[0]
     assert (first.step, first.origin) == (7, 2), first
     assert "misread" in first.reason
+
+
+def test_a_hand_over_said_again_after_its_round_went_well_is_the_suspect():
+    from tracefix.analysis.features import repeated_handovers
+
+    ask = "Wren: where is parcel pq41 right now?"
+    look = _call("look", {"ref": "pq41"}, {"ref": "pq41", "at": "depot"})
+    doc = {"steps": [_step(0, "Kestrel", "1. find pq41 2. find pq43"), _step(1, "Kestrel", ask),
+                     _step(2, "Wren", calls=[look]), _step(3, "Wren", "pq41 is at the depot"),
+                     _step(4, "Kestrel", ask),  # pq43 never asked
+                     _step(5, "Wren", calls=[look]), _step(6, "Wren", "pq41 is at the depot"),
+                     _step(7, "Kestrel", "pq41 and pq43 are at the depot")]}
+    units = build_units(doc)
+    assert repeated_handovers(units) == {4: 1}
+    graph = build_graph(units)
+    from tracefix.analysis.features import feature_matrix
+    from tracefix.analysis.hypotheses import EvidenceWeights, rank_hypotheses
+
+    top = rank_hypotheses(graph, {}, {}, feature_matrix(graph), failed=True,
+                          weights=EvidenceWeights(detectors=0.0, frontier=0.0))[0]
+    assert top["step"] == 4 and "word for word" in top["rationale"]
+    # A retry of a round that failed is not repeated work.
+    broken = _call("look", {"ref": "pq41"}, error="look: lookup failed")
+    doc["steps"][2] = _step(2, "Wren", calls=[broken])
+    assert repeated_handovers(build_units(doc)) == {}
