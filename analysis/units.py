@@ -792,7 +792,7 @@ def mispaired_numbers(text: str, results: list[Any]) -> list[str]:
     value of the summary is in the result, only the pairing is wrong ("2 x B" where the
     result has 2 of A and 1 of B). Small numbers count too (quantities); the item's own
     ordinal in the summary ("item 2: ...") is a list marker, not a value."""
-    records = [r for r in _records(results)]
+    records = _records(results)
     shapes: dict[Any, int] = {}
     for shape, _, _ in records:
         shapes[shape] = shapes.get(shape, 0) + 1
