@@ -143,7 +143,9 @@ def step_map(history: list[dict], doc: dict) -> tuple[dict[int, int], list[str]]
 
 def agent_key(speaker: str | None) -> str:
     """'Orchestrator (-> WebSurfer)' -> 'orchestrator': the agent behind a speaker label."""
-    return re.sub(r"\s*\(.*\)\s*$", "", str(speaker or "")).strip().lower()
+    from tracefix.analysis.units import speaker_of
+
+    return speaker_of(str(speaker or ""))
 
 
 def ranking(result: dict) -> list[int]:
