@@ -41,8 +41,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Sequence
 
-from .step_signals import HUMAN_ROLES, _speaker, _text_of
-from .units import TransitionUnit, session_task
+from .step_signals import HUMAN_ROLES, text_of
+from .units import TransitionUnit, session_task, speaker_of
 
 MODEL_PACKAGE = "wordllama"
 WEIGHTS_FILE = "weights/l2_supercat_256.safetensors"
@@ -148,10 +148,10 @@ def semantic_columns(doc: dict, units: list[TransitionUnit],
         return SEMANTIC_NAMES, [[0.0] * len(SEMANTIC_NAMES) for _ in range(n)]
     import numpy as np
 
-    texts = [_text_of(u) for u in units]
+    texts = [text_of(u) for u in units]
     vectors = embedder.embed(texts + [session_task(doc) or ""])
     steps, task = vectors[:n], vectors[n]
-    agent_steps = [k for k in range(n) if _speaker(units[k]) not in HUMAN_ROLES]
+    agent_steps = [k for k in range(n) if speaker_of(units[k].agent) not in HUMAN_ROLES]
     final_k = agent_steps[-1] if agent_steps else n - 1
     conclusion_k = next((k for k in reversed(agent_steps) if len(texts[k].split()) >= CONCLUSION_MIN_WORDS), final_k)
 

@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
-from .units import TransitionUnit, extract_artifacts, session_task
+from .units import TransitionUnit, extract_artifacts, session_task, speaker_of
 
 SIGNAL_NAMES = (
     "rel_position", "agent_turn", "first_agent_turn", "speaker_first_turn", "speaker_is_opener",
@@ -53,11 +53,6 @@ _STOPWORDS = frozenset(
     "the a an and or of to in on for with is are was were be been it this that these those as at by from "
     "we you i he she they them our your their its not no but if then so do does did have has had can could "
     "will would should may might must there here what which who whom when where why how all any each".split())
-
-
-def _speaker(unit: TransitionUnit) -> str:
-    # Message logs decorate speakers ("Planner (thought)", "Planner (-> Coder)"): one agent.
-    return re.sub(r"\s*\(.*\)\s*$", "", unit.agent or "").strip().lower()
 
 
 def coordinating_speaker(speakers: Sequence[str], agents: Sequence[bool], share: float = 0.8) -> str | None:
@@ -110,7 +105,7 @@ class _Tfidf:
         return sum(v * b.get(w, 0.0) for w, v in a.items())
 
 
-def _text_of(unit: TransitionUnit) -> str:
+def text_of(unit: TransitionUnit) -> str:
     parts = [unit.action.get("text") or ""]
     parts += [str(c.get("arguments")) for c in unit.action.get("calls") or []]
     parts += [str(f.get("result")) for f in unit.feedback if f.get("result") is not None]
@@ -123,8 +118,8 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     if n == 0:
         return []
     task = session_task(doc) or ""
-    texts = [_text_of(u) for u in units]
-    speakers = [_speaker(u) for u in units]
+    texts = [text_of(u) for u in units]
+    speakers = [speaker_of(u.agent) for u in units]
     humans = [s in HUMAN_ROLES for s in speakers]
     tool_output = [bool(u.feedback) and not u.action.get("calls") for u in units]
     agent_steps = [k for k in range(n) if not humans[k] and not tool_output[k]]

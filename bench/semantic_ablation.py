@@ -98,7 +98,7 @@ def long_session_seconds(items: list[dict], embedder, steps: int = 1000) -> tupl
     """Seconds for the semantic columns of one `steps`-step session built from the split's own
     steps (best of three, model already loaded), and its text size in characters."""
     from tracefix.analysis.semantic import semantic_columns
-    from tracefix.analysis.step_signals import _text_of
+    from tracefix.analysis.step_signals import text_of
     from tracefix.analysis.units import build_units
 
     pool = [step for it in items for step in it["doc"]["steps"]]
@@ -109,7 +109,7 @@ def long_session_seconds(items: list[dict], embedder, steps: int = 1000) -> tupl
         t0 = time.perf_counter()
         semantic_columns(doc, units, embedder=embedder)
         runs.append(time.perf_counter() - t0)
-    return min(runs), sum(len(_text_of(u)) for u in units)
+    return min(runs), sum(len(text_of(u)) for u in units)
 
 
 def main() -> None:

@@ -24,6 +24,10 @@ Baselines on the same sessions:
   first error-looking  steps whose content matches a generic error regex, in order
                      (none: the last step)
   recency            the last step, then the two before it
+  first worker turns the turns of the agents the coordinating speaker hands work to, in order
+                     (step_signals.coordinating_speaker; none: every agent's turns): not one of
+                     the issue's baselines, but the rule the ranker largely learns on the
+                     coordinated (Magentic-One) logs, printed so its gain is not mistaken for more
 
 The product's order comes from the learned step ranker (analysis/ranker.py), which the
 package ships trained on this very split: its own figure here would be in-sample. So `full`
@@ -40,10 +44,11 @@ Ablations (same sessions, same store documents):
   without IsolationForest  graph heuristics, no detector at all (symptom origins, silent signals)
   IsolationForest only     steps ranked by the IsolationForest score alone
   graph rules, no scores   IF computed (its frontier proposes candidates) but weighted 0
-  + HGT (cross-fitted)     the HGT trained by `train_on_documents` on the steps before the
+  HGT rows (cross-fitted)  the HGT trained by `train_on_documents` on the steps before the
                            labelled mistake of the *other* half of the split (2 folds, so no
-                           session's own label is used to analyze it), loaded from its
-                           model folder by `analyze_session`; also HGT without IF and HGT only.
+                           session's own label is used to analyze it): the ranker with the
+                           HGT's surprise as an input (cross-validated as `full`), the graph
+                           heuristics with the HGT's score, HGT without IF, and HGT only.
 `--no-hgt` skips the HGT rows.
 """
 from __future__ import annotations
@@ -66,12 +71,13 @@ HUMAN_SPEAKERS = {"user", "human"}
 ERROR_LOOKING = re.compile(r"\b(error|exception|traceback|failed|cannot)\b", re.I)
 HGT_EPOCHS = 30
 
-BASELINES = ("random (expected)", "first agent turns", "first error-looking", "recency (last step)")
+BASELINES = ("random (expected)", "first agent turns", "first error-looking", "recency (last step)",
+             "first worker turns")
 RANKER_ABLATIONS = ("ranker - IF inputs", "ranker - heuristic input", "ranker, signals only")
 ABLATIONS = ("full", *RANKER_ABLATIONS, "graph heuristics (no ranker)", "without IsolationForest",
              "IsolationForest only", "graph rules, no scores")
 CV_SEEDS = (0, 1, 2)
-HGT_ABLATIONS = ("full + HGT", "HGT, without IsolationForest", "HGT only")
+HGT_ABLATIONS = ("ranker + HGT input", "graph heuristics + HGT", "HGT, without IsolationForest", "HGT only")
 
 
 def load_logs(limit: int | None) -> list[dict]:
@@ -137,7 +143,9 @@ def step_map(history: list[dict], doc: dict) -> tuple[dict[int, int], list[str]]
 
 def agent_key(speaker: str | None) -> str:
     """'Orchestrator (-> WebSurfer)' -> 'orchestrator': the agent behind a speaker label."""
-    return re.sub(r"\s*\(.*\)\s*$", "", str(speaker or "")).strip().lower()
+    from tracefix.analysis.units import speaker_of
+
+    return speaker_of(str(speaker or ""))
 
 
 def ranking(result: dict) -> list[int]:
@@ -164,11 +172,24 @@ def error_looking_steps(doc: dict) -> list[int]:
             if ERROR_LOOKING.search(content_text((s.get("output_message") or {}).get("content")))]
 
 
+def first_worker_turns(doc: dict) -> list[int]:
+    """The turns of the agents a coordinator hands work to, in order (no coordinator: the
+    agents' turns), then the rest: what the ranker learns on a coordinated team, as a rule."""
+    from tracefix.analysis.step_signals import coordinating_speaker
+
+    speakers = [agent_key(s.get("agent")) for s in doc["steps"]]
+    agents = [sp not in HUMAN_SPEAKERS for sp in speakers]
+    hub = coordinating_speaker(speakers, agents)
+    first = [k for k, sp in enumerate(speakers) if agents[k] and sp != hub]
+    return first + [k for k in range(len(speakers)) if k not in set(first)]
+
+
 def baseline_rankings(doc: dict) -> dict[str, list[int]]:
     steps = doc["steps"]
     n = len(steps)
     first_agent = next((k for k, s in enumerate(steps) if str(s.get("agent")).lower() not in HUMAN_SPEAKERS), 0)
     return {"first agent turns": list(range(first_agent, n)),
+            "first worker turns": first_worker_turns(doc),
             "first error-looking": error_looking_steps(doc) or [n - 1],
             "recency (last step)": list(range(n - 1, -1, -1))}
 
@@ -247,8 +268,8 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_
         if with_hgt:
             folder = folds[s["fold"]][0]  # folds[f] was trained on the sessions not in fold f
             model = load_model(folder)
-            with_model = analyze_document(doc, model, ranker=None)
-            rankings["full + HGT"] = ranking(with_model)
+            s["inputs_hgt"], with_model = session_inputs(doc, model)
+            rankings["graph heuristics + HGT"] = ranking(with_model)
             rankings["HGT, without IsolationForest"] = ranking(
                 analyze_document(doc, model, isolation_forest=False, ranker=None))
             rankings["HGT only"] = by_detector(with_model, "hgt")
@@ -292,10 +313,12 @@ def cross_validated_rankings(sessions: list[dict]) -> None:
                 "ranker - heuristic input": without("heuristic_rank"),
                 "ranker, signals only": without("isolation_forest", "hgt", "heuristic_rank")}
     items = [{"group": s["subset"], "step": s["truth"]} for s in sessions]
-    inputs = [s["inputs"] for s in sessions]
     for s in sessions:
         s["cv"] = {}
-    for method, select in variants.items():
+    runs = [(method, select, [s["inputs"] for s in sessions]) for method, select in variants.items()]
+    if all("inputs_hgt" in s for s in sessions):
+        runs.append(("ranker + HGT input", None, [s["inputs_hgt"] for s in sessions]))
+    for method, select, inputs in runs:
         flat = cross_validate(items, inputs, seeds=CV_SEEDS, select=select)
         for i, s in enumerate(sessions):
             s["cv"][method] = [flat[k * len(sessions) + i] for k in range(len(CV_SEEDS))]
@@ -374,7 +397,7 @@ def main() -> None:
         print()
         for r in rows:
             print(f"  {r['file']:<28} n={r['n_steps']:>3} truth={r['mistake_step']:>3} ({r['mistake_agent']}) "
-                  f"tracefix top3={r['tracefix_top3']} from {r['tracefix_sources']}")
+                  f"tracefix top3={r['tracefix_top3']} (graph heuristics' top-3 from {r['heuristic_sources']})")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "notes": notes, "sessions": rows}, indent=2))
         print(f"wrote {args.json}")

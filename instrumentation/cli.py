@@ -18,7 +18,7 @@ import click
 # verb -> ("module:attribute", one-line help shown by `tracefix --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("tracefix.demo.cli:sim", "Start the scripted OpenAI-compatible LLM server (demo/test component)."),
-    "demo-run": ("tracefix.demo.cli:demo_run", "Run banking demo tasks against the scripted LLM server."),
+    "demo-run": ("tracefix.demo.cli:demo_run", "Run demo tasks (the banking team, or --domain warehouse) against the scripted LLM server."),
     "serve": ("tracefix.collector.cli:serve", "Run the collector: OTLP receivers, DuckDB store, API, alerts."),
     "store": ("tracefix.collector.store_cli:store", "Maintain the store: compact a DuckLake's small files."),
     "sessions": ("tracefix.collector.cli:sessions", "List stored sessions."),
