@@ -409,7 +409,14 @@ class Call:
     error: str | None
 
 
-def _calls(messages: list[dict]) -> list[Call]:
+def _error_object(result: Any) -> str | None:
+    """The bank's tools refuse with `{"error": ...}` and nothing else."""
+    return result.get("error") if isinstance(result, dict) and set(result) == {"error"} else None
+
+
+def tool_calls(messages: list[dict], refusal: Callable[[Any], str | None] = _error_object) -> list[Call]:
+    """The tool calls of a conversation with their parsed results; `refusal` says which results
+    are a tool saying no (each demo app's tools refuse their own way)."""
     results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
     calls = []
     for m in messages:
@@ -424,7 +431,7 @@ def _calls(messages: list[dict]) -> list[Call]:
                 result = json.loads(raw) if raw is not None else None
             except ValueError:
                 result = raw
-            error = result.get("error") if isinstance(result, dict) and set(result) == {"error"} else None
+            error = refusal(result)
             calls.append(Call(fn.get("name"), args, None if error else result, error))
     return calls
 
@@ -553,8 +560,8 @@ def _worker(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
     instruction, note = split_note(str(messages[start].get("content") or ""))
     added = [str(m.get("content") or "") for m in messages[start + 1:] if m.get("role") == "user"]
     edit = edit_reading.combine([note, *added]) if reads_edits else None
-    before = _calls(messages[:start])
-    segment = _calls([m for m in messages[start + 1:] if m.get("role") != "user"])
+    before = tool_calls(messages[:start])
+    segment = tool_calls([m for m in messages[start + 1:] if m.get("role") != "user"])
     intents, reason = parse_instruction(instruction, own)
     if reason and edit is not None:
         # an instruction it cannot act on, and an edit saying what to do: act on the edit
@@ -638,7 +645,7 @@ def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict, edit
             decision.hosts["wrong_argument"] = (wrong, Need(
                 values=(args[key],), decides=(args[key],), related=(key,), about=about, sources=("instruction",),
                 target=(tool,)))
-        done = [c for c in _calls(messages[_instruction_index(messages) or 0:]) if not c.error]
+        done = [c for c in tool_calls(messages[_instruction_index(messages) or 0:]) if not c.error]
 
         def skipped() -> Variant:
             claim = f"- {tool}: done"

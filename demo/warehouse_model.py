@@ -27,7 +27,7 @@ from typing import Any
 from . import edits as edit_reading
 from .edits import Need, worker_protocol
 from .faults import StepInfo
-from .policy import Decision, Variant, text_message, tool_call_message
+from .policy import Call, Decision, Variant, text_message, tool_calls, tool_call_message
 from .warehouse_tasks import Job, get_ticket, ticket_for_text
 from .warehouse_team import (CREW, DISPATCHER, REPLY_MARK, TICKET_MARK, Crew, classify_dispatcher_output,
                              role_of)
@@ -219,14 +219,6 @@ def _dispatcher(messages: list[dict], reads_edits: bool) -> Decision:
 
 # --- crew members ------------------------------------------------------------------------------
 
-@dataclass
-class Call:
-    name: str
-    args: dict
-    result: Any
-    error: str | None
-
-
 def _refusal(result: Any) -> str | None:
     """Why a tool said no, in whichever of its three ways it says it; None when it did not."""
     if isinstance(result, dict) and result.get("ok") is False:
@@ -240,23 +232,7 @@ def _refusal(result: Any) -> str | None:
 
 
 def _calls(messages: list[dict]) -> list[Call]:
-    results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
-    calls = []
-    for m in messages:
-        for tc in m.get("tool_calls") or []:
-            fn = tc.get("function", {})
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except ValueError:
-                args = {}
-            raw = results.get(tc.get("id"))
-            try:
-                result = json.loads(raw) if raw is not None else None
-            except ValueError:
-                result = raw
-            error = _refusal(result)
-            calls.append(Call(fn.get("name"), args, None if error else result, error))
-    return calls
+    return tool_calls(messages, refusal=_refusal)
 
 
 def _sentences(c: Call) -> list[str]:
