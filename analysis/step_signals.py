@@ -122,10 +122,10 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     speakers = [speaker_of(u.agent) for u in units]
     humans = [s in HUMAN_ROLES for s in speakers]
     tool_output = [bool(u.feedback) and not u.action.get("calls") for u in units]
-    agent_steps = [k for k in range(n) if not humans[k] and not tool_output[k]]
+    is_agent = [not humans[k] and not tool_output[k] for k in range(n)]
+    agent_steps = [k for k in range(n) if is_agent[k]]
     opener = speakers[agent_steps[0]] if agent_steps else None
     counts = Counter(speakers)
-    is_agent = [not humans[k] and not tool_output[k] for k in range(n)]
     hub = coordinating_speaker(speakers, is_agent)
 
     # Information flow: the values each step shows for the first time.
