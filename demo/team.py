@@ -43,14 +43,19 @@ def system_prompt(agent: str) -> str:
             "report that you could not act.")
 
 
-def role_of(messages: list[dict]) -> str | None:
-    """The agent a conversation belongs to, read from its system prompt."""
+def role_in_system_prompt(messages: list[dict], pattern: re.Pattern[str]) -> str | None:
+    """The agent a conversation belongs to: `pattern`'s first group in its system prompt (each
+    demo app names its agents there its own way)."""
     for m in messages:
         if m.get("role") == "system":
-            found = _ROLE_RE.search(str(m.get("content") or ""))
+            found = pattern.search(str(m.get("content") or ""))
             if found:
                 return found.group(1)
     return None
+
+
+def role_of(messages: list[dict]) -> str | None:
+    return role_in_system_prompt(messages, _ROLE_RE)
 
 
 def tools_for(agent: str) -> list[dict] | None:

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable, ContextManager
 
-from .team import tool_error_text
+from .team import role_in_system_prompt, tool_error_text
 from .warehouse_world import CREW_TOOLS, tool_spec
 
 DISPATCHER = "Dispatcher"
@@ -42,12 +42,7 @@ def system_prompt(agent: str) -> str:
 
 
 def role_of(messages: list[dict]) -> str | None:
-    for m in messages:
-        if m.get("role") == "system":
-            found = _ROLE_RE.search(str(m.get("content") or ""))
-            if found:
-                return found.group(1)
-    return None
+    return role_in_system_prompt(messages, _ROLE_RE)
 
 
 def tools_for(agent: str) -> list[dict] | None:
