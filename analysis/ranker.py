@@ -117,12 +117,16 @@ class StepRanker:
 
 
 def session_kind(doc: dict) -> str:
-    """"message" for an imported message log, "llm" for an instrumented session.
+    """"message" for a conversation in words only, "llm" for a session whose tool calls and
+    results are recorded (an instrumented session, or an imported log that carries them).
 
-    The two carry different evidence (a log has no tool calls, results or state; an
-    instrumented session has them), so each kind has a ranker of its own."""
+    The two carry different evidence (a plain message log has no tool calls, results or
+    state; the others do), so each kind has a ranker of its own: a log in the OpenAI format
+    with `tool_calls` looks like an instrumented session to the analysis, not like a chat."""
     steps = doc.get("steps") or []
-    return "message" if steps and all(s.get("kind") == "message" for s in steps) else "llm"
+    words_only = all(s.get("kind") == "message" and not (s.get("output_message") or {}).get("tool_calls")
+                     for s in steps)
+    return "message" if steps and words_only else "llm"
 
 
 def save_rankers(rankers: dict[str, "StepRanker"], path: str | Path) -> Path:

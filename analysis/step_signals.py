@@ -11,7 +11,11 @@ Nothing here knows a domain, an id format or an agent name. A step is described 
   many worker turns came before this one (a coordinated team usually goes wrong the first
   time a worker acts on the world, not the tenth);
 - what it says: its length, code, hedging ("assume", "probably"), claims of success or
-  failure, whether it or the step after it errors;
+  failure, whether it or the step after it errors, and whether it is the session's first
+  step to do so (the first program written, the first guess, the first "done", the first
+  error: what the rest of the session builds on or stumbles over starts there), and whether
+  it says again, word for word, what an earlier step said (a retried call, a loop: the
+  first of the copies is where it went wrong, not the copies);
 - how information flows: values (numbers, quoted strings, identifiers) the step introduces
   that neither the task nor earlier steps showed, and how many of the final answer's values
   were first introduced here (a wrong final answer is usually carried from the step that
@@ -39,6 +43,8 @@ SIGNAL_NAMES = (
     "phase_plan", "phase_instruct", "phase_act", "phase_answer",
     "log_length", "has_code", "hedging", "claims_success", "claims_failure",
     "errors", "next_errors", "errors_before",
+    "first_code", "first_hedging", "first_success_claim", "first_error", "first_failure_claim",
+    "repeats_earlier",
     "new_values", "final_values_introduced", "first_final_introducer",
     "task_similarity", "final_similarity", "novelty",
 )
@@ -151,6 +157,23 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     task_vec = tfidf.vector(task_tokens)
     final_vec = vectors[final_k]
 
+    # The first step of each kind of act: a team that goes wrong usually does so the first
+    # time it writes a program, guesses, declares success or fails, not on the repeats.
+    code = [bool(_CODE.search(t)) for t in texts]
+    hedges = [len(_HEDGING.findall(t)) for t in texts]
+    firsts = {name: next((k for k in range(n) if flags[k]), None) for name, flags in (
+        ("first_code", code), ("first_hedging", hedges),
+        ("first_success_claim", [u.claims_success for u in units]),
+        ("first_error", [u.status == "error" for u in units]),
+        ("first_failure_claim", [u.claims_failure for u in units]))}
+
+    said: set[str] = set()
+    repeats = []
+    for text in texts:
+        said_now = " ".join(text.split()).lower()
+        repeats.append(bool(said_now) and said_now in said)
+        said.add(said_now)
+
     rows: list[list[float]] = []
     turn, worker_turns, spoken, errors_before = 0, 0, set(), 0
     previous: Counter[str] = Counter()
@@ -178,13 +201,15 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
             "phase_act": float(u.phase == "act"),
             "phase_answer": float(u.phase == "answer"),
             "log_length": math.log1p(len(text)),
-            "has_code": float(bool(_CODE.search(text))),
-            "hedging": math.log1p(len(_HEDGING.findall(text))),
+            "has_code": float(code[k]),
+            "hedging": math.log1p(hedges[k]),
             "claims_success": float(u.claims_success),
             "claims_failure": float(u.claims_failure),
             "errors": float(u.status == "error"),
             "next_errors": float(k + 1 < n and units[k + 1].status == "error"),
             "errors_before": math.log1p(errors_before),
+            **{name: float(first == k) for name, first in firsts.items()},
+            "repeats_earlier": float(repeats[k]),
             "new_values": math.log1p(len(introduced[k])),
             "final_values_introduced": from_step.get(k, 0) / len(final_values) if final_values else 0.0,
             "first_final_introducer": float(earliest_final == k),

@@ -117,6 +117,40 @@ def test_coordinating_speaker_is_read_from_the_conversation_shape():
                                 [False, True, False, True, True, False, True, True]) is None
 
 
+def test_a_log_with_tool_calls_is_ranked_like_an_instrumented_session():
+    """The 'message' ranker learned from conversations in words only; a log that records its
+    tool calls and results carries the evidence the 'llm' ranker was trained on."""
+    chat = conversation_to_document({"question": "Sum 2 and 3", "history": [
+        {"role": "user", "content": "Sum 2 and 3"}, {"role": "assistant", "name": "Solver", "content": "5"}]})
+    assert session_kind(chat) == "message"
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
+    with_calls = conversation_to_document({"task": "Sum 2 and 3", "messages": [
+        {"role": "user", "content": "Sum 2 and 3"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}, {"role": "assistant", "content": "5"}]})
+    assert session_kind(with_calls) == "llm"
+
+
+def test_first_acts_and_verbatim_repeats_are_signals():
+    """The first program, guess and error of a session are marked; a step that says again
+    what an earlier one said is marked as a repeat (its first copy is not)."""
+    from tracefix.analysis.step_signals import SIGNAL_NAMES, step_signal_matrix
+    from tracefix.analysis.units import build_units
+
+    doc = conversation_to_document({"question": "Count the rows", "history": [
+        {"role": "user", "content": "Count the rows"},
+        {"role": "assistant", "name": "Lark", "content": "I assume the file has a header."},
+        {"role": "assistant", "name": "Wren", "content": "```python\nprint(len(rows))\n```"},
+        {"role": "assistant", "name": "Wren", "content": "```python\nprint(len(rows))\n```"},
+        {"role": "assistant", "name": "Lark", "content": "Probably 12, I think."}]})
+    rows = step_signal_matrix(doc, build_units(doc))
+    column = {name: [row[SIGNAL_NAMES.index(name)] for row in rows] for name in
+              ("first_code", "first_hedging", "repeats_earlier", "has_code")}
+    assert column["has_code"] == [0, 0, 1, 1, 0]
+    assert column["first_code"] == [0, 0, 1, 0, 0]
+    assert column["first_hedging"] == [0, 1, 0, 0, 0]
+    assert column["repeats_earlier"] == [0, 0, 0, 1, 0]
+
+
 def test_recorded_hgt_surprise_is_a_ranker_input(tmp_path):
     """A labelled session may carry the HGT's per-step surprise from when it was recorded: the
     ranker then learns from it (here it is the only thing that tells the decisive step)."""
