@@ -220,12 +220,13 @@ def rerank_hypotheses(graph: TransitionGraph, hypotheses: list[dict[str, Any]], 
     out = []
     for rank, step in enumerate(order, start=1):
         reasons = ranker.contributions(inputs[step])
+        in_words = ranker.reasons(inputs[step])
         h = by_step.get(step)
         if h is None:
             u = graph.units[step]
             h = {"step": step, "agent": u.agent, "source": "ranker",
                  "rationale": (f"Step {step} ({u.agent}, {u.phase}): ranked suspect by the learned step ranker "
-                               f"({', '.join(reasons) or 'no single input stands out'})"
+                               f"({'; '.join(in_words) or 'no single input stands out'})"
                                + (f"; failed with {u.error_text!r}" if u.error_text else "") + "."),
                  "evidence": {"detectors": [], "scores": {name: round(float(s[step]), 4)
                                                           for name, s in scores_by_detector.items()},
@@ -235,6 +236,7 @@ def rerank_hypotheses(graph: TransitionGraph, hypotheses: list[dict[str, Any]], 
             h = {**h, "evidence": dict(h["evidence"])}
         h["rank"] = rank
         h["score"] = round((ranker_scores[step] - lo) / (hi - lo), 4) if hi > lo else 1.0
-        h["evidence"]["ranker"] = {"score": round(float(ranker_scores[step]), 4), "reasons": reasons}
+        h["evidence"]["ranker"] = {"score": round(float(ranker_scores[step]), 4), "reasons": reasons,
+                                   "in_words": in_words}
         out.append(h)
     return out

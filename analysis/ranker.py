@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .features import zscores
-from .step_signals import SIGNAL_NAMES, step_signal_matrix
+from .step_signals import SIGNAL_NAMES, SIGNAL_WORDS, step_signal_matrix
 from .units import TransitionUnit
 
 DETECTOR_INPUTS = ("isolation_forest", "isolation_forest_rank", "hgt", "hgt_rank", "heuristic_rank")
@@ -36,6 +36,12 @@ RELATIVE_INPUTS = ("log_length", "hedging", "new_values", "task_similarity", "fi
                    "novelty", "speaker_share", "agent_turn", "isolation_forest", "hgt")
 FEATURE_NAMES = (BASE_INPUTS + tuple(f"{name}_z" for name in RELATIVE_INPUTS)
                  + tuple(f"{name}_x_log_n" for name in BASE_INPUTS))
+INPUT_WORDS = {**SIGNAL_WORDS,
+               "isolation_forest": ("anomalous to the IsolationForest", None),
+               "isolation_forest_rank": ("among the IsolationForest's most anomalous steps", None),
+               "hgt": ("surprising to the HGT trained on successful sessions", None),
+               "hgt_rank": ("among the HGT's most surprising steps", None),
+               "heuristic_rank": ("proposed by the graph evidence", None)}
 SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "ranker.json"
 FORMAT = "tracefix-step-ranker/1"
 
@@ -97,6 +103,25 @@ class StepRanker:
                  in zip(self.feature_names, self.weights, row, self.mean, self.scale)]
         top = sorted((p for p in parts if p[1] > 0), key=lambda p: -p[1])[:k]
         return {name: round(value, 3) for name, value in top}
+
+    def reasons(self, row: Sequence[float], k: int = 3) -> list[str]:
+        """The same in plain words: an input's raw value, its within-session z-score and its
+        length-scaled copy are one signal, so their pushes are summed; whether the signal was
+        high or low for this step picks the words (a low value that says nothing is left out)."""
+        push: dict[str, float] = {}
+        for name, w, x, m, s in zip(self.feature_names, self.weights, row, self.mean, self.scale):
+            base = name.removesuffix("_x_log_n").removesuffix("_z")
+            push[base] = push.get(base, 0.0) + w * (x - m) / s
+        out = []
+        for base, value in sorted(push.items(), key=lambda item: -item[1]):
+            if value <= 0 or len(out) == k:
+                break
+            i = self.feature_names.index(base)
+            high, low = INPUT_WORDS.get(base, (base, None))
+            words = high if row[i] > self.mean[i] else low
+            if words:
+                out.append(words)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "l2": self.l2, "trained_on": self.trained_on,

@@ -49,6 +49,48 @@ SIGNAL_NAMES = (
     "task_similarity", "final_similarity", "novelty",
 )
 
+# What each signal says about a step in plain words, when it is high and when it is low
+# (None: being low says nothing worth telling a reader): how the ranker explains itself.
+SIGNAL_WORDS: dict[str, tuple[str | None, str | None]] = {
+    "rel_position": ("late in the session", "early in the session"),
+    "agent_turn": ("after many agent turns", "among the first agent turns"),
+    "first_agent_turn": ("the first agent turn", None),
+    "speaker_first_turn": ("its speaker's first turn", None),
+    "speaker_is_opener": ("spoken by the agent that answered the task first", None),
+    "speaker_share": ("spoken by an agent with many turns", "spoken by an agent with few turns"),
+    "is_human": ("a human turn", None),
+    "is_tool_output": ("a tool's output", None),
+    "is_last": ("the last step", None),
+    "speaker_is_hub": ("spoken by the coordinating agent", None),
+    "is_worker": ("a worker's turn (an agent the coordinator hands work to)", None),
+    "worker_turn": ("after many worker turns", "among the first worker turns"),
+    "early_worker_turn": ("one of the first two worker turns", None),
+    "phase_plan": ("a planning step", None),
+    "phase_instruct": ("an instruction to another agent", None),
+    "phase_act": ("an action on a tool", None),
+    "phase_answer": ("an answer", None),
+    "log_length": ("a long message", "a short message"),
+    "has_code": ("contains code", None),
+    "hedging": ("guesses or assumes", None),
+    "claims_success": ("claims success", None),
+    "claims_failure": ("reports a failure", None),
+    "errors": ("ends in an error", None),
+    "next_errors": ("the step after it errors", None),
+    "errors_before": ("follows earlier errors", "no error before it"),
+    "first_code": ("the session's first program", None),
+    "first_hedging": ("the session's first guess or assumption", None),
+    "first_success_claim": ("the session's first claim of success", None),
+    "first_error": ("the session's first error", None),
+    "first_failure_claim": ("the session's first report of a failure", None),
+    "repeats_earlier": ("repeats an earlier step word for word", "says something new"),
+    "new_values": ("introduces values nobody showed before", None),
+    "final_values_introduced": ("first said values the final answer repeats", None),
+    "first_final_introducer": ("the first step to say a value of the final answer", None),
+    "task_similarity": ("close to the task's words", "far from the task's words"),
+    "final_similarity": ("close to the final answer's words", "far from the final answer's words"),
+    "novelty": ("words the session had not used before", "repeats the session's words"),
+}
+
 HUMAN_ROLES = {"user", "human"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']+")
 _CODE = re.compile(r"```|^\s{4}\S", re.M)

@@ -75,6 +75,10 @@ def test_train_ranker_cli_writes_a_model_analyze_uses(labelled_file, tmp_path):
     top = result["hypotheses"][0]
     assert top["step"] == 4
     assert top["evidence"]["ranker"]["reasons"], "the ranker says which inputs raised the step"
+    # ... and in words a reader knows: the step guesses and first says the final answer's value.
+    in_words = " ".join(top["evidence"]["ranker"]["in_words"])
+    assert "guess" in in_words or "final answer" in in_words, in_words
+    assert "_" not in in_words, in_words
     assert [h["rank"] for h in result["hypotheses"]] == list(range(1, len(result["hypotheses"]) + 1))
     assert all("ranker" in row for row in result["scores"])
 
