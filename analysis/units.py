@@ -485,6 +485,14 @@ _ERROR_WORDS = re.compile(
     r"not (?:found|allowed|permitted|supported|available|valid|authori[sz]ed)|no such|does not exist|"
     r"missing|required|invalid|denied|forbidden|unauthori[sz]ed|insufficient|exceed(?:s|ed)?|"
     r"rejected|refused|timed? ?out|unavailable|unknown)\b", re.I)
+# A statement that something is not so ("x is not packed", "isn't open", "no such box", "not
+# yet booked", "not able to"), and a result's own verdict field written out ("ok: false", "success = no",
+# "ok False" in a record laid out as prose): generic English and generic field names, read
+# only in a short text result (a tool's answer, not a listing).
+_NEGATED = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|does|do|did|has been|have been)\s+not\b|"
+    r"\b(?:is|are|was|were|has|have|had|does|do|did)n[\u2019']t\b|\bnot (?:yet|able)\b|\bno such\b|"
+    r"(?:^|[;,\n{(])\s*[\"']?(?:ok|success)[\"']?\s*[:=]?\s*(?:false|no)\b", re.I)
 # A failure message is a line or two; a listing of records is longer.
 _SHORT_RESULT_CHARS = 300
 
@@ -502,7 +510,8 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
     """Tool results that are failures returned as text rather than raised, read from their
     shape and from what the agent did next, not from the tool's vocabulary alone:
 
-    - a short text result worded as a failure (error words, not a record listing);
+    - a short text result worded as a failure (error words, a negated statement, a verdict
+      field saying no; not a record listing);
     - a short text result the agent answers by making the very same call again in its next
       step (an immediate retry: the result was of no use to it) that answers the same text
       again or answers in JSON this time;
@@ -523,7 +532,7 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
             # Retried and answered the same way (a failure that does not go away), or answered
             # in structure the second time (the first answer was the odd one out).
             retried = sig in again and (again[sig] == f.get("result") or isinstance(again[sig], (dict, list)))
-            if retried or _ERROR_WORDS.search(text):
+            if retried or _ERROR_WORDS.search(text) or _NEGATED.search(text):
                 flagged.add((f["tool"], normalize_error(text) or ""))
     if not flagged:
         return

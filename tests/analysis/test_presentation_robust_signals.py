@@ -19,6 +19,22 @@ def test_a_text_result_worded_as_a_failure_is_an_error_step():
     assert units[1].status == "error" and "permission denied" in units[1].error_text
 
 
+def test_a_text_result_that_says_something_is_not_so_is_an_error_step_without_failure_words():
+    ok = {"name": "look", "arguments": {"ref": "box7a"}, "result": "box7a is red, on shelf 12"}
+    results = ["ship: box7a is not packed, nothing set aside yet for box9c",  # a negated statement
+               "ok False; reason ship needs a ref",  # a verdict field saying no, laid out as prose
+               "not able to ship box7a: no date was given"]
+    for text in results:
+        refused = {"name": "ship", "arguments": {"ref": "box7a"}, "result": text}
+        units = build_units({"steps": [_step(0, "a", calls=[ok]), _step(1, "a", calls=[refused])]})
+        assert [u.outcome for u in units] == ["result", "error_result"], text
+        assert units[1].status == "error" and text in units[1].error_text
+    # A listing's negative fact is a record, not a failure: only a short answer is read so.
+    listing = {"name": "list", "arguments": {}, "result": "\n".join(
+        f"- box{i}a is not packed; shelf {10 + i}; weight {20 + i} kg; colour red; size large" for i in range(9))}
+    assert build_units({"steps": [_step(0, "a", calls=[listing])]})[0].outcome == "result"
+
+
 def test_a_text_result_retried_at_once_and_answered_the_same_is_an_error_whatever_its_words():
     odd = {"name": "paint", "arguments": {}, "result": "paint: a colour is needed"}
     said = {"name": "tell", "arguments": {"to": "b1"}, "result": "noted"}
