@@ -136,3 +136,32 @@ def test_an_error_naming_a_handed_value_blames_the_hand_over_unless_the_call_dro
 
     assert run({"order": "ord7a"}).origin == 1  # the call left out the amount it was handed
     assert run({"order": "ord7a", "amount": 11.5}).origin == 0  # it did as told: the hand-over is to blame
+
+
+def _lookups(result_of, report_of):
+    """Kestrel hands Wren two look-ups of one tool, one value each; Wren reports each."""
+    steps = []
+    for ref in ("#4471", "#4473"):
+        steps += [_step(len(steps), "Kestrel", f"Wren: where is box {ref}? Use locate."),
+                  _step(len(steps) + 1, "Wren", calls=[{"name": "locate", "arguments": {"ref": ref}, "result": result_of[ref]}]),
+                  _step(len(steps) + 2, "Wren", report_of[ref])]
+    return build_units({"steps": steps + [_step(len(steps), "Kestrel", "Answer: both located.")]})
+
+
+def test_a_report_that_reads_another_lookups_answer_into_its_own_record_misattributes_it():
+    # One record per call: the sibling is the same lookup's answer for the other value,
+    # fetched before (the first case) or after (the second) the report that borrows from it.
+    json_results = {"#4471": {"ref": "#4471", "state": "on hold at gate", "site": "Leeds", "tries": 2},
+                    "#4473": {"ref": "#4473", "state": "delivered", "site": "Derby", "tries": 1}}
+    prose_results = {ref: "; ".join(f"{k} {v}" for k, v in r.items()) for ref, r in json_results.items()}
+    for results in (json_results, prose_results):
+        faithful = {"#4471": "Box #4471: on hold at gate, Leeds.", "#4473": "Box #4473: delivered, Derby."}
+        assert not any(u.misattributed for u in _lookups(results, faithful))
+        borrowed_before = dict(faithful, **{"#4473": "Box #4473: on hold at gate, Derby."})
+        units = _lookups(results, borrowed_before)
+        assert [k for k, u in enumerate(units) if u.misattributed] == [5]
+        assert set(units[5].misattributed) & {"hold", "gate", "on hold at gate"}  # a phrase, or its words in prose
+        borrowed_after = dict(faithful, **{"#4471": "Box #4471: delivered, Leeds."})
+        units = _lookups(results, borrowed_after)
+        assert [k for k, u in enumerate(units) if u.misattributed] == [2]
+        assert units[2].misattributed == ["delivered"]
