@@ -12,6 +12,7 @@ so it is cheap to import anywhere.
 """
 from __future__ import annotations
 
+import bisect
 import difflib
 import functools
 import json
@@ -445,6 +446,9 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     conflicted: set[str] = set()
     hubs = hub_agents([s.get("agent") or "agent" for s in steps if (s.get("kind") or "llm") == "llm"])
     structured = _structured_tools(steps)
+    # (agent, tool) -> the steps and results of its calls, in order; the reports of text steps.
+    fetched: dict[tuple[str, str], tuple[list[int], list[Any]]] = {}
+    reports: list[tuple[TransitionUnit, list[Any], int, set[str]]] = []
     for pos, step in enumerate(steps):
         is_last = pos == n - 1
         if (step.get("kind") or "llm") == "message":
@@ -462,6 +466,8 @@ def build_units(doc: dict) -> list[TransitionUnit]:
                 own = [result for _, result in calls]
                 unit.misattributed = sorted(set(misattributed_values(unit.action["text"], own))
                                             | set(mispaired_numbers(unit.action["text"], own)))
+                if own:
+                    reports.append((unit, own, *_block(units, unit.agent)))
                 unit.omitted = sorted(set(omitted_records(unit.action["text"], own))
                                       | set(dropped_findings(unit.action["text"], calls)))
             if task_words and results and not is_last:
@@ -470,9 +476,20 @@ def build_units(doc: dict) -> list[TransitionUnit]:
                                                                 results[-_CONTEXT_MESSAGES:], task_words)
                                        if v not in conflicted]
                 conflicted.update(unit.task_conflicts)
+            for c, f in zip(unit.action["calls"], unit.feedback):
+                if f.get("result") is not None and not f.get("error"):
+                    steps_of, results_of = fetched.setdefault((unit.agent, c["name"]), ([], []))
+                    steps_of.append(pos)
+                    results_of.append(f["result"])
             results += [_records(f["result"]) for f in unit.feedback if isinstance(f.get("result"), (dict, list))
                         or (_text_result(f.get("result")) and not f.get("error"))]
         units.append(unit)
+    for unit, own, start, tools in reports:
+        # The same lookups the agent made for other values, before or after this report: a
+        # word of theirs that it attaches to its own record is not that record's.
+        others = _other_results(fetched, unit.agent, tools, start, unit.index)
+        if others:
+            unit.misattributed = sorted(set(unit.misattributed) | set(misattributed_values(unit.action["text"], own, others)))
     mark_error_shaped_results(units)
     mark_failed_rounds(units)
     return units
@@ -485,6 +502,14 @@ _ERROR_WORDS = re.compile(
     r"not (?:found|allowed|permitted|supported|available|valid|authori[sz]ed)|no such|does not exist|"
     r"missing|required|invalid|denied|forbidden|unauthori[sz]ed|insufficient|exceed(?:s|ed)?|"
     r"rejected|refused|timed? ?out|unavailable|unknown)\b", re.I)
+# A statement that something is not so ("x is not packed", "isn't open", "no such box", "not
+# yet booked", "not able to"), and a result's own verdict field written out ("ok: false", "success = no",
+# "ok False" in a record laid out as prose): generic English and generic field names, read
+# only in a short text result (a tool's answer, not a listing).
+_NEGATED = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|does|do|did|has been|have been)\s+not\b|"
+    r"\b(?:is|are|was|were|has|have|had|does|do|did)n[\u2019']t\b|\bnot (?:yet|able)\b|\bno such\b|"
+    r"(?:^|[;,\n{(])\s*[\"']?(?:ok|success)[\"']?\s*[:=]?\s*(?:false|no)\b", re.I)
 # A failure message is a line or two; a listing of records is longer.
 _SHORT_RESULT_CHARS = 300
 
@@ -502,7 +527,8 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
     """Tool results that are failures returned as text rather than raised, read from their
     shape and from what the agent did next, not from the tool's vocabulary alone:
 
-    - a short text result worded as a failure (error words, not a record listing);
+    - a short text result worded as a failure (error words, a negated statement, a verdict
+      field saying no; not a record listing);
     - a short text result the agent answers by making the very same call again in its next
       step (an immediate retry: the result was of no use to it) that answers the same text
       again or answers in JSON this time;
@@ -523,7 +549,7 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
             # Retried and answered the same way (a failure that does not go away), or answered
             # in structure the second time (the first answer was the odd one out).
             retried = sig in again and (again[sig] == f.get("result") or isinstance(again[sig], (dict, list)))
-            if retried or _ERROR_WORDS.search(text):
+            if retried or _ERROR_WORDS.search(text) or _NEGATED.search(text):
                 flagged.add((f["tool"], normalize_error(text) or ""))
     if not flagged:
         return
@@ -674,6 +700,31 @@ def _own_calls(units: list[TransitionUnit], agent: str) -> list[tuple[Any, Any]]
     return out
 
 
+def _block(units: list[TransitionUnit], agent: str) -> tuple[int, set[str]]:
+    """Where `agent`'s current block (its steps since another agent spoke) starts, and the
+    tools it called in it."""
+    start = len(units)
+    while start > 0 and units[start - 1].agent == agent:
+        start -= 1
+    return start, {c["name"] for u in units[start:] for c in u.action["calls"]}
+
+
+# How many results of the same lookup, on each side of a report, it is compared with.
+_OTHER_RESULTS = 20
+
+
+def _other_results(fetched: dict[tuple[str, str], tuple[list[int], list[Any]]], agent: str, tools: set[str],
+                   start: int, end: int) -> list[Any]:
+    """Results of `agent`'s calls to `tools` outside the steps start..end (its block and
+    its report): the nearest _OTHER_RESULTS before and after, per tool."""
+    out: list[Any] = []
+    for tool in sorted(tools):
+        steps_of, results_of = fetched.get((agent, tool), ([], []))
+        lo, hi = bisect.bisect_left(steps_of, start), bisect.bisect_right(steps_of, end)
+        out += results_of[max(0, lo - _OTHER_RESULTS):lo] + results_of[hi:hi + _OTHER_RESULTS]
+    return out
+
+
 _WORD = re.compile(r"[A-Za-z][A-Za-z_-]{2,}")
 
 
@@ -725,7 +776,8 @@ _MAX_TEXT_ITEMS = 200
 
 
 def _is_value(token: str) -> bool:
-    """An id or a number (a price, an amount, a date's parts), not a word."""
+    """An id or a number (a price, an amount, a date's parts, a "#4471"), not a word."""
+    token = token.lstrip("#")
     return bool(_ID_TOKEN.fullmatch(token) or _NUMBER.fullmatch(token.lstrip("$€£").rstrip("%")))
 
 
@@ -755,11 +807,16 @@ def text_records(text: str) -> tuple[Record, ...]:
     return tuple(out)
 
 
-def misattributed_values(text: str, results: list[Any]) -> list[str]:
+def misattributed_values(text: str, results: list[Any], others: list[Any] = ()) -> list[str]:
     """Words that a line of `text` attaches to a record of `results` (named by an id unique
-    to that record) but that belong to a sibling record and not to it."""
-    records = _records(results)
-    if len(records) < 2:
+    to that record) but that belong to a sibling record and not to it. A value of several
+    words ("on hold at the gate") counts as said when the line says it as a phrase. Siblings
+    are the record's own result's records of the same shape, and the records of `others`
+    results of the same shape (the same lookup made for other values, before or after: a
+    report that reads one lookup's answer into another); a line about one of theirs is not read."""
+    own = _records(results)
+    records = own + (_records(list(others)) if others else [])
+    if len(records) < 2 or not own:
         return []
     ids = [extract_artifacts(" ".join(str(v) for v in values)) for _, values, _ in records]
     owners: dict[str, list[int]] = {}
@@ -767,17 +824,40 @@ def misattributed_values(text: str, results: list[Any]) -> list[str]:
         for a in found:
             owners.setdefault(a, []).append(i)
     words = [_words_of(values) for _, values, _ in records]
+    phrases = [_phrases_of(values) for _, values, _ in records]
     out: list[str] = []
     for line in re.split(r"\n|\s-\s|;", text):
         named = {i for a in extract_artifacts(line) for i in owners.get(a, []) if len(owners[a]) == 1}
         if len(named) != 1:
             continue
         (i,) = named
+        if i >= len(own):
+            continue
         said = {w.lower() for w in _WORD.findall(line)}
+        flat = " ".join(line.lower().split())
         for j in range(len(records)):
-            if j != i and records[j][0] == records[i][0]:  # a sibling: same kind of record
+            # A sibling: the same kind of record, in this result or in a like one of the same lookup.
+            if j != i and (records[j][0] == records[i][0] or (j >= len(own) and _same_template(records[j][0], records[i][0]))):
                 out += sorted((words[j] - words[i]) & said)
+                out += sorted(p for p in phrases[j] - phrases[i]
+                              if re.search(r"(?<![\w-])" + re.escape(p) + r"(?![\w-])", flat))
     return sorted(set(out))
+
+
+# A value of several words and nothing else ("held at depot", "on hold"), no longer than this.
+_PHRASE = re.compile(r"[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)+")
+_MAX_PHRASE = 60
+
+
+def _phrases_of(values: list) -> set[str]:
+    return {" ".join(v.lower().split()) for v in values
+            if isinstance(v, str) and len(v) <= _MAX_PHRASE and _PHRASE.fullmatch(v.strip())}
+
+
+def _same_template(a: Any, b: Any) -> bool:
+    """Two records' shapes from two text results: their templates match (see text_records)."""
+    return (isinstance(a, tuple) and isinstance(b, tuple) and a[:1] == b[:1] == ("text",)
+            and difflib.SequenceMatcher(None, a[1], b[1], autojunk=False).ratio() >= _SAME_TEMPLATE)
 
 
 # A summary's items: lines, bullets, clauses, sentences.

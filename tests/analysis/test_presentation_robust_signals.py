@@ -19,6 +19,22 @@ def test_a_text_result_worded_as_a_failure_is_an_error_step():
     assert units[1].status == "error" and "permission denied" in units[1].error_text
 
 
+def test_a_text_result_that_says_something_is_not_so_is_an_error_step_without_failure_words():
+    ok = {"name": "look", "arguments": {"ref": "box7a"}, "result": "box7a is red, on shelf 12"}
+    results = ["ship: box7a is not packed, nothing set aside yet for box9c",  # a negated statement
+               "ok False; reason ship needs a ref",  # a verdict field saying no, laid out as prose
+               "not able to ship box7a: no date was given"]
+    for text in results:
+        refused = {"name": "ship", "arguments": {"ref": "box7a"}, "result": text}
+        units = build_units({"steps": [_step(0, "a", calls=[ok]), _step(1, "a", calls=[refused])]})
+        assert [u.outcome for u in units] == ["result", "error_result"], text
+        assert units[1].status == "error" and text in units[1].error_text
+    # A listing's negative fact is a record, not a failure: only a short answer is read so.
+    listing = {"name": "list", "arguments": {}, "result": "\n".join(
+        f"- box{i}a is not packed; shelf {10 + i}; weight {20 + i} kg; colour red; size large" for i in range(9))}
+    assert build_units({"steps": [_step(0, "a", calls=[listing])]})[0].outcome == "result"
+
+
 def test_a_text_result_retried_at_once_and_answered_the_same_is_an_error_whatever_its_words():
     odd = {"name": "paint", "arguments": {}, "result": "paint: a colour is needed"}
     said = {"name": "tell", "arguments": {"to": "b1"}, "result": "noted"}
@@ -120,3 +136,32 @@ def test_an_error_naming_a_handed_value_blames_the_hand_over_unless_the_call_dro
 
     assert run({"order": "ord7a"}).origin == 1  # the call left out the amount it was handed
     assert run({"order": "ord7a", "amount": 11.5}).origin == 0  # it did as told: the hand-over is to blame
+
+
+def _lookups(result_of, report_of):
+    """Kestrel hands Wren two look-ups of one tool, one value each; Wren reports each."""
+    steps = []
+    for ref in ("#4471", "#4473"):
+        steps += [_step(len(steps), "Kestrel", f"Wren: where is box {ref}? Use locate."),
+                  _step(len(steps) + 1, "Wren", calls=[{"name": "locate", "arguments": {"ref": ref}, "result": result_of[ref]}]),
+                  _step(len(steps) + 2, "Wren", report_of[ref])]
+    return build_units({"steps": steps + [_step(len(steps), "Kestrel", "Answer: both located.")]})
+
+
+def test_a_report_that_reads_another_lookups_answer_into_its_own_record_misattributes_it():
+    # One record per call: the sibling is the same lookup's answer for the other value,
+    # fetched before (the first case) or after (the second) the report that borrows from it.
+    json_results = {"#4471": {"ref": "#4471", "state": "on hold at gate", "site": "Leeds", "tries": 2},
+                    "#4473": {"ref": "#4473", "state": "delivered", "site": "Derby", "tries": 1}}
+    prose_results = {ref: "; ".join(f"{k} {v}" for k, v in r.items()) for ref, r in json_results.items()}
+    for results in (json_results, prose_results):
+        faithful = {"#4471": "Box #4471: on hold at gate, Leeds.", "#4473": "Box #4473: delivered, Derby."}
+        assert not any(u.misattributed for u in _lookups(results, faithful))
+        borrowed_before = dict(faithful, **{"#4473": "Box #4473: on hold at gate, Derby."})
+        units = _lookups(results, borrowed_before)
+        assert [k for k, u in enumerate(units) if u.misattributed] == [5]
+        assert set(units[5].misattributed) & {"hold", "gate", "on hold at gate"}  # a phrase, or its words in prose
+        borrowed_after = dict(faithful, **{"#4471": "Box #4471: delivered, Leeds."})
+        units = _lookups(results, borrowed_after)
+        assert [k for k, u in enumerate(units) if u.misattributed] == [2]
+        assert units[2].misattributed == ["delivered"]
