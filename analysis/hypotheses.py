@@ -127,6 +127,8 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                     c["why"].append(f"leaves {', '.join(u.omitted[:3])} out of its summary of its tool results")
                 if u.misattributed:
                     c["why"].append(f"attaches {', '.join(u.misattributed[:3])} to the wrong record of its tool results")
+                if u.restated:
+                    c["why"].append(f"restates {'; '.join(u.restated[:2])}, and a later call used its value")
             if unacted[k] > 0:
                 c = candidate(k)
                 c["bonus"] += weights.unacted_claim

@@ -140,7 +140,7 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
         # wrong at its source, a report that misread its own tool results.
         source = next((j for j in range(giver - 1, -1, -1) if units[j].agent not in givers
                        and value in extract_artifacts(units[j].action["text"])), None)
-        if source is not None and (units[source].misattributed or units[source].omitted):
+        if source is not None and (units[source].misattributed or units[source].restated or units[source].omitted):
             return source, value
     return None
 
@@ -185,7 +185,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         if neglected is not None:
             taker, value = neglected
             path.append(taker)
-            misread = bool(units[taker].misattributed or units[taker].omitted)
+            misread = bool(units[taker].misattributed or units[taker].restated or units[taker].omitted)
             return taker, path, (f"the failure is about {value}, which step {taker} "
                                  + ("reported from a misread of its tool results" if misread else
                                     "was handed and did not act on"))

@@ -18,7 +18,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from tracefix.attributes import from_json_text
 from tracefix.collector.document import content_text, session_task
@@ -88,6 +88,9 @@ class TransitionUnit:
     misattributed: list[str] = field(default_factory=list)
     # Records of its own tool results a text step leaves out while naming their siblings.
     omitted: list[str] = field(default_factory=list)
+    # Fields a text step restated with another value than its tool result gave them, when a
+    # later call passed that value in that field for that record (see mark_restated_fields).
+    restated: list[str] = field(default_factory=list)
     # Ids the action uses whose record (in earlier tool results) differs from its sibling
     # records only by words the task does not say, while a sibling's words are in the task
     # (the task asks for the blue item; the step picks the red one).
@@ -492,6 +495,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
             unit.misattributed = sorted(set(unit.misattributed) | set(misattributed_values(unit.action["text"], own, others)))
     mark_error_shaped_results(units)
     mark_failed_rounds(units)
+    mark_restated_fields(units, task or "")
     return units
 
 
@@ -583,6 +587,118 @@ def _same_request(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) ->
 # Two hand-overs naming the same values with words that overlap this much ask for the same work.
 _SAME_REQUEST = 0.7
 _MIN_REQUEST_TOKENS = 4
+
+
+# A report's clauses: a value is read as said of the record its own clause names.
+_CLAUSE = re.compile(r"\n|;|(?<=[.!?])\s+")
+# Records per tool result read for restated fields, and how far back a call looks for them.
+_MAX_FIELD_RECORDS = 50
+_FIELD_LOOKBACK = 40
+
+
+def _is_key_value(value: Any) -> bool:
+    """A value that names a record: one token mixing letters and digits ("ord_1c9e0",
+    "sku:40-a"), whatever its separators."""
+    return (isinstance(value, str) and 0 < len(value) <= _MAX_PHRASE and not any(c.isspace() for c in value)
+            and any(c.isalpha() for c in value) and any(c.isdigit() for c in value))
+
+
+def _keyed_records(result: Any) -> list[dict[str, Any]]:
+    """The dicts of a JSON tool result (or of a JSON text) that name a record: a key value
+    among their scalar values."""
+    if isinstance(result, str) and result.lstrip()[:1] in "[{":
+        result = from_json_text(result)
+    out: list[dict[str, Any]] = []
+    stack = [result]
+    while stack and len(out) < _MAX_FIELD_RECORDS:
+        o = stack.pop()
+        if isinstance(o, dict):
+            if any(_is_key_value(v) for v in o.values()):
+                out.append(o)
+            stack += [v for v in o.values() if isinstance(v, (dict, list))]
+        elif isinstance(o, list):
+            stack += o
+    return out
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a).strip().lower() == str(b).strip().lower()
+
+
+def _says(text: str, value: Any) -> bool:
+    """`text` states `value`: a number as a whole number token (not inside an id), a string
+    as a whole phrase."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return any(_same_scalar(m.group(), value) for m in _WHOLE_NUMBER.finditer(text))
+    words = str(value).strip().lower()
+    return bool(words) and re.search(r"(?<![\w-])" + re.escape(words) + r"(?![\w-])", text.lower()) is not None
+
+
+def _said_of(clause: str, key_value: str, value: Any, others: Sequence[Any] = ()) -> bool:
+    """`clause` names the record `key_value` and says `value` of it: a string as a phrase
+    anywhere in the clause; a number as the number written nearest the record's name ("2 x
+    A1", "A1: 2"), leaving out numbers that are the record's other fields (`others`: its
+    price is said of the price), so an ordinal or a price is not taken for it."""
+    at = re.search(r"(?<![\w-])" + re.escape(key_value.lower()) + r"(?![\w-])", clause.lower())
+    if at is None:
+        return False
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return _says(clause, value)
+    numbers = [m for m in _WHOLE_NUMBER.finditer(clause) if (m.end() <= at.start() or m.start() >= at.end())
+               and not any(_same_scalar(m.group(), v) for v in others)]
+    if not numbers:
+        return False
+    nearest = min(numbers, key=lambda m: at.start() - m.end() if m.end() <= at.start() else m.start() - at.end())
+    return _same_scalar(nearest.group(), value)
+
+
+def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
+    """Set `restated` on a report that gave a record's field another value than the tool
+    result it reports on, when the team then acted on it.
+
+    A call's arguments name their fields: when a call passes field f = v for record X (an id
+    among its arguments) and an earlier tool result showed record X with f = w (w != v, and v
+    none of X's values), the value changed on the way from the result to the call. If the
+    agent that got that result later restated it in words that say v of X (in the clause that
+    names X, and for a number the one written nearest X), and the task never said v, that
+    report misread the result: "line 1: 3 x A1" of a line whose count
+    is 2, and a reservation of 3 follows. The field's name comes from the call and the
+    result themselves; nothing here knows what a field means."""
+    seen: list[tuple[int, str, dict[str, Any]]] = []  # (step, agent, record) of earlier results
+    for u in units:
+        for call in u.action["calls"]:
+            args = call.get("arguments")
+            if not isinstance(args, dict):
+                continue
+            ids = {v for v in args.values() if _is_key_value(v)}
+            if not ids:
+                continue
+            for step, agent, record in seen[-_FIELD_LOOKBACK:]:
+                named = ids & {v for v in record.values() if isinstance(v, str)}
+                if not named:
+                    continue
+                for key, value in args.items():
+                    if (key not in record or isinstance(value, (dict, list, bool)) or value is None
+                            or isinstance(record[key], (dict, list, bool)) or _same_scalar(record[key], value)
+                            or any(_same_scalar(v, value) for v in record.values() if not isinstance(v, (dict, list)))
+                            or (isinstance(value, str) and (_is_key_value(value) or len(value) > _MAX_PHRASE))
+                            or _says(task, value)):
+                        continue
+                    report = next((units[j] for j in range(step + 1, u.index)
+                                   if units[j].agent == agent and not units[j].action["calls"]
+                                   and any(_said_of(clause, x, value, [v for k, v in record.items() if k != key])
+                                           for x in named for clause in _CLAUSE.split(units[j].action["text"]))),
+                                  None)
+                    if report is not None:
+                        entry = f"{key} {value} for {sorted(named)[0]} (its result said {record[key]})"
+                        if entry not in report.restated:
+                            report.restated.append(entry)
+        for f in u.feedback:
+            if f.get("result") is not None and not f.get("error"):
+                seen += [(u.index, u.agent, record) for record in _keyed_records(f["result"])]
 
 
 def mark_failed_rounds(units: list[TransitionUnit]) -> None:

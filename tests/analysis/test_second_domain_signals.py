@@ -155,3 +155,33 @@ def test_a_hand_over_said_again_after_its_round_went_well_is_the_suspect():
     broken = _call("look", {"ref": "pq41"}, error="look: lookup failed")
     doc["steps"][2] = _step(2, "Wren", calls=[broken])
     assert repeated_handovers(build_units(doc)) == {}
+
+
+def _restated_crew(report: str, used: int, task: str = "Put ord9's parts aside") -> dict:
+    """Wren looks up ord9 (one line: 1 of pt-7a), reports it, and Kestrel has `used` put aside."""
+    lookup = _call("lookup", {"ref": "ord9"}, {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 1, "price": "39.00"}]})
+    return {"task": task, "steps": [
+        _step(0, "Kestrel", "Wren: look up ord9"),
+        _step(1, "Wren", calls=[lookup]),
+        _step(2, "Wren", report),
+        _step(3, "Kestrel", f"Wren: put {used} of pt-7a aside for ord9"),
+        _step(4, "Wren", calls=[_call("aside", {"part": "pt-7a", "count": used, "ref": "ord9"}, {"ok": True})]),
+        _step(5, "Kestrel", "done"),
+    ]}
+
+
+def test_a_report_that_restates_a_field_with_the_value_a_later_call_used_misread_it():
+    """The result said count 1; the report says 2 of it and the team puts 2 aside: the report
+    misread the result. The field's name comes from the call and the result, not a vocabulary."""
+    misread = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a (39.00 each).", used=2))
+    assert misread[2].restated == ["count 2 for pt-7a (its result said 1)"]
+    assert not any(u.restated for u in misread[3:])  # the relay of the misread is not where it started
+    # The report said the count right, and line 2's ordinal or the price are not taken for it.
+    faithful = build_units(_restated_crew("Line 2 of ord9: 1 of pt-7a (39.00 each).", used=2))
+    assert not any(u.restated for u in faithful)
+    # The task itself asked for 2: a value the task gave is not a misread.
+    asked = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a.", used=2, task="Put 2 of ord9's parts aside"))
+    assert not any(u.restated for u in asked)
+    # Nobody acted on another count: nothing to tell the report's words by.
+    unused = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a.", used=1))
+    assert not any(u.restated for u in unused)
