@@ -628,13 +628,17 @@ def _same_scalar(a: Any, b: Any) -> bool:
         return str(a).strip().lower() == str(b).strip().lower()
 
 
+def _phrase_at(text: str, phrase: str) -> re.Match | None:
+    """Where `phrase` stands in `text` as a whole (case-insensitive), not inside a longer token."""
+    return re.search(r"(?<![\w-])" + re.escape(phrase.strip().lower()) + r"(?![\w-])", text.lower())
+
+
 def _says(text: str, value: Any) -> bool:
     """`text` states `value`: a number as a whole number token (not inside an id), a string
     as a whole phrase."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return any(_same_scalar(m.group(), value) for m in _WHOLE_NUMBER.finditer(text))
-    words = str(value).strip().lower()
-    return bool(words) and re.search(r"(?<![\w-])" + re.escape(words) + r"(?![\w-])", text.lower()) is not None
+    return bool(str(value).strip()) and _phrase_at(text, str(value)) is not None
 
 
 def _said_of(clause: str, key_value: str, value: Any, others: Sequence[Any] = ()) -> bool:
@@ -642,7 +646,7 @@ def _said_of(clause: str, key_value: str, value: Any, others: Sequence[Any] = ()
     anywhere in the clause; a number as the number written nearest the record's name ("2 x
     A1", "A1: 2"), leaving out numbers that are the record's other fields (`others`: its
     price is said of the price), so an ordinal or a price is not taken for it."""
-    at = re.search(r"(?<![\w-])" + re.escape(key_value.lower()) + r"(?![\w-])", clause.lower())
+    at = _phrase_at(clause, key_value)
     if at is None:
         return False
     if not (isinstance(value, (int, float)) and not isinstance(value, bool)):
@@ -664,8 +668,8 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
     none of X's values), the value changed on the way from the result to the call. If the
     agent that got that result later restated it in words that say v of X (in the clause that
     names X, and for a number the one written nearest X), and the task never said v, that
-    report misread the result: "line 1: 3 x A1" of a line whose count
-    is 2, and a reservation of 3 follows. The field's name comes from the call and the
+    report misread the result: "line 1: 3 x A1" of a line whose count is 2, and a
+    reservation of 3 follows. The field's name comes from the call and the
     result themselves; nothing here knows what a field means."""
     seen: list[tuple[int, str, dict[str, Any]]] = []  # (step, agent, record) of earlier results
     for u in units:
@@ -955,8 +959,7 @@ def misattributed_values(text: str, results: list[Any], others: list[Any] = ()) 
             # A sibling: the same kind of record, in this result or in a like one of the same lookup.
             if j != i and (records[j][0] == records[i][0] or (j >= len(own) and _same_template(records[j][0], records[i][0]))):
                 out += sorted((words[j] - words[i]) & said)
-                out += sorted(p for p in phrases[j] - phrases[i]
-                              if re.search(r"(?<![\w-])" + re.escape(p) + r"(?![\w-])", flat))
+                out += sorted(p for p in phrases[j] - phrases[i] if _phrase_at(flat, p))
     return sorted(set(out))
 
 
