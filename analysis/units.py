@@ -17,6 +17,7 @@ import difflib
 import functools
 import json
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -671,7 +672,8 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
     report misread the result: "line 1: 3 x A1" of a line whose count is 2, and a
     reservation of 3 follows. The field's name comes from the call and the
     result themselves; nothing here knows what a field means."""
-    seen: list[tuple[int, str, dict[str, Any]]] = []  # (step, agent, record) of earlier results
+    # (step, agent, record) of the latest results' records: how far back a call is compared.
+    seen: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=_FIELD_LOOKBACK)
     for u in units:
         for call in u.action["calls"]:
             args = call.get("arguments")
@@ -680,13 +682,13 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
             ids = {v for v in args.values() if _is_key_value(v)}
             if not ids:
                 continue
-            for step, agent, record in seen[-_FIELD_LOOKBACK:]:
+            for step, agent, record in seen:
                 named = ids & {v for v in record.values() if isinstance(v, str)}
                 if not named:
                     continue
                 for key, value in args.items():
                     if (key not in record or isinstance(value, (dict, list, bool)) or value is None
-                            or isinstance(record[key], (dict, list, bool)) or _same_scalar(record[key], value)
+                            or isinstance(record[key], (dict, list, bool))
                             or any(_same_scalar(v, value) for v in record.values() if not isinstance(v, (dict, list)))
                             or (isinstance(value, str) and (_is_key_value(value) or len(value) > _MAX_PHRASE))
                             or _says(task, value)):
@@ -702,7 +704,7 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
                             report.restated.append(entry)
         for f in u.feedback:
             if f.get("result") is not None and not f.get("error"):
-                seen += [(u.index, u.agent, record) for record in _keyed_records(f["result"])]
+                seen.extend((u.index, u.agent, record) for record in _keyed_records(f["result"]))
 
 
 def mark_failed_rounds(units: list[TransitionUnit]) -> None:
