@@ -44,16 +44,20 @@ _SUCCESS_CLAIM = re.compile(r"\b(?:success(?:fully)?|succeeded|completed|done|co
 _FAILURE_CLAIM = re.compile(r"\b(?:fail(?:ed|ure)?|error|unable|could not|couldn't|cannot|can't|not found|invalid|denied|insufficient)\b", re.I)
 
 # An identifier of any shape: a token of letters and digits, both present, its runs joined by
-# "-" or "_" or not at all (ACC-1007, acc1007, inv_2024_a1, 7f3a9c, gpt4). A whole token only,
-# so a word or a plain number never is one.
-_ID_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*(?![\w-])")
+# "-", "_" or ":" or not at all (ACC-1007, acc1007, inv_2024_a1, sku:40-a, 7f3a9c, gpt4). A
+# whole token only, so a word or a plain number never is one; a colon joins only between two
+# runs, so "ACC-1007: closed" ends the id at the colon.
+_ID_TOKEN = re.compile(r"(?<![\w:-])(?=[\w:-]*[A-Za-z])(?=[\w:-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*"
+                       r"(?![\w-]|:[A-Za-z0-9])")
 _ID = _ID_TOKEN
 # Artifacts: values a step can hand to a later step. Order matters: specific before generic.
 _ARTIFACT_PATTERNS = [
     ("url", re.compile(r"https?://[^\s\"'<>)\]]+")),
     ("file", re.compile(r"\b[\w./-]+\.(?:json|csv|txt|py|md|pdf|xlsx?|log|html|ya?ml)\b")),
     ("id", _ID_TOKEN),
-    ("number", re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.-])")),
+    # Not the tail of an id ("ACC-1007", "acc:1007") nor the digits after a decimal point;
+    # compact JSON's '"total":1500' keeps its number.
+    ("number", re.compile(r"(?<![\w.-])(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?(?![\w.-])")),
 ]
 # Quoted values; an apostrophe inside a word ("Erin's") does not open a quote.
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,80})'(?!\w)|\"([^\"\n]{1,80})\"")

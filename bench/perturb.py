@@ -113,6 +113,11 @@ def squash_ids(doc: dict, seed: int) -> dict:
     return _map_strings(doc, lambda s: _SEPARATED_ID.sub(lambda m: re.sub(r"[-_]", "", m.group(0)).lower(), s))
 
 
+def colon_ids(doc: dict, seed: int) -> dict:
+    """Ids namespaced with colons, as many stores write them (`ACC-1007` -> `acc:1007`)."""
+    return _map_strings(doc, lambda s: _SEPARATED_ID.sub(lambda m: re.sub(r"[-_]", ":", m.group(0)).lower(), s))
+
+
 # --- (d) reports without failure words ---------------------------------------------------
 
 _PARAPHRASES = [
@@ -245,6 +250,7 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "agents": rename_agents,          # (a)
     "plain_errors": plain_errors,     # (b)
     "ids": squash_ids,                # (c)
+    "colon_ids": colon_ids,
     "paraphrase": paraphrase_reports,  # (d)
     "tools": rename_tools,
     "prose_results": prose_results,

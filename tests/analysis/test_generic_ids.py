@@ -10,6 +10,14 @@ def test_ids_of_any_shape_are_artifacts_and_words_dates_names_are_not():
     assert not {"get_accounts", "plain", "word", "2026-11-23"} & found
 
 
+def test_colon_namespaced_ids_are_one_artifact_and_a_colon_after_an_id_or_key_is_not_part_of_it():
+    found = extract_artifacts("moved acc:1007 and sku:40-a; ACC-1007: closed at 10:30")
+    assert {"acc:1007", "sku:40-a", "ACC-1007"} <= found
+    assert not {"1007", "40", "ACC-1007:", "30"} & found  # an id's tail is not a number of its own
+    assert extract_artifacts('{"total":1500,"ref":"acc:1007"}') == {"1500", "acc:1007"}  # compact JSON
+    assert normalize_error("no record acc:1007 here") == normalize_error("no record ACC-1007 here")
+
+
 def test_error_signatures_ignore_the_id_whatever_its_shape():
     dashed = normalize_error("KeyError: no record ACC-1007 here")
     assert dashed == normalize_error("KeyError: no record QX-88 here")
@@ -25,6 +33,12 @@ def test_record_signals_work_with_ids_that_have_no_separator():
     assert omitted_records("found box7a", [RESULT]) == ["box9c"]
     assert task_conflicts({"box7a"}, [RESULT], {"blue", "item"}) == ["box7a"]
     assert task_conflicts({"box9c"}, [RESULT], {"blue", "item"}) == []
+
+
+def test_record_signals_work_with_colon_namespaced_ids():
+    result = {"items": [{"ref": "box:7a", "color": "red"}, {"ref": "box:9c", "color": "blue"}]}
+    assert misattributed_values("box:7a is blue", [result]) == ["blue"]
+    assert omitted_records("found box:7a", [result]) == ["box:9c"]
 
 
 def _step(i, agent, text="", calls=()):
