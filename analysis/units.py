@@ -47,7 +47,7 @@ _FAILURE_CLAIM = re.compile(r"\b(?:fail(?:ed|ure)?|error|unable|could not|couldn
 # "-", "_" or ":" or not at all (ACC-1007, acc1007, inv_2024_a1, sku:40-a, 7f3a9c, gpt4). A
 # whole token only, so a word or a plain number never is one; a colon joins only between two
 # runs, so "ACC-1007: closed" ends the id at the colon.
-_ID_TOKEN = re.compile(r"(?<![\w:-])(?=[\w:-]*[A-Za-z])(?=[\w:-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*"
+_ID_TOKEN = re.compile(r"(?<![\w:-])(?=[\w:-]*[A-Za-z])(?=[\w:-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+|:[A-Za-z0-9]+(?!\.\d))*"
                        r"(?![\w-]|:[A-Za-z0-9])")
 _ID = _ID_TOKEN
 # Artifacts: values a step can hand to a later step. Order matters: specific before generic.
@@ -55,10 +55,15 @@ _ARTIFACT_PATTERNS = [
     ("url", re.compile(r"https?://[^\s\"'<>)\]]+")),
     ("file", re.compile(r"\b[\w./-]+\.(?:json|csv|txt|py|md|pdf|xlsx?|log|html|ya?ml)\b")),
     ("id", _ID_TOKEN),
-    # Not the tail of an id ("ACC-1007", "acc:1007") nor the digits after a decimal point;
-    # compact JSON's '"total":1500' keeps its number.
-    ("number", re.compile(r"(?<![\w.-])(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?(?![\w.-])")),
+    # Not the tail of an id ("ACC-1007", "acc:1007") nor the digits after a decimal point; a
+    # decimal after a colon is a key's value ("price:64.75"), as is compact JSON's '"n":1500'.
+    ("number", re.compile(r"(?<![\w.-])(?:(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?|(?<=[A-Za-z0-9]:)\d+\.\d+)(?![\w.-])")),
 ]
+# A number written with thousands separators ("1,500", "12,345.50"), as people and models
+# write amounts, read as the number its tool returned (1500). Not after "[" or ",", where
+# "[100,200]" is a compact list of two numbers.
+_GROUPED_NUMBER = re.compile(r"(?<![\w.,\[])\d{1,3}(?:,\d{3})+(?!\d|,\d)")
+_GROUPED_HINT = re.compile(r"\d,\d{3}")  # twice as fast to rule out as the pattern above
 # Quoted values; an apostrophe inside a word ("Erin's") does not open a quote.
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,80})'(?!\w)|\"([^\"\n]{1,80})\"")
 # Numbers this small are list markers, counts and booleans: linking on them is noise.
@@ -139,6 +144,14 @@ def normalize_error(text: str | None) -> str | None:
     return sig[:160] or None
 
 
+def plain_numbers(text: str) -> str:
+    """`text` with its grouped numbers written plain ("1,500.50" -> "1500.50"): every reader
+    of numbers in a text reads this, so a report's "1,500" is the result's 1500."""
+    if "," not in text or not _GROUPED_HINT.search(text):
+        return text
+    return _GROUPED_NUMBER.sub(lambda m: m.group().replace(",", ""), text)
+
+
 def extract_artifacts(text: str) -> set[str]:
     """Identifiers, URLs, file names, multi-digit numbers and short quoted values in `text`."""
     return set(_artifacts_of(text)) if text else set()
@@ -155,6 +168,7 @@ _PATTERN_HINTS = {"url": ("://",), "file": (".",)}
 
 @functools.lru_cache(maxsize=256)  # a step's text is read for what it produced, used and asserted
 def _artifacts_of(text: str) -> frozenset[str]:
+    text = plain_numbers(text)
     found: set[str] = set()
     for kind, pattern in _ARTIFACT_PATTERNS:
         if kind in _PATTERN_HINTS and not any(h in text for h in _PATTERN_HINTS[kind]):
@@ -296,6 +310,7 @@ def unsupported_in(used: set[str], context: str) -> list[str]:
     """The values of `used` that `context` never mentions (as an artifact or a whole token)."""
     if not used:
         return []
+    context = plain_numbers(context)
     # Each value searched in the context costs values x context: a 200 KB message asserts
     # thousands of values. Past a budget, an index of the context's tokens finds each in O(1).
     if len(used) * len(context) > _DIRECT_SEARCH_CHARS:
@@ -642,7 +657,7 @@ def _says(text: str, value: Any) -> bool:
     """`text` states `value`: a number as a whole number token (not inside an id), a string
     as a whole phrase."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return any(_same_scalar(m.group(), value) for m in _WHOLE_NUMBER.finditer(text))
+        return any(_same_scalar(m.group(), value) for m in _WHOLE_NUMBER.finditer(plain_numbers(text)))
     return bool(str(value).strip()) and _phrase_at(text, str(value)) is not None
 
 
@@ -651,6 +666,7 @@ def _said_of(clause: str, key_value: str, value: Any, others: Sequence[Any] = ()
     anywhere in the clause; a number as the number written nearest the record's name ("2 x
     A1", "A1: 2"), leaving out numbers that are the record's other fields (`others`: its
     price is said of the price), so an ordinal or a price is not taken for it."""
+    clause = plain_numbers(clause)
     at = _phrase_at(clause, key_value)
     if at is None:
         return False
@@ -895,7 +911,9 @@ def _records(obj: Any) -> list[Record]:
 # Where a text result starts a new item: a new line, or a bullet inside a line (" - ").
 _ITEM_BREAK = re.compile(r"\n|(?<=\s)-\s")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+")
-_TEXT_TOKEN = re.compile(r"[^\s;,:|()\[\]{}]+")
+# A token of a text result: an id whole, as extract_artifacts reads it ("sku:88-b"), else a
+# run between separators ("price", "64.75" in "price:64.75"; "qty", "2" in "qty: 2").
+_TEXT_TOKEN = re.compile(_ID_TOKEN.pattern + r"|[^\s;,:|()\[\]{}]+")
 # Two items whose token sequences (values blanked) match this much share a template: siblings.
 _SAME_TEMPLATE = 0.6
 _MAX_TEXT_ITEMS = 200
@@ -1020,7 +1038,7 @@ def mispaired_numbers(text: str, results: list[Any]) -> list[str]:
             continue
         ordinal += 1
         (i,) = named
-        said = {_canonical_number(m.group()) for m in _WHOLE_NUMBER.finditer(segment)} - {str(ordinal)}
+        said = {_canonical_number(m.group()) for m in _WHOLE_NUMBER.finditer(plain_numbers(segment))} - {str(ordinal)}
         siblings = set().union(*(numbers[j] for j in listed if j != i and records[j][0] == records[i][0]))
         out |= (said & siblings) - numbers[i]
     return sorted(out)

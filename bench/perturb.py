@@ -164,6 +164,32 @@ def paraphrase_reports(doc: dict, seed: int) -> dict:
 
 # --- extras ------------------------------------------------------------------------------
 
+# Whole numbers of four digits or more in an agent's own words, not inside an id or a date.
+_LONG_NUMBER = re.compile(r"(?<![\w.:,-])(\d{4,})(\.\d+)?(?![\w:-]|[.,]\d)")
+
+
+def _grouped(text: str) -> str:
+    if isinstance(_json_or_none(text), (dict, list)):
+        return text  # a tool's JSON output keeps the tool's own number format
+    return _LONG_NUMBER.sub(lambda m: f"{int(m.group(1)):,}" + (m.group(2) or ""), text)
+
+
+def group_numbers(doc: dict, seed: int) -> dict:
+    """Agents write amounts with thousands separators (1500 -> 1,500) as people do, while the
+    tools' results keep the raw number: the same value, spelled two ways."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        results = [(tc, tc.get("result")) for tc in step.get("tool_calls") or []]
+        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls", "input_messages")},
+                                 _grouped))
+        for tc, result in results:  # a delegation's result is the worker's report
+            if isinstance(result, str):
+                tc["result"] = _grouped(result)
+    if doc.get("output") is not None:
+        doc["output"] = _map_strings(doc["output"], _grouped)
+    return doc
+
+
 def _tool_names(doc: dict) -> set[str]:
     names = set()
     for step in doc.get("steps") or []:
@@ -255,10 +281,13 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "tools": rename_tools,
     "prose_results": prose_results,
     "key_order": reorder_keys,
+    "grouped_numbers": group_numbers,
 }
-# The issue's four rewrites together, and every rewrite together (prose last: it reads JSON).
+# The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
+# colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
-            "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "key_order", "prose_results"]}
+            "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "key_order", "grouped_numbers",
+                    "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:

@@ -1,6 +1,7 @@
 """Artifacts and error signatures know no id format: an id is any token that mixes letters
 and digits, with or without separators, so the silent-failure signals hold on any app."""
-from tracefix.analysis.units import extract_artifacts, misattributed_values, normalize_error, omitted_records, task_conflicts
+from tracefix.analysis.units import (extract_artifacts, misattributed_values, normalize_error, omitted_records,
+                                     task_conflicts, unsupported_in)
 
 
 def test_ids_of_any_shape_are_artifacts_and_words_dates_names_are_not():
@@ -16,6 +17,22 @@ def test_colon_namespaced_ids_are_one_artifact_and_a_colon_after_an_id_or_key_is
     assert not {"1007", "40", "ACC-1007:", "30"} & found  # an id's tail is not a number of its own
     assert extract_artifacts('{"total":1500,"ref":"acc:1007"}') == {"1500", "acc:1007"}  # compact JSON
     assert normalize_error("no record acc:1007 here") == normalize_error("no record ACC-1007 here")
+    assert extract_artifacts("price:64.75 and gpt-4.1") == {"64.75", "gpt-4"}  # a key and its decimal value
+
+
+def test_a_text_result_keeps_a_colon_namespaced_id_whole_as_the_report_names_it():
+    from tracefix.analysis.units import text_records
+
+    (first, second) = text_records("- sku sku:73-m; qty 2; price:64.75\n- sku sku:88-b; qty 1; price:23.90")
+    assert first[1] == ["sku", "sku:73-m", "qty", "2", "price", "64.75"]
+    assert first[0] == second[0]  # one template: siblings
+
+
+def test_a_number_written_with_thousands_separators_is_the_number_the_tool_returned():
+    assert extract_artifacts("moved 1,500.50 and $12,345 today") == {"1500.5", "12345"}
+    assert extract_artifacts("[100,200] or 100, 200") == {"100", "200"}  # a compact list stays two numbers
+    assert unsupported_in({"1500", "12345"}, '{"amount": 1500} and 12,345 left') == []
+    assert unsupported_in({"1500"}, '{"amount": 1,600}') == ["1500"]
 
 
 def test_error_signatures_ignore_the_id_whatever_its_shape():
