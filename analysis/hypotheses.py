@@ -120,13 +120,13 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                 c = candidate(k)
                 c["bonus"] += weights.unsupported
                 if u.unsupported:
-                    c["why"].append(f"uses {', '.join(u.unsupported[:3])}, which its input never showed it")
+                    c["why"].append(f"uses {', '.join(u.as_written(u.unsupported[:3]))}, which its input never showed it")
                 if u.task_conflicts:
-                    c["why"].append(f"picks {', '.join(u.task_conflicts[:3])}, whose record does not match the task's wording")
+                    c["why"].append(f"picks {', '.join(u.as_written(u.task_conflicts[:3]))}, whose record does not match the task's wording")
                 if u.omitted:
-                    c["why"].append(f"leaves {', '.join(u.omitted[:3])} out of its summary of its tool results")
+                    c["why"].append(f"leaves {', '.join(u.as_written(u.omitted[:3]))} out of its summary of its tool results")
                 if u.misattributed:
-                    c["why"].append(f"attaches {', '.join(u.misattributed[:3])} to the wrong record of its tool results")
+                    c["why"].append(f"attaches {', '.join(u.as_written(u.misattributed[:3]))} to the wrong record of its tool results")
                 if u.restated:
                     c["why"].append(f"restates {'; '.join(u.restated[:2])}, and a later call used its value")
             if unacted[k] > 0:

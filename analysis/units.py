@@ -116,6 +116,17 @@ class TransitionUnit:
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
 
+    def as_written(self, values: Sequence[str]) -> list[str]:
+        """`values` (ids read in lower case) spelled as this step wrote them, in its words, its
+        calls or their results, for a reader: `ACC-7` where the analysis compares `acc-7`."""
+        text = "\n".join([self.action["text"], *(_compact(c["arguments"]) for c in self.action["calls"]),
+                          *(_compact(f.get("result")) for f in self.feedback)])
+        out = []
+        for value in values:
+            found = re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", text, re.I) if value != value.upper() else None
+            out.append(found.group() if found else value)
+        return out
+
     def summary(self, width: int = 120) -> str:
         """One line a person (or an analyst LLM) can read."""
         if self.action["calls"]:
@@ -153,7 +164,9 @@ def plain_numbers(text: str) -> str:
 
 
 def extract_artifacts(text: str) -> set[str]:
-    """Identifiers, URLs, file names, multi-digit numbers and short quoted values in `text`."""
+    """Identifiers, URLs, file names, multi-digit numbers and short quoted values in `text`.
+    Ids in lower case (an id is the same whatever case an agent writes it in), numbers in
+    canonical form ("1,500.00" -> "1500")."""
     return set(_artifacts_of(text)) if text else set()
 
 
@@ -180,13 +193,15 @@ def _artifacts_of(text: str) -> frozenset[str]:
                 if len(digits) < _MIN_NUMBER_LEN and "." not in value:
                     continue
                 value = _canonical_number(value)
+            elif kind == "id":
+                value = value.lower()  # ORD_7F3A2 in a report is the store's ord_7f3a2
             found.add(value)
     if "'" in text or '"' in text:
         for m in _QUOTED.finditer(text):
             value = (m.group(1) or m.group(2) or "").strip()
             # Quoted single words are usually JSON keys; keep values with a digit or a space.
             if value and (any(ch.isdigit() for ch in value) or " " in value) and len(value) <= 60:
-                found.add(value)
+                found.add(value.lower() if _ID_TOKEN.fullmatch(value) else value)
     return frozenset(found)
 
 
@@ -226,15 +241,23 @@ def _compact(obj: Any) -> str:
 
 
 def _result_error(result: Any) -> str | None:
-    """A tool that reports failure in its return value rather than raising."""
-    if isinstance(result, dict):
+    """A tool that reports failure in its return value rather than raising: in its own
+    fields (an ok/success flag, an error, a failed status or an HTTP status of 400 or more),
+    or by the flags of the one object an envelope wraps ({"status": 200, "data": {"ok":
+    false, ...}}); a wrapped record's own status ("order": {"status": "rejected"}) is data."""
+    outer = True
+    while isinstance(result, dict):
         if result.get("ok") is False or result.get("success") is False:
             return str(result.get("error") or result.get("message") or result.get("reason") or "not ok")
         if result.get("error"):
             return str(result["error"])
-        status = str(result.get("status", "")).lower()
-        if status in {"error", "failed", "failure", "denied", "rejected"}:
+        status = result.get("status", "") if outer else ""
+        if isinstance(status, int) and not isinstance(status, bool) and 400 <= status <= 599:
+            return str(result.get("message") or result.get("reason") or f"status {status}")
+        if str(status).lower() in {"error", "failed", "failure", "denied", "rejected"}:
             return str(result.get("message") or result.get("reason") or status)
+        inner = [v for v in result.values() if isinstance(v, (dict, list))]
+        result, outer = (inner[0] if len(inner) == 1 and isinstance(inner[0], dict) else None), False
     if isinstance(result, str) and re.match(r"\s*(error|exception|traceback)\b", result, re.I):
         return result
     return None
@@ -307,17 +330,22 @@ def _context_text(input_messages: list[dict]) -> str:
 
 
 def unsupported_in(used: set[str], context: str) -> list[str]:
-    """The values of `used` that `context` never mentions (as an artifact or a whole token)."""
+    """The values of `used` that `context` never mentions (as an artifact or a whole token),
+    whatever the case: an agent that writes `ORD_7F3A2` for the store's `ord_7f3a2` was shown it."""
     if not used:
         return []
-    context = plain_numbers(context)
+    context = plain_numbers(context).lower()
     # Each value searched in the context costs values x context: a 200 KB message asserts
     # thousands of values. Past a budget, an index of the context's tokens finds each in O(1).
     if len(used) * len(context) > _DIRECT_SEARCH_CHARS:
-        mentioned = _TokenIndex(context).mentions
+        index = _TokenIndex(context)
+
+        def mentioned(value: str) -> bool:
+            return index.mentions(value.lower())
     else:
         def mentioned(value: str) -> bool:
             # A plain substring test first: cheap on a long context, and most values are there.
+            value = value.lower()
             return value in context and re.search(_token_pattern(value), context) is not None
     return [value for value in sorted(used) if not mentioned(value)]
 
@@ -517,6 +545,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     mark_failed_rounds(units)
     mark_restated_fields(units, task or "")
     return units
+
 
 
 # Words a failure message is made of in any app: an outcome that did not happen (not found,
@@ -772,7 +801,7 @@ def omitted_records(text: str, results: list[Any]) -> list[str]:
     out: set[str] = set()
     for result in results:
         records = _records(result)
-        ids = [{str(v) for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+        ids = [{v.lower() for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
         unique = [mine - set().union(*(other for j, other in enumerate(ids) if j != i)) for i, mine in enumerate(ids)]
         mentioned = [bool(u & named) for u in unique]
         groups: dict[Any, list[int]] = {}
@@ -816,7 +845,7 @@ def _conflicts_in(used: set[str], record_lists: list[list[Record]], task_words: 
         words = [_words_of(values) for _, values, _ in records]
         owner_of = {}
         for v in used:
-            owners = [i for i, (_, values, _) in enumerate(records) if any(str(x) == v for x in values)]
+            owners = [i for i, (_, values, _) in enumerate(records) if any(str(x).lower() == v for x in values)]
             if len(owners) == 1:
                 owner_of[v] = owners[0]
         for v, i in owner_of.items():

@@ -279,13 +279,14 @@ def perturb_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, mode
 
 def summarize_perturbed(rows: list[dict], seeds: list[int], target: float = 0.85) -> None:
     names = list(dict.fromkeys(r["rewrite"] for r in rows))
+    w = max(len("rewrite"), *map(len, names))
 
     def mean(subset, method, key):
         return sum(r[method][key] for r in subset) / len(subset) if subset else float("nan")
 
     print()
     print(f"robustness suite, seeds {','.join(map(str, seeds))} (top-1 / hit@3; target top-1 >= {target})")
-    print(f"{'rewrite':<14} {'n':>3}  {'ranker':>11}  {'heuristics':>11}  {'recency':>11}  {'random':>11}  "
+    print(f"{'rewrite':<{w}} {'n':>3}  {'ranker':>11}  {'heuristics':>11}  {'recency':>11}  {'random':>11}  "
           f"{'ranker per seed':<20} target")
     for name in names:
         subset = [r for r in rows if r["rewrite"] == name]
@@ -293,14 +294,14 @@ def summarize_perturbed(rows: list[dict], seeds: list[int], target: float = 0.85
                  for m in ("ranker", "heuristics", "recency", "random")]
         per_seed = "/".join(f"{mean([r for r in subset if r['seed'] == s], 'ranker', 'top1'):.2f}" for s in seeds)
         ok = "met" if mean(subset, "ranker", "top1") >= target else "MISSED"
-        print(f"{name:<14} {len(subset):>3}  " + "  ".join(f"{c:>11}" for c in cells) + f"  {per_seed:<20} {ok}")
+        print(f"{name:<{w}} {len(subset):>3}  " + "  ".join(f"{c:>11}" for c in cells) + f"  {per_seed:<20} {ok}")
     kinds = sorted({r["kind"] for r in rows})
     print()
     print("ranker top-1 per fault kind and rewrite:")
-    print(f"{'rewrite':<14} " + " ".join(f"{k[:12]:>12}" for k in kinds))
+    print(f"{'rewrite':<{w}} " + " ".join(f"{k[:12]:>12}" for k in kinds))
     for name in names:
         subset = [r for r in rows if r["rewrite"] == name]
-        print(f"{name:<14} " + " ".join(f"{mean([r for r in subset if r['kind'] == k], 'ranker', 'top1'):>12.2f}"
+        print(f"{name:<{w}} " + " ".join(f"{mean([r for r in subset if r['kind'] == k], 'ranker', 'top1'):>12.2f}"
                                         for k in kinds))
 
 

@@ -106,6 +106,7 @@ def _json_or_none(text: str) -> Any:
 
 # Any token of letter/digit runs joined by '-' or '_' that has a letter and a digit:
 # ACC-1007, CHK_2201, inv-2024-07-a1. Dates (no letter) and snake_case names (no digit) stay.
+_ID_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*(?![\w-])")
 _SEPARATED_ID = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w-])")
 
 
@@ -250,6 +251,46 @@ def prose_results(doc: dict, seed: int) -> dict:
     return doc
 
 
+def _upper_ids(text: str) -> str:
+    if isinstance(_json_or_none(text), (dict, list)):
+        return text  # a tool's JSON output keeps the tool's own spelling
+    return _ID_TOKEN.sub(lambda m: m.group(0).upper(), text)
+
+
+def upper_case_ids(doc: dict, seed: int) -> dict:
+    """Agents write ids in capitals in their own words (`ord_7f3a2` -> `ORD_7F3A2`) while tools
+    and call arguments keep the store's spelling: the same id, written two ways."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        results = [(tc, tc.get("result")) for tc in step.get("tool_calls") or []]
+        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls", "input_messages")},
+                                 _upper_ids))
+        for tc, result in results:  # a delegation's result is the worker's report
+            if isinstance(result, str):
+                tc["result"] = _upper_ids(result)
+    if doc.get("output") is not None:
+        doc["output"] = _map_strings(doc["output"], _upper_ids)
+    return doc
+
+
+def _enveloped(value: Any) -> Any:
+    return {"status": 200, "data": value} if isinstance(value, (dict, list)) else value
+
+
+def envelope_results(doc: dict, seed: int) -> dict:
+    """JSON results wrapped as an HTTP API returns them (`{"status": 200, "data": ...}`)."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        for tc in step.get("tool_calls") or []:
+            tc["result"] = _enveloped(tc.get("result"))
+        for msg in step.get("input_messages") or []:
+            if msg.get("role") == "tool" and isinstance(msg.get("content"), str):
+                parsed = _json_or_none(msg["content"])
+                if isinstance(parsed, (dict, list)):
+                    msg["content"] = json.dumps(_enveloped(parsed))
+    return doc
+
+
 def _reverse_keys(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _reverse_keys(value[k]) for k in reversed(list(value))}
@@ -282,12 +323,14 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "prose_results": prose_results,
     "key_order": reorder_keys,
     "grouped_numbers": group_numbers,
+    "upper_ids": upper_case_ids,
+    "envelope": envelope_results,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "key_order", "grouped_numbers",
-                    "prose_results"]}
+                    "upper_ids", "envelope", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:

@@ -39,7 +39,7 @@ def test_units_of_a_clean_demo_session(demo_corpus):
     assert all(u.status == "ok" for u in units)
     assert all(not u.unsupported and not u.misattributed for u in units)
     lookup = next(u for u in units if u.tool == "get_accounts")
-    assert any(a.startswith("ACC-") for a in lookup.artifacts_produced)  # ids from the tool result
+    assert any(a.startswith("acc-") for a in lookup.artifacts_produced)  # ids from the tool result (ids read in lower case)
 
 
 def test_artifact_edges_follow_an_account_id_from_report_to_instruction(demo_corpus):
@@ -50,7 +50,7 @@ def test_artifact_edges_follow_an_account_id_from_report_to_instruction(demo_cor
     assert [(e.src, e.dst) for e in temporal] == [(i, i + 1) for i in range(n - 1)]
     transfer = next(u for u in graph.units if u.tool == "transfer")
     instruction = transfer.index - 1
-    account_edges = [e for e in graph.in_edges(instruction, ["artifact"]) if e.label.startswith("ACC-")]
+    account_edges = [e for e in graph.in_edges(instruction, ["artifact"]) if e.label.startswith("acc-")]
     assert account_edges, "the instruction's account ids come from earlier steps"
     assert all(graph.units[e.src].agent == "AccountAgent" for e in account_edges)
     assert any(e.label in transfer.artifacts_consumed for e in graph.in_edges(transfer.index, ["artifact"]))

@@ -33,7 +33,7 @@ def test_history_with_names_becomes_message_steps_numbered_from_zero():
     assert units[0].phase == "plan"
     assert units[3].status == "error" and units[3].error_signature.startswith("Error: timeout")
     assert units[4].phase == "answer"
-    assert "ACC-101" in units[2].artifacts_produced
+    assert "acc-101" in units[2].artifacts_produced
 
 
 def test_jsonl_with_messages_and_roles():
@@ -84,7 +84,8 @@ def test_openai_format_log_keeps_tool_calls_and_finds_the_loop():
 
     units = build_units(doc)
     assert units[1].phase == "act" and units[1].tool == "get_balance"
-    assert units[1].unsupported == ["ACC-7"]  # the task said ACC-1007
+    assert units[1].unsupported == ["acc-7"]  # the task said ACC-1007 (ids read in lower case)
+    assert units[1].as_written(units[1].unsupported) == ["ACC-7"]
     graph = build_graph(units)
     assert any(e.type == "loop" and (e.src, e.dst) == (1, 3) for e in graph.edges)
     assert any(e.type == "same_error" and (e.src, e.dst) == (2, 4) for e in graph.edges)

@@ -7,14 +7,14 @@ from tracefix.analysis.units import (extract_artifacts, misattributed_values, no
 def test_ids_of_any_shape_are_artifacts_and_words_dates_names_are_not():
     found = extract_artifacts("moved ACC-1007 to acc1007, then inv_2024_a1 and 7f3a9c; "
                               "called get_accounts on 2026-11-23 with a plain word")
-    assert {"ACC-1007", "acc1007", "inv_2024_a1", "7f3a9c"} <= found
+    assert {"acc-1007", "acc1007", "inv_2024_a1", "7f3a9c"} <= found
     assert not {"get_accounts", "plain", "word", "2026-11-23"} & found
 
 
 def test_colon_namespaced_ids_are_one_artifact_and_a_colon_after_an_id_or_key_is_not_part_of_it():
     found = extract_artifacts("moved acc:1007 and sku:40-a; ACC-1007: closed at 10:30")
-    assert {"acc:1007", "sku:40-a", "ACC-1007"} <= found
-    assert not {"1007", "40", "ACC-1007:", "30"} & found  # an id's tail is not a number of its own
+    assert {"acc:1007", "sku:40-a", "acc-1007"} <= found
+    assert not {"1007", "40", "acc-1007:", "30"} & found  # an id's tail is not a number of its own
     assert extract_artifacts('{"total":1500,"ref":"acc:1007"}') == {"1500", "acc:1007"}  # compact JSON
     assert normalize_error("no record acc:1007 here") == normalize_error("no record ACC-1007 here")
     assert extract_artifacts("price:64.75 and gpt-4.1") == {"64.75", "gpt-4"}  # a key and its decimal value
@@ -33,6 +33,13 @@ def test_a_number_written_with_thousands_separators_is_the_number_the_tool_retur
     assert extract_artifacts("[100,200] or 100, 200") == {"100", "200"}  # a compact list stays two numbers
     assert unsupported_in({"1500", "12345"}, '{"amount": 1500} and 12,345 left') == []
     assert unsupported_in({"1500"}, '{"amount": 1,600}') == ["1500"]
+
+
+def test_an_id_is_the_same_id_whatever_case_an_agent_writes_it_in():
+    assert extract_artifacts("pull up ORD_7F3A2 and 'SKU:88-B'") == {"ord_7f3a2", "sku:88-b"}
+    assert unsupported_in({"ord_7f3a2"}, "please pull up ORD_7F3A2") == []
+    assert unsupported_in({"ord_9a06f"}, "please pull up ORD_7F3A2") == ["ord_9a06f"]
+    assert omitted_records("found BOX7A", [RESULT]) == ["box9c"]
 
 
 def test_error_signatures_ignore_the_id_whatever_its_shape():
@@ -84,6 +91,20 @@ def test_a_plain_text_result_from_a_tool_that_answers_in_json_is_an_error_whatev
     units = build_units({"steps": [_step(0, "a", calls=[ok]), _step(1, "a", calls=[prose]), _step(2, "a", calls=[words])]})
     assert [u.outcome for u in units] == ["result", "error_result", "result"]
     assert units[1].status == "error" and "a ref is needed" in units[1].error_text
+
+
+def test_a_failure_inside_an_api_envelope_is_an_error_but_a_wrapped_records_status_is_data():
+    from tracefix.analysis.units import build_units
+
+    results = [{"status": 200, "data": {"ref": "box7a", "color": "red"}},
+               {"status": 200, "data": {"ok": False, "error": "no such ref"}},
+               {"status": 404, "message": "no such ref"},
+               {"order": {"ref": "box7a", "status": "rejected"}}]
+    steps = [_step(i, "a", calls=[{"name": "look", "arguments": {"ref": "box7a"}, "result": r}])
+             for i, r in enumerate(results)]
+    units = build_units({"steps": steps})
+    assert [u.status for u in units] == ["ok", "error", "error", "ok"]
+    assert units[1].error_text.endswith("no such ref")
 
 
 def test_a_lone_text_answer_in_a_session_of_json_answers_is_an_error_but_a_text_tool_is_not():
