@@ -64,13 +64,14 @@ def _givers(units: list[TransitionUnit]) -> set[str]:
     return hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
 
 
-def _uncarried_ids(u: TransitionUnit) -> list[str]:
-    """The ids an error step's message names that its own calls did not carry: the failure
-    is about other state ("nothing done yet for X"), not about what the call asked."""
+def _uncarried_ids(u: TransitionUnit, numbers: bool = False) -> list[str]:
+    """The ids (and with `numbers`, the amounts) an error step's message names that its own
+    calls did not carry: the failure is about other state ("nothing done yet for X", "still
+    holds 250.00"), not about what the call asked."""
     if not u.action["calls"] or u.kind != "llm":
         return []
     carried = extract_artifacts(" ".join(u.call_signatures))
-    return sorted(v for v in extract_artifacts(u.error_text or "") - carried if is_identifier(v))
+    return sorted(v for v in extract_artifacts(u.error_text or "") - carried if numbers or is_identifier(v))
 
 
 def given_by_task(units: list[TransitionUnit]) -> set[str]:
@@ -116,16 +117,17 @@ def earlier_invention(units: list[TransitionUnit], p: int) -> int | None:
 
 
 def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
-    """(step, value) when error step k names an id its own call did not carry (the failure
-    is about other state: "nothing done yet for X") and X was last handed over to an agent
-    (a coordinator's step naming X right before another agent's turn) who then made no call carrying X:
+    """(step, value) when error step k names an id or an amount its own call did not carry
+    (the failure is about other state: "nothing done yet for X", "still holds 250.00") and X
+    was last handed over to an agent (a coordinator's step naming X right before another
+    agent's turn) who then made no call carrying X:
     the work on X was due there and was not done (skipped, or done on another value). If it
     was done as handed, the report the hand-over drew X from is returned when it misread
     its own tool results (it paired X with another record's values, or left records out).
     The taker's first step of that round is returned, before any relay of the failing call's
     own values: a faithful relay of the request is not where the state went missing."""
     givers = _givers(units)
-    for value in _uncarried_ids(units[k]):
+    for value in _uncarried_ids(units[k], numbers=True):
         giver = next((j for j in range(k - 1, -1, -1) if units[j].agent in givers and units[j + 1].agent != units[j].agent
                       and not units[j].action["calls"] and value in extract_artifacts(units[j].action["text"])), None)
         if giver is None or units[giver + 1].agent == units[k].agent:
@@ -222,7 +224,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         if invented is not None:
             path.append(invented)
             return invented, path, (f"claims failure without an error of its own: what step {p} handed over, "
-                                    f"after step {invented} handed on {units[invented].unsupported[0]}, "
+                                    f"after step {invented} handed on {units[invented].as_written(units[invented].unsupported[:1])[0]}, "
                                     "which its input never showed it")
         return first, path, f"claims failure without an error of its own: what step {p} handed over" + \
             (f", first said at step {first}" if first != p else "")

@@ -544,8 +544,25 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     mark_error_shaped_results(units)
     mark_failed_rounds(units)
     mark_restated_fields(units, task or "")
+    clear_misled_picks(units)
     return units
 
+
+def clear_misled_picks(units: list[TransitionUnit]) -> None:
+    """A pick of a record the task's wording does not fit (task_conflicts) was no choice of
+    the picker when the latest report that named the record misread its own tool results
+    (misattributed, restated): the picker took the report's word for which record is which,
+    and the misreading is where the run went wrong. The report keeps its evidence."""
+    for k, u in enumerate(units):
+        if not u.task_conflicts:
+            continue
+        kept = []
+        for value in u.task_conflicts:
+            source = next((j for j in range(k - 1, -1, -1) if not units[j].action["calls"]
+                           and value in extract_artifacts(units[j].action["text"])), None)
+            if source is None or not (units[source].misattributed or units[source].restated):
+                kept.append(value)
+        u.task_conflicts = kept
 
 
 # Words a failure message is made of in any app: an outcome that did not happen (not found,

@@ -185,3 +185,37 @@ def test_a_report_that_restates_a_field_with_the_value_a_later_call_used_misread
     # Nobody acted on another count: nothing to tell the report's words by.
     unused = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a.", used=1))
     assert not any(u.restated for u in unused)
+
+
+def test_an_error_about_an_amount_its_call_did_not_carry_goes_back_to_who_was_handed_the_amount():
+    """'still holds 250.00': the move of 250.00 was handed to Wren, who answered in words only."""
+    doc = {"steps": [
+        _step(0, "Kestrel", "Wren: move 250.00 from box7a to box9c"),
+        _step(1, "Wren", "moved, all done"),
+        _step(2, "Kestrel", "Alder: retire box7a"),
+        _step(3, "Alder", calls=[_call("retire", {"ref": "box7a"}, error="retire: box7a still holds 250.00; empty it first")]),
+        _step(4, "Alder", "stuck on box7a"),
+        _step(5, "Kestrel", "sorry, box7a is stuck")]}
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (3, 1), first
+    assert "250" in first.reason
+
+
+def test_a_pick_that_follows_a_report_that_misread_its_results_is_not_the_pickers_choice():
+    task = "send ord9 the red box"
+    look = _call("look", {"ref": "ord9"}, {"ref": "ord9", "boxes": [{"box": "box7a", "color": "red"},
+                                                                   {"box": "box9c", "color": "blue"}]})
+    misread = "ord9 boxes: box7a is blue; box9c is red"  # colours swapped
+    faithful = "ord9 boxes: box7a is red; box9c is blue"
+    for report, pick in ((misread, "box9c"), (faithful, "box9c")):
+        doc = {"steps": [_task_step(0, "Kestrel", task, "Wren: look at ord9"),
+                         _step(1, "Wren", calls=[look]),
+                         _step(2, "Wren", report),
+                         _step(3, "Kestrel", f"Alder: send {pick} for ord9"),
+                         _step(4, "Alder", calls=[_call("send", {"ref": pick}, {"ok": True})]),
+                         _step(5, "Kestrel", "sent")]}
+        units = build_units(doc)
+        if report == misread:
+            assert units[2].misattributed and units[3].task_conflicts == []  # the report is where it went wrong
+        else:
+            assert units[3].task_conflicts == ["box9c"]  # a faithful report: the pick chose the wrong box
