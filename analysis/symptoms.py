@@ -153,7 +153,8 @@ def _dropped(handover: TransitionUnit, u: TransitionUnit) -> set[str]:
     if not u.action["calls"]:
         return set()
     given = extract_artifacts(handover.action["text"])
-    return given - u.artifacts_consumed
+    # The tool the hand-over says to use ("book it with ship_2") is no value to pass on.
+    return given - u.artifacts_consumed - {str(c["name"]).lower() for c in u.action["calls"]}
 
 
 def _first_occurrence(graph: TransitionGraph, k: int, path: list[int]) -> int:

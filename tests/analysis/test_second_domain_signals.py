@@ -219,3 +219,17 @@ def test_a_pick_that_follows_a_report_that_misread_its_results_is_not_the_picker
             assert units[2].misattributed and units[3].task_conflicts == []  # the report is where it went wrong
         else:
             assert units[3].task_conflicts == ["box9c"]  # a faithful report: the pick chose the wrong box
+
+
+def test_the_tool_a_hand_over_names_is_no_value_the_failing_call_left_out():
+    """'send ord7 (ship_2)': the call to ship_2 carried ord7 as handed, so the failure on ord7
+    goes back to the hand-over, whose ord7 nobody had shown it."""
+    doc = {"steps": [
+        _task_step(0, "Kestrel", "send ord9", "Wren: look at ord9"),
+        _step(1, "Wren", "ord9 is packed"),
+        _step(2, "Kestrel", "Alder: send ord7 (ship_2)"),
+        _step(3, "Alder", calls=[_call("ship_2", {"ref": "ord7"}, error="ship_2: ord7 is not packed")]),
+        _step(4, "Alder", "stuck on ord7"),
+        _step(5, "Kestrel", "sorry, ord9 is stuck")]}
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (3, 2), first
