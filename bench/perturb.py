@@ -104,9 +104,10 @@ def _json_or_none(text: str) -> Any:
 
 # --- (c) ids without a separator ---------------------------------------------------------
 
+# Any id, separated or not (ACC-1007, ord_7f3a2, sku:88-b, acc1007): what upper_ids capitalizes.
+_ID_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*(?![\w-])")
 # Any token of letter/digit runs joined by '-' or '_' that has a letter and a digit:
 # ACC-1007, CHK_2201, inv-2024-07-a1. Dates (no letter) and snake_case names (no digit) stay.
-_ID_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*(?![\w-])")
 _SEPARATED_ID = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w-])")
 
 
@@ -175,20 +176,25 @@ def _grouped(text: str) -> str:
     return _LONG_NUMBER.sub(lambda m: f"{int(m.group(1)):,}" + (m.group(2) or ""), text)
 
 
-def group_numbers(doc: dict, seed: int) -> dict:
-    """Agents write amounts with thousands separators (1500 -> 1,500) as people do, while the
-    tools' results keep the raw number: the same value, spelled two ways."""
+def _map_agent_words(doc: dict, fn: Callable[[str], str]) -> dict:
+    """`doc` with fn applied to what the agents wrote themselves (their messages, a
+    delegation's string result, the output); tools' results and the prompts keep theirs."""
     doc = copy.deepcopy(doc)
     for step in doc.get("steps") or []:
         results = [(tc, tc.get("result")) for tc in step.get("tool_calls") or []]
-        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls", "input_messages")},
-                                 _grouped))
+        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls", "input_messages")}, fn))
         for tc, result in results:  # a delegation's result is the worker's report
             if isinstance(result, str):
-                tc["result"] = _grouped(result)
+                tc["result"] = fn(result)
     if doc.get("output") is not None:
-        doc["output"] = _map_strings(doc["output"], _grouped)
+        doc["output"] = _map_strings(doc["output"], fn)
     return doc
+
+
+def group_numbers(doc: dict, seed: int) -> dict:
+    """Agents write amounts with thousands separators (1500 -> 1,500) as people do, while the
+    tools' results keep the raw number: the same value, spelled two ways."""
+    return _map_agent_words(doc, _grouped)
 
 
 def _tool_names(doc: dict) -> set[str]:
@@ -260,35 +266,31 @@ def _upper_ids(text: str) -> str:
 def upper_case_ids(doc: dict, seed: int) -> dict:
     """Agents write ids in capitals in their own words (`ord_7f3a2` -> `ORD_7F3A2`) while tools
     and call arguments keep the store's spelling: the same id, written two ways."""
-    doc = copy.deepcopy(doc)
-    for step in doc.get("steps") or []:
-        results = [(tc, tc.get("result")) for tc in step.get("tool_calls") or []]
-        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls", "input_messages")},
-                                 _upper_ids))
-        for tc, result in results:  # a delegation's result is the worker's report
-            if isinstance(result, str):
-                tc["result"] = _upper_ids(result)
-    if doc.get("output") is not None:
-        doc["output"] = _map_strings(doc["output"], _upper_ids)
-    return doc
+    return _map_agent_words(doc, _upper_ids)
 
 
 def _enveloped(value: Any) -> Any:
     return {"status": 200, "data": value} if isinstance(value, (dict, list)) else value
 
 
-def envelope_results(doc: dict, seed: int) -> dict:
-    """JSON results wrapped as an HTTP API returns them (`{"status": 200, "data": ...}`)."""
+def _map_results(doc: dict, fn: Callable[[Any], Any]) -> dict:
+    """`doc` with fn applied to every tool result: call records' and, where a prompt carries
+    a result as JSON text, that text's value (written back as JSON)."""
     doc = copy.deepcopy(doc)
     for step in doc.get("steps") or []:
         for tc in step.get("tool_calls") or []:
-            tc["result"] = _enveloped(tc.get("result"))
+            tc["result"] = fn(tc.get("result"))
         for msg in step.get("input_messages") or []:
             if msg.get("role") == "tool" and isinstance(msg.get("content"), str):
                 parsed = _json_or_none(msg["content"])
                 if isinstance(parsed, (dict, list)):
-                    msg["content"] = json.dumps(_enveloped(parsed))
+                    msg["content"] = json.dumps(fn(parsed))
     return doc
+
+
+def envelope_results(doc: dict, seed: int) -> dict:
+    """JSON results wrapped as an HTTP API returns them (`{"status": 200, "data": ...}`)."""
+    return _map_results(doc, _enveloped)
 
 
 def _reverse_keys(value: Any) -> Any:
@@ -301,16 +303,7 @@ def _reverse_keys(value: Any) -> Any:
 
 def reorder_keys(doc: dict, seed: int) -> dict:
     """Results' keys in reverse order (records and their JSON text in prompts alike)."""
-    doc = copy.deepcopy(doc)
-    for step in doc.get("steps") or []:
-        for tc in step.get("tool_calls") or []:
-            tc["result"] = _reverse_keys(tc.get("result"))
-        for msg in step.get("input_messages") or []:
-            if msg.get("role") == "tool" and isinstance(msg.get("content"), str):
-                parsed = _json_or_none(msg["content"])
-                if isinstance(parsed, (dict, list)):
-                    msg["content"] = json.dumps(_reverse_keys(parsed))
-    return doc
+    return _map_results(doc, _reverse_keys)
 
 
 REWRITES: dict[str, Callable[[dict, int], dict]] = {
