@@ -177,8 +177,9 @@ def _grouped(text: str) -> str:
 
 
 def _map_agent_words(doc: dict, fn: Callable[[str], str]) -> dict:
-    """`doc` with fn applied to what the agents wrote themselves (their messages, a
-    delegation's string result, the output); tools' results and the prompts keep theirs."""
+    """`doc` with fn applied to what the agents wrote themselves (their messages, as later
+    prompts show them too, a delegation's string result, the output); tools' results, the
+    user's and the system's words keep theirs."""
     doc = copy.deepcopy(doc)
     for step in doc.get("steps") or []:
         results = [(tc, tc.get("result")) for tc in step.get("tool_calls") or []]
@@ -186,6 +187,9 @@ def _map_agent_words(doc: dict, fn: Callable[[str], str]) -> dict:
         for tc, result in results:  # a delegation's result is the worker's report
             if isinstance(result, str):
                 tc["result"] = fn(result)
+        for msg in step.get("input_messages") or []:
+            if msg.get("role") == "assistant" and isinstance(msg.get("content"), str):
+                msg["content"] = fn(msg["content"])
     if doc.get("output") is not None:
         doc["output"] = _map_strings(doc["output"], fn)
     return doc
