@@ -305,6 +305,20 @@ def _reverse_keys(value: Any) -> Any:
     return value
 
 
+def _camel(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), str(k)): _camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    return value
+
+
+def camel_keys(doc: dict, seed: int) -> dict:
+    """Results' keys in camelCase (`order_ref` -> `orderRef`), as a JavaScript API writes them,
+    while the calls' arguments keep snake_case: one field, named two ways."""
+    return _map_results(doc, _camel)
+
+
 def reorder_keys(doc: dict, seed: int) -> dict:
     """Results' keys in reverse order (records and their JSON text in prompts alike)."""
     return _map_results(doc, _reverse_keys)
@@ -322,12 +336,13 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "grouped_numbers": group_numbers,
     "upper_ids": upper_case_ids,
     "envelope": envelope_results,
+    "camel_keys": camel_keys,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "key_order", "grouped_numbers",
-                    "upper_ids", "envelope", "prose_results"]}
+                    "upper_ids", "envelope", "camel_keys", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
