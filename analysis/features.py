@@ -144,9 +144,10 @@ def step_features(graph: TransitionGraph) -> list[list[float]]:
     len_log = [math.log1p(u.output_length) for u in units]
     len_z = zscores(len_log)
     # Values not grounded in what the step saw: invented, misattributed, restated with another
-    # value, picked against the task's wording, or records left out of a summary.
-    unsupported = [len(u.unsupported) + len(u.misattributed) + len(u.restated) + len(u.task_conflicts) + len(u.omitted)
-                   for u in units]
+    # value, picked against the task's wording or the final answer's, or records left out of
+    # a summary.
+    unsupported = [len(u.unsupported) + len(u.misattributed) + len(u.restated) + len(u.task_conflicts)
+                   + len(u.answer_conflicts) + len(u.omitted) for u in units]
     unacted = unacted_claims(units)
     macro_of: list[tuple[int, int]] = [(0, 0)] * n
     for start, end in macro_blocks(units):

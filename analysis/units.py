@@ -105,6 +105,9 @@ class TransitionUnit:
     # records only by words the task does not say, while a sibling's words are in the task
     # (the task asks for the blue item; the step picks the red one).
     task_conflicts: list[str] = field(default_factory=list)
+    # Ids the action picks whose sibling record the final answer names instead, a sibling
+    # no call used: the answer and the acts disagree on which record (see mark_answer_conflicts).
+    answer_conflicts: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -545,7 +548,42 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     mark_failed_rounds(units)
     mark_restated_fields(units, task or "")
     clear_misled_picks(units)
+    mark_answer_conflicts(units)
     return units
+
+
+def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
+    """Set `answer_conflicts` on the step that first picked record Y when the final answer
+    names Y's sibling X instead (X and Y: records of one shape in one tool result), no call
+    ever used X and a call used Y: the answer says the work was done on X, the acts did it
+    on Y. The first step after the result to carry Y without X (an instruction, a call) is
+    where the two parted; a report listing both chose nothing."""
+    final = next((k for k in range(len(units) - 1, -1, -1) if units[k].action["text"].strip()
+                  and not units[k].action["calls"]), None)
+    if final is None or units[final].kind != "llm":
+        return
+    named = {v for v in extract_artifacts(units[final].action["text"]) if _ID.fullmatch(v)}
+    called: set[str] = set()
+    for u in units:
+        if u.action["calls"]:
+            called |= extract_artifacts(" ".join(u.call_signatures))
+    answered_only = named - called
+    if not answered_only:
+        return
+    for r in range(final):
+        for f in units[r].feedback:
+            if f.get("error") or f.get("result") is None:
+                continue
+            records = _records(f["result"])
+            ids = [{v.lower() for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+            for i, mine in enumerate(ids):
+                for x in mine & answered_only:
+                    siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
+                    for y in sorted(set().union(*(ids[j] - mine for j in siblings)) & called - named):
+                        picker = next((k for k in range(r + 1, final) if y in units[k].artifacts_consumed
+                                       and x not in units[k].artifacts_consumed), None)
+                        if picker is not None and y not in units[picker].answer_conflicts:
+                            units[picker].answer_conflicts.append(y)
 
 
 def clear_misled_picks(units: list[TransitionUnit]) -> None:

@@ -233,3 +233,22 @@ def test_the_tool_a_hand_over_names_is_no_value_the_failing_call_left_out():
         _step(5, "Kestrel", "sorry, ord9 is stuck")]}
     first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
     assert (first.step, first.origin) == (3, 2), first
+
+
+def test_a_pick_of_the_sibling_of_the_record_the_final_answer_names_is_where_answer_and_acts_parted():
+    look = _call("look", {"ref": "ord9"}, {"ref": "ord9", "boxes": [{"box": "box7a", "color": "red"},
+                                                                   {"box": "box9c", "color": "blue"}]})
+
+    def crew(pick, answer):
+        return {"steps": [_task_step(0, "Kestrel", "send ord9 its boxes", "Wren: look at ord9"),
+                          _step(1, "Wren", calls=[look]),
+                          _step(2, "Wren", "ord9 boxes: box7a is red; box9c is blue"),
+                          _step(3, "Kestrel", f"Alder: send {pick} for ord9"),
+                          _step(4, "Alder", calls=[_call("send", {"ref": pick}, {"ok": True})]),
+                          _step(5, "Kestrel", answer)]}
+
+    parted = build_units(crew("box9c", "sent the red box box7a"))
+    assert parted[3].answer_conflicts == ["box9c"]  # the instruction, not the report that listed both
+    assert not any(u.answer_conflicts for k, u in enumerate(parted) if k != 3)
+    agreed = build_units(crew("box9c", "sent the blue box box9c"))
+    assert not any(u.answer_conflicts for u in agreed)
