@@ -187,6 +187,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         neglected = neglected_handover(units, first)
         if neglected is not None:
             taker, value = neglected
+            value = f.as_written([value])[0]
             path.append(taker)
             misread = bool(units[taker].misattributed or units[taker].restated or units[taker].omitted)
             return taker, path, (f"the failure is about {value}, which step {taker} "
@@ -195,6 +196,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         swapped = swapped_value(units, first)
         if swapped is not None:
             step, value = swapped
+            value = f.as_written([value])[0]
             path.append(step)
             return step, path, (f"the failure is about {value}, which was reported but never handed on; step {step} "
                                 "handed on another instead")
@@ -205,7 +207,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
             named -= given_by_task(units) - set(units[p].unsupported)
         if named and p is not None and named & units[p].artifacts_consumed and not _dropped(units[p], f):
             path.append(p)
-            value = sorted(named & units[p].artifacts_consumed)[0]
+            value = f.as_written(sorted(named & units[p].artifacts_consumed)[:1])[0]
             return p, path, f"the failing value {value} was handed over by step {p}"
         return first, path, "its own action failed" if first == k else f"first occurrence of the failure at step {first}"
     if claims_failure(u):

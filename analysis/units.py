@@ -121,9 +121,9 @@ class TransitionUnit:
 
     def as_written(self, values: Sequence[str]) -> list[str]:
         """`values` (ids read in lower case) spelled as this step wrote them, in its words, its
-        calls or their results, for a reader: `ACC-7` where the analysis compares `acc-7`."""
+        calls, their results or its error, for a reader: `ACC-7` where the analysis compares `acc-7`."""
         text = "\n".join([self.action["text"], *(_compact(c["arguments"]) for c in self.action["calls"]),
-                          *(_compact(f.get("result")) for f in self.feedback)])
+                          *(_compact(f.get("result")) for f in self.feedback), self.error_text or ""])
         out = []
         for value in values:
             found = re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", text, re.I) if value != value.upper() else None

@@ -89,4 +89,6 @@ def test_openai_format_log_keeps_tool_calls_and_finds_the_loop():
     graph = build_graph(units)
     assert any(e.type == "loop" and (e.src, e.dst) == (1, 3) for e in graph.edges)
     assert any(e.type == "same_error" and (e.src, e.dst) == (2, 4) for e in graph.edges)
-    assert analyze_document(doc, None)["hypotheses"][0]["step"] == 1
+    top = analyze_document(doc, None)["hypotheses"][0]
+    assert top["step"] == 1
+    assert "uses ACC-7, which its input never showed it" in top["rationale"]  # as the step wrote it

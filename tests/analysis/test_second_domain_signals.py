@@ -252,3 +252,12 @@ def test_a_pick_of_the_sibling_of_the_record_the_final_answer_names_is_where_ans
     assert not any(u.answer_conflicts for k, u in enumerate(parted) if k != 3)
     agreed = build_units(crew("box9c", "sent the blue box box9c"))
     assert not any(u.answer_conflicts for u in agreed)
+
+
+def test_a_symptom_names_the_value_as_the_failing_step_wrote_it():
+    doc = _crew(_step(1, "Wren", "BOX7A is aside for ord9"))
+    doc["steps"][0] = _step(0, "Kestrel", "Wren: put BOX7A aside for ord9")
+    doc["steps"][3] = _step(3, "Alder", calls=[_call("send", {"ref": "ord9"}, error="send: ord9 cannot go, BOX7A was never put aside")])
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (3, 1), first
+    assert "BOX7A" in first.reason  # compared as box7a, told as written
