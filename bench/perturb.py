@@ -273,6 +273,23 @@ def upper_case_ids(doc: dict, seed: int) -> dict:
     return _map_agent_words(doc, _upper_ids)
 
 
+_NARRATIONS = ("Let me check with {tool}.", "I'll use {tool} for this.", "Calling {tool} now.",
+               "One moment, looking this up with {tool}.")
+
+
+def narrate_calls(doc: dict, seed: int) -> dict:
+    """A step that calls tools also says so in words ("Let me check with order_details."), as
+    models usually do beside their tool calls; the words carry no value the call does not."""
+    doc = copy.deepcopy(doc)
+    rng = _session_rng(doc, seed, "narrate")
+    for step in doc.get("steps") or []:
+        msg = step.get("output_message")
+        calls = step.get("tool_calls") or []
+        if calls and isinstance(msg, dict) and not (msg.get("content") or "").strip():
+            msg["content"] = rng.choice(_NARRATIONS).format(tool=calls[0].get("name") or "a tool")
+    return doc
+
+
 def _enveloped(value: Any) -> Any:
     return {"status": 200, "data": value} if isinstance(value, (dict, list)) else value
 
@@ -337,12 +354,13 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "upper_ids": upper_case_ids,
     "envelope": envelope_results,
     "camel_keys": camel_keys,
+    "narrated_calls": narrate_calls,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
-            "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "key_order", "grouped_numbers",
-                    "upper_ids", "envelope", "camel_keys", "prose_results"]}
+            "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
+                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
