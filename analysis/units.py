@@ -1000,6 +1000,8 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+")
 _TEXT_TOKEN = re.compile(_ID_TOKEN.pattern + r"|[^\s;,:|()\[\]{}]+")
 # Two items whose token sequences (values blanked) match this much share a template: siblings.
 _SAME_TEMPLATE = 0.6
+_RUN_ON_MIN = 6
+_RUN_ON_SHARE = 0.75
 _MAX_TEXT_ITEMS = 200
 
 
@@ -1015,7 +1017,9 @@ def text_records(text: str) -> tuple[Record, ...]:
     or a number), its tokens as values. Items written from one template ("id A1; type red",
     "id B2; type blue", or "A1 is a red box", "B2 is a blue box") are siblings: their token
     sequences, with ids and numbers blanked, match at least _SAME_TEMPLATE; each takes the
-    template of the first item it matched as its shape. No field names needed, no format."""
+    template of the first item it matched as its shape. An item that starts as an earlier
+    template and runs on (see _runs_on) is that template's item; what follows is an item of
+    its own. No field names needed, no format."""
     items = []
     for raw in _ITEM_BREAK.split(text)[:_MAX_TEXT_ITEMS]:
         tokens = [t.strip(".'\"") for t in _TEXT_TOKEN.findall(_BULLET.sub("", raw))]
@@ -1024,10 +1028,17 @@ def text_records(text: str) -> tuple[Record, ...]:
             items.append(tokens)
     templates: list[tuple[str, ...]] = []
     out: list[Record] = []
-    for tokens in items:
+    while items:
+        tokens = items.pop(0)
         blanked = tuple("<v>" if _is_value(t) else t.lower() for t in tokens)
         shape = next((t for t in templates
                       if difflib.SequenceMatcher(None, t, blanked, autojunk=False).ratio() >= _SAME_TEMPLATE), None)
+        if shape is None:
+            shape = next((t for t in templates if _runs_on(t, blanked)), None)
+            if shape is not None:
+                tokens, tail = tokens[:len(shape)], tokens[len(shape):]
+                if any(_is_value(t) for t in tail):
+                    items.insert(0, tail)
         if shape is None:
             templates.append(blanked)
             shape = blanked
@@ -1079,6 +1090,17 @@ _MAX_PHRASE = 60
 def _phrases_of(values: list) -> set[str]:
     return {" ".join(v.lower().split()) for v in values
             if isinstance(v, str) and len(v) <= _MAX_PHRASE and _PHRASE.fullmatch(v.strip())}
+
+
+def _runs_on(template: Sequence[str], blanked: Sequence[str]) -> bool:
+    """`blanked` (an item's tokens, values blanked) is an item of `template`, of at least
+    _RUN_ON_MIN tokens, that runs on: its start matches nearly all of the template and more
+    follows, the last item of a listing carrying its parent's fields on the same line
+    ("- qty 1; sku B2; paid 9.50; status open")."""
+    if len(template) < _RUN_ON_MIN or len(blanked) <= len(template):
+        return False
+    head = difflib.SequenceMatcher(None, template, blanked[:len(template)], autojunk=False)
+    return sum(block.size for block in head.get_matching_blocks()) >= _RUN_ON_SHARE * len(template)
 
 
 def _same_template(a: Any, b: Any) -> bool:

@@ -59,6 +59,20 @@ def test_record_signals_work_with_ids_that_have_no_separator():
     assert task_conflicts({"box9c"}, [RESULT], {"blue", "item"}) == []
 
 
+def test_the_last_item_of_a_listing_that_runs_on_into_its_parents_fields_is_still_a_sibling():
+    from tracefix.analysis.units import mispaired_numbers, text_records
+
+    prose = ("lines - price 23.90; item desk lamp; qty 2; sku sku:88b\n"
+             "- price 11.50; item cable reel; qty 1; sku sku:12k; paid 59.30; status open; ref ord7")
+    records = text_records(prose)
+    assert [r[1] for r in records] == [["price", "23.90", "item", "desk", "lamp", "qty", "2", "sku", "sku:88b"],
+                                           ["price", "11.50", "item", "cable", "reel", "qty", "1", "sku", "sku:12k"],
+                                           ["paid", "59.30", "status", "open", "ref", "ord7"]]
+    assert records[0][0] == records[1][0] != records[2][0]
+    swapped = "ord7 paid 59.30. Line 1: 2 x sku:12k (11.50 each). Line 2: 1 x sku:88b (23.90 each)."
+    assert mispaired_numbers(swapped, [prose]) == ["1", "2"]
+
+
 def test_record_signals_work_with_colon_namespaced_ids():
     result = {"items": [{"ref": "box:7a", "color": "red"}, {"ref": "box:9c", "color": "blue"}]}
     assert misattributed_values("box:7a is blue", [result]) == ["blue"]
