@@ -126,7 +126,8 @@ class TransitionUnit:
                           *(_compact(f.get("result")) for f in self.feedback), self.error_text or ""])
         out = []
         for value in values:
-            found = re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", text, re.I) if value != value.upper() else None
+            found = (re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", text, re.I)
+                     if any(ch.isalpha() for ch in value) else None)  # a number is written as compared
             out.append(found.group() if found else value)
         return out
 
@@ -579,7 +580,7 @@ def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
             for i, mine in enumerate(ids):
                 for x in mine & answered_only:
                     siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
-                    for y in sorted(set().union(*(ids[j] - mine for j in siblings)) & called - named):
+                    for y in sorted(set().union(*(ids[j] - mine for j in siblings)) & (called - named)):
                         picker = next((k for k in range(r + 1, final) if y in units[k].artifacts_consumed
                                        and x not in units[k].artifacts_consumed), None)
                         if picker is not None and y not in units[picker].answer_conflicts:
