@@ -131,7 +131,7 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                 if u.misattributed:
                     c["why"].append(f"attaches {', '.join(u.as_written(u.misattributed[:3]))} to the wrong record of its tool results")
                 if u.restated:
-                    c["why"].append(f"restates {'; '.join(u.restated[:2])}, and a later call used its value")
+                    c["why"].append(f"restates {'; '.join(u.restated[:2])}")
             if unacted[k] > 0:
                 c = candidate(k)
                 c["bonus"] += weights.unacted_claim

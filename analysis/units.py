@@ -98,8 +98,9 @@ class TransitionUnit:
     misattributed: list[str] = field(default_factory=list)
     # Records of its own tool results a text step leaves out while naming their siblings.
     omitted: list[str] = field(default_factory=list)
-    # Fields a text step restated with another value than its tool result gave them, when a
-    # later call passed that value in that field for that record (see mark_restated_fields).
+    # Fields a text step restated with another value than its tool result gave them: in a
+    # listing of the record it looked up (misread_listings), or when a later call passed
+    # that value in that field for that record (mark_restated_fields).
     restated: list[str] = field(default_factory=list)
     # Ids the action uses whose record (in earlier tool results) differs from its sibling
     # records only by words the task does not say, while a sibling's words are in the task
@@ -525,6 +526,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
                     reports.append((unit, own, *_block(units, unit.agent)))
                 unit.omitted = sorted(set(omitted_records(unit.action["text"], own))
                                       | set(dropped_findings(unit.action["text"], calls)))
+                unit.restated = misread_listings(unit.action["text"], calls)
             if task_words and results and not is_last:
                 # Only the first step to pick a conflicting id chose it; later ones were handed it.
                 unit.task_conflicts = [v for v in _conflicts_in(_used_values(unit.action["calls"], unit.action["text"]),
@@ -804,7 +806,7 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
                                            for x in named for clause in _CLAUSE.split(units[j].action["text"]))),
                                   None)
                     if report is not None:
-                        entry = f"{key} {value} for {sorted(named)[0]} (its result said {record[key]})"
+                        entry = f"{key} {value} for {sorted(named)[0]} (its result said {record[key]}; a later call used {value})"
                         if entry not in report.restated:
                             report.restated.append(entry)
         for f in u.feedback:
@@ -883,6 +885,67 @@ def dropped_findings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
         if subject & named and found and not found & named:
             out.add(sorted(found)[0])
     return sorted(out)
+
+
+# A listing's item that can stand for a field's value: a short phrase, not a sentence.
+_ITEM_SPLIT = re.compile(r"[,;:]")
+_MAX_ITEM_WORDS = 4
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _looked_up(arguments: Any, result: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(subject, record) for each dict of `result` that has a field equal to one of the
+    call's own string arguments: the record the call asked for, whatever its id looks like."""
+    subjects = [v for v in arguments.values() if isinstance(v, str) and v.strip()] if isinstance(arguments, dict) else []
+    if isinstance(result, str) and result.lstrip()[:1] in "[{":
+        result = from_json_text(result)
+    out: list[tuple[str, dict[str, Any]]] = []
+    stack, seen = [result], 0
+    while stack and seen < _MAX_FIELD_RECORDS:
+        o = stack.pop()
+        if isinstance(o, dict):
+            seen += 1
+            subject = next((s for s in subjects for v in o.values() if _is_scalar(v) and _same_scalar(v, s)), None)
+            if subject is not None:
+                out.append((subject, o))
+            stack += [v for v in o.values() if isinstance(v, (dict, list))]
+        elif isinstance(o, list):
+            stack += o
+    return out
+
+
+def misread_listings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
+    """Fields of a looked-up record that a report lists with a phrase the result never gave:
+    "#4472: delivered, Bristol, 0 attempts" of a record whose state was "out for delivery".
+
+    The report reads as a listing of the record when a clause names it (a call's argument
+    that a field of the result carries) and says at least two of its other fields. If
+    exactly one of its text fields goes unsaid there and exactly one of the clause's items
+    after the name says none of the record's values, that item stands where the field
+    should be. The field's name comes from the result; nothing here knows what it means."""
+    text = plain_numbers(text)
+    out: list[str] = []
+    for arguments, result in calls:
+        for subject, record in _looked_up(arguments, result):
+            fields = {k: v for k, v in record.items() if _is_scalar(v) and not _same_scalar(v, subject)}
+            for clause in _CLAUSE.split(text):
+                at = _phrase_at(clause, subject)
+                if at is None:
+                    continue
+                said = {k for k, v in fields.items() if _says(clause, v)}
+                unsaid = [k for k, v in fields.items() if k not in said and isinstance(v, str)
+                          and not _is_key_value(v) and len(v) <= _MAX_PHRASE]
+                if len(said) < 2 or len(unsaid) != 1:
+                    continue
+                items = (item.strip(" .!?()[]\"'") for item in _ITEM_SPLIT.split(clause[at.end():]))
+                strays = [item for item in items if any(c.isalpha() for c in item)
+                          and len(item.split()) <= _MAX_ITEM_WORDS and not any(_says(item, v) for v in fields.values())]
+                if len(strays) == 1:
+                    out.append(f"{unsaid[0]} {strays[0]} for {subject} (its result said {fields[unsaid[0]]})")
+    return sorted(set(out))
 
 
 def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:

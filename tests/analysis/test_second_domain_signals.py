@@ -174,7 +174,7 @@ def test_a_report_that_restates_a_field_with_the_value_a_later_call_used_misread
     """The result said count 1; the report says 2 of it and the team puts 2 aside: the report
     misread the result. The field's name comes from the call and the result, not a vocabulary."""
     misread = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a (39.00 each).", used=2))
-    assert misread[2].restated == ["count 2 for pt-7a (its result said 1)"]
+    assert misread[2].restated == ["count 2 for pt-7a (its result said 1; a later call used 2)"]
     assert not any(u.restated for u in misread[3:])  # the relay of the misread is not where it started
     # The report said the count right, and line 2's ordinal or the price are not taken for it.
     faithful = build_units(_restated_crew("Line 2 of ord9: 1 of pt-7a (39.00 each).", used=2))
@@ -261,3 +261,38 @@ def test_a_symptom_names_the_value_as_the_failing_step_wrote_it():
     first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
     assert (first.step, first.origin) == (3, 1), first
     assert "BOX7A" in first.reason  # compared as box7a, told as written
+
+
+def _listing_crew(report: str) -> dict:
+    """Wren looks up parcel #88 (state 'held at hub', at Leeds, 2 tries) and reports it; Kestrel relays."""
+    look = _call("look", {"ref": "#88"}, {"ref": "#88", "state": "held at hub", "at": "Leeds", "tries": 2})
+    return {"task": "Where is my parcel #88?", "steps": [
+        _step(0, "Kestrel", "Wren: where is #88?"),
+        _step(1, "Wren", calls=[look]),
+        _step(2, "Wren", report),
+        _step(3, "Kestrel", "Your parcel #88 is on its way."),
+    ]}
+
+
+def test_a_listing_of_the_looked_up_record_that_says_a_field_as_another_phrase_misread_it():
+    """The report lists #88's fields and says 'signed for' where the result said 'held at hub':
+    the one item that is none of the record's values stands where the one unsaid field is.
+    The record is the one whose field carries the call's argument, whatever the id looks like."""
+    misread = build_units(_listing_crew("Wren here. Parcel #88: signed for, Leeds, 2 tries so far."))
+    assert misread[2].restated == ["state signed for for #88 (its result said held at hub)"]
+    assert not misread[3].restated  # the relay did not look anything up
+    # Said right; one field left out and nothing standing for it; a record the report does
+    # not list (one field said): no misread to tell.
+    for report in ("Parcel #88: held at hub, Leeds, 2 tries so far.", "Parcel #88: Leeds, 2 tries so far.",
+                   "Parcel #88: signed for, see you soon, at Leeds.", "Parcel #88 is at Leeds: signed for."):
+        assert not any(u.restated for u in build_units(_listing_crew(report))), report
+
+
+def test_a_misread_listing_is_where_the_hypotheses_start_and_says_why():
+    from tracefix.analysis.features import feature_matrix
+    from tracefix.analysis.hypotheses import EvidenceWeights, rank_hypotheses
+
+    graph = build_graph(build_units(_listing_crew("Parcel #88: signed for, Leeds, 2 tries so far.")))
+    top = rank_hypotheses(graph, {}, {}, feature_matrix(graph), failed=True,
+                          weights=EvidenceWeights(detectors=0.0, frontier=0.0))[0]
+    assert top["step"] == 2 and "restates state signed for for #88" in top["rationale"], top
