@@ -890,6 +890,7 @@ def dropped_findings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
 # A listing's item that can stand for a field's value: a short phrase, not a sentence.
 _ITEM_SPLIT = re.compile(r"[,;:]")
 _MAX_ITEM_WORDS = 4
+_MIN_SUBJECT_CHARS = 3
 
 
 def _is_scalar(value: Any) -> bool:
@@ -898,8 +899,10 @@ def _is_scalar(value: Any) -> bool:
 
 def _looked_up(arguments: Any, result: Any) -> list[tuple[str, dict[str, Any]]]:
     """(subject, record) for each dict of `result` that has a field equal to one of the
-    call's own string arguments: the record the call asked for, whatever its id looks like."""
-    subjects = [v for v in arguments.values() if isinstance(v, str) and v.strip()] if isinstance(arguments, dict) else []
+    call's own string arguments: the record the call asked for, whatever its id looks like
+    (a short argument, a page number or a flag, names no record)."""
+    subjects = ([v for v in arguments.values() if isinstance(v, str) and len(v.strip()) >= _MIN_SUBJECT_CHARS]
+                if isinstance(arguments, dict) else [])
     if isinstance(result, str) and result.lstrip()[:1] in "[{":
         result = from_json_text(result)
     out: list[tuple[str, dict[str, Any]]] = []
