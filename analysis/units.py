@@ -57,8 +57,13 @@ _ARTIFACT_PATTERNS = [
     ("id", _ID_TOKEN),
     # Not the tail of an id ("ACC-1007", "acc:1007") nor the digits after a decimal point; a
     # decimal after a colon is a key's value ("price:64.75"), as is compact JSON's '"n":1500'.
-    ("number", re.compile(r"(?<![\w.-])(?:(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?|(?<=[A-Za-z0-9]:)\d+\.\d+)(?![\w.-])")),
+    # Not the hour of a clock reading either ("09:48", "1:30:00"): a time says when, and a
+    # log line's stamp is no value the step took from anywhere.
+    ("number", re.compile(r"(?<![\w.-])(?:(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?|(?<=[A-Za-z0-9]:)\d+\.\d+)(?![\w.-]|:\d)")),
 ]
+# A date with a time of day, ISO 8601 style ("2026-03-14T09:48:54.1+01:00"): it has letters
+# and digits, like an id, but it is a moment, not a record; read as nothing.
+_DATETIME = re.compile(r"(?<![\w-])\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?(?![\w:])")
 # A number written with thousands separators ("1,500", "12,345.50"), as people and models
 # write amounts, read as the number its tool returned (1500). Not after "[" or ",", where
 # "[100,200]" is a compact list of two numbers.
@@ -187,6 +192,8 @@ _PATTERN_HINTS = {"url": ("://",), "file": (".",)}
 @functools.lru_cache(maxsize=256)  # a step's text is read for what it produced, used and asserted
 def _artifacts_of(text: str) -> frozenset[str]:
     text = plain_numbers(text)
+    if ":" in text:
+        text = _DATETIME.sub(" ", text)
     found: set[str] = set()
     for kind, pattern in _ARTIFACT_PATTERNS:
         if kind in _PATTERN_HINTS and not any(h in text for h in _PATTERN_HINTS[kind]):

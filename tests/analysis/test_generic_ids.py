@@ -35,6 +35,16 @@ def test_a_number_written_with_thousands_separators_is_the_number_the_tool_retur
     assert unsupported_in({"1500"}, '{"amount": 1,600}') == ["1500"]
 
 
+def test_a_clock_reading_or_a_timestamp_is_no_value_a_step_took_from_anywhere():
+    """Chat logs stamp every message with the time it was written: the stamp's hour is not an
+    invented number, and an ISO timestamp, letters and digits alike, is not an id."""
+    assert extract_artifacts("[2026-03-14 09:48:54] moved 1500 to acc-1007") == {"1500", "acc-1007"}
+    assert extract_artifacts('{"at": "2026-03-14T09:48:54.120+01:00", "n": 1500} at 14:05, took 1:30:00') == {"1500"}
+    assert unsupported_in(extract_artifacts("[2026-03-14 10:02:11] Done: acc-1007 closed."), "close acc-1007") == []
+    # A key's decimal value and compact JSON still read as before.
+    assert extract_artifacts('price:64.75 {"total":1500} line 12: 30') == {"64.75", "1500", "12", "30"}
+
+
 def test_an_id_is_the_same_id_whatever_case_an_agent_writes_it_in():
     assert extract_artifacts("pull up ORD_7F3A2 and 'SKU:88-B'") == {"ord_7f3a2", "sku:88-b"}
     assert unsupported_in({"ord_7f3a2"}, "please pull up ORD_7F3A2") == []
