@@ -19,6 +19,7 @@ import hashlib
 import json
 import random
 import re
+import zlib
 from typing import Any, Callable
 
 # Fields that identify or time a record rather than present its content: never rewritten.
@@ -273,6 +274,40 @@ def upper_case_ids(doc: dict, seed: int) -> dict:
     return _map_agent_words(doc, _upper_ids)
 
 
+_STAMP = re.compile(r"^\[2026-03-14 09:\d\d:\d\d\] ")
+
+
+def _stamped(text: str) -> str:
+    # A message object a later prompt shares with the step that wrote it is stamped once.
+    if not text.strip() or _STAMP.match(text) or isinstance(_json_or_none(text), (dict, list)):
+        return text
+    tick = zlib.crc32(text.encode()) % 3600  # the same message gets the same stamp wherever it is quoted
+    return f"[2026-03-14 09:{tick // 60:02d}:{tick % 60:02d}] {text}"
+
+
+def timestamps(doc: dict, seed: int) -> dict:
+    """Agents' messages open with the time they were written ("[2026-03-14 09:21:05] ..."),
+    as chat logs and many agent frameworks print them: a clock reading in every message,
+    which no input showed and no later step uses. Only the messages' text is stamped (as
+    they stand and as later prompts quote them, a delegation's report, the final answer)."""
+    doc = copy.deepcopy(doc)
+    for step in doc.get("steps") or []:
+        messages = [step.get("output_message") or {}]
+        messages += [m for m in step.get("input_messages") or [] if m.get("role") == "assistant"]
+        for msg in messages:
+            if isinstance(msg.get("content"), str):
+                msg["content"] = _stamped(msg["content"])
+        for tc in step.get("tool_calls") or []:  # a delegation's result is the worker's report
+            if isinstance(tc.get("result"), str):
+                tc["result"] = _stamped(tc["result"])
+    output = doc.get("output")
+    if isinstance(output, dict) and isinstance(output.get("final_answer"), str):
+        output["final_answer"] = _stamped(output["final_answer"])
+    elif isinstance(output, str):
+        doc["output"] = _stamped(output)
+    return doc
+
+
 _NARRATIONS = ("Let me check with {tool}.", "I'll use {tool} for this.", "Calling {tool} now.",
                "One moment, looking this up with {tool}.")
 
@@ -355,12 +390,13 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "envelope": envelope_results,
     "camel_keys": camel_keys,
     "narrated_calls": narrate_calls,
+    "timestamps": timestamps,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
-                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "prose_results"]}
+                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
