@@ -106,7 +106,7 @@ def _json_or_none(text: str) -> Any:
 # --- (c) ids without a separator ---------------------------------------------------------
 
 # Any id, separated or not (ACC-1007, ord_7f3a2, sku:88-b, acc1007): what upper_ids capitalizes.
-_ID_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*(?![\w-])")
+_ID_TOKEN = re.compile(r"(?<![\w:-])(?=[\w:-]*[A-Za-z])(?=[\w:-]*\d)[A-Za-z0-9]+(?:[-_:][A-Za-z0-9]+)*(?![\w-])")
 # Any token of letter/digit runs joined by '-' or '_' that has a letter and a digit:
 # ACC-1007, CHK_2201, inv-2024-07-a1. Dates (no letter) and snake_case names (no digit) stay.
 _SEPARATED_ID = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w-])")
@@ -349,6 +349,30 @@ def envelope_results(doc: dict, seed: int) -> dict:
     return _map_results(doc, _enveloped)
 
 
+def _served(value: Any) -> Any:
+    if not isinstance(value, dict) or "served_at" in value:
+        return value
+    tick = zlib.crc32(json.dumps(value, sort_keys=True, default=str).encode()) % 3600
+    return {**value, "served_at": f"2026-03-14T09:{tick // 60:02d}:{tick % 60:02d}Z"}
+
+
+def result_timestamps(doc: dict, seed: int) -> dict:
+    """JSON results carry the time they were served (`"served_at": "2026-03-14T09:48:54Z"`), as
+    many APIs add: a value in every result that no report relays and no call uses."""
+    return _map_results(doc, _served)
+
+
+def _code_ids(text: str) -> str:
+    if isinstance(_json_or_none(text), (dict, list)):
+        return text
+    return _ID_TOKEN.sub(lambda m: f"`{m.group(0)}`", text)
+
+
+def markdown_ids(doc: dict, seed: int) -> dict:
+    """Agents write ids as Markdown code (`acc-1007` -> `` `acc-1007` ``), as chat models do."""
+    return _map_agent_words(doc, _code_ids)
+
+
 def _reverse_keys(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _reverse_keys(value[k]) for k in reversed(list(value))}
@@ -391,12 +415,14 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "camel_keys": camel_keys,
     "narrated_calls": narrate_calls,
     "timestamps": timestamps,
+    "served_at": result_timestamps,
+    "markdown_ids": markdown_ids,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
-                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "prose_results"]}
+                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at", "markdown_ids", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
