@@ -373,6 +373,19 @@ def markdown_ids(doc: dict, seed: int) -> dict:
     return _map_agent_words(doc, _code_ids)
 
 
+def jitter_timing(doc: dict, seed: int) -> dict:
+    """Every step and tool call took between 0.3 and 4 times as long, at random, as a loaded
+    machine or a slow network records them: the same session, other durations. Only timing
+    changes; no word or value does."""
+    doc = copy.deepcopy(doc)
+    rng = _session_rng(doc, seed, "timing")
+    for step in doc.get("steps") or []:
+        for record in [step, *(step.get("tool_calls") or [])]:
+            if isinstance(record.get("duration_ms"), (int, float)):
+                record["duration_ms"] = record["duration_ms"] * rng.uniform(0.3, 4.0)
+    return doc
+
+
 def _reverse_keys(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _reverse_keys(value[k]) for k in reversed(list(value))}
@@ -417,12 +430,13 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "timestamps": timestamps,
     "served_at": result_timestamps,
     "markdown_ids": markdown_ids,
+    "timing": jitter_timing,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
-                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at", "markdown_ids", "prose_results"]}
+                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at", "markdown_ids", "timing", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
