@@ -1,10 +1,16 @@
-"""The per-step feature vector both detectors read (AgentTether's 25-dimensional phi(TU)).
+"""The per-step feature vector the IsolationForest reads, after AgentTether's phi(TU) (the
+HGT reads the graph itself: graph.hetero_view).
 
 Three families: structural (degrees by edge type in the critical transition graph),
 attribute (error status, status/feedback inconsistency, repeated call, unsupported values,
-latency and token z-scores within the run, output length) and macro (error ratio, length and
+token z-scores within the run, output length) and macro (error ratio, length and
 position inside the contiguous block of steps sharing a goal or tool family, position in
 the run). FEATURE_NAMES is the one list the report shows as "which features".
+
+A step's latency is not among them (AgentTether's phi has it): how long a step took says
+how loaded the machine or the network was as much as anything about the step, and with it
+the same session, recorded twice, ranked its steps differently (bench/perturb.py `timing`).
+A slow step that matters ends in a timeout, which is an error.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     # attribute
     "error", "tool_exception", "tool_error_result", "empty_result",
     "status_feedback_inconsistent", "repeated_call", "unsupported_values",
-    "unacted_claim", "n_tool_calls", "latency_z", "input_tokens_z", "output_tokens_z",
+    "unacted_claim", "n_tool_calls", "input_tokens_z", "output_tokens_z",
     "output_length_log", "output_length_z", "agent_switch",
     # macro
     "macro_error_ratio", "macro_length", "macro_position", "run_position",
@@ -138,7 +144,6 @@ def step_features(graph: TransitionGraph) -> list[list[float]]:
     n = len(units)
     if n == 0:
         return []
-    latency_z = zscores([math.log1p(u.latency_ms) for u in units])
     in_tok_z = zscores([math.log1p(u.input_tokens) for u in units])
     out_tok_z = zscores([math.log1p(u.output_tokens) for u in units])
     len_log = [math.log1p(u.output_length) for u in units]
@@ -183,7 +188,7 @@ def step_features(graph: TransitionGraph) -> list[list[float]]:
             float(has_error), float(u.outcome == "exception"), float(u.outcome == "error_result"),
             float(u.outcome == "empty_result"), float(bool(inconsistent)), float(repeated),
             float(unsupported[k]), unacted[k], float(len(u.action["calls"])),
-            latency_z[k], in_tok_z[k], out_tok_z[k], len_log[k], len_z[k],
+            in_tok_z[k], out_tok_z[k], len_log[k], len_z[k],
             float(k > 0 and units[k - 1].agent != u.agent),
             sum(1 for b in block if b.status == "error") / len(block), float(len(block)),
             (k - start) / max(len(block) - 1, 1), k / max(n - 1, 1),

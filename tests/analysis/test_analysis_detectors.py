@@ -22,6 +22,22 @@ def test_isolation_forest_is_deterministic_and_flags_the_failing_calls():
     assert int(np.argmax(a)) in (4, 5, 6)
 
 
+def test_how_long_the_steps_took_does_not_move_the_anomaly_scores():
+    """The same session recorded on a loaded machine (every step 0.3-4x as long) is the same
+    session: the IsolationForest scores its steps as before."""
+    import copy
+    import random
+
+    doc = bank_session(3, wrong_instruction=True)
+    slow = copy.deepcopy(doc)
+    rng = random.Random(7)
+    for step in slow["steps"]:
+        step["duration_ms"] = (step.get("duration_ms") or 1.0) * rng.uniform(0.3, 4.0) + rng.uniform(0, 50)
+    a = IsolationForestDetector().fit_score(feature_matrix(graph_of(doc)))
+    b = IsolationForestDetector().fit_score(feature_matrix(graph_of(slow)))
+    assert np.array_equal(a, b)
+
+
 def test_isolation_forest_needs_fit_before_score():
     with pytest.raises(RuntimeError, match="before fit"):
         IsolationForestDetector().score(np.zeros((3, 2)))
