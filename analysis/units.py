@@ -109,7 +109,8 @@ class TransitionUnit:
     restated: list[str] = field(default_factory=list)
     # Ids the action uses whose record (in earlier tool results) differs from its sibling
     # records only by words the task does not say, while a sibling's words are in the task
-    # (the task asks for the blue item; the step picks the red one).
+    # (the task asks for the blue item; the step picks the red one). The task's words are
+    # those of its clauses that name a value the action uses, when one does (words_about).
     task_conflicts: list[str] = field(default_factory=list)
     # Ids the action picks whose sibling record the final answer names instead, a sibling
     # no call used: the answer and the acts disagree on which record (see mark_answer_conflicts).
@@ -506,6 +507,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
     said: list[str] = []  # message logs: what was said before, the context of the next message
     results: list[list[Record]] = []  # the records of each tool result so far, newest last
     task_words = {w.lower() for w in _WORD.findall(task or "")}
+    task_clauses = task_clauses_of(task or "")
     conflicted: set[str] = set()
     hubs = hub_agents([s.get("agent") or "agent" for s in steps if (s.get("kind") or "llm") == "llm"])
     structured = _structured_tools(steps)
@@ -536,8 +538,9 @@ def build_units(doc: dict) -> list[TransitionUnit]:
                 unit.restated = misread_listings(unit.action["text"], calls)
             if task_words and results and not is_last:
                 # Only the first step to pick a conflicting id chose it; later ones were handed it.
-                unit.task_conflicts = [v for v in _conflicts_in(_used_values(unit.action["calls"], unit.action["text"]),
-                                                                results[-_CONTEXT_MESSAGES:], task_words)
+                used = _used_values(unit.action["calls"], unit.action["text"])
+                unit.task_conflicts = [v for v in _conflicts_in(used, results[-_CONTEXT_MESSAGES:],
+                                                                words_about(used, task_clauses) or task_words)
                                        if v not in conflicted]
                 conflicted.update(unit.task_conflicts)
             for c, f in zip(unit.action["calls"], unit.feedback):
@@ -956,6 +959,23 @@ def misread_listings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
                 if len(strays) == 1:
                     out.append(f"{unsaid[0]} {strays[0]} for {subject} (its result said {fields[unsaid[0]]})")
     return sorted(set(out))
+
+
+# Where a task's request splits into parts: "deposit X into checking, then move 500 to savings".
+_TASK_CLAUSE = re.compile(r"[,;\n]|(?<=[.!?])\s+")
+
+
+def task_clauses_of(task: str) -> list[tuple[set[str], set[str]]]:
+    """(values, lower-case words) of each clause of the task."""
+    clauses = _TASK_CLAUSE.split(plain_numbers(task)) if task else []
+    return [(extract_artifacts(c), {w.lower() for w in _WORD.findall(c)}) for c in clauses if c.strip()]
+
+
+def words_about(used: set[str], clauses: list[tuple[set[str], set[str]]]) -> set[str]:
+    """The words of the task's clauses that name a value the action uses: the part of the task
+    the action carries out, so a record type the task asks for elsewhere ("to his savings",
+    of another part) is not taken for what this part asked. Empty when no clause names one."""
+    return set().union(*(words for values, words in clauses if values & used))
 
 
 def task_conflicts(used: set[str], results: list[Any], task_words: set[str]) -> list[str]:

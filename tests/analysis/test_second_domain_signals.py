@@ -296,3 +296,35 @@ def test_a_misread_listing_is_where_the_hypotheses_start_and_says_why():
     top = rank_hypotheses(graph, {}, {}, feature_matrix(graph), failed=True,
                           weights=EvidenceWeights(detectors=0.0, frontier=0.0))[0]
     assert top["step"] == 2 and "restates state signed for for #88" in top["rationale"], top
+
+
+def _folder_crew(task: str) -> dict:
+    """Wren lists Lia's two folders (red fo-1, blue fo-2); Kestrel has f-77 stamped onto fo-2,
+    then 30 sheets moved from fo-1 to fo-2."""
+    folders = _call("list_folders", {"owner": "Lia"}, [{"ref": "fo-1", "colour": "red", "owner": "Lia"},
+                                                       {"ref": "fo-2", "colour": "blue", "owner": "Lia"}])
+    return {"task": task, "steps": [
+        _step(0, "Kestrel", "Wren: find Lia's folders"),
+        _step(1, "Wren", calls=[folders]),
+        _step(2, "Wren", "Lia has fo-1 (red) and fo-2 (blue)."),
+        _step(3, "Kestrel", "Alder: stamp f-77 onto fo-2"),
+        _step(4, "Alder", calls=[_call("stamp", {"form": "f-77", "folder": "fo-2"}, {"ok": True})]),
+        _step(5, "Kestrel", "Alder: move 30 sheets from fo-1 to fo-2"),
+        _step(6, "Alder", calls=[_call("move", {"sheets": 30, "from": "fo-1", "to": "fo-2"}, {"ok": True})]),
+        _step(7, "Kestrel", "All done."),
+    ]}
+
+
+def test_a_pick_is_read_against_the_part_of_the_task_it_carries_out():
+    """The task names both colours, red for the stamp and blue as the move's target: the
+    stamp's pick of the blue folder contradicts the clause that names f-77, and the move,
+    whose clause names both, contradicts nothing. Read from which clause shares a value with
+    the action, not from what the words mean."""
+    units = build_units(_folder_crew("Stamp form F-77 onto Lia's red folder, then move 30 sheets "
+                                     "from her red folder to her blue folder."))
+    assert units[3].task_conflicts == ["fo-2"]
+    assert not any(u.task_conflicts for u in units[4:])  # handed the pick, or a part naming both
+    # The stamp asked for blue: nothing to tell.
+    units = build_units(_folder_crew("Stamp form F-77 onto Lia's blue folder, then move 30 sheets "
+                                     "from her red folder to her blue folder."))
+    assert not any(u.task_conflicts for u in units)
