@@ -4,7 +4,7 @@ A transition unit bundles one decision: its observation (what the agent newly sa
 (its text), action (text or tool calls with arguments) and feedback (tool results and
 errors), plus derived attributes the graph and the detectors read: status, a normalized
 error signature, tool, phase (plan | instruct | act | answer), the artifacts the step
-produced and consumed, agent, latency and tokens.
+produced and consumed, agent and tokens (not how long the step took: features.py says why).
 
 Works on plain session-document dicts (docs/contracts.md section 1), for instrumented
 sessions (kind "llm") and imported message logs (kind "message"). Pure Python: no numpy,
@@ -15,11 +15,12 @@ from __future__ import annotations
 import bisect
 import difflib
 import functools
+import itertools
 import json
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from tracefix.attributes import from_json_text
 from tracefix.collector.document import content_text, session_task
@@ -115,7 +116,6 @@ class TransitionUnit:
     # Ids the action picks whose sibling record the final answer names instead, a sibling
     # no call used: the answer and the acts disagree on which record (see mark_answer_conflicts).
     answer_conflicts: list[str] = field(default_factory=list)
-    latency_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
     output_length: int = 0
@@ -588,7 +588,7 @@ def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
             if f.get("error") or f.get("result") is None:
                 continue
             records = _records(f["result"])
-            ids = [{v.lower() for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+            ids = _record_ids(records)
             for i, mine in enumerate(ids):
                 for x in mine & answered_only:
                     siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
@@ -713,6 +713,10 @@ _MAX_FIELD_RECORDS = 50
 _FIELD_LOOKBACK = 40
 
 
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 def _is_key_value(value: Any) -> bool:
     """A value that names a record: one token mixing letters and digits ("ord_1c9e0",
     "sku:40-a"), whatever its separators."""
@@ -720,22 +724,25 @@ def _is_key_value(value: Any) -> bool:
             and any(c.isalpha() for c in value) and any(c.isdigit() for c in value))
 
 
-def _keyed_records(result: Any) -> list[dict[str, Any]]:
-    """The dicts of a JSON tool result (or of a JSON text) that name a record: a key value
-    among their scalar values."""
+def _result_dicts(result: Any) -> Iterator[dict[str, Any]]:
+    """Every dict of a JSON tool result (or of a JSON text), depth first."""
     if isinstance(result, str) and result.lstrip()[:1] in "[{":
         result = from_json_text(result)
-    out: list[dict[str, Any]] = []
     stack = [result]
-    while stack and len(out) < _MAX_FIELD_RECORDS:
+    while stack:
         o = stack.pop()
         if isinstance(o, dict):
-            if any(_is_key_value(v) for v in o.values()):
-                out.append(o)
+            yield o
             stack += [v for v in o.values() if isinstance(v, (dict, list))]
         elif isinstance(o, list):
             stack += o
-    return out
+
+
+def _keyed_records(result: Any) -> list[dict[str, Any]]:
+    """The dicts of a JSON tool result (or of a JSON text) that name a record: a key value
+    among their scalar values."""
+    named = (o for o in _result_dicts(result) if any(_is_key_value(v) for v in o.values()))
+    return list(itertools.islice(named, _MAX_FIELD_RECORDS))
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -862,6 +869,11 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
         units[report].round_failed = True
 
 
+def _record_ids(records: list[Record]) -> list[set[str]]:
+    """The ids among each record's values, in lower case as artifacts read them."""
+    return [{v.lower() for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+
+
 def omitted_records(text: str, results: list[Any]) -> list[str]:
     """Ids of records that a summary of `results` leaves out although it names a sibling
     record (same fields) of the same result: an incomplete or misread listing."""
@@ -869,7 +881,7 @@ def omitted_records(text: str, results: list[Any]) -> list[str]:
     out: set[str] = set()
     for result in results:
         records = _records(result)
-        ids = [{v.lower() for v in values if isinstance(v, str) and _ID.fullmatch(v)} for _, values, _ in records]
+        ids = _record_ids(records)
         unique = [mine - set().union(*(other for j, other in enumerate(ids) if j != i)) for i, mine in enumerate(ids)]
         mentioned = [bool(u & named) for u in unique]
         groups: dict[Any, list[int]] = {}
@@ -903,30 +915,17 @@ _MAX_ITEM_WORDS = 4
 _MIN_SUBJECT_CHARS = 3
 
 
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
-
-
 def _looked_up(arguments: Any, result: Any) -> list[tuple[str, dict[str, Any]]]:
     """(subject, record) for each dict of `result` that has a field equal to one of the
     call's own string arguments: the record the call asked for, whatever its id looks like
     (a short argument, a page number or a flag, names no record)."""
     subjects = ([v for v in arguments.values() if isinstance(v, str) and len(v.strip()) >= _MIN_SUBJECT_CHARS]
                 if isinstance(arguments, dict) else [])
-    if isinstance(result, str) and result.lstrip()[:1] in "[{":
-        result = from_json_text(result)
     out: list[tuple[str, dict[str, Any]]] = []
-    stack, seen = [result], 0
-    while stack and seen < _MAX_FIELD_RECORDS:
-        o = stack.pop()
-        if isinstance(o, dict):
-            seen += 1
-            subject = next((s for s in subjects for v in o.values() if _is_scalar(v) and _same_scalar(v, s)), None)
-            if subject is not None:
-                out.append((subject, o))
-            stack += [v for v in o.values() if isinstance(v, (dict, list))]
-        elif isinstance(o, list):
-            stack += o
+    for o in itertools.islice(_result_dicts(result), _MAX_FIELD_RECORDS):
+        subject = next((s for s in subjects for v in o.values() if _is_scalar(v) and _same_scalar(v, s)), None)
+        if subject is not None:
+            out.append((subject, o))
     return out
 
 
@@ -1065,10 +1064,9 @@ def _records(obj: Any) -> list[Record]:
 
     def walk(o: Any, in_list: bool = False) -> None:
         if isinstance(o, dict):
-            values = [v for v in o.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+            values = [v for v in o.values() if _is_scalar(v)]
             if values:
-                out.append((frozenset(k for k, v in o.items() if isinstance(v, (str, int, float))
-                                      and not isinstance(v, bool)), values, in_list))
+                out.append((frozenset(k for k, v in o.items() if _is_scalar(v)), values, in_list))
             for v in o.values():
                 if isinstance(v, (dict, list, tuple)):  # a field's own text is a value, not a listing
                     walk(v)
@@ -1295,7 +1293,6 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None, hubs: 
         artifacts_produced=produced, artifacts_consumed=consumed,
         unsupported=unsupported_in(_used_values(calls, text),
                                    (task or "") + "\n" + _context_text(step.get("input_messages") or [])),
-        latency_ms=float(step.get("duration_ms") or 0.0),
         input_tokens=int(step.get("input_tokens") or 0), output_tokens=int(step.get("output_tokens") or 0),
         output_length=len(text) + sum(len(s) for s in (_compact(c["arguments"]) for c in calls)),
         claims_success=bool(_SUCCESS_CLAIM.search(text)), claims_failure=bool(_FAILURE_CLAIM.search(text)),
@@ -1341,7 +1338,6 @@ def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
         call_signatures=signatures,
         error_signature=normalize_error(error_text), error_text=error_text,
         artifacts_produced=artifacts, artifacts_consumed=(artifacts | _used_values(calls, "")) if calls else artifacts,
-        latency_ms=float(step.get("duration_ms") or 0.0),
         input_tokens=int(step.get("input_tokens") or 0), output_tokens=int(step.get("output_tokens") or 0),
         output_length=len(text) + sum(len(_compact(c["arguments"])) for c in calls),
         claims_success=bool(_SUCCESS_CLAIM.search(text)), claims_failure=bool(_FAILURE_CLAIM.search(text)),
