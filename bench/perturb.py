@@ -178,21 +178,28 @@ def _grouped(text: str) -> str:
 
 
 def _map_agent_words(doc: dict, fn: Callable[[str], str]) -> dict:
-    """`doc` with fn applied to what the agents wrote themselves (their messages, as later
-    prompts show them too, a delegation's string result, the output); tools' results, the
-    user's and the system's words keep theirs."""
+    """`doc` with fn applied to what the agents wrote themselves: their messages (as they
+    stand and as later prompts quote them), a delegation's string result (the worker's
+    report) and the final answer. Tools' results, the user's and the system's words keep
+    theirs. A message object a later prompt shares with the step that wrote it (a deep copy
+    keeps them shared) is rewritten once."""
     doc = copy.deepcopy(doc)
+    done: set[int] = set()
     for step in doc.get("steps") or []:
-        results = [(tc, tc.get("result")) for tc in step.get("tool_calls") or []]
-        step.update(_map_strings({k: v for k, v in step.items() if k not in ("tool_calls", "input_messages")}, fn))
-        for tc, result in results:  # a delegation's result is the worker's report
-            if isinstance(result, str):
-                tc["result"] = fn(result)
-        for msg in step.get("input_messages") or []:
-            if msg.get("role") == "assistant" and isinstance(msg.get("content"), str):
+        messages = [step.get("output_message") or {}]
+        messages += [m for m in step.get("input_messages") or [] if m.get("role") == "assistant"]
+        for msg in messages:
+            if id(msg) not in done and isinstance(msg.get("content"), str):
                 msg["content"] = fn(msg["content"])
-    if doc.get("output") is not None:
-        doc["output"] = _map_strings(doc["output"], fn)
+                done.add(id(msg))
+        for tc in step.get("tool_calls") or []:
+            if isinstance(tc.get("result"), str):
+                tc["result"] = fn(tc["result"])
+    output = doc.get("output")
+    if isinstance(output, dict) and isinstance(output.get("final_answer"), str):
+        output["final_answer"] = fn(output["final_answer"])
+    elif isinstance(output, str):
+        doc["output"] = fn(output)
     return doc
 
 
@@ -274,12 +281,8 @@ def upper_case_ids(doc: dict, seed: int) -> dict:
     return _map_agent_words(doc, _upper_ids)
 
 
-_STAMP = re.compile(r"^\[2026-03-14 09:\d\d:\d\d\] ")
-
-
 def _stamped(text: str) -> str:
-    # A message object a later prompt shares with the step that wrote it is stamped once.
-    if not text.strip() or _STAMP.match(text) or isinstance(_json_or_none(text), (dict, list)):
+    if not text.strip() or isinstance(_json_or_none(text), (dict, list)):
         return text
     tick = zlib.crc32(text.encode()) % 3600  # the same message gets the same stamp wherever it is quoted
     return f"[2026-03-14 09:{tick // 60:02d}:{tick % 60:02d}] {text}"
@@ -288,24 +291,8 @@ def _stamped(text: str) -> str:
 def timestamps(doc: dict, seed: int) -> dict:
     """Agents' messages open with the time they were written ("[2026-03-14 09:21:05] ..."),
     as chat logs and many agent frameworks print them: a clock reading in every message,
-    which no input showed and no later step uses. Only the messages' text is stamped (as
-    they stand and as later prompts quote them, a delegation's report, the final answer)."""
-    doc = copy.deepcopy(doc)
-    for step in doc.get("steps") or []:
-        messages = [step.get("output_message") or {}]
-        messages += [m for m in step.get("input_messages") or [] if m.get("role") == "assistant"]
-        for msg in messages:
-            if isinstance(msg.get("content"), str):
-                msg["content"] = _stamped(msg["content"])
-        for tc in step.get("tool_calls") or []:  # a delegation's result is the worker's report
-            if isinstance(tc.get("result"), str):
-                tc["result"] = _stamped(tc["result"])
-    output = doc.get("output")
-    if isinstance(output, dict) and isinstance(output.get("final_answer"), str):
-        output["final_answer"] = _stamped(output["final_answer"])
-    elif isinstance(output, str):
-        doc["output"] = _stamped(output)
-    return doc
+    which no input showed and no later step uses."""
+    return _map_agent_words(doc, _stamped)
 
 
 _NARRATIONS = ("Let me check with {tool}.", "I'll use {tool} for this.", "Calling {tool} now.",
