@@ -125,7 +125,7 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
                     c["why"].append(f"picks {', '.join(u.as_written(u.task_conflicts[:3]))}, whose record does not match the task's wording")
                 if u.answer_conflicts:
                     c["why"].append(f"picks {', '.join(u.as_written(u.answer_conflicts[:3]))}, where the final answer "
-                                    "names a sibling record no call used")
+                                    "names a sibling record instead")
                 if u.omitted:
                     c["why"].append(f"leaves {', '.join(u.as_written(u.omitted[:3]))} out of its summary of its tool results")
                 if u.misattributed:

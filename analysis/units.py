@@ -113,8 +113,9 @@ class TransitionUnit:
     # (the task asks for the blue item; the step picks the red one). The task's words are
     # those of its clauses that name a value the action uses, when one does (words_about).
     task_conflicts: list[str] = field(default_factory=list)
-    # Ids the action picks whose sibling record the final answer names instead, a sibling
-    # no call used: the answer and the acts disagree on which record (see mark_answer_conflicts).
+    # Ids the action picks whose sibling record the final answer names instead (a sibling no
+    # call used, or one the answer pairs with a value the calls paired with the pick): the
+    # answer and the acts disagree on which record (see mark_answer_conflicts).
     answer_conflicts: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
@@ -566,15 +567,33 @@ def build_units(doc: dict) -> list[TransitionUnit]:
 
 
 def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
-    """Set `answer_conflicts` on the step that first picked record Y when the final answer
-    names Y's sibling X instead (X and Y: records of one shape in one tool result), no call
-    ever used X and a call used Y: the answer says the work was done on X, the acts did it
-    on Y. The first step after the result to carry Y without X (an instruction, a call) is
-    where the two parted; a report listing both chose nothing."""
+    """Set `answer_conflicts` on the step that first picked record Y where the final answer
+    names Y's sibling X instead: the answer says the work was done on X, the acts did it on
+    Y. Two readings: no call ever used X (_answer_names_unused_records), or the answer pairs
+    a value with X that every call passing it paired with Y (_answer_repairs_values)."""
     final = next((k for k in range(len(units) - 1, -1, -1) if units[k].action["text"].strip()
                   and not units[k].action["calls"]), None)
     if final is None or units[final].kind != "llm":
         return
+    _answer_names_unused_records(units, final)
+    _answer_repairs_values(units, final)
+
+
+def _mark_picker(units: list[TransitionUnit], start: int, final: int, picked: set[str], instead: str,
+                 value: str | None = None) -> None:
+    """The first step in (start, final) to carry one of `picked` (and `value`, if given)
+    without `instead` (an instruction, a call) is where the acts parted from the answer; a
+    report listing both chose nothing."""
+    for k in range(start + 1, final):
+        consumed = units[k].artifacts_consumed
+        if picked & consumed and instead not in consumed and (value is None or value in consumed):
+            units[k].answer_conflicts += sorted((picked & consumed) - set(units[k].answer_conflicts))
+            return
+
+
+def _answer_names_unused_records(units: list[TransitionUnit], final: int) -> None:
+    """X and Y records of one shape in one tool result; the final answer names X, no call
+    ever used X, and a call used Y (which the answer does not name)."""
     named = {v for v in extract_artifacts(units[final].action["text"]) if _ID.fullmatch(v)}
     called: set[str] = set()
     for u in units:
@@ -593,10 +612,39 @@ def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
                 for x in mine & answered_only:
                     siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
                     for y in sorted(set().union(*(ids[j] - mine for j in siblings)) & (called - named)):
-                        picker = next((k for k in range(r + 1, final) if y in units[k].artifacts_consumed
-                                       and x not in units[k].artifacts_consumed), None)
-                        if picker is not None and y not in units[picker].answer_conflicts:
-                            units[picker].answer_conflicts.append(y)
+                        _mark_picker(units, r, final, {y}, x)
+
+
+def _answer_repairs_values(units: list[TransitionUnit], final: int) -> None:
+    """A clause of the final answer pairs value V with record X ("moved 1000 into X"); every
+    call that passed V passed none of the clause's records but one of X's shape, Y: the
+    calls paired V with Y. A clause that also names a record of the call says both, so it
+    pairs nothing, and a value no call passed is the answer's own."""
+    shapes: dict[str, set[Any]] = {}
+    shown: dict[str, int] = {}  # where each record was first shown
+    for r in range(final):
+        for f in units[r].feedback:
+            if f.get("error") or f.get("result") is None:
+                continue
+            records = _records(f["result"])
+            for (shape, _, _), ids in zip(records, _record_ids(records)):
+                for i in ids:
+                    shapes.setdefault(i, set()).add(shape)
+                    shown.setdefault(i, r)
+    calls = [extract_artifacts(signature) for u in units[:final] if u.action["calls"] for signature in u.call_signatures]
+    for clause in _CLAUSE.split(units[final].action["text"]):
+        said = extract_artifacts(clause)
+        records = {v for v in said if v in shapes}
+        for value in said:
+            if not _NUMBER.fullmatch(value) or len(value.lstrip("-").replace(".", "")) < _MIN_NUMBER_LEN:
+                continue
+            passing = [c for c in calls if value in c]
+            if not passing or any(c & records for c in passing):
+                continue
+            for x in sorted(records):
+                ys = set.intersection(*({y for y in c if shapes.get(y, set()) & shapes[x]} for c in passing))
+                if ys:
+                    _mark_picker(units, max(shown[y] for y in ys | {x}), final, ys, x, value)
 
 
 def clear_misled_picks(units: list[TransitionUnit]) -> None:

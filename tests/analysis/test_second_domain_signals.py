@@ -254,6 +254,32 @@ def test_a_pick_of_the_sibling_of_the_record_the_final_answer_names_is_where_ans
     assert not any(u.answer_conflicts for u in agreed)
 
 
+def test_a_value_the_final_answer_pairs_with_another_record_than_the_calls_did_goes_back_to_the_hand_over():
+    """'sent 3400 to bin4q': the one call that carried 3400 carried bin7k (a record of bin4q's
+    shape) and no record the answer's clause names; bin4q was used, for another amount."""
+    def bins(owner, *pairs):
+        return _call("bins", {"owner": owner}, {"bins": [{"bin": b, "owner": owner, "kind": k} for b, k in pairs]})
+
+    def crew(first_to, answer):
+        return {"steps": [_task_step(0, "Kestrel", "move 3400 into Ida's cold bin, then 250 to Ole's", "Wren: list bins"),
+                          _step(1, "Wren", calls=[bins("ida", ("bin4q", "cold"), ("bin5r", "dry"))]),
+                          _step(2, "Wren", calls=[bins("ole", ("bin7k", "cold"), ("bin8m", "dry"))]),
+                          _step(3, "Wren", "ida: bin4q cold, bin5r dry. ole: bin7k cold, bin8m dry"),
+                          _step(4, "Kestrel", f"Alder: move 3400 from bin5r to {first_to}"),
+                          _step(5, "Alder", calls=[_call("move", {"qty": 3400, "src": "bin5r", "dst": first_to}, {"ok": True})]),
+                          _step(6, "Kestrel", "Alder: move 250 from bin4q to bin7k"),
+                          _step(7, "Alder", calls=[_call("move", {"qty": 250, "src": "bin4q", "dst": "bin7k"}, {"ok": True})]),
+                          _step(8, "Kestrel", answer)]}
+
+    parted = build_units(crew("bin7k", "Moved 3,400 into Ida's cold bin bin4q and 250 to Ole; done."))
+    assert parted[4].answer_conflicts == ["bin5r", "bin7k"]  # the hand-over, not the call it was handed
+    assert not any(u.answer_conflicts for k, u in enumerate(parted) if k != 4)
+    agreed = build_units(crew("bin4q", "Moved 3,400 into Ida's cold bin bin4q and 250 to Ole; done."))
+    assert not any(u.answer_conflicts for u in agreed)
+    both = build_units(crew("bin7k", "Moved 3400 from bin5r to bin7k and 250 from bin4q; done."))
+    assert not any(u.answer_conflicts for u in both)  # the clause names the call's own records
+
+
 def test_a_symptom_names_the_value_as_the_failing_step_wrote_it():
     doc = _crew(_step(1, "Wren", "BOX7A is aside for ord9"))
     doc["steps"][0] = _step(0, "Kestrel", "Wren: put BOX7A aside for ord9")
