@@ -27,6 +27,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Mapping
 
+from tracefix.client_tls import client_context
 from tracefix.collector import db_path
 from tracefix.collector.contracts import JsonDict, SessionDocument
 from tracefix.collector.document import restore_message_attributes
@@ -78,7 +79,7 @@ class HttpAccess(_Base):
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=client_context()) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             detail, code = exc.read().decode(errors="replace"), None
@@ -310,8 +311,9 @@ class StoreAccess(_Base):
 
 
 def _health(server: str, timeout: float) -> dict | None:
+    context = client_context()  # outside the try: unusable client TLS settings are said, not taken for "no collector"
     try:
-        with urllib.request.urlopen(server.rstrip("/") + "/healthz", timeout=timeout) as resp:
+        with urllib.request.urlopen(server.rstrip("/") + "/healthz", timeout=timeout, context=context) as resp:
             return json.loads(resp.read()) if resp.status == 200 else None
     except (OSError, ValueError):
         return None

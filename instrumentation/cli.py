@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import click
 
+from tracefix.errors import TracefixError
+
 # verb -> ("module:attribute", one-line help shown by `tracefix --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("tracefix.demo.cli:sim", "Start the scripted OpenAI-compatible LLM server (demo/test component)."),
@@ -74,6 +76,12 @@ class LazyGroup(click.Group):
                 f"Install them with: pip install 'tracefix[{extra}]'"
             ) from exc
         return getattr(module, attr)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TracefixError as exc:  # what tracefix refused is said in one line, not as a traceback
+            raise click.ClickException(str(exc)) from exc
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):

@@ -6,6 +6,7 @@ import os
 import urllib.error
 import urllib.request
 
+from tracefix.client_tls import client_context
 from tracefix.errors import TracefixError
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
@@ -33,7 +34,7 @@ def feedback(session_id: str, score: float, comment: str | None = None, server: 
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=client_context()) as response:
             text = response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:500]

@@ -280,3 +280,38 @@ def test_cli_verbs_trust_the_collector_through_ssl_cert_file(tls_serve, pki, tmp
     trusted = sessions(SSL_CERT_FILE=str(pki.ca))
     assert trusted.returncode == 0 and "no tracefix serve answers" not in trusted.stderr, trusted.stderr
     assert "no tracefix serve answers" in sessions().stderr
+
+
+def test_cli_verbs_the_worker_and_feedback_present_the_client_certificate_they_are_given(mtls_serve, pki, tmp_path,
+                                                                                      monkeypatch):
+    """Under mutual TLS the CLI verbs, `tracefix worker` and `tracefix.feedback` reach the collector
+    with TRACEFIX_TLS_CLIENT_CERT / _KEY, and cannot without them."""
+    import tracefix
+    from tracefix.feedback import FeedbackError
+
+    env = {**os.environ, "TRACEFIX_TOKEN": TOKEN, "TRACEFIX_SERVER": mtls_serve.match["http"],
+           "SSL_CERT_FILE": str(pki.ca)}
+    client = {"TRACEFIX_TLS_CLIENT_CERT": str(pki.client_cert), "TRACEFIX_TLS_CLIENT_KEY": str(pki.client_key)}
+
+    def run(*args: str, **extra_env: str) -> subprocess.CompletedProcess:
+        # in tmp_path: a verb that cannot reach the server falls back to ./.tracefix/tracefix.duckdb
+        return subprocess.run([*procs.TRACEFIX, *args], capture_output=True, text=True, timeout=60,
+                              env={**env, **extra_env}, cwd=tmp_path)
+
+    listed = run("sessions", "--json", **client)
+    assert listed.returncode == 0 and "no tracefix serve answers" not in listed.stderr, listed.stderr
+    assert "no tracefix serve answers" in run("sessions", "--json").stderr
+    worked = run("worker", "--jobs", "diagnosis", "--once", **client)
+    assert worked.returncode == 0 and "stopped after 0 job(s)" in worked.stdout, worked.stderr
+    refused = run("worker", "--jobs", "diagnosis", "--once")
+    assert refused.returncode == 1 and "cannot reach tracefix serve" in refused.stderr, refused.stderr
+    half = run("sessions", "--json", TRACEFIX_TLS_CLIENT_CERT=str(pki.client_cert))
+    assert half.returncode == 1 and "go together" in half.stderr and "Traceback" not in half.stderr
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))
+    with pytest.raises(FeedbackError, match="cannot reach the collector"):
+        tracefix.feedback("no-such-session", -1, server=mtls_serve.match["http"], token=TOKEN)
+    for name, value in client.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(FeedbackError, match="HTTP 404"):  # through the handshake, to the API's answer
+        tracefix.feedback("no-such-session", -1, server=mtls_serve.match["http"], token=TOKEN)
