@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -27,6 +28,25 @@ def _stop_leftovers() -> None:
     for popen in _STARTED:
         if popen.poll() is None:
             popen.kill()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _unwind_on_sigterm() -> None:
+    """SIGTERM's default action ends Python on the spot: no `finally`, no `__exit__`, no
+    atexit, so a bench or test run killed with `kill` (a job runner, a timeout) left the
+    `tracefix serve` / `tracefix sim` it started running, holding their ports and DuckDB
+    files. Raised as KeyboardInterrupt, a SIGTERM unwinds like Ctrl-C (SIGINT already
+    does): every `Proc.stop()` in a `finally` or `__exit__` runs, then `_stop_leftovers`.
+    KeyboardInterrupt, not SystemExit, because pytest counts a SystemExit inside a test as
+    one failed test and goes on to the next; `tracefix demo` does the same (demo/pipeline.py).
+    Only over the default action and from the main thread (the only one that may set a
+    handler), so a program with its own SIGTERM handling keeps it."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 @dataclass
@@ -55,6 +75,7 @@ def start(args: list[str], ready: str, *, env: dict | None = None, cwd: str | Pa
     given, for `health` (a format string over the match's groupdict) to answer 200
     (over https with `health_tls`: the test's CA, and its client certificate for mutual TLS)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    _unwind_on_sigterm()  # before the child exists: no window in which a SIGTERM orphans it
     popen = subprocess.Popen(TRACEFIX + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env=full_env, cwd=cwd)
     _STARTED.append(popen)

@@ -1,13 +1,17 @@
 """`tracefix demo` end to end, in reduced size, as a user runs it: a subprocess that starts
 its own scripted LLM server and collector, records, trains, alerts, diagnoses and writes
 reports. The report files are checked for their parts, and the demo's processes for being
-gone once it exits."""
+gone once it exits; so is the collector of a benchmark's harness (bench/demo_corpus.py)
+killed with SIGTERM."""
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +112,49 @@ def test_demo_interrupted_stops_its_processes_and_says_so(tmp_path):
     for url in addresses.values():
         with pytest.raises(OSError):
             urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/healthz", timeout=2)
+
+
+# A benchmark's harness (bench/demo_corpus.py over tests/procs.py) holding its collector the
+# way bench/localization.py does, until it is killed.
+CORPUS_HOLDER = """
+import sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+from demo_corpus import DemoCorpus
+with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp) as corpus:
+    print("collector", corpus.serve.popen.pid, corpus.server_url, flush=True)
+    time.sleep(120)
+"""
+
+
+def test_bench_harness_killed_with_sigterm_stops_its_collector():
+    """`kill PID` of a benchmark (a job runner's stop, a timeout) must not leave its
+    `tracefix serve` running with its ports and DuckDB file, as Python's default SIGTERM
+    action (no `finally`, no `__exit__`, no atexit) did."""
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    proc = subprocess.Popen([sys.executable, "-c", CORPUS_HOLDER, str(bench)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    child = None
+    try:
+        line = proc.stdout.readline()
+        m = re.match(r"collector (\d+) (\S+)", line)
+        assert m, line + proc.stdout.read()
+        child, url = int(m.group(1)), m.group(2)
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=30)
+        assert not _alive(child), f"collector {child} outlived its harness:\n{rest}"
+        assert proc.returncode != -signal.SIGTERM, "SIGTERM still ends the harness without unwinding"
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url + "/healthz", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)  # the orphan this test is about: never leave it behind
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
