@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -152,19 +151,12 @@ print(mb('VmHWM') - idle, len(body))
 
 
 def serve(db: Path):
-    proc = subprocess.Popen([*TRACEFIX, "serve", "--db", str(db), "--http-port", "0", "--grpc-port", "0",
-                             "--diagnose", "off"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "TRACEFIX_TOKEN": ""})
-    deadline = time.monotonic() + 120
-    for line in proc.stdout:
-        m = re.search(r"http=(\S+)", line)
-        if m:
-            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-            return proc, m.group(1)
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    raise SystemExit("tracefix serve did not start")
+    """`tracefix serve` on the file, through the tests' process harness: stopped on any exit,
+    a SIGTERM of this bench included."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import procs
+
+    return procs.start_serve(db, "--diagnose", "off", env={"TRACEFIX_TOKEN": ""}, timeout=120)
 
 
 def analyze_seconds(db: Path, sid: str) -> float:
@@ -202,7 +194,8 @@ def main() -> None:
         print(f"  done in {time.perf_counter() - t0:.0f} s; big session {big}")
         baseline = unpaged_baseline(db, big)
 
-        proc, base = serve(db)
+        server = serve(db)
+        proc, base = server.popen, server.match["http"]
         rows = []
         try:
             get_json(f"{base}/api/v1/sessions/{big}?limit=1")  # first read: opens what any read opens
@@ -233,8 +226,7 @@ def main() -> None:
                 wall = time.perf_counter() - t0
             rows.append((f"{args.readers} concurrent readers, every page", peak.mb - idle, f"{wall:.1f} s"))
         finally:
-            proc.terminate()
-            proc.wait(30)
+            server.stop()
 
         print(f"\nserver peak RSS above idle ({idle:.0f} MB idle), target <= {TARGET_MB} MB")
         print(f"  {'read':<40} {'peak MB':>8} {'target':>7}  notes")
