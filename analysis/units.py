@@ -1012,10 +1012,27 @@ def misread_listings(text: str, calls: list[tuple[Any, Any]]) -> list[str]:
 _TASK_CLAUSE = re.compile(r"[,;\n]|(?<=[.!?])\s+")
 
 
+# "and" / "then" joins two requests of a task where both sides name a value and the second
+# starts with a word ("deposit CHK-5003 into his checking and then move $500 to his
+# savings"); elsewhere it joins one request's objects ("Alice and Bob", "ACC-1 and ACC-2",
+# "$500 and $300 from savings", "... and tell him the balance").
+_JOINED_PARTS = re.compile(r"\s+(?:and\s+then|and|then)\s+", re.I)
+_STARTS_WITH_WORD = re.compile(r"\s*[A-Za-z]+\b(?![-_:]?\d)")
+
+
 def task_clauses_of(task: str) -> list[tuple[set[str], set[str]]]:
-    """(values, lower-case words) of each clause of the task."""
-    clauses = _TASK_CLAUSE.split(plain_numbers(task)) if task else []
-    return [(extract_artifacts(c), {w.lower() for w in _WORD.findall(c)}) for c in clauses if c.strip()]
+    """(values, lower-case words) of each clause of the task: split at punctuation, and at
+    "and" / "then" where a second request starts (_JOINED_PARTS)."""
+    out: list[tuple[set[str], set[str]]] = []
+    for clause in _TASK_CLAUSE.split(plain_numbers(task)) if task else []:
+        parts: list[tuple[set[str], str]] = []
+        for part in _JOINED_PARTS.split(clause):
+            values = extract_artifacts(part)
+            if parts and not (values and parts[-1][0] and _STARTS_WITH_WORD.match(part)):
+                values, part = parts[-1][0] | values, f"{parts.pop()[1]} and {part}"
+            parts.append((values, part))
+        out += [(values, {w.lower() for w in _WORD.findall(part)}) for values, part in parts if part.strip()]
+    return out
 
 
 def words_about(used: set[str], clauses: list[tuple[set[str], set[str]]]) -> set[str]:

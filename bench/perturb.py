@@ -360,6 +360,31 @@ def markdown_ids(doc: dict, seed: int) -> dict:
     return _map_agent_words(doc, _code_ids)
 
 
+_CLAUSE_BREAK = re.compile(r",\s+(and\s+)?then\s+|;\s+|,\s+(and)\s+|\.\s+Then\s+")
+
+
+def _joined(text: str) -> str:
+    return _CLAUSE_BREAK.sub(lambda m: " and " if m.group(2) else " and then ", text)
+
+
+def joined_clauses(doc: dict, seed: int) -> dict:
+    """The user writes a task's parts joined by "and then", without commas ("deposit the check
+    into his checking and then move $500 to his savings"): the task text and every prompt
+    that quotes it."""
+    doc = copy.deepcopy(doc)
+    done: set[int] = set()
+    for step in doc.get("steps") or []:
+        for msg in step.get("input_messages") or []:
+            if msg.get("role") == "user" and isinstance(msg.get("content"), str) and id(msg) not in done:
+                msg["content"] = _joined(msg["content"])
+                done.add(id(msg))
+    if isinstance(doc.get("task"), str):
+        doc["task"] = _joined(doc["task"])
+    if isinstance(doc.get("inputs"), dict):
+        doc["inputs"] = {k: _joined(v) if isinstance(v, str) else v for k, v in doc["inputs"].items()}
+    return doc
+
+
 def jitter_timing(doc: dict, seed: int) -> dict:
     """Every step and tool call took between 0.3 and 4 times as long, at random, as a loaded
     machine or a slow network records them: the same session, other durations. Only timing
@@ -418,12 +443,14 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "served_at": result_timestamps,
     "markdown_ids": markdown_ids,
     "timing": jitter_timing,
+    "joined_clauses": joined_clauses,
 }
 # The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both).
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
-                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at", "markdown_ids", "timing", "prose_results"]}
+                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at",
+                    "markdown_ids", "timing", "joined_clauses", "prose_results"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:

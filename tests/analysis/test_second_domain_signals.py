@@ -354,3 +354,17 @@ def test_a_pick_is_read_against_the_part_of_the_task_it_carries_out():
     units = build_units(_folder_crew("Stamp form F-77 onto Lia's blue folder, then move 30 sheets "
                                      "from her red folder to her blue folder."))
     assert not any(u.task_conflicts for u in units)
+
+
+def test_a_task_whose_requests_are_joined_by_and_is_read_part_by_part():
+    """The same task written without commas: "and then" between two parts that each name a
+    value starts a second request; "and" inside one request ("Lia and Ola's red folder",
+    "F-77 and F-78") joins its objects, so it parts nothing."""
+    units = build_units(_folder_crew("Stamp form F-77 onto Lia's red folder and then move 30 sheets "
+                                     "from her red folder to her blue folder."))
+    assert units[3].task_conflicts == ["fo-2"]
+    assert not any(u.task_conflicts for u in units[4:])
+    from tracefix.analysis.units import task_clauses_of
+
+    assert len(task_clauses_of("Stamp F-77 and F-78 onto Lia and Ola's red folder")) == 1
+    assert len(task_clauses_of("Stamp F-77 onto the red folder and tell Lia the count")) == 1
