@@ -856,8 +856,8 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
                 continue
             for step, agent, record in seen:
                 named = ids & {v for v in record.values() if isinstance(v, str)}
-                if not named:
-                    continue
+                if not named or (isinstance(record, _ProseRecord) and len(record.ids) != 1):
+                    continue  # a line of prose that names two records: whose field is it?
                 for key, value in args.items():
                     if (key not in record or isinstance(value, (dict, list, bool)) or value is None
                             or isinstance(record[key], (dict, list, bool))
@@ -877,6 +877,52 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
         for f in u.feedback:
             if f.get("result") is not None and not f.get("error"):
                 seen.extend((u.index, u.agent, record) for record in _keyed_records(f["result"]))
+                seen.extend((u.index, u.agent, _ProseRecord(item)) for item in _prose_items(f["result"]))
+
+
+def _prose_items(result: Any) -> list[str]:
+    """The items (lines, bulleted parts) of a plain-text tool result that name a record."""
+    text = _text_result(result)
+    if text is None:
+        return []
+    items = (item for item in _ITEM_BREAK.split(text)[:_MAX_TEXT_ITEMS]
+             if any(_is_key_value(t) for t in _TEXT_TOKEN.findall(item)))
+    return list(itertools.islice(items, _MAX_FIELD_RECORDS))
+
+
+# A field written out in prose: its name's words ("unit_price", "unitPrice" -> "unit price"),
+# an optional ":" or "=", then its value: a number, or the words up to the next separator.
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_PROSE_VALUE = r"\s*[:=]?\s*(-?\d[\d,]*(?:\.\d+)?(?![\w:-])|[^\s;,|()\[\]{}][^;,\n|]*?)\s*(?:[;,|\n]|$)"
+
+
+class _ProseRecord(dict):
+    """A record of a plain-text result read as a dict, so `mark_restated_fields` compares a
+    call with prose as with JSON: its values (ids, numbers) under keys of their own, and a
+    field a caller asks for by name (a call's argument) read from the text after that name."""
+
+    def __init__(self, item: str):
+        super().__init__((f"\0{i}", t) for i, t in enumerate(_TEXT_TOKEN.findall(item)) if _is_value(t))
+        self.item = item
+        self.ids = {v for v in self.values() if _is_key_value(v) and not _DATETIME.fullmatch(v)}
+        self.unnamed: set[str] = set()
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or super().__contains__(key) or key in self.unnamed:
+            return super().__contains__(key)
+        words = _NAME_WORDS.findall(key)
+        match = words and re.search(r"(?<![\w-])" + r"[\s_-]*".join(map(re.escape, words)) + _PROSE_VALUE,
+                                    self.item, re.I)
+        if match:
+            value = match.group(1).strip()
+            if value[:1].isdigit() or value[:1] == "-":
+                value = value.replace(",", "")  # "1,500" is 1500, as plain_numbers reads it
+            for k in [k for k, v in self.items() if k.startswith("\0") and v == value]:
+                del self[k]  # the field's own value, not another field's (see _said_of's `others`)
+            self[key] = value
+        else:
+            self.unnamed.add(key)
+        return bool(match)
 
 
 def mark_failed_rounds(units: list[TransitionUnit]) -> None:

@@ -157,9 +157,10 @@ def test_a_hand_over_said_again_after_its_round_went_well_is_the_suspect():
     assert repeated_handovers(build_units(doc)) == {}
 
 
-def _restated_crew(report: str, used: int, task: str = "Put ord9's parts aside") -> dict:
+def _restated_crew(report: str, used: int, task: str = "Put ord9's parts aside", result=None) -> dict:
     """Wren looks up ord9 (one line: 1 of pt-7a), reports it, and Kestrel has `used` put aside."""
-    lookup = _call("lookup", {"ref": "ord9"}, {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 1, "price": "39.00"}]})
+    result = result or {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 1, "price": "39.00"}]}
+    lookup = _call("lookup", {"ref": "ord9"}, result)
     return {"task": task, "steps": [
         _step(0, "Kestrel", "Wren: look up ord9"),
         _step(1, "Wren", calls=[lookup]),
@@ -185,6 +186,19 @@ def test_a_report_that_restates_a_field_with_the_value_a_later_call_used_misread
     # Nobody acted on another count: nothing to tell the report's words by.
     unused = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a.", used=1))
     assert not any(u.restated for u in unused)
+
+
+def test_a_report_that_restates_a_field_of_a_prose_result_misread_it():
+    """The same with the tool answering in prose: the field is read after its name ("count:
+    1") on the line that names the record; a line that names two records says whose field
+    nobody can tell, so it tells nothing."""
+    prose = "ord9, open\n* part pt-7a, count: 1, unit price: 39.00"
+    misread = build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a (39.00 each).", used=2, result=prose))
+    assert misread[2].restated == ["count 2 for pt-7a (its result said 1; a later call used 2)"]
+    faithful = build_units(_restated_crew("Line 2 of ord9: 1 of pt-7a (39.00 each).", used=2, result=prose))
+    assert not any(u.restated for u in faithful)
+    shared = "ord9: part pt-7a count 1; part pt-9c count 3"
+    assert not any(u.restated for u in build_units(_restated_crew("Line 1 of ord9: 2 of pt-7a.", used=2, result=shared)))
 
 
 def test_an_error_about_an_amount_its_call_did_not_carry_goes_back_to_who_was_handed_the_amount():
