@@ -844,8 +844,9 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
     report misread the result: "line 1: 3 x A1" of a line whose count is 2, and a
     reservation of 3 follows. The field's name comes from the call and the
     result themselves; nothing here knows what a field means."""
-    # (step, agent, record) of the latest results' records: how far back a call is compared.
-    seen: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=_FIELD_LOOKBACK)
+    # (step, agent, record) of the latest results' records (a JSON dict, or a line of a prose
+    # result): how far back a call is compared.
+    seen: deque[tuple[int, str, dict[str, Any] | str]] = deque(maxlen=_FIELD_LOOKBACK)
     for u in units:
         for call in u.action["calls"]:
             args = call.get("arguments")
@@ -855,9 +856,13 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
             if not ids:
                 continue
             for step, agent, record in seen:
+                if isinstance(record, str):  # a line of a prose result, read for this call's fields
+                    record = _prose_record(record, list(args))
+                    if len({v for v in record.values() if _is_key_value(v) and not _DATETIME.fullmatch(v)}) != 1:
+                        continue  # it names two records: whose field it writes cannot be told
                 named = ids & {v for v in record.values() if isinstance(v, str)}
-                if not named or (isinstance(record, _ProseRecord) and len(record.ids) != 1):
-                    continue  # a line of prose that names two records: whose field is it?
+                if not named:
+                    continue
                 for key, value in args.items():
                     if (key not in record or isinstance(value, (dict, list, bool)) or value is None
                             or isinstance(record[key], (dict, list, bool))
@@ -877,7 +882,7 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
         for f in u.feedback:
             if f.get("result") is not None and not f.get("error"):
                 seen.extend((u.index, u.agent, record) for record in _keyed_records(f["result"]))
-                seen.extend((u.index, u.agent, _ProseRecord(item)) for item in _prose_items(f["result"]))
+                seen.extend((u.index, u.agent, item) for item in _prose_items(f["result"]))
 
 
 def _prose_items(result: Any) -> list[str]:
@@ -896,33 +901,22 @@ _NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _PROSE_VALUE = r"\s*[:=]?\s*(-?\d[\d,]*(?:\.\d+)?(?![\w:-])|[^\s;,|()\[\]{}][^;,\n|]*?)\s*(?:[;,|\n]|$)"
 
 
-class _ProseRecord(dict):
-    """A record of a plain-text result read as a dict, so `mark_restated_fields` compares a
-    call with prose as with JSON: its values (ids, numbers) under keys of their own, and a
-    field a caller asks for by name (a call's argument) read from the text after that name."""
-
-    def __init__(self, item: str):
-        super().__init__((f"\0{i}", t) for i, t in enumerate(_TEXT_TOKEN.findall(item)) if _is_value(t))
-        self.item = item
-        self.ids = {v for v in self.values() if _is_key_value(v) and not _DATETIME.fullmatch(v)}
-        self.unnamed: set[str] = set()
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str) or super().__contains__(key) or key in self.unnamed:
-            return super().__contains__(key)
+def _prose_record(item: str, fields: Sequence[str]) -> dict[str, Any]:
+    """A line of a plain-text result read as a record, so a call is compared with prose as
+    with JSON: each of `fields` (a call's argument names) the line writes out, read after its
+    name, and the line's other values (ids, numbers) under keys of their own."""
+    record = {f"\0{i}": t for i, t in enumerate(_TEXT_TOKEN.findall(item)) if _is_value(t)}
+    for key in fields:
         words = _NAME_WORDS.findall(key)
-        match = words and re.search(r"(?<![\w-])" + r"[\s_-]*".join(map(re.escape, words)) + _PROSE_VALUE,
-                                    self.item, re.I)
+        match = words and re.search(r"(?<![\w-])" + r"[\s_-]*".join(map(re.escape, words)) + _PROSE_VALUE, item, re.I)
         if match:
             value = match.group(1).strip()
             if value[:1].isdigit() or value[:1] == "-":
                 value = value.replace(",", "")  # "1,500" is 1500, as plain_numbers reads it
-            for k in [k for k, v in self.items() if k.startswith("\0") and v == value]:
-                del self[k]  # the field's own value, not another field's (see _said_of's `others`)
-            self[key] = value
-        else:
-            self.unnamed.add(key)
-        return bool(match)
+            # the field's own value, not another field's (what _said_of's `others` leaves out)
+            record = {k: v for k, v in record.items() if not (k.startswith("\0") and v == value)}
+            record[key] = value
+    return record
 
 
 def mark_failed_rounds(units: list[TransitionUnit]) -> None:
