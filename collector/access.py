@@ -19,6 +19,7 @@ methods and return the same JSON shapes.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -27,7 +28,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Mapping
 
-from tracefix.client_tls import client_context
+from tracefix.client_tls import certificate_hint, client_context
 from tracefix.collector import db_path
 from tracefix.collector.contracts import JsonDict, SessionDocument
 from tracefix.collector.document import restore_message_attributes
@@ -95,7 +96,13 @@ class HttpAccess(_Base):
                 raise UnknownSession(sid, str(detail)) from None
             raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None
         except urllib.error.URLError as exc:
-            raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}") from None
+            raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}"
+                              f"{certificate_hint(self.server)}") from None
+        except (http.client.HTTPException, OSError) as exc:
+            # The connection opened, then closed or broke: a collector that went away, or one
+            # that refuses this client's certificate (under TLS 1.3 after the handshake).
+            raise AccessError(f"cannot reach tracefix serve at {self.server}: {type(exc).__name__}: {exc}"
+                              f"{certificate_hint(self.server)}") from None
 
     def _sid(self, session_id: str) -> str:
         return urllib.parse.quote(session_id, safe="")
@@ -345,7 +352,7 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
     path = db_path(db)
     if explicit:
         logging.getLogger("tracefix.collector.access").warning(
-            "no tracefix serve answers at %s; using the file %s", explicit, path)
+            "no tracefix serve answers at %s%s; using the file %s", explicit, certificate_hint(explicit), path)
     if not explicit:  # a collector on the default port that owns this very file
         health = _health(DEFAULT_SERVER, timeout=0.3)
         if serves_file(health, path):

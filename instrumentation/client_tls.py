@@ -55,3 +55,11 @@ def _context(cert: str | None, key: str | None, *_changes: float | str | None) -
     except (OSError, ssl.SSLError) as exc:
         raise ClientTlsError(f"cannot use {CERT_ENV}={cert} with {KEY_ENV}={key}: {exc}") from None
     return context
+
+
+def certificate_hint(url: str) -> str:
+    """What to add to "cannot reach" for an https collector when no client certificate is
+    set: one that asks for it (serve --tls-client-ca) closes the connection without a word."""
+    if not url.lower().startswith("https:") or os.environ.get(CERT_ENV):
+        return ""
+    return f" (if it asks for a client certificate, set {CERT_ENV} and {KEY_ENV})"

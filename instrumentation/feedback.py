@@ -1,12 +1,13 @@
 """`tracefix.feedback()`: send a user's thumbs-up/down on a session to the collector."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import urllib.error
 import urllib.request
 
-from tracefix.client_tls import client_context
+from tracefix.client_tls import certificate_hint, client_context
 from tracefix.errors import TracefixError
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
@@ -39,10 +40,10 @@ def feedback(session_id: str, score: float, comment: str | None = None, server: 
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:500]
         raise FeedbackError(f"tracefix.feedback: POST {url} failed: HTTP {exc.code} {exc.reason}: {detail}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
         raise FeedbackError(f"tracefix.feedback: cannot reach the collector at {url}: {reason} "
-                            f"(is `tracefix serve` running? set TRACEFIX_SERVER)") from exc
+                            f"(is `tracefix serve` running? set TRACEFIX_SERVER){certificate_hint(url)}") from exc
     try:
         return json.loads(text) if text.strip() else {}
     except ValueError:

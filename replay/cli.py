@@ -194,7 +194,7 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, pr
               help="Seconds between looks at an empty queue.")
 @click.option("--lease", default=60.0, show_default=True, type=click.FloatRange(5, 3600),
               help="Seconds a claimed job stays this worker's without a renewal (renewed while it runs).")
-@click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs.")
+@click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs (and exit 1 when the collector cannot be reached instead of waiting for it).")
 @click.option("--jobs", "jobs", default="replay", show_default=True, metavar="replay|diagnosis|replay,diagnosis",
               help="The kinds of job this worker claims. Diagnosis jobs (the analysis of a thumbs-down session, then "
                    "its replay job queued under --diagnose full) run no agent code and need no --allow-module; "

@@ -111,7 +111,9 @@ class Worker:
                         break
                 unreachable_s = 0.0
             except AccessError as exc:
-                if exc.status is not None:  # refused (a wrong token, ...): waiting will not help
+                # Refused (a wrong token, ...): waiting will not help. Unreachable: a collector
+                # restarting comes back, unless this run was to take what is queued and stop.
+                if exc.status is not None or once:
                     raise
                 unreachable_s = min(30.0, max(self.poll_s, unreachable_s * 2))
                 log.warning("%s; trying again in %.0f s", exc, unreachable_s)

@@ -305,11 +305,12 @@ def test_cli_verbs_the_worker_and_feedback_present_the_client_certificate_they_a
     assert worked.returncode == 0 and "stopped after 0 job(s)" in worked.stdout, worked.stderr
     refused = run("worker", "--jobs", "diagnosis", "--once")
     assert refused.returncode == 1 and "cannot reach tracefix serve" in refused.stderr, refused.stderr
+    assert "set TRACEFIX_TLS_CLIENT_CERT" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
     half = run("sessions", "--json", TRACEFIX_TLS_CLIENT_CERT=str(pki.client_cert))
     assert half.returncode == 1 and "go together" in half.stderr and "Traceback" not in half.stderr
 
     monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))
-    with pytest.raises(FeedbackError, match="cannot reach the collector"):
+    with pytest.raises(FeedbackError, match="cannot reach the collector.*set TRACEFIX_TLS_CLIENT_CERT"):
         tracefix.feedback("no-such-session", -1, server=mtls_serve.match["http"], token=TOKEN)
     for name, value in client.items():
         monkeypatch.setenv(name, value)

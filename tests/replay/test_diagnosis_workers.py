@@ -77,3 +77,20 @@ def test_the_worker_loads_the_analysis_only_when_a_diagnosis_runs():
             "print(sorted({'duckdb', 'torch', 'sklearn', 'numpy'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_worker_keeps_trying_an_unreachable_collector_unless_told_to_take_what_is_queued_and_stop():
+    """A collector that restarts comes back, so a standing worker waits for it; `--once` is a
+    run that takes what is queued, and with nobody answering it says so and exits 1."""
+    nobody = "http://127.0.0.1:9"  # the discard port: refused at once
+    args = [sys.executable, "-m", "tracefix.cli", "worker", "--server", nobody, "--jobs", "diagnosis"]
+    once = subprocess.run([*args, "--once"], capture_output=True, text=True, timeout=60)
+    assert once.returncode == 1 and "cannot reach tracefix serve" in once.stderr, once.stderr
+    assert "Traceback" not in once.stderr
+    standing = subprocess.Popen([*args, "--poll", "0.2"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "trying again" in standing.stderr.readline()  # its first failed claim, then it waits
+        assert standing.poll() is None
+    finally:
+        standing.terminate()
+        standing.wait(30)
