@@ -575,8 +575,14 @@ def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
                   and not units[k].action["calls"]), None)
     if final is None or units[final].kind != "llm":
         return
-    _answer_names_unused_records(units, final)
-    _answer_repairs_values(units, final)
+    shown: list[tuple[int, list[Record], list[set[str]]]] = []  # each tool result before the answer
+    for r in range(final):
+        for f in units[r].feedback:
+            if not f.get("error") and f.get("result") is not None:
+                records = _records(f["result"])
+                shown.append((r, records, _record_ids(records)))
+    _answer_names_unused_records(units, final, shown)
+    _answer_repairs_values(units, final, shown)
 
 
 def _mark_picker(units: list[TransitionUnit], start: int, final: int, picked: set[str], instead: str,
@@ -591,7 +597,8 @@ def _mark_picker(units: list[TransitionUnit], start: int, final: int, picked: se
             return
 
 
-def _answer_names_unused_records(units: list[TransitionUnit], final: int) -> None:
+def _answer_names_unused_records(units: list[TransitionUnit], final: int,
+                                 shown: list[tuple[int, list[Record], list[set[str]]]]) -> None:
     """X and Y records of one shape in one tool result; the final answer names X, no call
     ever used X, and a call used Y (which the answer does not name)."""
     named = {v for v in extract_artifacts(units[final].action["text"]) if _ID.fullmatch(v)}
@@ -602,35 +609,27 @@ def _answer_names_unused_records(units: list[TransitionUnit], final: int) -> Non
     answered_only = named - called
     if not answered_only:
         return
-    for r in range(final):
-        for f in units[r].feedback:
-            if f.get("error") or f.get("result") is None:
-                continue
-            records = _records(f["result"])
-            ids = _record_ids(records)
-            for i, mine in enumerate(ids):
-                for x in mine & answered_only:
-                    siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
-                    for y in sorted(set().union(*(ids[j] - mine for j in siblings)) & (called - named)):
-                        _mark_picker(units, r, final, {y}, x)
+    for r, records, ids in shown:
+        for i, mine in enumerate(ids):
+            for x in mine & answered_only:
+                siblings = [j for j in range(len(records)) if j != i and records[j][0] == records[i][0]]
+                for y in sorted(set().union(*(ids[j] - mine for j in siblings)) & (called - named)):
+                    _mark_picker(units, r, final, {y}, x)
 
 
-def _answer_repairs_values(units: list[TransitionUnit], final: int) -> None:
+def _answer_repairs_values(units: list[TransitionUnit], final: int,
+                           shown: list[tuple[int, list[Record], list[set[str]]]]) -> None:
     """A clause of the final answer pairs value V with record X ("moved 1000 into X"); every
     call that passed V passed none of the clause's records but one of X's shape, Y: the
     calls paired V with Y. A clause that also names a record of the call says both, so it
     pairs nothing, and a value no call passed is the answer's own."""
     shapes: dict[str, set[Any]] = {}
-    shown: dict[str, int] = {}  # where each record was first shown
-    for r in range(final):
-        for f in units[r].feedback:
-            if f.get("error") or f.get("result") is None:
-                continue
-            records = _records(f["result"])
-            for (shape, _, _), ids in zip(records, _record_ids(records)):
-                for i in ids:
-                    shapes.setdefault(i, set()).add(shape)
-                    shown.setdefault(i, r)
+    first_shown: dict[str, int] = {}
+    for r, records, ids in shown:
+        for (shape, _, _), mine in zip(records, ids):
+            for i in mine:
+                shapes.setdefault(i, set()).add(shape)
+                first_shown.setdefault(i, r)
     calls = [extract_artifacts(signature) for u in units[:final] if u.action["calls"] for signature in u.call_signatures]
     for clause in _CLAUSE.split(units[final].action["text"]):
         said = extract_artifacts(clause)
@@ -644,7 +643,7 @@ def _answer_repairs_values(units: list[TransitionUnit], final: int) -> None:
             for x in sorted(records):
                 ys = set.intersection(*({y for y in c if shapes.get(y, set()) & shapes[x]} for c in passing))
                 if ys:
-                    _mark_picker(units, max(shown[y] for y in ys | {x}), final, ys, x, value)
+                    _mark_picker(units, max(first_shown[y] for y in ys | {x}), final, ys, x, value)
 
 
 def clear_misled_picks(units: list[TransitionUnit]) -> None:
@@ -1069,7 +1068,8 @@ def task_clauses_of(task: str) -> list[tuple[set[str], set[str]]]:
         for part in _JOINED_PARTS.split(clause):
             values = extract_artifacts(part)
             if parts and not (values and parts[-1][0] and _STARTS_WITH_WORD.match(part)):
-                values, part = parts[-1][0] | values, f"{parts.pop()[1]} and {part}"
+                before_values, before = parts.pop()  # the same request: join it back
+                values, part = before_values | values, f"{before} and {part}"
             parts.append((values, part))
         out += [(values, {w.lower() for w in _WORD.findall(part)}) for values, part in parts if part.strip()]
     return out
