@@ -95,13 +95,12 @@ class HttpAccess(_Base):
                 sid = urllib.parse.unquote(path.removeprefix("/api/v1/sessions/").split("/", 1)[0])
                 raise UnknownSession(sid, str(detail)) from None
             raise AccessError(f"{method} {path}: HTTP {exc.code}: {detail}", exc.code) from None
-        except urllib.error.URLError as exc:
-            raise AccessError(f"cannot reach tracefix serve at {self.server}: {exc.reason}"
-                              f"{certificate_hint(self.server)}") from None
         except (http.client.HTTPException, OSError) as exc:
-            # The connection opened, then closed or broke: a collector that went away, or one
-            # that refuses this client's certificate (under TLS 1.3 after the handshake).
-            raise AccessError(f"cannot reach tracefix serve at {self.server}: {type(exc).__name__}: {exc}"
+            # Nobody answers (URLError), or the connection opened, then closed or broke: a
+            # collector that went away, or one that refuses this client's certificate (under
+            # TLS 1.3 after the handshake).
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else f"{type(exc).__name__}: {exc}"
+            raise AccessError(f"cannot reach tracefix serve at {self.server}: {reason}"
                               f"{certificate_hint(self.server)}") from None
 
     def _sid(self, session_id: str) -> str:
