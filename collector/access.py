@@ -321,7 +321,7 @@ def _health(server: str, timeout: float) -> dict | None:
     try:
         with urllib.request.urlopen(server.rstrip("/") + "/healthz", timeout=timeout, context=context) as resp:
             return json.loads(resp.read()) if resp.status == 200 else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):  # HTTPException: a port that speaks no HTTP
         return None
 
 

@@ -153,3 +153,31 @@ def test_second_collector_on_the_same_file_refuses_clearly(collector):
     second = tracefix("serve", "--db", str(collector.db), "--http-port", "0", "--grpc-port", "0")
     assert second.returncode != 0
     assert "one collector per database" in second.stderr
+
+
+def test_a_server_address_that_speaks_no_http_is_no_collector(tmp_path):
+    """`--server` pointing at another service (an SSH port answers with its banner): the
+    health check finds no collector and the verb uses the file, instead of a traceback."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def banner() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+    threading.Thread(target=banner, daemon=True).start()
+    try:
+        listed = tracefix("sessions", "--json", "--db", str(tmp_path / "here.duckdb"),
+                          "--server", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    assert "no tracefix serve answers" in listed.stderr
