@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .graph import CATEGORICAL, DEPENDENCY_TYPES, TransitionGraph, Vocab, hetero_view
+from .graph import CATEGORICAL, DEPENDENCY_TYPES, TransitionGraph, Vocab, hetero_views
 
 MODEL_FORMAT = 1  # bump when the saved file's layout changes; part of the version string
 
@@ -159,18 +159,20 @@ def _edge_candidates(graph: TransitionGraph, masked: Iterable[int], window: int)
     return pairs, labels, geometry
 
 
-def _example(graph: TransitionGraph, vocab: Vocab, masked: list[int], window: int) -> Any:
-    """One masking round of one session, ready for the model; candidate pairs ride along as an
+def _examples(graph: TransitionGraph, vocab: Vocab, masks: list[list[int]], window: int) -> list[Any]:
+    """One model input per masking round of one session; candidate pairs ride along as an
     extra edge type so torch_geometric batching offsets them with the step nodes."""
     import torch
 
-    data = hetero_view(graph, vocab, masked)
-    pairs, labels, geometry = _edge_candidates(graph, masked, window)
-    store = data["step", "candidate", "step"]
-    store.edge_index = torch.tensor(pairs, dtype=torch.long).t().contiguous() if pairs else torch.zeros(2, 0, dtype=torch.long)
-    store.y = torch.tensor(labels, dtype=torch.float).view(-1, len(DEPENDENCY_TYPES))
-    store.geometry = torch.tensor(geometry, dtype=torch.float).view(-1, 2)
-    return data
+    out = []
+    for masked, data in zip(masks, hetero_views(graph, vocab, masks)):
+        pairs, labels, geometry = _edge_candidates(graph, masked, window)
+        store = data["step", "candidate", "step"]
+        store.edge_index = torch.tensor(pairs, dtype=torch.long).t().contiguous() if pairs else torch.zeros(2, 0, dtype=torch.long)
+        store.y = torch.tensor(labels, dtype=torch.float).view(-1, len(DEPENDENCY_TYPES))
+        store.geometry = torch.tensor(geometry, dtype=torch.float).view(-1, 2)
+        out.append(data)
+    return out
 
 
 def _losses(model: Any, batch: Any, with_logits: bool = False) -> tuple[Any, ...]:
@@ -246,7 +248,7 @@ class HGTDetector:
         if not graphs:
             raise ValueError("HGTDetector.fit needs at least one session with steps")
         self.vocab = Vocab.fit(g.units for g in graphs)
-        examples = [_example(g, self.vocab, m, self.config.window) for g in graphs for m in self._rounds(g)]
+        examples = [x for g in graphs for x in _examples(g, self.vocab, self._rounds(g), self.config.window)]
         self._init_model(examples[0].clone())
         opt = torch.optim.AdamW(self.model_.parameters(), lr=self.config.lr, weight_decay=1e-2)
         rng = random.Random(self.config.seed)
@@ -294,7 +296,7 @@ class HGTDetector:
         if n == 0:
             return np.zeros(0)
         rounds = self._rounds(graph)
-        batch = Batch.from_data_list([_example(graph, self.vocab, m, self.config.window) for m in rounds]).to(self.device)
+        batch = Batch.from_data_list(_examples(graph, self.vocab, rounds, self.config.window)).to(self.device)
         self.model_.eval()
         with torch.no_grad():
             attr, edge, logits = _losses(self.model_, batch, with_logits=True)
@@ -319,7 +321,7 @@ class HGTDetector:
         if cached is not None and cached[0] is graph:
             per_attr = {a: (probs[step], truth[step]) for a, (probs, truth) in cached[1].items()}
         else:
-            data = _example(graph, self.vocab, [step], self.config.window).to(self.device)
+            data = _examples(graph, self.vocab, [[step]], self.config.window)[0].to(self.device)
             with torch.no_grad(), _torch_threads():
                 z = self.model_(data.x_dict, data.edge_index_dict)
                 logits = self.model_.attr_logits(z)
@@ -392,4 +394,4 @@ def _dry_sample(vocab: Vocab, window: int) -> Any:
         {"index": 1, "kind": "llm", "agent": "a", "output_message": {"role": "assistant", "content": "x11"},
          "tool_calls": [{"name": "t", "arguments": {"x": "x11"}, "result": {"v": "x11"}, "error": "E: x"}]},
     ]}
-    return _example(build_graph(build_units(doc)), vocab, [1], window)
+    return _examples(build_graph(build_units(doc)), vocab, [[1]], window)[0]

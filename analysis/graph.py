@@ -176,38 +176,30 @@ def hetero_view(graph: TransitionGraph, vocab: Vocab, masked: Iterable[int] = ()
     Step nodes carry `cat` (n x 5 long ids, unmasked truth) for the loss and `x` (one-hot of
     the visible categories + numeric structure) for the model.
     """
+    return hetero_views(graph, vocab, [masked])[0]
+
+
+def hetero_views(graph: TransitionGraph, vocab: Vocab, masks: Iterable[Iterable[int]]) -> list[Any]:
+    """`hetero_view` for each mask of one session. What no mask changes (the category ids,
+    the structural numbers, the artifact nodes and their edges, the temporal edges) is
+    computed once: scoring masks every session in several rounds."""
     import torch
     from torch_geometric.data import HeteroData
+    from torch_geometric.transforms import ToUndirected
 
-    masked = set(masked)
     units = graph.units
     n = len(units)
     truth = torch.tensor([[vocab.encode("tool", u.tool), vocab.encode("status", u.status),
                            vocab.encode("agent", u.agent), vocab.encode("phase", u.phase),
                            vocab.encode("outcome", u.outcome)] for u in units], dtype=torch.long).view(n, 5)
-    visible = truth.clone()
-    mask_vec = torch.zeros(n, dtype=torch.bool)
-    if masked:
-        idx = torch.tensor(sorted(masked), dtype=torch.long)
-        visible[idx] = MASK
-        mask_vec[idx] = True
-    parts = [torch.nn.functional.one_hot(visible[:, i], vocab.size(a)).float() for i, a in enumerate(CATEGORICAL)]
-    parts.append(torch.tensor(step_numeric(graph), dtype=torch.float).view(n, STEP_NUMERIC))
-    data = HeteroData()
-    data["step"].x = torch.cat(parts, dim=1)
-    data["step"].cat = truth
-    data["step"].masked = mask_vec
-
+    numeric = torch.tensor(step_numeric(graph), dtype=torch.float).view(n, STEP_NUMERIC)
     agents = vocab.values["agent"]
     tools = vocab.values["tool"]
     errors = vocab.values["error"]
 
-    # Context nodes: one per distinct value present in this session.
-    agent_ids: dict[str, int] = {}
-    tool_ids: dict[str, int] = {}
-    error_ids: dict[str, int] = {}
+    # Artifact nodes: one per value that two steps share (masking keeps these edges).
     artifact_ids: dict[str, int] = {}
-    e_agent, e_tool, e_error, e_prod, e_cons = [], [], [], [], []
+    e_prod, e_cons = [], []
     producers: dict[str, int] = {}
     consumers: dict[str, int] = {}
     for u in units:
@@ -217,18 +209,16 @@ def hetero_view(graph: TransitionGraph, vocab: Vocab, masked: Iterable[int] = ()
             consumers[a] = consumers.get(a, 0) + 1
     shared = {a for a in producers if consumers.get(a, 0) + producers[a] >= 2}
     for u in units:
-        k = u.index
         for a in sorted(u.artifacts_produced & shared):
-            e_prod.append((k, artifact_ids.setdefault(a, len(artifact_ids))))
+            e_prod.append((u.index, artifact_ids.setdefault(a, len(artifact_ids))))
         for a in sorted(u.artifacts_consumed & shared):
-            e_cons.append((k, artifact_ids.setdefault(a, len(artifact_ids))))
-        if k in masked:
-            continue
-        e_agent.append((k, agent_ids.setdefault(u.agent, len(agent_ids))))
-        for t in dict.fromkeys(u.tools):
-            e_tool.append((k, tool_ids.setdefault(t, len(tool_ids))))
-        if u.error_signature:
-            e_error.append((k, error_ids.setdefault(u.error_signature, len(error_ids))))
+            e_cons.append((u.index, artifact_ids.setdefault(a, len(artifact_ids))))
+    art = torch.zeros(max(len(artifact_ids), 1), len(ARTIFACT_KINDS) + 1)
+    for value, i in artifact_ids.items():
+        art[i, _artifact_kind(value)] = 1.0
+        art[i, -1] = min(producers.get(value, 0) + consumers.get(value, 0), 20) / 20
+    temporal = [(e.src, e.dst) for e in graph.edges if e.type == TEMPORAL]
+    dependency = [e for e in graph.edges if e.type in DEPENDENCY_TYPES]
 
     def onehot_ids(names: dict[str, int], table: list[str]) -> Any:
         # +1 slot for unknown values; a placeholder node keeps every type present.
@@ -239,33 +229,54 @@ def hetero_view(graph: TransitionGraph, vocab: Vocab, masked: Iterable[int] = ()
             x[i, table.index(name) + 1 if name in table else 0] = 1.0
         return x
 
-    data["agent"].x = onehot_ids(agent_ids, agents)
-    data["tool"].x = onehot_ids(tool_ids, tools)
-    data["error"].x = onehot_ids(error_ids, errors)
-    art = torch.zeros(max(len(artifact_ids), 1), len(ARTIFACT_KINDS) + 1)
-    for value, i in artifact_ids.items():
-        art[i, _artifact_kind(value)] = 1.0
-        art[i, -1] = min(producers.get(value, 0) + consumers.get(value, 0), 20) / 20
-    data["artifact"].x = art
-
     def edge_index(pairs: list[tuple[int, int]]) -> Any:
         if not pairs:
             return torch.zeros(2, 0, dtype=torch.long)
         return torch.tensor(pairs, dtype=torch.long).t().contiguous()
 
-    temporal = [(e.src, e.dst) for e in graph.edges if e.type == TEMPORAL]
-    dependency = {t: [(e.src, e.dst) for e in graph.edges
-                      if e.type == t and e.src not in masked and e.dst not in masked] for t in DEPENDENCY_TYPES}
-    data["step", "next", "step"].edge_index = edge_index(temporal)
-    for t, pairs in dependency.items():
-        data["step", t, "step"].edge_index = edge_index(pairs)
-    data["step", "by", "agent"].edge_index = edge_index(e_agent)
-    data["step", "uses", "tool"].edge_index = edge_index(e_tool)
-    data["step", "raised", "error"].edge_index = edge_index(e_error)
-    data["step", "produces", "artifact"].edge_index = edge_index(e_prod)
-    data["step", "consumes", "artifact"].edge_index = edge_index(e_cons)
-    from torch_geometric.transforms import ToUndirected
+    views = []
+    for masked in masks:
+        masked = set(masked)
+        visible = truth.clone()
+        mask_vec = torch.zeros(n, dtype=torch.bool)
+        if masked:
+            idx = torch.tensor(sorted(masked), dtype=torch.long)
+            visible[idx] = MASK
+            mask_vec[idx] = True
+        parts = [torch.nn.functional.one_hot(visible[:, i], vocab.size(a)).float() for i, a in enumerate(CATEGORICAL)]
+        data = HeteroData()
+        data["step"].x = torch.cat([*parts, numeric], dim=1)
+        data["step"].cat = truth
+        data["step"].masked = mask_vec
 
-    # Reverse of every edge type as its own relation ("rev_next", "rev_by", ...): steps hear
-    # from later steps and from their context nodes, and every node type receives messages.
-    return ToUndirected(merge=False)(data)
+        # Context nodes: one per distinct value the unmasked steps show.
+        agent_ids: dict[str, int] = {}
+        tool_ids: dict[str, int] = {}
+        error_ids: dict[str, int] = {}
+        e_agent, e_tool, e_error = [], [], []
+        for u in units:
+            if u.index in masked:
+                continue
+            e_agent.append((u.index, agent_ids.setdefault(u.agent, len(agent_ids))))
+            for t in dict.fromkeys(u.tools):
+                e_tool.append((u.index, tool_ids.setdefault(t, len(tool_ids))))
+            if u.error_signature:
+                e_error.append((u.index, error_ids.setdefault(u.error_signature, len(error_ids))))
+        data["agent"].x = onehot_ids(agent_ids, agents)
+        data["tool"].x = onehot_ids(tool_ids, tools)
+        data["error"].x = onehot_ids(error_ids, errors)
+        data["artifact"].x = art
+
+        data["step", "next", "step"].edge_index = edge_index(temporal)
+        for t in DEPENDENCY_TYPES:
+            data["step", t, "step"].edge_index = edge_index(
+                [(e.src, e.dst) for e in dependency if e.type == t and e.src not in masked and e.dst not in masked])
+        data["step", "by", "agent"].edge_index = edge_index(e_agent)
+        data["step", "uses", "tool"].edge_index = edge_index(e_tool)
+        data["step", "raised", "error"].edge_index = edge_index(e_error)
+        data["step", "produces", "artifact"].edge_index = edge_index(e_prod)
+        data["step", "consumes", "artifact"].edge_index = edge_index(e_cons)
+        # Reverse of every edge type as its own relation ("rev_next", "rev_by", ...): steps hear
+        # from later steps and from their context nodes, and every node type receives messages.
+        views.append(ToUndirected(merge=False)(data))
+    return views
