@@ -81,7 +81,7 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     report (no failure words, the round not handed out again, not the words of a failed
     report said again). A claim without an action, whatever its wording. Message logs carry
     no calls: 0."""
-    from .units import hub_agents, is_coordinator
+    from .units import hub_agents, in_words_only, is_coordinator
 
     hubs = hub_agents([u.agent for u in units if u.kind == "llm"])
     tool_users = {u.agent for u in units if u.action["calls"]}
@@ -90,14 +90,21 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     acted: dict[str, bool] = {}
     failed_reports: set[tuple[str, str]] = set()
     for i, u in enumerate(units):
-        if i > 0 and units[i - 1].agent != u.agent:
-            acted[u.agent] = False  # handed work anew
+        before = units[i - 1] if i > 0 else None
+        after_own_words = before is not None and before.agent == u.agent and in_words_only(before)
+        if before is not None and (before.agent != u.agent or (after_own_words and not before.claims_success)):
+            # Handed work anew: by another agent, or by its own plan or instruction (a single
+            # agent hands itself each part of the work in words before it acts on it).
+            acted[u.agent] = False
+        # Right after its own claim, an agent sums up what it claimed (a single agent's
+        # answer after its reports): no claim of its own.
+        summing_up = after_own_words and before.claims_success
         said = (u.agent, " ".join(u.action["text"].split()))
         if u.claims_failure or u.round_failed:
             failed_reports.add(said)
         if u.action["calls"]:
             acted[u.agent] = True
-        elif u.agent not in tool_users or acted.get(u.agent, False) or u.claims_failure:
+        elif u.agent not in tool_users or acted.get(u.agent, False) or u.claims_failure or summing_up:
             continue
         elif u.claims_success:
             out[i] = 1.0

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
-from .units import TransitionUnit, extract_artifacts, hub_agents, is_coordinator, is_identifier
+from .units import TransitionUnit, extract_artifacts, hub_agents, in_words_only, is_coordinator, is_identifier
 
 MAX_DEPTH = 12
 
@@ -49,11 +49,13 @@ def claims_failure(u: TransitionUnit) -> bool:
 
 
 def handover_source(units: list[TransitionUnit], k: int) -> int | None:
-    """The latest earlier step of another agent that said something (an instruction, a
-    report, a message): what step k's agent was handed."""
+    """What step k's agent was handed: the latest earlier step that said something (an
+    instruction, a report, a message) and was another agent's, or the agent's own in words
+    only. A single agent that writes itself a plan or an instruction and then acts is handed
+    its work by that step, as a worker is by its coordinator's."""
     agent = units[k].agent
     for j in range(k - 1, -1, -1):
-        if units[j].agent != agent and units[j].action["text"].strip():
+        if in_words_only(units[j]) or (units[j].agent != agent and units[j].action["text"].strip()):
             return j
     return None
 

@@ -1112,12 +1112,17 @@ def _conflicts_in(used: set[str], record_lists: list[list[Record]], task_words: 
     return sorted(out)
 
 
+def in_words_only(unit: TransitionUnit) -> bool:
+    """A step in words only, no call (a report, an answer, an instruction, a plan)."""
+    return bool(unit.action["text"].strip()) and not unit.action["calls"]
+
+
 def _own_calls(units: list[TransitionUnit], agent: str) -> list[tuple[Any, Any]]:
-    """(arguments, result) of `agent`'s calls that returned a result since it was last
-    handed work (its current block), newest first."""
+    """(arguments, result) of `agent`'s calls that returned a result in its current block,
+    newest first (see `_block`)."""
     out: list[tuple[Any, Any]] = []
     for u in reversed(units):
-        if u.agent != agent:
+        if u.agent != agent or in_words_only(u):
             break
         out += [(c["arguments"], f["result"]) for c, f in zip(u.action["calls"], u.feedback)
                 if f.get("result") is not None and not f.get("error")]
@@ -1125,10 +1130,12 @@ def _own_calls(units: list[TransitionUnit], agent: str) -> list[tuple[Any, Any]]
 
 
 def _block(units: list[TransitionUnit], agent: str) -> tuple[int, set[str]]:
-    """Where `agent`'s current block (its steps since another agent spoke) starts, and the
-    tools it called in it."""
+    """Where `agent`'s current block starts, and the tools it called in it. A block is the
+    agent's steps since another agent spoke or since it last spoke in words only: a report
+    covers the calls after the last report, so a single agent that plans, acts and reports
+    in turn has one block per report, as a worker handed work by a coordinator has."""
     start = len(units)
-    while start > 0 and units[start - 1].agent == agent:
+    while start > 0 and units[start - 1].agent == agent and not in_words_only(units[start - 1]):
         start -= 1
     return start, {c["name"] for u in units[start:] for c in u.action["calls"]}
 

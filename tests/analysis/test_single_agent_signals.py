@@ -1,0 +1,80 @@
+"""One agent that plans, writes itself each instruction, acts and reports: the shape of most
+apps. Its words-only steps end one piece of work and hand it the next, as a coordinator's
+hand-overs do for a team, so the signals read the same faults as they do on a team."""
+import json
+
+from tracefix.analysis.features import unacted_claims
+from tracefix.analysis.graph import build_graph
+from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.units import build_units
+
+
+def _step(i, text="", calls=()):
+    return {"index": i, "kind": "llm", "agent": "Wren", "output_message": {"role": "assistant", "content": text},
+            "tool_calls": [dict(c) for c in calls]}
+
+
+def _session(task, steps):
+    """Each step's prompt holds the task and everything said and returned before it."""
+    said = [{"role": "user", "content": task}]
+    for step in steps:
+        step["input_messages"] = list(said)
+        said.append({"role": "assistant", "content": step["output_message"]["content"]})
+        said += [{"role": "tool", "content": json.dumps(c["result"] if c["error"] is None else c["error"])}
+                 for c in step["tool_calls"]]
+    return {"steps": steps}
+
+
+def _call(name, arguments, result=None, error=None):
+    return {"name": name, "arguments": arguments, "result": result, "error": error}
+
+
+SHELF = {"shelf": "sh-1", "boxes": [{"box": "bx-11", "color": "red"}, {"box": "bx-12", "color": "blue"}]}
+CART = {"cart": "ct-4", "boxes": [{"box": "bx-40", "color": "green"}, {"box": "bx-41", "color": "white"}]}
+
+
+def _lookups(report_on_cart):
+    return _session("What is on shelf sh-1 and cart ct-4?", [
+        _step(0, "Plan: 1. list shelf sh-1. 2. list cart ct-4. 3. answer."),
+        _step(1, calls=[_call("list_shelf", {"shelf": "sh-1"}, SHELF)]),
+        _step(2, "sh-1 holds bx-11 (red) and bx-12 (blue)."),
+        _step(3, "Next: list cart ct-4, where bx-11 is to go."),
+        _step(4, calls=[_call("list_cart", {"cart": "ct-4"}, CART)]),
+        _step(5, report_on_cart),
+        _step(6, "Shelf sh-1 and cart ct-4 are listed."),
+    ])
+
+
+def test_a_report_summarizes_the_calls_since_the_agents_last_words_not_all_its_calls():
+    units = build_units(_lookups("ct-4 holds bx-40 (green) and bx-41 (white)."))
+    # The shelf was reported at step 2: naming one of its boxes later leaves none of it out.
+    assert [u.omitted for u in units] == [[]] * 7
+    units = build_units(_lookups("ct-4 holds bx-40 (green)."))
+    assert units[5].omitted == ["bx-41"]
+
+
+def test_a_failure_claim_after_the_agents_own_instruction_goes_back_to_that_instruction():
+    doc = _session("Move the red box of shelf sh-1 to cart ct-4.", [
+        _step(0, "Plan: 1. list shelf sh-1. 2. move its red box to cart ct-4."),
+        _step(1, calls=[_call("list_shelf", {"shelf": "sh-1"}, SHELF)]),
+        _step(2, "sh-1 holds bx-11 (red) and bx-12 (blue)."),
+        _step(3, "Next: carry on with the rest as discussed."),  # names nothing to act on
+        _step(4, "FAILED: I could not tell what to move."),
+        _step(5, "Sorry, nothing was moved."),
+    ])
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (4, 3), first
+
+
+def test_a_claim_of_work_after_the_agents_own_instruction_with_no_call_is_unacted():
+    move = _call("move", {"box": "bx-11", "to": "ct-4"}, {"ok": True})
+    doc = _session("Move bx-11 and bx-12 to ct-4.", [
+        _step(0, "Plan: 1. move bx-11 to ct-4. 2. move bx-12 to ct-4. 3. answer."),
+        _step(1, calls=[move]),
+        _step(2, "Done: bx-11 moved to ct-4."),
+        _step(3, "Next: move bx-12 to ct-4."),
+        _step(4, "Done: bx-12 moved to ct-4."),  # no call since its own instruction
+        _step(5, "Done: both boxes are on ct-4."),  # the answer after its reports claims nothing new
+    ])
+    flags = unacted_claims(build_units(doc))
+    assert [k for k, f in enumerate(flags) if f] == [4]
