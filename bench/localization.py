@@ -11,8 +11,9 @@ so a figure tuned to one app shows; everything else is the same, `--perturb` inc
 
 `--perturb all` (or `--perturb agents,ids,...`, names in bench/perturb.py) is the robustness
 suite: each seed's corpus is recorded once, then every rewrite of bench/perturb.py (agents
-renamed, tool errors as plain text, ids without separators, reports without failure words,
-tools renamed, results as prose, key order, and the combinations) is applied to its
+renamed, every agent made one (a single agent that plans, acts and reports), tool errors as
+plain text, ids without separators, reports without failure words, tools renamed, results
+as prose, key order, and the combinations) is applied to its
 documents, clean and failed alike (the HGT is trained on the rewritten clean sessions, as a
 user's own app would give it), and the product's analysis runs on them: top-1 / hit@3 of
 the shipped learned ranker and of the graph heuristics alone (ranker=None), per rewrite,

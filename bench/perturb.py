@@ -69,6 +69,21 @@ def rename_agents(doc: dict, seed: int) -> dict:
     return doc
 
 
+# --- one agent does it all ------------------------------------------------------------------
+
+def single_agent(doc: dict, seed: int) -> dict:
+    """Every agent's name becomes one: a single agent that writes itself a plan and each
+    instruction, acts on it and reports (the commonest shape of an app), with the same steps
+    and the same faults. Nothing is left of a team's structure: no coordinator, no hand-over
+    between agents."""
+    agents = sorted({s.get("agent") for s in doc.get("steps") or [] if s.get("agent")} | set(doc.get("agents") or []))
+    name = _session_rng(doc, seed, "single_agent").choice(_NAMES)
+    doc = _map_strings(doc, _replace_words(dict.fromkeys(agents, name)))
+    if doc.get("agents"):
+        doc["agents"] = [name]
+    return doc
+
+
 # --- (b) tool errors returned as plain text ----------------------------------------------
 
 _EXCEPTION_PREFIX = re.compile(r"^\s*[A-Za-z_.]*(?:Error|Exception|[A-Z][a-z]+[A-Z]\w*)\s*:\s*")
@@ -427,6 +442,7 @@ def reorder_keys(doc: dict, seed: int) -> dict:
 
 REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "agents": rename_agents,          # (a)
+    "single_agent": single_agent,
     "plain_errors": plain_errors,     # (b)
     "ids": squash_ids,                # (c)
     "colon_ids": colon_ids,
