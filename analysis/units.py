@@ -17,6 +17,7 @@ import difflib
 import functools
 import itertools
 import json
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -223,6 +224,8 @@ def _canonical_number(value: str) -> str:
     try:
         number = float(value)
     except ValueError:
+        return value
+    if not math.isfinite(number):  # 309 digits and more: a float cannot hold it, keep it as written
         return value
     return str(int(number)) if number == int(number) else repr(number)
 
@@ -1411,9 +1414,22 @@ def _unit_from_llm(step: dict, pos: int, is_last: bool, task: str | None, hubs: 
     )
 
 
+def _message_calls(tool_calls: Any) -> list[dict]:
+    """The tool calls an OpenAI-format log keeps on an assistant's message, as {name,
+    arguments}; an imported log is the user's file, so anything not shaped like a call is
+    skipped rather than trusted."""
+    calls = []
+    for tc in tool_calls if isinstance(tool_calls, list) else []:
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        fn = fn if isinstance(fn, dict) else tc
+        if isinstance(fn, dict):
+            calls.append({"name": str(fn.get("name") or ""), "arguments": from_json_text(fn.get("arguments"))})
+    return calls
+
+
 def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
     """An imported message: the message is the action; a tool/function message is also feedback."""
-    msg = step.get("output_message") or {}
+    msg = step.get("output_message") if isinstance(step.get("output_message"), dict) else {}
     text = content_text(msg.get("content") if msg else step.get("content"))
     role = (msg.get("role") if msg else None) or step.get("role") or ""
     agent = step.get("agent") or msg.get("name") or role or "agent"
@@ -1426,10 +1442,7 @@ def _unit_from_message(step: dict, pos: int, is_last: bool) -> TransitionUnit:
         outcome = "empty_result" if not text.strip() else "result"
     else:
         outcome = "none"
-    calls = []  # an OpenAI-format log keeps the assistant's tool calls on its message
-    for tc in (msg.get("tool_calls") or []) if not is_tool_output else []:
-        fn = tc.get("function") or tc
-        calls.append({"name": str(fn.get("name") or ""), "arguments": from_json_text(fn.get("arguments"))})
+    calls = [] if is_tool_output else _message_calls(msg.get("tool_calls"))
     if calls and phase != "answer":
         phase = "instruct" if all(_DELEGATION_TOOL.search(c["name"]) for c in calls) else "act"
     status = "error" if error_text else ("empty" if not text.strip() and not calls else "ok")

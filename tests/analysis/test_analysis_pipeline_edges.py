@@ -24,7 +24,8 @@ def small_model():
                {"index": 1, "kind": "message", "content": "hi"}]},
     {"steps": [{"index": 0, "kind": "llm", "tool_calls": [
         {"name": "t", "arguments": "not json", "result": None, "error": "Boom: 1"}]}]},
-], ids=["empty", "bare-step", "mixed-kinds", "bad-arguments"])
+    {"steps": [{"index": 0, "kind": "llm", "output_message": {"content": "balance " + "9" * 400}}]},
+], ids=["empty", "bare-step", "mixed-kinds", "bad-arguments", "number-no-float-holds"])
 @pytest.mark.parametrize("with_model", [False, True])
 def test_degenerate_sessions_analyze_without_crashing(doc, with_model, small_model):
     result = analyze_document(doc, small_model if with_model else None)
@@ -35,6 +36,22 @@ def test_degenerate_sessions_analyze_without_crashing(doc, with_model, small_mod
     for key in ("session_id", "created_at", "model_version", "detectors", "notes", "llm_used",
                 "scores", "frontier", "graph", "hypotheses"):
         assert key in result
+
+
+@pytest.mark.parametrize("tool_calls", ["nope", ["nope"], [{"function": "f"}], {"function": {"name": "f"}}, [None, 5]])
+def test_an_imported_log_with_calls_of_any_shape_analyzes(tool_calls):
+    """An imported log is the user's file: what its assistant messages carry as tool calls
+    is read where it is shaped like a call and skipped where it is not."""
+    from tracefix.collector.imports import documents_from_text
+
+    log = {"messages": [{"role": "user", "content": "pay acc-1"},
+                        {"role": "assistant", "content": "calling", "tool_calls": tool_calls},
+                        {"role": "assistant", "content": "paid", "tool_calls": [
+                            {"function": {"name": "pay", "arguments": '{"to": "acc-1"}'}}]}]}
+    [doc] = documents_from_text(json.dumps(log))
+    result = analyze_document(doc, None)
+    assert len(result["scores"]) == 3
+    assert [h["step"] for h in result["hypotheses"]]
 
 
 def test_newest_model_file_wins_and_is_cached(small_model, tmp_path):
