@@ -34,7 +34,7 @@ from tracefix.collector.imports import ImportFormatError
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, SECURITY_HEADERS, JSONResponse, SecurityHeaders
 from tracefix.collector.schemas import (ERROR_CODES, AnalysisResult, ClaimRequest, FeedbackRequest, FinishRequest,
-                                        ImportRequest, JobRequest, LeaseRequest, ReplayResult,
+                                        ImportRequest, InvalidBody, JobRequest, LeaseRequest, ReplayResult,
                                         parse_body)
 from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
@@ -124,11 +124,19 @@ async def read_body(request: Request, limit: int, on_chunk: Callable[[int], None
 
 
 async def read_json(request: Request, limit: int) -> Any:
+    """The body's JSON value: strict UTF-8 holding JSON whose every string is Unicode text
+    (JSON's `"\\ud800"` parses to a lone surrogate, which no store can hold), else 400."""
     body = await read_body(request, limit)
     try:
-        return json.loads(body.decode("utf-8"))
+        text = body.decode("utf-8")
+        data = json.loads(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
+    where = jsonsafe.lone_surrogate_at(text, data)
+    if where is not None:
+        raise InvalidBody([{"field": where, "problem": "not valid Unicode text: a lone UTF-16 surrogate "
+                                                        "(an escape in \\ud800-\\udfff without its pair)"}])
+    return data
 
 
 async def read_model(request: Request, model, limit: int):

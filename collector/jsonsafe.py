@@ -10,13 +10,19 @@ A stored string may also hold a lone UTF-16 surrogate: JSON's `"\ud800"` is vali
 decodes to one, and spans carry what agents send. Such a string has no UTF-8 form, so
 every answer leaves as bytes through `utf8` (`encode` for a value), which writes each lone
 surrogate as U+FFFD (the replacement character) instead of failing or sending bytes that
-are not UTF-8.
+are not UTF-8. A request body is another matter: what the API stores from one must be text,
+so `lone_surrogate_at` finds where a parsed body holds such a string, and the API refuses it.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# JSON text that decodes to a surrogate spells it as an escape (UTF-8 cannot hold one)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def without_non_finite(value: Any) -> Any:
@@ -53,3 +59,27 @@ def utf8(text: str) -> bytes:
 def encode(value: Any, **kwargs: Any) -> bytes:
     """`dumps(value)` as UTF-8 bytes (non-ASCII written as is, see `utf8`)."""
     return utf8(dumps(value, ensure_ascii=False, **kwargs))
+
+
+def lone_surrogate_at(text: str, value: Any) -> str | None:
+    """Where `value`, parsed from the JSON `text`, holds a string (a key or a value) with a
+    lone UTF-16 surrogate: its dotted path ("" for `value` itself), else None. Such a string
+    is no Unicode text (the parser joins an escaped pair into its character, so what is left
+    is lone). Only text that spells a surrogate escape is walked, without recursion: the
+    value may be nested as deeply as the parser allows."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return None
+    stack: list[tuple[tuple, Any]] = [((), value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return ".".join(map(str, path))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if _SURROGATE.search(k):  # the key itself, its surrogate spelled as an escape
+                    return ".".join(map(str, (*path, k.encode("utf-8", "backslashreplace").decode())))
+                stack.append(((*path, k), x))
+        elif isinstance(v, list):
+            stack.extend(((*path, i), x) for i, x in enumerate(v))
+    return None

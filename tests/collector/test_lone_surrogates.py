@@ -10,9 +10,10 @@ import json
 import uuid
 from urllib.parse import quote
 
+import pytest
 from collector_support import http, strict_json
 from test_partial_success import make_request, make_span, otlp_json
-from test_ingest import post
+from test_ingest import _otlp_request, post
 
 # OTLP/JSON refuses an unpaired surrogate in a protobuf string, and the store refuses a message
 # holding one (test_partial_success), but the JSON values an attribute holds (a session's
@@ -75,3 +76,47 @@ def test_every_read_route_answers_a_stored_lone_surrogate_as_utf8(collector):
         status, body, _ = http("GET", f"{one}/report?format={fmt}")
         assert status in (200, 404), (fmt, body[:300])  # 404: the report renderer is not installed
         assert "\ud800" not in body.decode("utf-8")
+
+
+# request bodies whose JSON holds a lone surrogate (`{sid}`: a stored session), and the field
+# the 400 names; the escape in a raw string is what a client sends on the wire
+SURROGATE_BODIES = [
+    ("/api/v1/feedback", r'{"session_id": "{sid}", "score": -1, "comment": "bad \ud800"}', "comment"),
+    ("/api/v1/feedback", r'{"session_id": "\udc00", "score": 1}', "session_id"),
+    ("/api/v1/jobs", r'{"session_id": "{sid}", "kind": "diagnosis", "reason": "\ud800"}', "reason"),
+    ("/api/v1/jobs", r'{"session_id": "{sid}", "kind": "replay", "steps": [0], "edit": "x\uDBFF"}', "edit"),
+    ("/api/v1/jobs", r'{"session_id": "\ud800"}', "session_id"),
+    ("/api/v1/sessions/{sid}/analysis", r'{"notes": ["ok", "\ud800"]}', "notes.1"),
+    ("/api/v1/sessions/{sid}/analysis", r'{"\ud800": 1}', r"\ud800"),
+    ("/api/v1/sessions/{sid}/replay", r'{"hypotheses": [{"runs": [{"output": {"text": "\udfff"}}]}]}',
+     "hypotheses.0.runs.0.output.text"),
+    ("/api/v1/import", r'[{"session_id": "{sid}-imported", "messages": [{"role": "user", "content": "\ud800"}]}]',
+     "0.messages.0.content"),
+]
+
+
+@pytest.mark.parametrize("path,body,field", SURROGATE_BODIES)
+def test_a_lone_surrogate_in_a_request_body_is_a_400_naming_the_field_and_nothing_is_stored(
+        collector, api, path, body, field):
+    base = collector.match["http"]
+    sid = f"body-surrogate-{uuid.uuid4().hex[:8]}"
+    assert post(base + "/v1/traces", _otlp_request(sid, 2))[0] == 200
+    status, answer, _ = http("POST", base + path.replace("{sid}", sid), body.replace("{sid}", sid).encode())
+    assert status == 400, answer[:300]
+    error = strict_json(answer)
+    assert error["code"] == "invalid_body" and "not valid Unicode text" in error["error"]
+    assert error["detail"][0]["field"] == field
+    # refused before the store was touched: nothing of the request is there
+    assert api.get_session(sid)["feedback"] == [] and api.list_jobs(session_id=sid) == []
+    assert api.get_analysis(sid) is None and api.get_replay(sid) is None
+    assert api.get_session(f"{sid}-imported") is None
+
+
+def test_a_surrogate_pair_spelled_as_two_escapes_is_text_and_accepted(collector, api):
+    base = collector.match["http"]
+    sid = f"body-pair-{uuid.uuid4().hex[:8]}"
+    assert post(base + "/v1/traces", _otlp_request(sid, 2))[0] == 200
+    status, answer, _ = http("POST", base + "/api/v1/feedback",
+                             f'{{"session_id": "{sid}", "score": 1, "comment": "\\ud83d\\ude00"}}'.encode())
+    assert status == 201, answer[:300]
+    assert api.get_session(sid)["feedback"][0]["comment"] == "\U0001F600"
