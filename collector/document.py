@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
+import math
 import re
 from typing import Any, Mapping, Sequence
 
@@ -27,20 +28,37 @@ def iso(ns: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+# what the store's nanosecond columns hold (int64): the years 1678 to 2262
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def to_ns(value: Any) -> int:
-    """ISO-8601 text, epoch seconds or a datetime -> epoch nanoseconds."""
+    """ISO-8601 text, epoch seconds (nanoseconds from 1e12 on) or a datetime -> epoch
+    nanoseconds. ValueError, saying what is wrong, for anything else, for NaN / ±Infinity and
+    for a time the store cannot hold (outside int64 nanoseconds)."""
+    ns = _epoch_ns(value)
+    if not INT64_MIN <= ns <= INT64_MAX:
+        raise ValueError(f"must be a time between the years 1678 and 2262, not {repr(value)[:40]}")
+    return ns
+
+
+def _epoch_ns(value: Any) -> int:
     if isinstance(value, dt.datetime):
         d = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
         return int(d.timestamp() * 1e9)
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite time, not {value!r}")
         return int(value * 1e9) if value < 1e12 else int(value)
     text = str(value).strip()
     try:
-        return to_ns(float(text))
+        number = float(text)
     except ValueError:
-        pass
-    d = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return to_ns(d)
+        try:
+            return _epoch_ns(dt.datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            raise ValueError(f"must be an ISO-8601 time or epoch seconds, not {text[:40]!r}") from None
+    return _epoch_ns(number)
 
 
 def duration_ms(start_ns: int | None, end_ns: int | None) -> float | None:

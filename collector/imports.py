@@ -26,7 +26,7 @@ import time
 import uuid
 from typing import Any
 
-from tracefix.collector.document import TASK_KEYS, content_text, to_ns
+from tracefix.collector.document import INT64_MAX, TASK_KEYS, content_text, to_ns
 from tracefix.collector.normalize import Batch, add_messages, canonical_message, merge_session
 
 
@@ -162,8 +162,8 @@ def batch_from_documents(docs: list[dict]) -> tuple[Batch, list[str]]:
             raise ImportFormatError("each imported session must be a JSON object")
         try:
             ids.append(_add_document(batch, doc))
-        except ImportFormatError:
-            raise
+        except ImportFormatError as exc:
+            raise ImportFormatError(f"session {position}: {exc}") from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise ImportFormatError(f"session {position}: {type(exc).__name__}: {exc}") from exc
     return batch, ids
@@ -173,13 +173,19 @@ def _add_document(batch: Batch, doc: dict) -> str:
     """Add one document's synthetic spans, messages and session fields; returns its id."""
     sid = str(doc.get("session_id") or f"imp-{uuid.uuid4().hex[:12]}")
     trace_id = _hex("import:" + sid, 32)
-    base = to_ns(doc["started_at"]) if doc.get("started_at") else time.time_ns()
+    try:  # the session's messages are timed from it, one millisecond apart
+        base = to_ns(doc["started_at"]) if doc.get("started_at") else time.time_ns()
+    except ValueError as exc:
+        raise ImportFormatError(f"'started_at' {exc}") from None
     service = str(doc.get("service") or "import")
     metadata = dict(doc.get("metadata") or {})
     for key in ("task", "ground_truth"):
         if doc.get(key) is not None:
             metadata.setdefault(key, doc[key])
     items = _messages_of(doc)
+    if base + max(len(items), 1) * 1_000_000 > INT64_MAX:
+        raise ImportFormatError(f"'started_at' must leave room for its {len(items)} messages (a millisecond apart) "
+                                f"before 2262-04-11, the last time the store holds, not {repr(doc['started_at'])[:40]}")
     for i, (raw, extra) in enumerate(items):
         msg = canonical_message(raw)
         start = base + i * 1_000_000

@@ -233,3 +233,35 @@ def test_deeply_nested_json_is_a_400_not_a_crash(collector, api, stored):
     got, resp, _ = post(collector.match["http"] + "/v1/traces", json.dumps(nested).encode(), "application/json")
     assert got == 400, resp[:300]
     assert_still_serving(api, stored)
+
+
+# JSON texts of a session's `started_at` that no int64 nanosecond time can hold: epoch seconds
+# past 2262, numbers beyond a double, ±Infinity, an integer beyond int64, the same as text, a
+# time before 1678, and one that leaves its two messages (a millisecond apart) past the end
+UNSTORABLE_STARTS = ["1e11", "1e400", "Infinity", "-Infinity", str(2 ** 70), '"1e30"', '"9999-01-01T00:00:00Z"',
+                     '"0001-01-01"', '"2262-04-11T23:47:16.854Z"']
+
+
+@pytest.mark.parametrize("started_at", UNSTORABLE_STARTS)
+def test_import_with_a_start_the_store_cannot_hold_is_a_400_naming_the_field(collector, api, started_at):
+    sid = f"start-{uuid.uuid4().hex[:8]}"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    body = f'[{{"session_id": "{sid}", "messages": {json.dumps(messages)}, "started_at": {started_at}}}]'
+    got, resp, _ = post(collector.match["http"] + "/api/v1/import", body.encode(), "application/json")
+    assert got == 400, resp[:300]
+    assert "session 0: 'started_at' must " in _error(resp)
+    assert api.get_session(sid) is None
+
+
+def test_import_takes_a_start_in_range_and_ignores_times_on_steps(collector, api):
+    """A step's own times are not read by the importer (its messages are timed from the
+    session's start), so what they hold cannot fail it later."""
+    sid = f"start-{uuid.uuid4().hex[:8]}"
+    steps = [{"kind": "llm", "started_at": "9999-01-01T00:00:00Z", "duration_ms": 1e300,
+              "output_message": {"role": "assistant", "content": "x"}}]
+    body = json.dumps([{"session_id": sid, "steps": steps, "started_at": "2262-04-11T00:00:00Z"}]).encode()
+    got, resp, _ = post(collector.match["http"] + "/api/v1/import", body, "application/json")
+    assert got == 201, resp[:300]
+    doc = api.get_session(sid)
+    assert doc["started_at"].startswith("2262-04-11T00:00:00") and len(doc["steps"]) == 1
+    assert sid in [s["session_id"] for s in api.list_sessions(limit=1000)]
