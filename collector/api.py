@@ -27,6 +27,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tracefix import __version__
+from tracefix.attributes import MAX_JSON_DEPTH, nested_too_deeply
 from tracefix.collector import document, jsonsafe, openapi, otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST, UI_COOKIE
@@ -124,11 +125,14 @@ async def read_body(request: Request, limit: int, on_chunk: Callable[[int], None
 
 
 async def read_json(request: Request, limit: int) -> Any:
-    """The body's JSON value: strict UTF-8 holding JSON whose every string is Unicode text
-    (JSON's `"\\ud800"` parses to a lone surrogate, which no store can hold), else 400."""
+    """The body's JSON value: strict UTF-8 holding JSON nested at most MAX_JSON_DEPTH deep (as
+    the spans' messages and tool calls: what is stored, every reader walks) whose every string
+    is Unicode text (JSON's `"\\ud800"` parses to a lone surrogate, which no store can hold), else 400."""
     body = await read_body(request, limit)
     try:
         text = body.decode("utf-8")
+        if nested_too_deeply(text):
+            raise ValueError(f"nested too deeply (more than {MAX_JSON_DEPTH} arrays and objects inside one another)")
         data = json.loads(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise otlp.OtlpError(400, f"body is not valid UTF-8 JSON: {exc}") from exc

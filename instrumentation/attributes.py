@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Callable
 
 logger = logging.getLogger("tracefix")
 
 TRUNCATION_MARKER = "…[tracefix: truncated {dropped} bytes]"
+
+# How deeply one JSON value may nest arrays and objects. The collector refuses a span whose
+# messages, tool arguments or tool result nest deeper, and `from_json_text` reads such text as
+# text: every reader walks what it is given, and Python's recursion ends near 1000 frames.
+MAX_JSON_DEPTH = 128
+# a string (closed or not) or one bracket: what the depth of JSON text is counted over
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
 
 _warned: set[str] = set()
 
@@ -24,13 +32,33 @@ def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> Non
     logger.warning(message, *args, exc_info=exc_info)
 
 
+def nested_too_deeply(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text opens more than `limit` arrays and objects inside one another
+    (brackets inside strings do not count; the text need not be valid JSON). Text with no
+    more brackets than that is answered without reading it through."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for token in _JSON_TOKEN.findall(text):
+        if token == "[" or token == "{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token == "]" or token == "}":
+            depth -= 1
+    return False
+
+
 def from_json_text(value: Any) -> Any:
     """What an attribute's JSON text stands for; text that is not JSON (a model's malformed
-    tool arguments, say) stays as it is, and non-strings pass through."""
+    tool arguments, say) stays as it is, and so does JSON nested deeper than MAX_JSON_DEPTH
+    (a store may hold some: an older collector took it). Non-strings pass through."""
     if isinstance(value, str):
+        if nested_too_deeply(value):
+            return value
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from tracefix.attributes import from_json_text
 from tracefix.collector import jsonsafe
 
 PREVIEW_CHARS = 4000
@@ -60,11 +61,10 @@ def pretty(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A JSON value (or text) to show in a <pre>, cut at `limit` characters."""
     if isinstance(value, str):
         text = value
-        try:  # JSON text (tool arguments, stored attributes) reads better indented
-            if text[:1] in "{[":
-                text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
-            pass
+        if text[:1] in "{[":  # JSON text (tool arguments, stored attributes) reads better indented
+            parsed = from_json_text(text)  # text that is no JSON, or nested too deeply, stays text
+            if parsed is not text:
+                text = json.dumps(parsed, indent=2, ensure_ascii=False)
     else:
         text = jsonsafe.dumps(value, indent=2, ensure_ascii=False, default=str)
     return text if len(text) <= limit else f"{text[:limit]}…[{len(text) - limit} more chars]"
@@ -107,7 +107,7 @@ def json_message(text: str | None) -> dict:
         return {"role": "?", "content": "(message not stored)"}
     try:
         message = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"role": "?", "content": text}
     return message if isinstance(message, dict) else {"role": "?", "content": pretty(message)}
 

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from tracefix import semconv as sc
+from tracefix.attributes import MAX_JSON_DEPTH, nested_too_deeply
 from tracefix.collector.normalize.batch import Batch, Evaluation, Snapshot, add_blob, add_texts, merge_session
 from tracefix.collector.normalize.dialects import (
     AGENT_KEYS, CONTENT_ADDRESSED_KEYS, FINISH_REASON_KEYS, INPUT_TOKEN_KEYS, INT32_MAX, INT64_MAX, MODEL_KEYS,
@@ -202,11 +203,26 @@ def _span_label(span) -> str:
     return span_label(span.name)  # its ids are what is wrong with it
 
 
+TOO_DEEP = "a value is nested too deeply"
+# the JSON text attributes read as values (messages, tool arguments and results), by span kind:
+# one nested deeper than MAX_JSON_DEPTH is refused, as every reader would have to walk it
+JSON_VALUE_KEYS = {"llm": (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS),
+                   "tool": (*TOOL_ARGUMENTS_KEYS, *TOOL_RESULT_KEYS)}
+
+
+def _check_depth(attrs: dict, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        value = attrs.get(key)
+        if type(value) is str and nested_too_deeply(value):
+            raise SpanRejected(f"attribute {key!r}: {TOO_DEEP} (more than {MAX_JSON_DEPTH} arrays and objects "
+                               "inside one another)")
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, SpanRejected):
         return str(exc)
     if isinstance(exc, RecursionError):
-        return "a value is nested too deeply"
+        return TOO_DEEP
     text = str(exc)
     return f"cannot be read ({type(exc).__name__}: {text[:200]}{'...' if len(text) > 200 else ''})"
 
@@ -296,6 +312,8 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
     model = provider = input_tokens = output_tokens = finish_reason = None
     input_keys = output_key = dialect = tools_key = None
     tool_name = tool_call_id = tool_arguments = tool_result = None
+    if kind in JSON_VALUE_KEYS:
+        _check_depth(attrs, JSON_VALUE_KEYS[kind])
     if kind == "llm":
         inputs, output, dialect = llm_messages(attrs)
         input_texts = [dumps_compact(m, sort_keys=True) for m in inputs]

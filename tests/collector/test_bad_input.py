@@ -235,6 +235,25 @@ def test_deeply_nested_json_is_a_400_not_a_crash(collector, api, stored):
     assert_still_serving(api, stored)
 
 
+def test_a_body_nested_deeper_than_a_span_may_be_is_a_400_and_nothing_is_stored(collector, api, stored):
+    """What the API stores from a body (an imported message, a posted result) is held to the
+    depth a span's messages and tool calls are held to: every reader walks it."""
+    from tracefix.attributes import MAX_JSON_DEPTH
+
+    content = "x"
+    for _ in range(MAX_JSON_DEPTH + 1):
+        content = {"deeper": content}
+    sid = f"deep-import-{uuid.uuid4().hex[:8]}"
+    body = json.dumps([{"session_id": sid, "messages": [{"role": "user", "content": content}]}]).encode()
+    got, resp, _ = post(collector.match["http"] + "/api/v1/import", body, "application/json")
+    assert got == 400 and "nested too deeply" in _error(resp), resp[:300]
+    assert api.get_session(sid) is None
+    got, resp, _ = post(f"{collector.match['http']}/api/v1/sessions/{stored}/analysis",
+                        json.dumps({"hypotheses": [{"evidence": content}]}).encode(), "application/json")
+    assert got == 400 and "nested too deeply" in _error(resp), resp[:300]
+    assert api.get_analysis(stored) is None
+
+
 # JSON texts of a session's `started_at` that no int64 nanosecond time can hold: epoch seconds
 # past 2262, numbers beyond a double, ±Infinity, an integer beyond int64, the same as text, a
 # time before 1678, and one that leaves its two messages (a millisecond apart) past the end

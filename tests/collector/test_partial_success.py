@@ -2,19 +2,23 @@
 name through OTLP partial success, over OTLP/HTTP (protobuf, JSON, gzip) and OTLP/gRPC.
 
 The bad spans are the ones an outside check found (null and non-string content parts, an
-operation name sent as an array, messages nested 5,000 deep), scores that are NaN or
-infinite, a message the database refuses, and attribute limits on a small body."""
+operation name sent as an array, messages nested 5,000 deep, tool arguments and results
+nested past MAX_JSON_DEPTH), scores that are NaN or infinite, a message the database
+refuses, and attribute limits on a small body. A store that already holds tool values
+nested that deeply (an older collector took them) still serves every read."""
 from __future__ import annotations
 
 import base64
 import gzip
 import json
 import math
+import os
+import subprocess
 import uuid
 
 import grpc
 import pytest
-from collector_support import TOKEN
+from collector_support import TOKEN, http, strict_json
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -24,6 +28,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from test_ingest import post
 from test_normalize_parity import _kvs
 
+import procs
+from tracefix.attributes import MAX_JSON_DEPTH
 from tracefix.collector.normalize import normalize_request
 
 T0 = 1_700_000_000_000_000_000
@@ -202,3 +208,83 @@ def test_attribute_length_limit_holds_whatever_size_the_caller_gives():
     batch = normalize_request(request, max_attribute_chars=100, wire_bytes=60)
     assert batch.rejected == 1 and batch.span_count == 1
     assert "'long'" in batch.errors[0] and "500 characters (limit 100)" in batch.errors[0]
+
+
+def tool_span(sid: str, trace: bytes, n: int, arguments: str, result: str) -> Span:
+    return make_span(trace, n, f"execute_tool lookup-{n}", {
+        "gen_ai.operation.name": "execute_tool", "tracefix.session.id": sid, "tracefix.step": n - 1,
+        "gen_ai.tool.name": "lookup", "gen_ai.tool.call.arguments": arguments, "gen_ai.tool.call.result": result})
+
+
+def deep(depth: int, closed: bool = True) -> str:
+    return "[" * depth + ("]" * depth if closed else "")
+
+
+def session_reads(base: str, sid: str, step: int) -> list[str]:
+    """The routes that read a session's tool calls whole or in part, and one that reads every session."""
+    one = f"{base}/api/v1/sessions/{sid}"
+    return [one, f"{one}/steps/{step}", f"{one}/report", f"{one}/report?format=md",
+            f"{base}/api/v1/training_sessions?criterion=all"]
+
+
+@pytest.mark.parametrize("via", ["protobuf", "grpc"])
+def test_tool_values_nested_too_deeply_are_rejected_like_messages_and_the_rest_reads(collector, api, via):
+    sid = f"deep-tool-{via}-{uuid.uuid4().hex[:8]}"
+    trace = uuid.uuid4().bytes
+    spans = [good_chat(sid, trace, 0), tool_span(sid, trace, 1, "{}", deep(1000, closed=False)),
+             tool_span(sid, trace, 2, deep(1500), "ok"), tool_span(sid, trace, 3, "{}", deep(MAX_JSON_DEPTH)),
+             make_span(trace, 4, "chat deep", {"gen_ai.operation.name": "chat", "tracefix.session.id": sid,
+                                               "gen_ai.output.messages": deep(MAX_JSON_DEPTH + 1)}),
+             good_chat(sid, trace, 5)]
+    answer = accepted(collector, make_request(spans), via)
+    assert answer.partial_success.rejected_spans == 3
+    message = answer.partial_success.error_message
+    assert message.count("nested too deeply") == 3
+    assert "'gen_ai.tool.call.result'" in message and "'gen_ai.tool.call.arguments'" in message
+    stored = {s["name"] for s in api.get_spans(sid)}
+    assert stored == {"chat good-0", "execute_tool lookup-3", "chat good-5"}
+    # the tool value at the limit is stored and read as JSON, by every read of the session
+    base = collector.match["http"]
+    for url in session_reads(base, sid, 0):
+        status, body, _ = http("GET", url)
+        assert status == 200, (url, body[:300])
+    (call,) = [call for step in api.get_session(sid)["steps"] for call in step["tool_calls"]]
+    assert call["result"] == json.loads(deep(MAX_JSON_DEPTH))
+
+
+def test_a_store_holding_tool_values_nested_too_deeply_serves_every_read(tmp_path):
+    """What an older collector stored (a tool result 1,000 `[` deep, arguments 1,500 deep) is
+    read as text: the session, its step, its report, the UI's step, the training sessions of
+    the whole store and the CLI all answer."""
+    db = tmp_path / "deep.duckdb"
+    sid = "deep-stored"
+    serve = procs.start_serve(db, "--diagnose", "off")
+    try:
+        trace = uuid.uuid4().bytes
+        request = make_request([good_chat(sid, trace, 0), tool_span(sid, trace, 1, "{}", "ok"), good_chat(sid, trace, 2)])
+        assert post(serve.match["http"] + "/v1/traces", request.SerializeToString(), token=None)[0] == 200
+    finally:
+        assert serve.stop() == 0
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("UPDATE spans SET tool_result = ?, tool_arguments = ? WHERE kind = 'tool'",
+                    [deep(1000, closed=False), deep(1500)])
+    finally:
+        con.close()
+
+    serve = procs.start_serve(db, "--diagnose", "off")
+    try:
+        base = serve.match["http"]
+        for url in [*session_reads(base, sid, 0), f"{base}/session?id={sid}&step=0"]:
+            status, body, _ = http("GET", url, token=None)
+            assert status == 200, (url, body[:300])
+        call = strict_json(http("GET", f"{base}/api/v1/sessions/{sid}/steps/0", token=None)[1])["step"]["tool_calls"][0]
+        assert call["result"] == deep(1000, closed=False) and call["arguments"] == deep(1500)
+    finally:
+        assert serve.stop() == 0
+    for verb in (["show", sid], ["report", sid, "-o", str(tmp_path / "deep.md")]):
+        done = subprocess.run([*procs.TRACEFIX, *verb, "--db", str(db)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TRACEFIX_SERVER": "", "TRACEFIX_TOKEN": ""})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (verb, done.stderr[-2000:])
