@@ -50,12 +50,15 @@ def claims_failure(u: TransitionUnit) -> bool:
 
 def handover_source(units: list[TransitionUnit], k: int) -> int | None:
     """What step k's agent was handed: the latest earlier step that said something (an
-    instruction, a report, a message) and was another agent's, or the agent's own in words
-    only. A single agent that writes itself a plan or an instruction and then acts is handed
-    its work by that step, as a worker is by its coordinator's."""
+    instruction, a report, a message) and was another agent's, or, in an instrumented
+    session, the agent's own in words only. A single agent that writes itself a plan or an
+    instruction and then acts is handed its work by that step, as a worker is by its
+    coordinator's. (In a message log every step is words only: there what an agent was
+    handed is what another speaker said.)"""
     agent = units[k].agent
     for j in range(k - 1, -1, -1):
-        if in_words_only(units[j]) or (units[j].agent != agent and units[j].action["text"].strip()):
+        own_words = units[j].kind == "llm" and in_words_only(units[j])
+        if own_words or (units[j].agent != agent and units[j].action["text"].strip()):
             return j
     return None
 

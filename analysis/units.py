@@ -297,12 +297,15 @@ def _structured_tools(steps: list[dict]) -> set[str]:
     """Tools that answer in JSON: those that did in this session, and, in a session whose
     tools answer in JSON at least as often as in text, a tool whose one text answer (however
     often repeated) is all it said when another tool of the same agent answered in JSON (an
-    agent's tools share one style: the text is the odd one out). A tool that answered two
-    different texts (one that hands work on), or whose agent's tools all answer in text
-    (a tool set that reports in prose), is a text tool."""
+    agent's tools share one style: the text is the odd one out) and the text brings no value
+    the call did not pass (a failure speaks of the request; an answer brings numbers and ids
+    of its own: "X paid 59.30" is a till's answer, "a colour is needed" is a failure). A
+    tool that answered two different texts (one that hands work on), or whose agent's tools
+    all answer in text (a tool set that reports in prose), is a text tool."""
     structured: dict[str, int] = {}
     text: dict[str, int] = {}
     distinct: dict[str, set[str]] = {}
+    answers: set[str] = set()  # tools whose text brought values of its own
     toolset: dict[str, set[str]] = {}  # agent -> the tools it called
     for s in steps:
         for tc in s.get("tool_calls") or []:
@@ -313,11 +316,13 @@ def _structured_tools(steps: list[dict]) -> set[str]:
             elif isinstance(result, str) and result.strip():
                 text[name] = text.get(name, 0) + 1
                 distinct.setdefault(name, set()).add(result.strip())
+                if extract_artifacts(result) - extract_artifacts(_values_text(from_json_text(tc.get("arguments")))):
+                    answers.add(name)
     tools = set(structured)
     if sum(structured.values()) >= sum(text.values()):
         for names in toolset.values():
             if names & structured.keys():
-                tools |= {name for name in names if len(distinct.get(name, ())) == 1}
+                tools |= {name for name in names if len(distinct.get(name, ())) == 1 and name not in answers}
     return tools
 
 

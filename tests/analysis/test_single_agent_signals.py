@@ -78,3 +78,16 @@ def test_a_claim_of_work_after_the_agents_own_instruction_with_no_call_is_unacte
     ])
     flags = unacted_claims(build_units(doc))
     assert [k for k, f in enumerate(flags) if f] == [4]
+
+
+def test_a_lone_text_answer_that_brings_values_of_its_own_is_an_answer_not_a_failure():
+    """One agent's tools mostly answer in JSON; the one that answers in a sentence is a
+    failure returned as text only when it brings nothing the call did not pass."""
+    look = _call("list_shelf", {"shelf": "sh-1"}, SHELF)
+    till = _call("till", {"order": "ord-9"}, "ord-9 paid 153.40, refunded so far 0.00")
+    paint = _call("paint", {"box": "bx-11"}, "paint: a colour is needed for bx-11")
+    doc = _session("Check ord-9 and paint bx-11.", [
+        _step(0, calls=[look]), _step(1, calls=[look]), _step(2, calls=[till]), _step(3, calls=[paint]),
+        _step(4, "ord-9 is paid; bx-11 could not be painted."),
+    ])
+    assert [u.outcome for u in build_units(doc)][:4] == ["result", "result", "result", "error_result"]
