@@ -15,21 +15,23 @@ from tracefix.collector.cli_options import store_options
 
 
 def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> Path:
-    """Render and write one report; returns its path. Raises KeyError for an unknown session."""
+    """Render and write one report, as the collector's report route renders it (stored
+    results it cannot read left out, with a note); returns its path. Raises KeyError for an
+    unknown session."""
     from tracefix.report import render as report
 
-    doc, analysis, replay, children = report.load_report_inputs(store, session_id)
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "md":
+
+    def markdown(doc, analysis, replay, children) -> str:
         image_paths = {}
         for name, png in report.report_images(analysis, replay).items():
             image = path.with_name(f"{path.stem}.{name}.png")
             image.write_bytes(png)
             image_paths[name] = image.name  # relative: the folder can be moved as a whole
-        text = report.render_markdown(doc, analysis, replay, children, image_paths=image_paths)
-    else:
-        text = report.render_html(doc, analysis, replay, children)
+        return report.render_markdown(doc, analysis, replay, children, image_paths=image_paths)
+
+    text = report.render_stored(store, session_id, fmt, markdown if fmt == "md" else report.render_html)
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -62,6 +64,10 @@ def report(session_id, out, fmt, server, db, token):
         path = write_report(store, session_id, out, fmt)
     except KeyError:
         raise click.ClickException(f"no session {session_id!r} in the store (list them with `tracefix sessions`)") from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the report: {exc}") from None
+    except Exception as exc:  # a renderer's bug is said in one line, as the report route says it
+        raise click.ClickException(f"the report renderer failed: {type(exc).__name__}: {exc}") from None
     finally:
         store.close()
     click.echo(f"wrote {path} ({path.stat().st_size // 1024} KB)")

@@ -6,7 +6,10 @@ stages used an LLM, and the per-run comparison of a replay with the original ses
 from the intervention step on. Inputs are the contract shapes of docs/contracts.md: the
 session document (§1), the analysis result (§3) and the replay result (§5). Any of the
 latter two may be missing (not analyzed or not replayed yet), and any field of a shape
-may be absent in a partial result; nothing here raises on that.
+may be absent in a partial result; nothing here raises on that. The results are stored as
+their clients posted them (the API checks their outline only), so what is inside is read
+through `objects`, `fields` and `whole`: an entry that is no object is skipped, a step that
+is no number is no step, and text stays text.
 """
 from __future__ import annotations
 
@@ -38,6 +41,37 @@ HOW_WORDS = {"llm": "LLM", "fallback": "deterministic fallback", "template": "de
              "evaluator": "the agent's evaluator", "heuristic": "heuristic", "milestones": "milestones",
              "ground_truth": "ground truth", "none": "not needed"}
 EVIDENCE_SHOWN = ("detectors", "features", "path", "tool", "error", "symptoms", "hgt_expected")
+
+
+def objects(value) -> list[dict]:
+    """The objects of a stored list: its dict items (none for anything but a list)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def fields(value) -> dict:
+    """A stored object's fields (none for anything but an object)."""
+    return value if isinstance(value, dict) else {}
+
+
+def whole(value, default: int | None = None) -> int | None:
+    """A stored step number, rank or position as an int: a number or a numeral (a bool is
+    neither), else `default`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return default
+    try:
+        return int(value)
+    except (ValueError, OverflowError):
+        return default
+
+
+def hypotheses(result: dict | None) -> list[dict]:
+    """The hypotheses of an analysis or replay result in stored order (the objects among them)."""
+    return objects(fields(result).get("hypotheses"))
+
+
+def listed(value) -> list:
+    """A stored list as a list: a lone value is a list of one, null none."""
+    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 def to_json(value, *, indent: int | None = 2) -> str:
@@ -106,7 +140,9 @@ def sentence(text) -> str:
 
 
 def verdict_word(verdict) -> str:
-    return VERDICT_WORDS.get(verdict or "", str(verdict or "not tested"))
+    if not verdict:
+        return "not tested"
+    return VERDICT_WORDS.get(verdict, verdict) if isinstance(verdict, str) else str(verdict)
 
 
 # --- the session ---------------------------------------------------------------------------
@@ -175,9 +211,8 @@ def feedback_lines(doc: dict) -> list[str]:
 
 
 def milestones(doc: dict) -> list[tuple[str, bool]]:
-    evaluation = doc.get("evaluation") or {}
-    return [(str(m.get("name")), bool(m.get("achieved"))) for m in evaluation.get("milestones") or []
-            if isinstance(m, dict)]
+    evaluation = fields(doc.get("evaluation"))
+    return [(str(m.get("name")), bool(m.get("achieved"))) for m in objects(evaluation.get("milestones"))]
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -267,23 +302,23 @@ def trials(doc: dict, replay: dict | None) -> list[Trial]:
     """The replay's plan–execution trials, or one trial spanning the session."""
     steps = doc.get("steps") or []
     last = max((int(s.get("index", 0)) for s in steps), default=0)
-    found = [Trial(int(t.get("index", i)), int(t.get("start", 0)), int(t.get("end", last)),
-                   t.get("failed"), t.get("plan_step"))
-             for i, t in enumerate((replay or {}).get("trials") or [])]
+    found = [Trial(whole(t.get("index"), i), whole(t.get("start"), 0), whole(t.get("end"), last),
+                   t.get("failed") if isinstance(t.get("failed"), bool) else None, whole(t.get("plan_step")))
+             for i, t in enumerate(objects(fields(replay).get("trials")))]
     return sorted(found, key=lambda t: t.start) or [Trial(0, 0, last, None)]
 
 
 # --- diagnosis -------------------------------------------------------------------------------
 
 def score_by_step(analysis: dict | None) -> dict[int, dict]:
-    return {int(s["step"]): s for s in (analysis or {}).get("scores") or [] if "step" in s}
+    return {step: s for s in objects(fields(analysis).get("scores")) if (step := whole(s.get("step"))) is not None}
 
 
 def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
     from tracefix.report.plots import frontier_of
 
     out: dict[int, list[str]] = {}
-    for detector in ((analysis or {}).get("frontier") or {}):
+    for detector in fields(fields(analysis).get("frontier")):
         for s in frontier_of(analysis, detector):
             out.setdefault(s, []).append(detector)
     return out
@@ -291,35 +326,44 @@ def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
 
 def replay_hypotheses(replay: dict | None) -> list[dict]:
     """Tested hypotheses, strongest verdict first (then by success count)."""
-    hyps = list((replay or {}).get("hypotheses") or [])
+    hyps = hypotheses(replay)
 
     def key(h):
-        runs = h.get("runs") or []
-        return (VERDICT_STRENGTH.get(h.get("verdict"), 9), -sum(1 for r in runs if r.get("success")),
-                h.get("round") or 0, h.get("step") or 0)
+        verdict = h.get("verdict")
+        return (VERDICT_STRENGTH.get(verdict, 9) if isinstance(verdict, str) else 9,
+                -sum(1 for r in objects(h.get("runs")) if r.get("success")),
+                whole(h.get("round"), 0), whole(h.get("step"), 0))
     return sorted(hyps, key=key)
+
+
+def tested_step(hypothesis: dict) -> int | None:
+    """The step a tested hypothesis's intervention edits: the intervention's own, else the
+    hypothesis's."""
+    iv = fields(hypothesis.get("intervention"))
+    return whole(iv.get("step"), whole(hypothesis.get("step")))
 
 
 def evidence_items(evidence: dict, escape=str) -> list[tuple[str, str]]:
     """The evidence fields a person reads first, as (label, text) pairs; ``escape`` is
     applied to every piece of recorded text (the HTML renderer passes html.escape)."""
+    evidence = fields(evidence)
     items = []
     if evidence.get("detectors"):
-        items.append(("detectors", ", ".join(escape(d) for d in evidence["detectors"])))
+        items.append(("detectors", ", ".join(escape(d) for d in listed(evidence["detectors"]))))
     feats = evidence.get("features") or {}
     if isinstance(feats, dict) and feats:
         items.append(("features", ", ".join(f"{escape(k)}={escape(fmt_score(v))}" for k, v in list(feats.items())[:8])))
     if evidence.get("path"):
-        items.append(("dependency path", " → ".join(escape(s) for s in evidence["path"])))
+        items.append(("dependency path", " → ".join(escape(s) for s in listed(evidence["path"]))))
     if evidence.get("tool"):
         items.append(("tool", escape(evidence["tool"])))
     if evidence.get("error"):
         items.append(("error", escape(one_line(evidence["error"], 240))))
-    symptoms = [s for s in evidence.get("symptoms") or [] if isinstance(s, dict)]
+    symptoms = objects(evidence.get("symptoms"))
     if symptoms:
         items.append(("symptoms", "; ".join(escape(f"step {s.get('step')}: {s.get('reason') or s.get('kind')}")
                                             for s in symptoms[:4])))
-    expected = evidence.get("hgt_expected") or {}
+    expected = fields(evidence.get("hgt_expected"))
     surprises = [f"{attr} {v.get('actual')} (expected {v.get('expected')}, p={fmt_score(v.get('p_actual'))})"
                  for attr, v in expected.items() if isinstance(v, dict) and v.get("expected") != v.get("actual")]
     if surprises:
@@ -328,7 +372,7 @@ def evidence_items(evidence: dict, escape=str) -> list[tuple[str, str]]:
 
 
 def evidence_rest(evidence: dict) -> dict:
-    return {k: v for k, v in evidence.items() if k not in EVIDENCE_SHOWN and v not in (None, "", [], {})}
+    return {k: v for k, v in fields(evidence).items() if k not in EVIDENCE_SHOWN and v not in (None, "", [], {})}
 
 
 def before_label(iv: dict) -> str:
@@ -343,6 +387,11 @@ def after_label(iv: dict) -> str:
             "replace_tool_result": "after: the tool result put in its place"}.get(iv.get("kind"), "after (the edit)")
 
 
+def notes(analysis: dict | None, replay: dict | None) -> list[str]:
+    """The notes of both results, as text."""
+    return [str(n) for result in (analysis, replay) for n in listed(fields(result).get("notes"))]
+
+
 def how_word(how) -> str:
     return " + ".join(HOW_WORDS.get(part, part) for part in str(how).split("+"))
 
@@ -351,18 +400,19 @@ def stage_rows(analysis: dict | None, replay: dict | None) -> list[tuple[str, st
     """(stage, how it ran) for every stage of the diagnosis."""
     rows = []
     if analysis:
-        detectors = ", ".join(analysis.get("detectors") or []) or "none"
+        detectors = ", ".join(map(str, listed(analysis.get("detectors")))) or "none"
         rows.append(("anomaly scoring", f"detectors ({detectors}); no LLM"))
         rows.append(("hypothesis ranking", "LLM analyst" if analysis.get("llm_used") else "deterministic fallback (detector ranking)"))
     else:
         rows.append(("analysis", "not run"))
-    stages = (replay or {}).get("stages") or {}
+    stages = fields(fields(replay).get("stages"))
     if replay:
         for key, how in stages.items():
             label = STAGE_NAMES.get(key, key.replace("_", " "))
             rows.append((label, how_word(how)))
-        rows.append(("replay", f"{plural(len(replay.get('hypotheses') or []), 'intervention')}, "
-                               + plural(sum(len(h.get('runs') or []) for h in replay.get('hypotheses') or []), 'run')))
+        tested = hypotheses(replay)
+        rows.append(("replay", f"{plural(len(tested), 'intervention')}, "
+                               + plural(sum(len(objects(h.get('runs'))) for h in tested), 'run')))
     else:
         rows.append(("replay", "not run"))
     return rows
@@ -383,11 +433,11 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     refuted = [h for h in tested if h.get("verdict") == "refuted"]
     inconclusive = [h for h in tested if h.get("verdict") == "inconclusive"]
     errored = [h for h in tested if h.get("verdict") == "error"]
-    ranked = (analysis or {}).get("hypotheses") or []
+    ranked = hypotheses(analysis)
 
     if confirmed:
         best = confirmed[0]
-        iv = best.get("intervention") or {}
+        iv = fields(best.get("intervention"))
         parts.append(
             f"Most likely root cause: step {best.get('step')} ({best.get('agent') or 'unknown agent'})"
             + (f" — {sentence(best.get('reason'))}" if best.get("reason") else "") + ".")
@@ -415,7 +465,7 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     if errored:
         parts.append("Not tested, every replay failed to run: "
                      + "; ".join(f"step {h.get('step')} ({brief(h.get('verdict_reason'), 160)})" for h in errored) + ".")
-    fallback = [STAGE_NAMES.get(k, k) for k, v in ((replay or {}).get("stages") or {}).items()
+    fallback = [STAGE_NAMES.get(k, k) for k, v in fields(fields(replay).get("stages")).items()
                 if "fallback" in str(v).split("+")]
     if analysis and not analysis.get("llm_used"):
         fallback.insert(0, "hypothesis ranking")
@@ -456,12 +506,12 @@ class RunComparison:
 
 
 def compare_runs(doc: dict, hypothesis: dict, children: dict | None) -> list[RunComparison]:
-    iv = hypothesis.get("intervention") or {}
-    t = int(iv.get("step", hypothesis.get("step") or 0))
+    t = tested_step(hypothesis) or 0
     original = transcript_lines(doc.get("steps") or [], t)
     out = []
-    for number, run in enumerate(hypothesis.get("runs") or [], start=1):
-        child = (children or {}).get(run.get("child_session_id") or "")
+    for number, run in enumerate(objects(hypothesis.get("runs")), start=1):
+        child_id = run.get("child_session_id")
+        child = (children or {}).get(child_id) if isinstance(child_id, str) else None
         replayed = transcript_lines((child or {}).get("steps") or [], t) if child else []
         matcher = difflib.SequenceMatcher(None, [l for _, l in original], [l for _, l in replayed], autojunk=False)
         cmp = RunComparison(number, run, child, original, replayed, matcher.get_opcodes())
@@ -472,6 +522,7 @@ def compare_runs(doc: dict, hypothesis: dict, children: dict | None) -> list[Run
 
 
 def child_session_ids(replay: dict | None) -> list[str]:
-    """Every child session a replay result refers to (for fetching their documents)."""
-    return [r["child_session_id"] for h in (replay or {}).get("hypotheses") or []
-            for r in h.get("runs") or [] if r.get("child_session_id")]
+    """Every child session a replay result refers to (for fetching their documents): the
+    ids that are text."""
+    return [r["child_session_id"] for h in hypotheses(replay)
+            for r in objects(h.get("runs")) if isinstance(r.get("child_session_id"), str) and r["child_session_id"]]

@@ -1,7 +1,8 @@
 """The two pictures of a root-cause report, as PNG bytes: the critical transition graph
 and the per-step score timeline of both detectors.
 
-Both read only the analysis result (docs/contracts.md §3). They draw on a bare
+Both read only the analysis result (docs/contracts.md §3), as stored: through
+`content.objects`, `fields` and `whole`, so junk inside it is skipped. They draw on a bare
 ``matplotlib.figure.Figure`` with the Agg canvas instead of ``pyplot``: no display, no
 global figure registry, so the collector can render reports from several request threads
 at once.
@@ -9,6 +10,9 @@ at once.
 from __future__ import annotations
 
 import io
+import math
+
+from tracefix.report.content import fields, listed, objects, whole
 
 # Lanes and colours are part of the report's visual language; the legend repeats them.
 PHASE_COLORS = {
@@ -60,11 +64,11 @@ def _flat_steps(steps) -> list[int]:
 
 def frontier_steps(analysis: dict) -> set[int]:
     """The union of every detector's frontier (the steps the report highlights)."""
-    return {s for steps in (analysis.get("frontier") or {}).values() for s in _flat_steps(steps)}
+    return {s for steps in fields(analysis.get("frontier")).values() for s in _flat_steps(steps)}
 
 
 def frontier_of(analysis: dict, detector: str) -> list[int]:
-    return _flat_steps((analysis.get("frontier") or {}).get(detector))
+    return _flat_steps(fields(analysis.get("frontier")).get(detector))
 
 
 def graph_png(analysis: dict, *, highlight: int | None = None, highlight_label: str = "top hypothesis") -> bytes | None:
@@ -76,19 +80,17 @@ def graph_png(analysis: dict, *, highlight: int | None = None, highlight_label: 
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    graph = analysis.get("graph") or {}
-    nodes = graph.get("nodes") or []
-    if not nodes:
-        return None
+    graph = fields(analysis.get("graph"))
     g = nx.MultiDiGraph()
-    for node in nodes:
-        if isinstance(node, dict) and node.get("step") is not None:
-            g.add_node(int(node["step"]), **node)
+    for node in objects(graph.get("nodes")):
+        if (step := whole(node.get("step"))) is not None:  # what the drawing reads of a node, as text
+            g.add_node(step, **{k: str(node[k]) for k in ("agent", "phase", "status") if node.get(k) is not None})
     if not g.nodes:
         return None
-    for edge in graph.get("edges") or []:
-        if edge.get("src") in g and edge.get("dst") in g:
-            g.add_edge(int(edge["src"]), int(edge["dst"]), type=edge.get("type") or "other")
+    for edge in objects(graph.get("edges")):
+        src, dst = whole(edge.get("src")), whole(edge.get("dst"))
+        if src in g and dst in g:
+            g.add_edge(src, dst, type=str(edge.get("type") or "other"))
 
     # A lane per agent in order of first appearance reads like a swimlane diagram, which is
     # what a person expects of a multi-agent trace; a force layout scatters the time axis.
@@ -163,21 +165,24 @@ def scores_png(analysis: dict, *, trials: list[dict] | None = None,
     """Per-step scores of each detector on a shared step axis, one panel per detector
     (their scales differ), frontier steps shaded, trial starts dashed, hypotheses marked.
     None when the analysis has no scores."""
-    scores = analysis.get("scores") or []
+    # each step's number and its detectors' scores that are finite numbers
+    scores = [{**{k: float(v) for k, v in s.items() if _score(v)}, "step": step}
+              for s in objects(analysis.get("scores")) if (step := whole(s.get("step"))) is not None]
     if not scores:
         return None
-    detectors = [d for d in (analysis.get("detectors") or []) if any(s.get(d) is not None for s in scores)]
+    named = [d for d in listed(analysis.get("detectors")) if isinstance(d, str)]
+    detectors = [d for d in named if any(s.get(d) is not None for s in scores)]
     if not detectors:
         detectors = [d for d in DETECTOR_COLORS if any(s.get(d) is not None for s in scores)]
     if not detectors:
         return None
     from matplotlib.ticker import MaxNLocator
 
-    steps = [int(s["step"]) for s in scores]
+    steps = [s["step"] for s in scores]
     fig = _figure(min(max(7.0, 0.22 * len(steps) + 3.0), 20.0), 1.2 + 1.6 * len(detectors))
     axes = fig.subplots(len(detectors), 1, sharex=True, squeeze=False)[:, 0]
     for ax, detector in zip(axes, detectors):
-        points = [(int(s["step"]), float(s[detector])) for s in scores if s.get(detector) is not None]
+        points = [(s["step"], s[detector]) for s in scores if s.get(detector) is not None]
         xs, ys = zip(*points)
         color = DETECTOR_COLORS.get(detector, "#333333")
         ax.plot(xs, ys, color=color, linewidth=1.4, marker="o", markersize=3.5)
@@ -201,3 +206,8 @@ def scores_png(analysis: dict, *, trials: list[dict] | None = None,
     axes[-1].set_xlim(min(steps) - 0.7, max(steps) + 0.7)
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     return _png(fig)
+
+
+def _score(value) -> bool:
+    """Whether a stored score can be drawn: a finite number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -127,12 +127,13 @@ def _images(analysis: dict | None, replay: dict | None) -> tuple[bytes | None, b
     logged) rather than costing the reader the rest of the report."""
     if not analysis:
         return None, None
-    top = ((analysis.get("hypotheses") or [{}])[0] or {}).get("step")
+    hyps = rc.hypotheses(analysis)
+    top = rc.whole(hyps[0].get("step")) if hyps else None
     tested = rc.replay_hypotheses(replay)
     confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
-    highlight = confirmed[0].get("step") if confirmed else top
+    highlight = rc.whole(confirmed[0].get("step")) if confirmed else top
     label = "verified root cause" if confirmed else "top hypothesis"
-    hyp_steps = [h.get("step") for h in (analysis.get("hypotheses") or [])[:3] if h.get("step") is not None]
+    hyp_steps = [step for h in hyps[:3] if (step := rc.whole(h.get("step"))) is not None]
     trials = [{"start": t.start} for t in rc.trials({"steps": []}, replay)] if replay else None
     pictures = []
     for draw in (lambda: plots.graph_png(analysis, highlight=highlight, highlight_label=label),
@@ -174,8 +175,7 @@ def _html_facts(r: "Report") -> str:
 def _html_stages(r: "Report") -> str:
     analysis, replay = r.analysis, r.replay
     rows = "".join(f"<tr><th>{_e(stage)}</th><td>{_e(how)}</td></tr>" for stage, how in rc.stage_rows(analysis, replay))
-    notes = "".join(f"<li>{_e(n)}</li>" for n in [*((analysis or {}).get("notes") or []),
-                                                  *((replay or {}).get("notes") or [])])
+    notes = "".join(f"<li>{_e(n)}</li>" for n in rc.notes(analysis, replay))
     notes_html = f'<ul class="muted">{notes}</ul>' if notes else ""
     return (f'<h2>How this diagnosis was made</h2><div class="card"><table class="facts">{rows}</table>'
             f"{notes_html}</div>")
@@ -199,7 +199,7 @@ def _html_pictures(r: "Report") -> str:
 
 def _evidence_html(evidence: dict) -> str:
     """The evidence packet, short: the fields a person reads first, the rest folded away."""
-    if not evidence:
+    if not rc.fields(evidence):
         return '<span class="muted">—</span>'
     items = [f"{_e(label)}: {value}" for label, value in rc.evidence_items(evidence, escape=_e)]
     rest = rc.evidence_rest(evidence)
@@ -210,20 +210,20 @@ def _evidence_html(evidence: dict) -> str:
 
 def _html_hypotheses(r: "Report") -> str:
     analysis, replay = r.analysis, r.replay
-    hyps = (analysis or {}).get("hypotheses") or []
+    hyps = rc.hypotheses(analysis)
     if not hyps:
         return '<h2>Failure hypotheses</h2><p class="muted">No hypotheses (the session was not analyzed).</p>'
-    verdicts: dict[int, list[dict]] = {}
-    for h in (replay or {}).get("hypotheses") or []:
-        verdicts.setdefault(h.get("step"), []).append(h)
+    verdicts: dict[int | None, list[dict]] = {}
+    for h in rc.hypotheses(replay):
+        verdicts.setdefault(rc.whole(h.get("step")), []).append(h)
     rows = []
     for h in hyps:
         tested = " ".join(f'<a href="#hyp-{_e(t.get("id"))}">{_verdict_badge(t.get("verdict"))}</a>'
-                          for t in verdicts.get(h.get("step"), [])) or '<span class="muted">not replayed</span>'
+                          for t in verdicts.get(rc.whole(h.get("step")), [])) or '<span class="muted">not replayed</span>'
         rows.append(
             f"<tr><td>{_e(h.get('rank'))}</td><td style=\"white-space:nowrap\"><a href=\"#step-{_e(h.get('step'))}\">step {_e(h.get('step'))}</a></td>"
             f"<td>{_e(h.get('agent'))}</td><td>{_e(rc.fmt_score(h.get('score')))}</td><td>{_e(h.get('source'))}</td>"
-            f"<td>{_e(h.get('rationale'))}<div class=\"sub\">{_evidence_html(h.get('evidence') or {})}</div></td>"
+            f"<td>{_e(h.get('rationale'))}<div class=\"sub\">{_evidence_html(h.get('evidence'))}</div></td>"
             f"<td>{tested}</td></tr>")
     return ("<h2>Failure hypotheses, ranked</h2><div class=\"card\"><table><tr><th>#</th><th>step</th><th>agent</th>"
             "<th>score</th><th>source</th><th>rationale and evidence</th><th>replay</th></tr>"
@@ -264,9 +264,9 @@ def _html_side_by_side(comparisons: list[rc.RunComparison]) -> str:
 
 def _html_runs_table(hypothesis: dict) -> str:
     rows = []
-    for number, run in enumerate(hypothesis.get("runs") or [], start=1):
-        counts = run.get("counts") or {}
-        judged = run.get("judged_by") or {}
+    for number, run in enumerate(rc.objects(hypothesis.get("runs")), start=1):
+        counts = rc.fields(run.get("counts"))
+        judged = rc.fields(run.get("judged_by"))
         div = run.get("divergence")
         rows.append(
             f"<tr><td>{number}</td><td><code>{_e(run.get('child_session_id') or '—')}</code></td>"
@@ -297,7 +297,7 @@ def _html_interventions(r: "Report") -> str:
         return '<h2>Interventions and replays</h2><p class="muted">The replay produced no intervention.</p>'
     cards = []
     for h in tested:
-        iv = h.get("intervention") or {}
+        iv = rc.fields(h.get("intervention"))
         comparisons = rc.compare_runs(doc, h, children)
         diffs = "".join(
             f"<details><summary>Unified diff: original vs replay {c.number}</summary>"
@@ -337,8 +337,8 @@ def _html_message(msg: dict) -> str:
     out = f'<div class="msg-role">{_e(who)}</div>'
     if body not in (None, ""):
         out += _pre(body)
-    for call in msg.get("tool_calls") or []:
-        fn = call.get("function") or {}
+    for call in rc.objects(msg.get("tool_calls")):
+        fn = rc.fields(call.get("function"))
         out += _pre(f"→ {fn.get('name') or call.get('name')}({fn.get('arguments') or rc.to_json(call.get('arguments'), indent=None)})", 2000)
     return out
 
@@ -410,14 +410,15 @@ def _html_trace(r: "Report") -> str:
     scores = rc.score_by_step(analysis)
     frontier = rc.frontier_by_step(analysis)
     hyp_rank: dict[int, int] = {}
-    for h in (analysis or {}).get("hypotheses") or []:
-        if h.get("step") is not None:
-            hyp_rank.setdefault(int(h["step"]), int(h.get("rank") or len(hyp_rank) + 1))
-    interventions: dict[int, list] = {}
-    for h in (replay or {}).get("hypotheses") or []:
-        step = (h.get("intervention") or {}).get("step", h.get("step"))
+    for h in rc.hypotheses(analysis):
+        step = rc.whole(h.get("step"))
         if step is not None:
-            interventions.setdefault(int(step), []).append(h.get("verdict"))
+            hyp_rank.setdefault(step, rc.whole(h.get("rank")) or len(hyp_rank) + 1)
+    interventions: dict[int, list] = {}
+    for h in rc.hypotheses(replay):
+        step = rc.tested_step(h)
+        if step is not None:
+            interventions.setdefault(step, []).append(h.get("verdict"))
     parts = ["<h2>The trace</h2>",
              f'<p class="sub">{rc.plural(len(steps), "step")}; click a step to open it.'
              + (" Trials are the plan–execution rounds the replay segmented the session into." if replay else "")
@@ -494,17 +495,17 @@ def _md_facts(r: "Report") -> list[str]:
 
 def _md_hypotheses(r: "Report") -> list[str]:
     out = ["", "## Failure hypotheses, ranked", ""]
-    hyps = (r.analysis or {}).get("hypotheses") or []
+    hyps = rc.hypotheses(r.analysis)
     verdicts: dict = {}
-    for h in (r.replay or {}).get("hypotheses") or []:
-        verdicts.setdefault(h.get("step"), []).append(rc.verdict_word(h.get("verdict")))
+    for h in rc.hypotheses(r.replay):
+        verdicts.setdefault(rc.whole(h.get("step")), []).append(rc.verdict_word(h.get("verdict")))
     if hyps:
         out += ["| # | step | agent | score | source | rationale | evidence | replay |", "|---|---|---|---|---|---|---|---|"]
         for h in hyps:
-            evidence = "; ".join(f"{label}: {value}" for label, value in rc.evidence_items(h.get("evidence") or {}))
+            evidence = "; ".join(f"{label}: {value}" for label, value in rc.evidence_items(h.get("evidence")))
             out.append(f"| {_md(h.get('rank'))} | {_md(h.get('step'))} | {_md(h.get('agent'))} | "
                        f"{_md(rc.fmt_score(h.get('score')))} | {_md(h.get('source'))} | {_md(h.get('rationale'))} | "
-                       f"{_md(evidence)} | {_md(', '.join(verdicts.get(h.get('step'), [])) or 'not replayed')} |")
+                       f"{_md(evidence)} | {_md(', '.join(verdicts.get(rc.whole(h.get('step')), [])) or 'not replayed')} |")
     else:
         out.append("No hypotheses (the session was not analyzed).")
     return out
@@ -519,7 +520,7 @@ def _md_interventions(r: "Report") -> list[str]:
     elif not tested:
         out.append("The replay produced no intervention.")
     for h in tested:
-        iv = h.get("intervention") or {}
+        iv = rc.fields(h.get("intervention"))
         out += [f"### {_md(rc.verdict_word(h.get('verdict')).upper())}: step {_md(h.get('step'))} · {_md(h.get('agent') or '?')}", "",
                 f"{_md(h.get('reason'))}", "",
                 f"Verdict: **{_md(rc.verdict_word(h.get('verdict')))}** — {_md(h.get('verdict_reason'))}", "",
@@ -528,15 +529,15 @@ def _md_interventions(r: "Report") -> list[str]:
                 f"{_md(rc.after_label(iv))}:", "", _fence(rc.clip(str(iv.get('text') or ''), 3000)), "",
                 "| run | child session | success | fulfilled | progress | LLM cassette/live | divergence | final answer |",
                 "|---|---|---|---|---|---|---|---|"]
-        for number, run in enumerate(h.get("runs") or [], start=1):
-            counts = run.get("counts") or {}
+        for number, run in enumerate(rc.objects(h.get("runs")), start=1):
+            counts = rc.fields(run.get("counts"))
             div = run.get("divergence")
             out.append(f"| {number} | {_md(run.get('child_session_id'))} | {_md(rc.yes_no(run.get('success')))} | "
                        f"{_md(rc.yes_no(run.get('fulfilled')))} | {_md(rc.fmt_score(run.get('progress')))} | "
                        f"{_md(counts.get('llm_cassette', '—'))}/{_md(counts.get('llm_live', '—'))} | "
                        f"{_md('step ' + str(div.get('step')) if isinstance(div, dict) else 'none')} | "
                        f"{_md(rc.one_line(rc.final_answer(run.get('output')), 160)) or '—'} |")
-        failures = [(number, run) for number, run in enumerate(h.get("runs") or [], start=1) if run.get("error")]
+        failures = [(number, run) for number, run in enumerate(rc.objects(h.get("runs")), start=1) if run.get("error")]
         if failures:
             out.append("")
         for number, run in failures:
@@ -608,7 +609,7 @@ def _md_trace(r: "Report") -> list[str]:
 def _md_stages(r: "Report") -> list[str]:
     out = ["", "## How this diagnosis was made", "", "| stage | how |", "|---|---|"]
     out += [f"| {_md(stage)} | {_md(how)} |" for stage, how in rc.stage_rows(r.analysis, r.replay)]
-    for note in [*((r.analysis or {}).get("notes") or []), *((r.replay or {}).get("notes") or [])]:
+    for note in rc.notes(r.analysis, r.replay):
         out.append(f"- {_md(note)}")
     return out
 
@@ -744,11 +745,15 @@ def load_report_inputs(store, session_id: str) -> tuple[dict, dict | None, dict 
 
 def render_stored_report(store, session_id: str, fmt: str = "html") -> str:
     """The report of a stored session, its replays' child sessions beside it (what the
-    collector's report route serves). Analysis and replay results are stored as their
-    clients posted them; one the renderer cannot read must not make the session's report
-    unreachable, so the report is then drawn without them and says so at its top.
-    Raises UnknownSession for an unknown session."""
-    render = render_markdown if fmt == "md" else render_html
+    collector's report route serves). Raises UnknownSession for an unknown session."""
+    return render_stored(store, session_id, fmt, render_markdown if fmt == "md" else render_html)
+
+
+def render_stored(store, session_id: str, fmt: str, render: Callable[..., str]) -> str:
+    """`render(doc, analysis, replay, children)` of a stored session (`fmt`: the format it
+    writes, html or md). Analysis and replay results are stored as their clients posted
+    them; one the renderer cannot read must not make the session's report unreachable, so
+    the report is then drawn without them and says so at its top. Raises UnknownSession."""
     try:
         return render(*load_report_inputs(store, session_id))
     except Exception as exc:

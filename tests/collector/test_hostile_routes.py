@@ -121,16 +121,37 @@ def test_fuzzed_session_list_parameters_never_break_the_list(collector, query):
         assert strict_json(body)["parameter"] in query
 
 
-def test_a_stored_result_the_renderer_cannot_read_leaves_the_report_reachable(collector, api):
+# results a client may post (the API checks their outline only, and keeps them as posted):
+# junk where the report reads numbers, objects and ids, beside one readable hypothesis; what
+# the fuzz campaign posted, and more of the same kind
+JUNK_ANALYSIS = {"hypotheses": [{"step": {"not": "a step"}, "rank": "first"}, {"step": [1], "evidence": "e"},
+                                {"step": "2", "evidence": {"detectors": 7, "path": 3, "hgt_expected": ["x"]}}],
+                 "scores": [{"step": "x", "detector": float("nan")}, {"step": [0]}], "frontier": {"x": [1]},
+                 "graph": {"nodes": ["x"], "edges": ["y"]}}
+JUNK_REPLAYS = [{"hypotheses": [{"runs": "not a list", "step": None}]},
+                {"hypotheses": [{"runs": ["str"]}]}, {"hypotheses": [{"runs": {"a": 1}}]},
+                {"trials": [{"index": {}}]}, {"trials": [{"end": None}]}, {"trials": [{"start": "x", "failed": "y"}]},
+                {"hypotheses": [{"step": 0, "intervention": "x", "runs": []}]},
+                {"hypotheses": [{"step": "x", "verdict": ["validated"], "round": "r",
+                                 "runs": [{"child_session_id": 5, "counts": 3, "judged_by": "x"}]},
+                                {"step": 1, "verdict": "validated", "intervention": {"step": {}}, "runs": [{}]}]}]
+
+
+@pytest.mark.parametrize("replay", JUNK_REPLAYS)
+def test_stored_results_with_junk_inside_still_give_the_whole_report_and_no_traceback(collector, api, replay):
     pytest.importorskip("tracefix.report.render")
     sid = f"junk-{uuid.uuid4().hex[:8]}"
-    api.import_sessions([{"session_id": sid, "messages": [{"role": "user", "content": "task of the junk"}]}])
-    # the API checks a result's outline (tracefix.collector.schemas), not what the renderer reads inside it
-    api.save_analysis(sid, {"session_id": sid, "hypotheses": [{"step": {"not": "a step"}, "rank": "first"}],
-                            "scores": [{"step": "x", "detector": float("nan")}]})
-    api.save_replay(sid, {"session_id": sid, "hypotheses": [{"runs": "not a list", "step": None}]})
+    api.import_sessions([{"session_id": sid, "messages": [{"role": "user", "content": "task of the junk"},
+                                                          {"role": "assistant", "content": "done"}]}])
+    analysis = {**JUNK_ANALYSIS, "hypotheses": [*JUNK_ANALYSIS["hypotheses"],
+                                                {"step": 1, "rank": 1, "rationale": "the readable one"}]}
+    api.save_analysis(sid, {"session_id": sid, **analysis})
+    api.save_replay(sid, {"session_id": sid, **replay})
+    logged = len(collector.output())
     for fmt in ("html", "md"):
         status, body, _ = http("GET", f"{collector.match['http']}/api/v1/sessions/{sid}/report?format={fmt}")
         assert status == 200, body[:300]
         text = body.decode()
-        assert "could not be rendered" in text and "task of the junk" in text
+        assert "task of the junk" in text and "the readable one" in text
+        assert "could not be rendered" not in text, text[:3000]  # neither a section nor the results as a whole
+    assert "Traceback" not in collector.output()[logged:]

@@ -1,12 +1,16 @@
-"""`tracefix report` on a real stored and analyzed session: the parts of the report, and
-that text from the trace never becomes markup."""
+"""`tracefix report` on a real stored and analyzed session: the parts of the report, that
+text from the trace never becomes markup, and that junk a store holds in its results costs
+neither the report nor a traceback."""
 from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import urllib.request
 
+import procs
+import pytest
 from PIL import Image
 from report_session import tracefix
 
@@ -72,3 +76,40 @@ def test_collector_serves_the_same_report(reported):
         assert r.headers["Content-Type"].startswith("text/html")
     assert "Root-cause report: Refund order 42 &lt;script&gt;" in served
     assert len(DATA_PNG.findall(served)) == 2
+
+
+# results as a store may hold them: posted with junk inside (the API checks the outline only),
+# or written whole by another writer; the fuzz campaign's findings among them
+JUNK_RESULTS = [
+    ({"hypotheses": [{"step": "x", "rank": {}}]}, {"hypotheses": [{"runs": ["str"]}, {"runs": {"a": 1}}]}),
+    (None, {"trials": [{"index": {}}, {"end": None}], "hypotheses": [{"step": "x", "runs": [{"child_session_id": 5}]}]}),
+    ({"hypotheses": ["x", {"step": 1}], "scores": "x", "notes": 5, "frontier": [1]},
+     {"trials": ["x"], "hypotheses": "str", "stages": ["llm"], "notes": {"a": 1}}),
+]
+
+
+@pytest.mark.parametrize("analysis,replay", JUNK_RESULTS)
+def test_report_cli_on_a_store_holding_junk_results_writes_the_report_without_a_traceback(tmp_path, analysis, replay):
+    db = tmp_path / "junk.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off")
+    try:
+        log = tmp_path / "log.json"
+        log.write_text(json.dumps({"task": "read the junk", "history": [{"name": "Planner", "content": "plan"},
+                                                                        {"name": "Worker", "content": "done"}]}))
+        [sid] = json.loads(tracefix("import", str(log), "--server", serve.match["http"], "--json").stdout)
+    finally:
+        assert serve.stop() == 0
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    try:
+        for table, result in (("analyses", analysis), ("replays", replay)):
+            if result is not None:
+                con.execute(f"INSERT INTO {table} VALUES (?, ?, 1)", [sid, json.dumps({"session_id": sid, **result})])
+    finally:
+        con.close()
+    for out in (tmp_path / "junk.html", tmp_path / "md" / "junk.md"):
+        done = tracefix("report", sid, "--db", str(db), "--out", str(out), check=False)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        text = out.read_text(encoding="utf-8")
+        assert "read the junk" in text and "could not be rendered" not in text
