@@ -2,11 +2,13 @@
 the collector's writer, as the API does) and renders one template.
 
 Handlers are plain functions run in the thread pool, like the API's reads; `page()` wraps
-each: sign-in, the CSRF check of a POST, errors as 4xx pages, and a `Server-Timing` header
-with the handler's own time (bench/ui.py reads it).
+each: sign-in, the CSRF check of a POST, errors as 4xx pages (a bug of ours as the same error
+page, 500, logged in one line as the API logs its own), and a `Server-Timing` header with the
+handler's own time (bench/ui.py reads it).
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -32,6 +34,8 @@ from tracefix.ui.timeline import layout
 
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
+
+log = logging.getLogger("tracefix.ui")
 
 HERE = Path(__file__).parent
 STATIC_PREFIX = "/static"
@@ -110,6 +114,9 @@ def routes(collector: "Collector") -> list:
                 response = render(request, "error.html", 503, message=str(exc))
             except ValueError as exc:
                 response = render(request, "error.html", 400, message=str(exc))
+            except Exception as exc:
+                log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+                response = render(request, "error.html", 500, message=f"internal error ({type(exc).__name__})")
             response.headers["Content-Security-Policy"] = UI_CSP
             response.headers["Referrer-Policy"] = UI_REFERRER_POLICY
             response.headers.setdefault("Cache-Control", "no-store")

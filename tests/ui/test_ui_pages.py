@@ -154,3 +154,46 @@ def test_diagnosis_page_queues_a_replay_and_shows_a_stored_replay_beside_the_ori
     assert "original from step 1" in columns and "replay 1" in columns
     assert "revenue up 4%" in columns  # the child session's own steps, beside the original's
 
+
+
+# replay results the API accepts (it checks their outline only) whose runs, hypotheses and
+# interventions hold junk, beside one readable run: what the fuzz campaign stored
+JUNK_REPLAYS = [{"hypotheses": [{"runs": ["str"]}]}, {"hypotheses": [{"runs": {"a": 1}}]},
+                {"hypotheses": [{"step": "x", "intervention": "x", "verdict": ["x"],
+                                 "runs": [{"child_session_id": 5}, 7, {"child_session_id": ["a"]}]}]}]
+
+
+@pytest.mark.parametrize("junk", JUNK_REPLAYS)
+def test_diagnosis_page_shows_a_stored_replay_with_junk_inside(ui_server, client, junk):
+    bearer = {"authorization": f"Bearer {ui_server.token}"}
+    imported = httpx.post(f"{ui_server.url}/api/v1/import", headers=bearer, json=[
+        {"messages": [{"role": "user", "content": "junk replay task"}, {"role": "assistant", "content": "done"}]}])
+    [sid] = imported.json()["session_ids"]
+    readable = {"step": 1, "verdict": "refuted", "intervention": {"step": 1, "text": "the readable edit"},
+                "runs": [{"child_session_id": ui_server.calm, "success": False}]}
+    result = {**junk, "hypotheses": [*junk.get("hypotheses", []), readable]}
+    stored = httpx.post(f"{ui_server.url}/api/v1/sessions/{quote(sid, safe='')}/replay", json=result, headers=bearer)
+    assert stored.status_code == 201, stored.text
+    r = client.get(f"/diagnosis?id={quote(sid)}")
+    assert r.status_code == 200, r.text[:2000]
+    assert "the readable edit" in r.text and "revenue up 4%" in r.text  # the readable run, beside its child
+
+
+def test_an_unexpected_failure_is_the_uis_error_page(tmp_path):
+    """A page whose handler fails for a reason of ours (here: the store closed under it) is
+    the UI's error page with its headers, 500, not the server's bare text."""
+    from starlette.testclient import TestClient
+
+    from tracefix.collector.api import build_app
+    from tracefix.collector.server import Collector, Config
+    from tracefix.ui import with_ui
+
+    collector = Collector(Config(db=str(tmp_path / "closed.duckdb")))
+    app = with_ui(build_app(collector), collector)
+    collector.decoder.close()
+    collector.store.close()
+    with TestClient(app, raise_server_exceptions=False) as browser:
+        r = browser.get("/")
+    assert r.status_code == 500 and r.headers["content-type"].startswith("text/html")
+    assert 'id="problem"' in r.text and "internal error (ConnectionException)" in r.text
+    assert "script-src 'self'" in r.headers["content-security-policy"]
