@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
-from .units import TransitionUnit, extract_artifacts, hub_agents, in_words_only, is_coordinator, is_identifier
+from .units import (TransitionUnit, extract_artifacts, hub_agents, in_words_only, is_coordinator, is_identifier,
+                    single_agent)
 
 MAX_DEPTH = 12
 
@@ -132,6 +133,8 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
     The taker's first step of that round is returned, before any relay of the failing call's
     own values: a faithful relay of the request is not where the state went missing."""
     givers = _givers(units)
+    if not givers and single_agent(units):
+        return _neglected_own_handover(units, k)
     for value in _uncarried_ids(units[k], numbers=True):
         giver = next((j for j in range(k - 1, -1, -1) if units[j].agent in givers and units[j + 1].agent != units[j].agent
                       and not units[j].action["calls"] and value in extract_artifacts(units[j].action["text"])), None)
@@ -149,6 +152,25 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
                        and value in extract_artifacts(units[j].action["text"])), None)
         if source is not None and (units[source].misattributed or units[source].restated or units[source].omitted):
             return source, value
+    return None
+
+
+def _neglected_own_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
+    """neglected_handover for a single agent: its hand-overs are its own words-only steps
+    that it acts on at once (a thought, a plan step, then the call: "reserve 2 of X", then
+    reserve(...)). When error step k is about X, and the latest such step that named X was
+    followed by calls none of which carried X before the agent spoke in words again, the
+    first of those calls is where the work on X was due."""
+    for value in _uncarried_ids(units[k], numbers=True):
+        said = next((j for j in range(k - 2, -1, -1) if in_words_only(units[j]) and units[j + 1].action["calls"]
+                     and value in extract_artifacts(units[j].action["text"])), None)
+        if said is None:
+            continue
+        end = next((j for j in range(said + 1, k) if in_words_only(units[j])), k)
+        if end == k:
+            continue  # the failing call is in that round: it is the act itself, not a later symptom
+        if not any(value in extract_artifacts(" ".join(units[j].call_signatures)) for j in range(said + 1, end)):
+            return said + 1, value
     return None
 
 

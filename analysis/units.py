@@ -1125,6 +1125,12 @@ def in_words_only(unit: TransitionUnit) -> bool:
     return bool(unit.action["text"].strip()) and not unit.action["calls"]
 
 
+def single_agent(units: list[TransitionUnit]) -> bool:
+    """An instrumented session of one agent: no one else hands it work, so its own
+    words-only steps (a plan, a thought, an instruction to itself) do."""
+    return bool(units) and all(u.kind == "llm" for u in units) and len({u.agent for u in units}) == 1
+
+
 def _own_calls(units: list[TransitionUnit], agent: str) -> list[tuple[Any, Any]]:
     """(arguments, result) of `agent`'s calls that returned a result in its current block,
     newest first (see `_block`)."""

@@ -91,3 +91,18 @@ def test_a_lone_text_answer_that_brings_values_of_its_own_is_an_answer_not_a_fai
         _step(4, "ord-9 is paid; bx-11 could not be painted."),
     ])
     assert [u.outcome for u in build_units(doc)][:4] == ["result", "result", "result", "error_result"]
+
+
+def test_an_error_about_a_value_the_agent_said_it_would_act_on_goes_back_to_the_act_that_did_not():
+    """A thought, then its call: the call is where the work on what the thought named was due."""
+    doc = _session("Put bx-11 on cart ct-4, then ship ct-4.", [
+        _step(0, "Plan: 1. put bx-11 on ct-4. 2. ship ct-4."),
+        _step(1, "Next: put bx-11 on ct-4."),
+        _step(2, calls=[_call("load", {"box": "bx-12", "cart": "ct-4"}, {"ok": True})]),  # the wrong box
+        _step(3, "Loaded ct-4."),
+        _step(4, "Next: ship ct-4."),
+        _step(5, calls=[_call("ship", {"cart": "ct-4"}, error="ship: ct-4 is missing bx-11")]),
+        _step(6, "Sorry, ct-4 could not be shipped."),
+    ])
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (5, 2), first
