@@ -106,3 +106,19 @@ def test_an_error_about_a_value_the_agent_said_it_would_act_on_goes_back_to_the_
     ])
     first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
     assert (first.step, first.origin) == (5, 2), first
+
+
+def test_an_agent_that_says_again_what_it_already_did_well_asks_the_same_thing_twice():
+    from tracefix.analysis.features import repeated_handovers
+
+    track = _call("track", {"parcel": "p-41"}, {"parcel": "p-41", "at": "depot"})
+    doc = _session("Where are parcels p-41 and p-43?", [
+        _step(0, "Next: where is parcel p-41 right now?"),
+        _step(1, calls=[track]),
+        _step(2, "p-41 is at the depot."),
+        _step(3, "Next: where is parcel p-41 right now?"),  # p-43 was due
+        _step(4, calls=[track]),
+        _step(5, "p-41 is at the depot."),
+        _step(6, "p-41 and p-43 are at the depot."),
+    ])
+    assert repeated_handovers(build_units(doc)) == {3: 0}
