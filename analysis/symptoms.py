@@ -148,10 +148,20 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
             return giver + 1, value
         # Done as handed, and still not done: what the hand-over relayed about the id was
         # wrong at its source, a report that misread its own tool results.
-        source = next((j for j in range(giver - 1, -1, -1) if units[j].agent not in givers
-                       and value in extract_artifacts(units[j].action["text"])), None)
-        if source is not None and (units[source].misattributed or units[source].restated or units[source].omitted):
+        source = misread_source(units, giver, value, givers)
+        if source is not None:
             return source, value
+    return None
+
+
+def misread_source(units: list[TransitionUnit], p: int, value: str, givers: set[str]) -> int | None:
+    """The report hand-over p drew `value` from (the latest earlier step of a non-giver that
+    said it), when that report misread its own tool results (paired a value with another
+    record, restated a field, left records out): the relay was faithful, the report was not."""
+    source = next((j for j in range(p - 1, -1, -1) if units[j].agent not in givers
+                   and value in extract_artifacts(units[j].action["text"])), None)
+    if source is not None and (units[source].misattributed or units[source].restated or units[source].omitted):
+        return source
     return None
 
 
@@ -234,7 +244,15 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
             named -= given_by_task(units) - set(units[p].unsupported)
         if named and p is not None and named & units[p].artifacts_consumed and not _dropped(units[p], f):
             path.append(p)
-            value = f.as_written(sorted(named & units[p].artifacts_consumed)[:1])[0]
+            handed = sorted(named & units[p].artifacts_consumed)
+            givers = _givers(units)
+            for v in handed:
+                source = misread_source(units, p, v, givers)
+                if source is not None:  # relayed as reported, and the report had misread it
+                    path.append(source)
+                    return source, path, (f"the failing value {f.as_written([v])[0]} was handed over by step {p} "
+                                          f"as step {source} reported it, from a misread of its tool results")
+            value = f.as_written(handed[:1])[0]
             return p, path, f"the failing value {value} was handed over by step {p}"
         return first, path, "its own action failed" if first == k else f"first occurrence of the failure at step {first}"
     if claims_failure(u):

@@ -382,3 +382,23 @@ def test_a_task_whose_requests_are_joined_by_and_is_read_part_by_part():
 
     assert len(task_clauses_of("Stamp F-77 and F-78 onto Lia and Ola's red folder")) == 1
     assert len(task_clauses_of("Stamp F-77 onto the red folder and tell Lia the count")) == 1
+
+
+def test_an_error_about_a_value_relayed_as_a_misread_report_gave_it_goes_back_to_the_report():
+    """The hand-over relayed the value as the report said it; the report had paired it with
+    the wrong record of its own results: the report is where it went wrong."""
+    listing = {"shelf": "sh-1", "boxes": [{"box": "bx-11", "color": "red"}, {"box": "bx-12", "color": "blue"}]}
+    doc = {"steps": [
+        _step(0, "Kestrel", "Wren: list shelf sh-1 with each box's color"),
+        _step(1, "Wren", calls=[_call("list_shelf", {"shelf": "sh-1"}, listing)]),
+        _step(2, "Wren", "sh-1 holds:\n- box bx-11: blue\n- box bx-12: red"),
+        _step(3, "Kestrel", "Alder: ship the blue box bx-11"),
+        _step(4, "Alder", calls=[_call("ship", {"box": "bx-11", "color": "blue"}, error="ship: bx-11 is not blue")]),
+        _step(5, "Alder", "stuck on bx-11"),
+        _step(6, "Kestrel", "sorry, nothing shipped"),
+    ]}
+    units = build_units(doc)
+    assert units[2].misattributed
+    first = find_symptoms(build_graph(units), failed=True)[0]
+    assert (first.step, first.origin) == (4, 2), first
+    assert "misread" in first.reason
