@@ -174,13 +174,23 @@ def _neglected_own_handover(units: list[TransitionUnit], k: int) -> tuple[int, s
     for value in _uncarried_ids(units[k], numbers=True):
         said = next((j for j in range(k - 2, -1, -1) if in_words_only(units[j]) and units[j + 1].action["calls"]
                      and value in extract_artifacts(units[j].action["text"])), None)
-        if said is None:
+        if said is not None:
+            end = next((j for j in range(said + 1, k) if in_words_only(units[j])), k)
+            if end < k and not any(value in extract_artifacts(" ".join(units[j].call_signatures))
+                                   for j in range(said + 1, end)):
+                return said + 1, value
+            continue  # acted on as said, or the failing call is that act itself
+        # Not acted on at all: after the result that showed the value, the first words that
+        # named it other than the report of that result handed it on; the next step was due
+        # to act on it, and no call ever did.
+        shown = next((j for j in range(k - 1, -1, -1) if value in units[j].artifacts_produced and units[j].feedback), None)
+        if shown is None or any(value in extract_artifacts(" ".join(units[j].call_signatures))
+                                for j in range(shown + 1, k) if units[j].action["calls"]):
             continue
-        end = next((j for j in range(said + 1, k) if in_words_only(units[j])), k)
-        if end == k:
-            continue  # the failing call is in that round: it is the act itself, not a later symptom
-        if not any(value in extract_artifacts(" ".join(units[j].call_signatures)) for j in range(said + 1, end)):
-            return said + 1, value
+        handed = next((j for j in range(shown + 1, k - 1) if in_words_only(units[j]) and not units[j - 1].action["calls"]
+                       and value in extract_artifacts(units[j].action["text"])), None)
+        if handed is not None:
+            return handed + 1, value
     return None
 
 

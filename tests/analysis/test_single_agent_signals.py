@@ -122,3 +122,19 @@ def test_an_agent_that_says_again_what_it_already_did_well_asks_the_same_thing_t
         _step(6, "p-41 and p-43 are at the depot."),
     ])
     assert repeated_handovers(build_units(doc)) == {3: 0}
+
+
+def test_an_error_about_a_value_the_agent_handed_itself_and_never_acted_on_goes_back_to_the_step_due():
+    """The agent's result showed bx-11, its instruction named it, and the next step only said
+    it was done; a later call fails for want of it: that next step is where it was due."""
+    doc = _session("Put bx-11 on cart ct-4, then ship ct-4.", [
+        _step(0, calls=[_call("list_shelf", {"shelf": "sh-1"}, SHELF)]),
+        _step(1, "sh-1 holds bx-11 (red) and bx-12 (blue)."),  # the report of that result
+        _step(2, "Next: put bx-11 on ct-4."),
+        _step(3, "bx-11 is on ct-4."),  # said, not done
+        _step(4, "Next: ship ct-4."),
+        _step(5, calls=[_call("ship", {"cart": "ct-4"}, error="ship: ct-4 is missing bx-11")]),
+        _step(6, "Sorry, ct-4 could not be shipped."),
+    ])
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (5, 3), first
