@@ -117,10 +117,10 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
 def repeated_handovers(units: list[TransitionUnit]) -> dict[int, int]:
     """{step: earlier step} for a coordinator's hand-over (or a lone agent's words to itself
     before it acts) that says word for word what it handed the same agent before, when that
-    earlier round went well (a call returned a
-    result, no step failed, the report claims no failure and was not handed out again):
-    the work was done, so saying it again is not a retry but the next request gone wrong
-    (the same item asked twice, the one still to do never asked)."""
+    earlier round went well (a call returned a result, no step failed, the report claims no
+    failure and was not handed out again): the work was done, so saying it again is not a
+    retry but the next request gone wrong (the same item asked twice, the one still to do
+    never asked)."""
     from .units import hub_agents, in_words_only, is_coordinator, single_agent
 
     givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}

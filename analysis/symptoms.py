@@ -24,6 +24,7 @@ The origin of each symptom is a candidate root cause; the path is its evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
 from .units import (TransitionUnit, extract_artifacts, hub_agents, in_words_only, is_coordinator, is_identifier,
@@ -142,8 +143,7 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
             continue
         taker = units[giver + 1].agent
         end = next((j for j in range(giver + 1, k) if units[j].agent == units[giver].agent), k)
-        acted = any(value in extract_artifacts(" ".join(units[j].call_signatures))
-                    for j in range(giver + 1, end) if units[j].agent == taker and units[j].action["calls"])
+        acted = _calls_carry(units, value, (j for j in range(giver + 1, end) if units[j].agent == taker))
         if not acted:
             return giver + 1, value
         # Done as handed, and still not done: what the hand-over relayed about the id was
@@ -152,6 +152,13 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
         if source is not None:
             return source, value
     return None
+
+
+def _calls_carry(units: list[TransitionUnit], value: str, steps: Iterable[int]) -> bool:
+    """Whether a call of one of `steps` passed `value` (a words-only step's text signature is
+    no call)."""
+    return any(value in extract_artifacts(" ".join(units[j].call_signatures))
+               for j in steps if units[j].action["calls"])
 
 
 def misread_source(units: list[TransitionUnit], p: int, value: str, givers: set[str]) -> int | None:
@@ -176,16 +183,14 @@ def _neglected_own_handover(units: list[TransitionUnit], k: int) -> tuple[int, s
                      and value in extract_artifacts(units[j].action["text"])), None)
         if said is not None:
             end = next((j for j in range(said + 1, k) if in_words_only(units[j])), k)
-            if end < k and not any(value in extract_artifacts(" ".join(units[j].call_signatures))
-                                   for j in range(said + 1, end)):
+            if end < k and not _calls_carry(units, value, range(said + 1, end)):
                 return said + 1, value
             continue  # acted on as said, or the failing call is that act itself
         # Not acted on at all: after the result that showed the value, the first words that
         # named it other than the report of that result handed it on; the next step was due
         # to act on it, and no call ever did.
         shown = next((j for j in range(k - 1, -1, -1) if value in units[j].artifacts_produced and units[j].feedback), None)
-        if shown is None or any(value in extract_artifacts(" ".join(units[j].call_signatures))
-                                for j in range(shown + 1, k) if units[j].action["calls"]):
+        if shown is None or _calls_carry(units, value, range(shown + 1, k)):
             continue
         handed = next((j for j in range(shown + 1, k - 1) if in_words_only(units[j]) and not units[j - 1].action["calls"]
                        and value in extract_artifacts(units[j].action["text"])), None)

@@ -579,8 +579,7 @@ def mark_answer_conflicts(units: list[TransitionUnit]) -> None:
     names Y's sibling X instead: the answer says the work was done on X, the acts did it on
     Y. Two readings: no call ever used X (_answer_names_unused_records), or the answer pairs
     a value with X that every call passing it paired with Y (_answer_repairs_values)."""
-    final = next((k for k in range(len(units) - 1, -1, -1) if units[k].action["text"].strip()
-                  and not units[k].action["calls"]), None)
+    final = next((k for k in range(len(units) - 1, -1, -1) if in_words_only(units[k])), None)
     if final is None or units[final].kind != "llm":
         return
     shown: list[tuple[int, list[Record], list[set[str]]]] = []  # each tool result before the answer
@@ -959,8 +958,7 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
             continue
         if any(u.status != "error" and u.outcome in ("result", "empty_result") for u in units[h + 1:end]):
             continue  # the round got something done: handing it out again repeats work, it does not retry it
-        report = next((j for j in range(end - 1, h, -1)
-                       if units[j].action["text"].strip() and not units[j].action["calls"]), end - 1)
+        report = next((j for j in range(end - 1, h, -1) if in_words_only(units[j])), end - 1)
         units[report].round_failed = True
 
 
