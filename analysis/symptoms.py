@@ -92,6 +92,8 @@ def swapped_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None
     ever handed on: the hand-over that should have carried it handed on another id instead,
     one its input never showed it (invented), else one drawn from the same report."""
     givers = _givers(units)
+    if not givers and single_agent(units):
+        return _swapped_own_value(units, k)
     for value in _uncarried_ids(units[k]):
         reports = [j for j in range(k - 1) if units[j].agent not in givers and units[j + 1].agent in givers
                    and value in extract_artifacts(units[j].action["text"])]
@@ -106,6 +108,29 @@ def swapped_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None
         drawn = [j for j in handovers if units[j + 1].agent == units[reports[-1]].agent
                  and {v for v in extract_artifacts(units[j].action["text"]) & reported if is_identifier(v)}
                  - given_by_task(units)]
+        if invented or drawn:
+            return (invented or drawn)[0], value
+    return None
+
+
+def _swapped_own_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
+    """swapped_value for a single agent: its reports are its words right after a call (what
+    it read from a result), its hand-overs its other words-only steps (an instruction to
+    itself). When error step k is about an id a report named that no later instruction
+    named, the first instruction after the report that carried an id its input never
+    showed it (else one drawn from the same report) handed on that id instead."""
+    said = [j for j in range(1, k) if in_words_only(units[j])]
+    reporting = {j for j in said if units[j - 1].action["calls"]}
+    for value in _uncarried_ids(units[k]):
+        reports = [j for j in sorted(reporting) if value in extract_artifacts(units[j].action["text"])]
+        if not reports or any(value in extract_artifacts(units[j].action["text"])
+                              for j in said if j > reports[0] and j not in reporting):
+            continue
+        handovers = [j for j in said if reports[-1] < j < k - 1 and j not in reporting]
+        invented = [j for j in handovers if any(is_identifier(v) for v in units[j].unsupported)]
+        reported = extract_artifacts(units[reports[-1]].action["text"]) - {value}
+        drawn = [j for j in handovers if {v for v in extract_artifacts(units[j].action["text"]) & reported
+                                          if is_identifier(v)} - given_by_task(units)]
         if invented or drawn:
             return (invented or drawn)[0], value
     return None

@@ -607,13 +607,17 @@ def _mark_picker(units: list[TransitionUnit], start: int, final: int, picked: se
 def _answer_names_unused_records(units: list[TransitionUnit], final: int,
                                  shown: list[tuple[int, list[Record], list[set[str]]]]) -> None:
     """X and Y records of one shape in one tool result; the final answer names X, no call
-    ever used X, and a call used Y (which the answer does not name)."""
+    ever used X, and a call used Y (which the answer does not name). An X that an earlier
+    error named is the answer relaying that failure ("blocked: nothing reserved for X"),
+    not claiming work done on X."""
     named = {v for v in extract_artifacts(units[final].action["text"]) if _ID.fullmatch(v)}
     called: set[str] = set()
+    failed_on: set[str] = set()
     for u in units:
         if u.action["calls"]:
             called |= extract_artifacts(" ".join(u.call_signatures))
-    answered_only = named - called
+        failed_on |= extract_artifacts(u.error_text or "")
+    answered_only = named - called - failed_on
     if not answered_only:
         return
     for r, records, ids in shown:
@@ -867,8 +871,9 @@ def mark_restated_fields(units: list[TransitionUnit], task: str = "") -> None:
                     if len({v for v in record.values() if _is_key_value(v) and not _DATETIME.fullmatch(v)}) != 1:
                         continue  # it names two records: whose field it writes cannot be told
                 named = ids & {v for v in record.values() if isinstance(v, str)}
-                if not named:
-                    continue
+                if not named or any(_is_key_value(v) and isinstance(record.get(k), str) and _is_key_value(record[k])
+                                    and record[k] != v for k, v in args.items()):
+                    continue  # (a call naming another id in one of the record's id fields is about another record)
                 for key, value in args.items():
                     if (key not in record or isinstance(value, (dict, list, bool)) or value is None
                             or isinstance(record[key], (dict, list, bool))
@@ -936,6 +941,9 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
     calls succeeded and that is handed out again is repeated work, not a retry: no verdict.)
     Read from the conversation's structure alone: no wording, no names."""
     n = len(units)
+    if single_agent(units):
+        _mark_failed_own_rounds(units)
+        return
     # Who hands work out: the hub of the conversation's shape (or an agent named as a
     # coordinator); a worker's report handed back is the end of a round, not a request.
     givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
@@ -960,6 +968,23 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
             continue  # the round got something done: handing it out again repeats work, it does not retry it
         report = next((j for j in range(end - 1, h, -1) if in_words_only(units[j])), end - 1)
         units[report].round_failed = True
+
+
+def _mark_failed_own_rounds(units: list[TransitionUnit]) -> None:
+    """mark_failed_rounds for a single agent, whose hand-overs are its own words-only steps:
+    when it says the same request to itself again and no call in between returned a usable
+    result, the first words after the first saying (its report on that round) are a
+    failure report, whatever they say."""
+    said = [k for k in range(len(units)) if in_words_only(units[k])]
+    requests = {k: _request(units[k]) for k in said}
+    for i, h in enumerate(said[:-2]):
+        if len(requests[h][0]) < _MIN_REQUEST_TOKENS:
+            continue
+        again = next((g for g in said[i + 2:] if _same_request(requests[h], requests[g])), None)
+        if again is None or any(u.status != "error" and u.outcome in ("result", "empty_result")
+                                for u in units[h + 1:again]):
+            continue
+        units[said[i + 1]].round_failed = True
 
 
 def _record_ids(records: list[Record]) -> list[set[str]]:

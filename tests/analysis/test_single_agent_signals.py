@@ -138,3 +138,74 @@ def test_an_error_about_a_value_the_agent_handed_itself_and_never_acted_on_goes_
     ])
     first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
     assert (first.step, first.origin) == (5, 3), first
+
+
+def _put_and_ship(steps):
+    return _session("Put the boxes of shelf sh-1 on cart ct-4, then ship ct-4.",
+                    [_step(0, calls=[_call("list_shelf", {"shelf": "sh-1"}, SHELF)]),
+                     _step(1, "sh-1 holds bx-11 (red) and bx-12 (blue).")] + steps)
+
+
+def _load(box):
+    return _call("load", {"box": box, "cart": "ct-4"}, {"ok": True})
+
+
+SHIP_FAILS = _call("ship", {"cart": "ct-4"}, error="ship: ct-4 is missing bx-11")
+
+
+def test_a_final_answer_that_relays_an_error_about_a_record_claims_no_work_on_it():
+    """The answer names bx-11 only because the error did: it says the work failed, so the
+    step that loaded bx-12 did not part from it."""
+    doc = _put_and_ship([
+        _step(2, "Next: put bx-11 on ct-4."),
+        _step(3, "bx-11 is on ct-4."),  # said, not done
+        _step(4, "Next: put bx-12 on ct-4."),
+        _step(5, calls=[_load("bx-12")]),
+        _step(6, "bx-12 is on ct-4."),
+        _step(7, "Next: ship ct-4."),
+        _step(8, calls=[SHIP_FAILS]),
+        _step(9, "Sorry, blocked: ct-4 is missing bx-11."),
+    ])
+    units = build_units(doc)
+    assert [u.answer_conflicts for u in units] == [[]] * 10
+    first = find_symptoms(build_graph(units), failed=True)[0]
+    assert (first.step, first.origin) == (8, 3), first
+
+
+def test_an_instruction_the_agent_gives_itself_again_after_a_round_that_did_nothing_failed():
+    """No call between the two sayings returned anything, so whatever the words after the
+    first one say, that round failed, and its failure goes back to the instruction."""
+    till = _call("till", {"order": "ord-9"}, {"order": "ord-9", "paid": "33.80"})
+    doc = _session("Refund order ord-9 and tell the customer.", [
+        _step(0, "Plan: 1. check what ord-9 paid. 2. refund ord-9. 3. reply."),
+        _step(1, calls=[till]),
+        _step(2, "ord-9 paid 33.80."),
+        _step(3, "Next: take care of the next part of this ticket."),
+        _step(4, "Stuck: no idea which part is meant."),
+        _step(5, "Plan again: 1. refund ord-9. 2. reply."),
+        _step(6, "Next: take care of the next part of this ticket."),
+        _step(7, "Stuck: no idea which part is meant."),
+        _step(8, "Sorry, this ticket is blocked."),
+    ])
+    units = build_units(doc)
+    assert [k for k, u in enumerate(units) if u.round_failed] == [4, 5]
+    first = find_symptoms(build_graph(units), failed=True)[0]
+    assert (first.step, first.origin) == (4, 3), first
+
+
+def test_an_error_about_a_reported_record_goes_back_to_the_instruction_that_handed_on_an_invented_one():
+    """The report named bx-11; the agent's next instruction named bx-19, which no result
+    showed, and no instruction ever named bx-11 again."""
+    doc = _put_and_ship([
+        _step(2, "Next: put bx-19 on ct-4."),
+        _step(3, calls=[_load("bx-19")]),
+        _step(4, "bx-19 is on ct-4."),
+        _step(5, "Next: put bx-12 on ct-4."),
+        _step(6, calls=[_load("bx-12")]),
+        _step(7, "bx-12 is on ct-4."),
+        _step(8, "Next: ship ct-4."),
+        _step(9, calls=[SHIP_FAILS]),
+        _step(10, "Sorry, ct-4 could not be shipped."),
+    ])
+    first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
+    assert (first.step, first.origin) == (9, 2), first
