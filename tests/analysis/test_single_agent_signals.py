@@ -209,3 +209,22 @@ def test_an_error_about_a_reported_record_goes_back_to_the_instruction_that_hand
     ])
     first = find_symptoms(build_graph(build_units(doc)), failed=True)[0]
     assert (first.step, first.origin) == (9, 2), first
+
+
+def test_an_instruction_for_the_next_line_does_not_restate_the_count_of_the_last_one():
+    """Line 1's reservation result names the order and its part; the instruction for line 2
+    names the same order with line 2's count. The call that follows names another part in
+    the result's part field, so it is about another record: nothing was misread."""
+    def reserve(part, count, left):
+        return _call("reserve", {"order": "ord-9", "part": part, "count": count},
+                     {"order": "ord-9", "part": part, "count": count, "left": left})
+
+    doc = _session("Reserve the parts of ord-9.", [
+        _step(0, "Next: reserve 1 x pt-7a for ord-9."),
+        _step(1, calls=[reserve("pt-7a", 1, 4)]),
+        _step(2, "Reserved 1 x pt-7a for ord-9; 4 left."),
+        _step(3, "Next: reserve 3 x pt-9c for ord-9."),
+        _step(4, calls=[reserve("pt-9c", 3, 9)]),
+        _step(5, "Reserved 3 x pt-9c for ord-9; 9 left."),
+    ])
+    assert [u.restated for u in build_units(doc)] == [[]] * 6
