@@ -977,10 +977,14 @@ def _mark_failed_own_rounds(units: list[TransitionUnit]) -> None:
     failure report, whatever they say."""
     said = [k for k in range(len(units)) if in_words_only(units[k])]
     requests = {k: _request(units[k]) for k in said}
+    alike: dict[frozenset, list[int]] = {}  # only requests about the same values can be the same
+    for i, k in enumerate(said):
+        alike.setdefault(frozenset(requests[k][1]), []).append(i)
     for i, h in enumerate(said[:-2]):
         if len(requests[h][0]) < _MIN_REQUEST_TOKENS:
             continue
-        again = next((g for g in said[i + 2:] if _same_request(requests[h], requests[g])), None)
+        again = next((said[j] for j in alike[frozenset(requests[h][1])]
+                      if j > i + 1 and _same_request(requests[h], requests[said[j]])), None)
         if again is None or any(u.status != "error" and u.outcome in ("result", "empty_result")
                                 for u in units[h + 1:again]):
             continue

@@ -1,6 +1,6 @@
 """Analysis latency vs session length (CPU): 50, 200, 1000 steps, timed after the model is loaded.
 
-    .venv/bin/python bench/analysis_latency.py [--sizes 50,200,1000] [--repeats 3]
+    .venv/bin/python bench/analysis_latency.py [--sizes 50,200,1000] [--repeats 3] [--single-agent]
 
 Sessions are long banking-style runs (plan, instruct, look up, transfer, report, with an
 error now and then; each step's prompt carries the last 120 messages, as a long-running
@@ -8,6 +8,8 @@ agent's would) built here so the length is exact; a model is trained on short
 successful runs of the same shape first and loaded from its file, as the diagnosis worker
 does. Prints the median wall time per size, the per-step cost, and growth ratios against the
 smallest size (linear growth = ratio equal to the size ratio). Target: <= 1 s at 1000 steps.
+With --single-agent every step is one agent's (the readings of a lone agent's own words as
+its hand-overs then run instead of the team's).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import time
 PROMPT_MESSAGES = 120
 
 
-def long_session(n_steps: int, seed: int = 0) -> dict:
+def long_session(n_steps: int, seed: int = 0, single_agent: bool = False) -> dict:
     rng = random.Random(seed)
     steps: list[dict] = []
     accounts = [f"ACC-{rng.randint(1000, 9999)}" for _ in range(40)]
@@ -59,6 +61,9 @@ def long_session(n_steps: int, seed: int = 0) -> dict:
         add("PaymentAgent", f"Transfer of {amount} {'failed' if fail else 'done'}")
     steps = steps[:n_steps]
     steps[-1]["output_message"]["content"] = "Final answer: all transfers processed"
+    if single_agent:
+        for step in steps:
+            step["agent"] = "Assistant"
     return {"session_id": f"s-long-{n_steps}", "task": "Process the transfer queue", "outcome": "failure",
             "steps": steps}
 
@@ -71,20 +76,21 @@ def main() -> None:
     ap.add_argument("--sizes", default="50,200,1000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--single-agent", action="store_true", help="one agent takes every step")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
     with tempfile.TemporaryDirectory() as tmp:
-        train_docs = [long_session(30, seed=100 + i) for i in range(16)]
+        train_docs = [long_session(30, seed=100 + i, single_agent=args.single_agent) for i in range(16)]
         for d in train_docs:
             d["outcome"] = "success"
         _, path = train_on_documents(train_docs, epochs=5, out=tmp, device=args.device)
         model = HGTDetector.load(path, device=args.device)
-    analyze_document(long_session(20, seed=1), model, llm=None)  # warm up torch and sklearn
+    analyze_document(long_session(20, seed=1, single_agent=args.single_agent), model, llm=None)  # warm up torch and sklearn
 
     rows = []
     for n in sizes:
-        doc = long_session(n, seed=n)
+        doc = long_session(n, seed=n, single_agent=args.single_agent)
         times = []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
@@ -94,7 +100,8 @@ def main() -> None:
         rows.append((n, statistics.median(times)))
 
     base_n, base_t = rows[0]
-    print(f"analysis latency ({args.device}, median of {args.repeats}, model {model.version})")
+    shape = "one agent" if args.single_agent else "a team"
+    print(f"analysis latency ({args.device}, {shape}, median of {args.repeats}, model {model.version})")
     print(f"{'steps':>6} {'seconds':>9} {'ms/step':>8} {'time ratio':>11} {'size ratio':>11}")
     for n, t in rows:
         print(f"{n:>6} {t:>9.3f} {1000 * t / n:>8.2f} {t / base_t:>11.2f} {n / base_n:>11.2f}")
