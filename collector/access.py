@@ -31,7 +31,7 @@ from typing import Any, Mapping
 from tracefix.client_tls import certificate_hint, client_context
 from tracefix.collector import db_path
 from tracefix.collector.contracts import JsonDict, SessionDocument
-from tracefix.collector.document import restore_message_attributes
+from tracefix.collector.document import restore_message_attributes, stored_message
 from tracefix.errors import TracefixError, UnknownSession
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
@@ -150,7 +150,7 @@ class HttpAccess(_Base):
 
         def message(ref: str) -> dict:
             if ref not in parsed:
-                parsed[ref] = json.loads(texts[ref]) if ref in texts else {"role": "unknown", "content": None}
+                parsed[ref] = stored_message(texts[ref]) if ref in texts else {"role": "unknown", "content": None}
             return parsed[ref]
 
         for step in steps:

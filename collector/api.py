@@ -290,7 +290,7 @@ def build_app(collector: "Collector") -> Starlette:
             if not await run_in_threadpool(store.session_exists, sid):
                 raise UnknownSession(sid)
             return error(404, f"session {sid!r} has no message {request.path_params['key']!r}")
-        return JSONResponse({"key": document.key_ref(key), "message": json.loads(text)})
+        return JSONResponse({"key": document.key_ref(key), "message": document.stored_message(text)})
 
     def streamed_page(field: str, total: int, offset: int, items) -> StreamingResponse:
         """`{field: [...], "page": {...}}` written item by item as `items` yields (position,

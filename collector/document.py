@@ -306,6 +306,14 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
 _KEY_REF = re.compile(r"[0-9a-f]{16}")
 
 
+def stored_message(text: str) -> dict:
+    """A stored message's canonical JSON text as the message. One that an older collector
+    took nested deeper than MAX_JSON_DEPTH (every walk of it would recurse out) or that is
+    not a JSON object is kept as its text, so every read of its session still answers."""
+    message = from_json_text(text)
+    return message if isinstance(message, dict) else {"role": "unknown", "content": text}
+
+
 def key_ref(key: int) -> str:
     """A message key as the API writes it: 16 hex digits (a signed 64-bit int in the store,
     which JSON numbers cannot carry exactly to every client)."""

@@ -2,7 +2,6 @@
 one step or one message whole, spans by rowid."""
 from __future__ import annotations
 
-import json
 from typing import Iterator
 
 from tracefix.attributes import from_json_text
@@ -124,7 +123,7 @@ class Pages(StoreReads):
         if first is not None:
             first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
             for key, text in self._iter_message_texts(first_keys, cur):
-                refs[key].update(document.clip(json.loads(text), 1000)[0])
+                refs[key].update(document.clip(document.stored_message(text), 1000)[0])
         snaps = [(span_id, key, document.RowRef(rowid), step, time_ns) for span_id, key, rowid, step, time_ns in
                  cur.execute("SELECT span_id, key, rowid, step, time_ns FROM snapshots WHERE session_id = ? "
                              "ORDER BY time_ns, seq", [session_id]).fetchall()]
@@ -166,7 +165,7 @@ class Pages(StoreReads):
         if messages is not None:
             fresh = [m.key for m in inputs if document.key_ref(m.key) not in messages]
             for key, text in self._iter_message_texts(fresh, cur, where):
-                preview, cut = document.clip(json.loads(text), max_chars)
+                preview, cut = document.clip(document.stored_message(text), max_chars)
                 if cut:
                     preview["truncated"] = cut
                 messages[document.key_ref(key)] = preview
@@ -177,7 +176,7 @@ class Pages(StoreReads):
             step["output_message"] = None
         elif output is not None:
             output_text = next((t for _, t in self._iter_message_texts([output.key], cur, where)), None)
-            preview, cut = document.clip(json.loads(output_text), max_chars) if output_text is not None else (None, 0)
+            preview, cut = document.clip(document.stored_message(output_text), max_chars) if output_text is not None else (None, 0)
             if cut and preview is not None:
                 preview["truncated"] = cut
             step["output_message"] = preview

@@ -2,7 +2,6 @@
 by key, fetched a few rows at a time so no read holds more than it shows."""
 from __future__ import annotations
 
-import json
 from typing import Iterable, Iterator
 
 from tracefix.attributes import from_json_text
@@ -66,7 +65,7 @@ class StoreReads(StoreConnection):
         return dict(self._iter_message_texts(keys, cur or self._read()))
 
     def _messages(self, keys: set[int], cur=None) -> dict[int, dict]:
-        return {k: json.loads(m) for k, m in self._message_texts(keys, cur).items()}
+        return {k: document.stored_message(m) for k, m in self._message_texts(keys, cur).items()}
 
     def iter_message_texts(self, keys: Iterable[int], cur=None) -> Iterator[tuple[int, str]]:
         """(key, stored text) in the order given, a few messages in memory at a time."""
@@ -96,4 +95,4 @@ class StoreReads(StoreConnection):
         wanted = {sid: (list(keys or []) + ([out] if kind == "message" and out is not None else []))
                   for sid, kind, keys, out in rows}
         texts = self._message_texts({k for keys in wanted.values() for k in keys}, con)
-        return {sid: [json.loads(texts[k]) for k in keys if k in texts] for sid, keys in wanted.items()}
+        return {sid: [document.stored_message(texts[k]) for k in keys if k in texts] for sid, keys in wanted.items()}

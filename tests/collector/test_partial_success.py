@@ -4,8 +4,8 @@ name through OTLP partial success, over OTLP/HTTP (protobuf, JSON, gzip) and OTL
 The bad spans are the ones an outside check found (null and non-string content parts, an
 operation name sent as an array, messages nested 5,000 deep, tool arguments and results
 nested past MAX_JSON_DEPTH), scores that are NaN or infinite, a message the database
-refuses, and attribute limits on a small body. A store that already holds tool values
-nested that deeply (an older collector took them) still serves every read."""
+refuses, and attribute limits on a small body. A store that already holds tool values or
+messages nested that deeply (an older collector took them) still serves every read."""
 from __future__ import annotations
 
 import base64
@@ -282,6 +282,52 @@ def test_a_store_holding_tool_values_nested_too_deeply_serves_every_read(tmp_pat
             assert status == 200, (url, body[:300])
         call = strict_json(http("GET", f"{base}/api/v1/sessions/{sid}/steps/0", token=None)[1])["step"]["tool_calls"][0]
         assert call["result"] == deep(1000, closed=False) and call["arguments"] == deep(1500)
+    finally:
+        assert serve.stop() == 0
+    for verb in (["show", sid], ["report", sid, "-o", str(tmp_path / "deep.md")]):
+        done = subprocess.run([*procs.TRACEFIX, *verb, "--db", str(db)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TRACEFIX_SERVER": "", "TRACEFIX_TOKEN": ""})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (verb, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("depth", [600, 1200])
+def test_a_store_holding_messages_nested_too_deeply_serves_every_read(tmp_path, depth):
+    """Messages an older collector stored nested deeper than MAX_JSON_DEPTH (600 deep parses
+    but is too deep to walk; 1,200 deep does not parse) are read as text by every read: the
+    session, its step, its messages, its report, the UI and the CLI."""
+    db = tmp_path / "deep-messages.duckdb"
+    sid = "deep-messages"
+    serve = procs.start_serve(db, "--diagnose", "off")
+    try:
+        trace = uuid.uuid4().bytes
+        request = make_request([good_chat(sid, trace, 0), tool_span(sid, trace, 1, "{}", "ok"), good_chat(sid, trace, 2)])
+        assert post(serve.match["http"] + "/v1/traces", request.SerializeToString(), token=None)[0] == 200
+    finally:
+        assert serve.stop() == 0
+    import duckdb
+
+    too_deep = '{"role": "user", "content": ' + deep(depth) + "}"
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("UPDATE messages SET message = ?", [too_deep])
+    finally:
+        con.close()
+
+    serve = procs.start_serve(db, "--diagnose", "off")
+    try:
+        base = serve.match["http"]
+        listed = strict_json(http("GET", f"{base}/api/v1/sessions/{sid}/messages", token=None)[1])
+        keys = [m["key"] for m in listed["messages"]]
+        assert keys
+        one = f"{base}/api/v1/sessions/{sid}"
+        for url in [*session_reads(base, sid, 0), f"{one}/spans", f"{one}/messages/{keys[0]}",
+                    f"{base}/session?id={sid}", f"{base}/session?id={sid}&step=0"]:
+            status, body, _ = http("GET", url, token=None)
+            assert status == 200, (url, body[:300])
+        # and through the HTTP client a worker or the CLI uses against a server
+        done = subprocess.run([*procs.TRACEFIX, "show", sid, "--json"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TRACEFIX_SERVER": base, "TRACEFIX_TOKEN": ""})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     finally:
         assert serve.stop() == 0
     for verb in (["show", sid], ["report", sid, "-o", str(tmp_path / "deep.md")]):
