@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from .features import FEATURE_NAMES, repeated_handovers
 from .frontier import union_groups
 from .graph import TransitionGraph
-from .symptoms import find_symptoms
+from .symptoms import answer_carries_no_finding, find_symptoms
 
 @dataclass(frozen=True)
 class EvidenceWeights:
@@ -30,6 +30,7 @@ class EvidenceWeights:
     unsupported: float = 1.0  # acts on a value its input never showed it, or misreads / mispicks a record
     unacted_claim: float = 1.0  # reports success without having acted
     final_answer: float = 0.4  # the answer of a failed run with no earlier symptom
+    unfounded_answer: float = 1.2  # ... that names none of the values its tool results showed
 
 
 DEFAULT_WEIGHTS = EvidenceWeights()
@@ -104,7 +105,8 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
             continue  # an earlier symptom already explains the wrong answer
         if symptom.kind == "final_answer":
             # A silent suspect earlier in the run explains a wrong answer better than the answer.
-            weight = weights.final_answer if not silent_suspects else weights.final_answer / 3
+            weight = weights.unfounded_answer if answer_carries_no_finding(graph.units) else weights.final_answer
+            weight = weight if not silent_suspects else weight / 3
         else:
             if symptom.origin in origins_seen:
                 continue

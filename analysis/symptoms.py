@@ -319,6 +319,17 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
     return k, path, "the run's final answer"
 
 
+def answer_carries_no_finding(units: list[TransitionUnit]) -> bool:
+    """Whether the session's last step, an answer in words, names none of the values (ids,
+    amounts) that its tool results showed, though they showed some: it reports nothing the
+    run found ("all done, nothing more to do"), so with nothing failing before it, the
+    answer itself is where the run stopped short of the work."""
+    if not units or not in_words_only(units[-1]):
+        return False
+    shown = {v for u in units[:-1] for v in u.artifacts_produced}
+    return bool(shown) and not extract_artifacts(units[-1].action["text"]) & shown
+
+
 def find_symptoms(graph: TransitionGraph, failed: bool) -> list[Symptom]:
     """Symptoms in step order, each explained; repeats of a known error are skipped."""
     out: list[Symptom] = []
@@ -340,5 +351,7 @@ def find_symptoms(graph: TransitionGraph, failed: bool) -> list[Symptom]:
         last = units[-1]
         if not out or out[-1].step != last.index:
             if not claims_failure(last) and last.status != "error":
-                out.append(Symptom(last.index, "final_answer", last.index, [last.index], "the run's final answer"))
+                reason = "the run's final answer" + (", which carries none of the values its tool results showed"
+                                                     if answer_carries_no_finding(units) else "")
+                out.append(Symptom(last.index, "final_answer", last.index, [last.index], reason))
     return out

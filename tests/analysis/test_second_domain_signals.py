@@ -402,3 +402,32 @@ def test_an_error_about_a_value_relayed_as_a_misread_report_gave_it_goes_back_to
     first = find_symptoms(build_graph(units), failed=True)[0]
     assert (first.step, first.origin) == (4, 2), first
     assert "misread" in first.reason
+
+
+def test_an_answer_that_reports_nothing_the_run_found_outweighs_a_detectors_surprise():
+    """The run looked up ord9 and answered "all sorted" before doing the rest: with nothing
+    failing before it, an answer naming none of the values its results showed is where the
+    run stopped short, and that outweighs a detector's peak elsewhere; an answer that does
+    report a finding stays weak evidence."""
+    from tracefix.analysis.features import feature_matrix
+    from tracefix.analysis.hypotheses import rank_hypotheses
+
+    def session(answer):
+        look = _call("look", {"ref": "ord9"}, {"ref": "ord9", "paid": "33.80", "box": "box7a"})
+        steps = [_step(0, "Kestrel", "1. Wren: look up ord9 2. Alder: refund ord9 3. answer"),
+                 _step(1, "Kestrel", "Wren: look up ord9"), _step(2, "Wren", calls=[look]),
+                 _step(3, "Wren", "ord9 paid 33.80, in box7a"), _step(4, "Kestrel", answer)]
+        said = [{"role": "user", "content": "Refund ord9."}]
+        for step in steps:  # each prompt holds the task and everything said before it
+            step["input_messages"] = list(said)
+            said.append({"role": "assistant", "content": step["output_message"]["content"]})
+            said += [{"role": "tool", "content": str(c["result"])} for c in step["tool_calls"]]
+        return {"steps": steps}
+
+    surprise = {"hgt": [0.0, 0.0, 1.0, 0.0, 0.0]}  # a detector's peak on the lookup
+    for answer, top in (("All sorted on our side, nothing more to do.", 4), ("Refunded 33.80 for ord9.", 2)):
+        graph = build_graph(build_units(session(answer)))
+        symptom = find_symptoms(graph, failed=True)[-1]
+        assert symptom.kind == "final_answer" and ("carries none" in symptom.reason) == (top == 4), symptom
+        ranked = rank_hypotheses(graph, surprise, {"hgt": [2]}, feature_matrix(graph), failed=True)
+        assert ranked[0]["step"] == top, [(h["step"], h["rationale"]) for h in ranked]
