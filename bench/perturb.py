@@ -461,12 +461,14 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "timing": jitter_timing,
     "joined_clauses": joined_clauses,
 }
-# The issue's four rewrites together, and every rewrite together (prose last: it reads JSON;
-# colon ids are another spelling of (c), so (c) stands for both).
+# The issue's four rewrites together, every rewrite together (prose last: it reads JSON;
+# colon ids are another spelling of (c), so (c) stands for both), and all of that as one agent.
+_EVERY = ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
+          "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at",
+          "markdown_ids", "timing", "joined_clauses", "prose_results"]
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
-            "all": ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
-                    "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at",
-                    "markdown_ids", "timing", "joined_clauses", "prose_results"]}
+            "all": _EVERY,
+            "all_one_agent": [*_EVERY, "single_agent"]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
@@ -476,7 +478,7 @@ def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
 
 
 def expand(spec: str) -> dict[str, list[str]]:
-    """'all' -> every single rewrite and both combinations; 'a,b' -> those, by name."""
+    """'all' -> every single rewrite and the combinations; 'a,b' -> those, by name."""
     if spec == "all":
         return {**{name: [name] for name in REWRITES}, **COMBINED}
     out = {}
