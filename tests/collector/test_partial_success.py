@@ -252,12 +252,9 @@ def test_tool_values_nested_too_deeply_are_rejected_like_messages_and_the_rest_r
     assert call["result"] == json.loads(deep(MAX_JSON_DEPTH))
 
 
-def test_a_store_holding_tool_values_nested_too_deeply_serves_every_read(tmp_path):
-    """What an older collector stored (a tool result 1,000 `[` deep, arguments 1,500 deep) is
-    read as text: the session, its step, its report, the UI's step, the training sessions of
-    the whole store and the CLI all answer."""
-    db = tmp_path / "deep.duckdb"
-    sid = "deep-stored"
+def _store_then_rewrite(db, sid: str, sql: str, params: list) -> None:
+    """A three-step session stored by a real collector, then rewritten in the file as an older
+    collector could have left it (what ingest now refuses)."""
     serve = procs.start_serve(db, "--diagnose", "off")
     try:
         trace = uuid.uuid4().bytes
@@ -269,10 +266,26 @@ def test_a_store_holding_tool_values_nested_too_deeply_serves_every_read(tmp_pat
 
     con = duckdb.connect(str(db))
     try:
-        con.execute("UPDATE spans SET tool_result = ?, tool_arguments = ? WHERE kind = 'tool'",
-                    [deep(1000, closed=False), deep(1500)])
+        con.execute(sql, params)
     finally:
         con.close()
+
+
+def _cli_reads(db, sid: str, tmp_path) -> None:
+    for verb in (["show", sid], ["report", sid, "-o", str(tmp_path / "deep.md")]):
+        done = subprocess.run([*procs.TRACEFIX, *verb, "--db", str(db)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TRACEFIX_SERVER": "", "TRACEFIX_TOKEN": ""})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (verb, done.stderr[-2000:])
+
+
+def test_a_store_holding_tool_values_nested_too_deeply_serves_every_read(tmp_path):
+    """What an older collector stored (a tool result 1,000 `[` deep, arguments 1,500 deep) is
+    read as text: the session, its step, its report, the UI's step, the training sessions of
+    the whole store and the CLI all answer."""
+    db = tmp_path / "deep.duckdb"
+    sid = "deep-stored"
+    _store_then_rewrite(db, sid, "UPDATE spans SET tool_result = ?, tool_arguments = ? WHERE kind = 'tool'",
+                        [deep(1000, closed=False), deep(1500)])
 
     serve = procs.start_serve(db, "--diagnose", "off")
     try:
@@ -284,10 +297,7 @@ def test_a_store_holding_tool_values_nested_too_deeply_serves_every_read(tmp_pat
         assert call["result"] == deep(1000, closed=False) and call["arguments"] == deep(1500)
     finally:
         assert serve.stop() == 0
-    for verb in (["show", sid], ["report", sid, "-o", str(tmp_path / "deep.md")]):
-        done = subprocess.run([*procs.TRACEFIX, *verb, "--db", str(db)], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "TRACEFIX_SERVER": "", "TRACEFIX_TOKEN": ""})
-        assert done.returncode == 0 and "Traceback" not in done.stderr, (verb, done.stderr[-2000:])
+    _cli_reads(db, sid, tmp_path)
 
 
 @pytest.mark.parametrize("depth", [600, 1200])
@@ -297,21 +307,7 @@ def test_a_store_holding_messages_nested_too_deeply_serves_every_read(tmp_path, 
     session, its step, its messages, its report, the UI and the CLI."""
     db = tmp_path / "deep-messages.duckdb"
     sid = "deep-messages"
-    serve = procs.start_serve(db, "--diagnose", "off")
-    try:
-        trace = uuid.uuid4().bytes
-        request = make_request([good_chat(sid, trace, 0), tool_span(sid, trace, 1, "{}", "ok"), good_chat(sid, trace, 2)])
-        assert post(serve.match["http"] + "/v1/traces", request.SerializeToString(), token=None)[0] == 200
-    finally:
-        assert serve.stop() == 0
-    import duckdb
-
-    too_deep = '{"role": "user", "content": ' + deep(depth) + "}"
-    con = duckdb.connect(str(db))
-    try:
-        con.execute("UPDATE messages SET message = ?", [too_deep])
-    finally:
-        con.close()
+    _store_then_rewrite(db, sid, "UPDATE messages SET message = ?", ['{"role": "user", "content": ' + deep(depth) + "}"])
 
     serve = procs.start_serve(db, "--diagnose", "off")
     try:
@@ -330,7 +326,4 @@ def test_a_store_holding_messages_nested_too_deeply_serves_every_read(tmp_path, 
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     finally:
         assert serve.stop() == 0
-    for verb in (["show", sid], ["report", sid, "-o", str(tmp_path / "deep.md")]):
-        done = subprocess.run([*procs.TRACEFIX, *verb, "--db", str(db)], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "TRACEFIX_SERVER": "", "TRACEFIX_TOKEN": ""})
-        assert done.returncode == 0 and "Traceback" not in done.stderr, (verb, done.stderr[-2000:])
+    _cli_reads(db, sid, tmp_path)
