@@ -683,12 +683,13 @@ _ERROR_WORDS = re.compile(
     r"rejected|refused|timed? ?out|unavailable|unknown)\b", re.I)
 # A statement that something is not so ("x is not packed", "isn't open", "no such box", "not
 # yet booked", "not able to"), and a result's own verdict field written out ("ok: false", "success = no",
-# "ok False" in a record laid out as prose): generic English and generic field names, read
-# only in a short text result (a tool's answer, not a listing).
+# "ok False" in a record laid out as prose, "data ok False" / "data.ok=false" under an envelope's
+# field): generic English and generic field names, read only in a short text result (a tool's
+# answer, not a listing).
 _NEGATED = re.compile(
     r"\b(?:is|are|was|were|has|have|had|does|do|did|has been|have been)\s+not\b|"
     r"\b(?:is|are|was|were|has|have|had|does|do|did)n[\u2019']t\b|\bnot (?:yet|able)\b|\bno such\b|"
-    r"(?:^|[;,\n{(])\s*[\"']?(?:ok|success)[\"']?\s*[:=]?\s*(?:false|no)\b", re.I)
+    r"(?:^|[;,\n{(])\s*(?:[\"']?\w+[\"']?\s*[.:]?\s*)?[\"']?(?:ok|success)[\"']?\s*[:=]?\s*(?:false|no)\b", re.I)
 # A failure message is a line or two; a listing of records is longer.
 _SHORT_RESULT_CHARS = 300
 

@@ -23,6 +23,8 @@ def test_a_text_result_that_says_something_is_not_so_is_an_error_step_without_fa
     ok = {"name": "look", "arguments": {"ref": "box7a"}, "result": "box7a is red, on shelf 12"}
     results = ["ship: box7a is not packed, nothing set aside yet for box9c",  # a negated statement
                "ok False; reason ship needs a ref",  # a verdict field saying no, laid out as prose
+               "status 200; data ok False; reason ship needs a ref",  # ... under an envelope's field
+               "data.ok=false, reason: ship needs a ref",
                "not able to ship box7a: no date was given"]
     for text in results:
         refused = {"name": "ship", "arguments": {"ref": "box7a"}, "result": text}
@@ -33,6 +35,10 @@ def test_a_text_result_that_says_something_is_not_so_is_an_error_step_without_fa
     listing = {"name": "list", "arguments": {}, "result": "\n".join(
         f"- box{i}a is not packed; shelf {10 + i}; weight {20 + i} kg; colour red; size large" for i in range(9))}
     assert build_units({"steps": [_step(0, "a", calls=[listing])]})[0].outcome == "result"
+    # A verdict saying yes, under an envelope or not, is no failure.
+    for text in ("status 200; data ok True; box7a shipped", "ok: yes; box7a shipped"):
+        shipped = {"name": "ship", "arguments": {"ref": "box7a"}, "result": text}
+        assert build_units({"steps": [_step(0, "a", calls=[shipped])]})[0].outcome == "result", text
 
 
 def test_a_text_result_retried_at_once_and_answered_the_same_is_an_error_whatever_its_words():
