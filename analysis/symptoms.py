@@ -113,6 +113,12 @@ def swapped_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None
     return None
 
 
+def _reads_a_result(units: list[TransitionUnit], j: int) -> bool:
+    """Whether a lone agent's words-only step j comes right after a call: its report of what
+    the call returned, not an instruction to itself."""
+    return j > 0 and bool(units[j - 1].action["calls"])
+
+
 def _swapped_own_value(units: list[TransitionUnit], k: int) -> tuple[int, str] | None:
     """swapped_value for a single agent: its reports are its words right after a call (what
     it read from a result), its hand-overs its other words-only steps (an instruction to
@@ -120,13 +126,14 @@ def _swapped_own_value(units: list[TransitionUnit], k: int) -> tuple[int, str] |
     named, the first instruction after the report that carried an id its input never
     showed it (else one drawn from the same report) handed on that id instead."""
     said = [j for j in range(1, k) if in_words_only(units[j])]
-    reporting = {j for j in said if units[j - 1].action["calls"]}
+    reporting = [j for j in said if _reads_a_result(units, j)]
+    instructions = [j for j in said if not _reads_a_result(units, j)]
     for value in _uncarried_ids(units[k]):
-        reports = [j for j in sorted(reporting) if value in extract_artifacts(units[j].action["text"])]
+        reports = [j for j in reporting if value in extract_artifacts(units[j].action["text"])]
         if not reports or any(value in extract_artifacts(units[j].action["text"])
-                              for j in said if j > reports[0] and j not in reporting):
+                              for j in instructions if j > reports[0]):
             continue
-        handovers = [j for j in said if reports[-1] < j < k - 1 and j not in reporting]
+        handovers = [j for j in instructions if reports[-1] < j < k - 1]
         invented = [j for j in handovers if any(is_identifier(v) for v in units[j].unsupported)]
         reported = extract_artifacts(units[reports[-1]].action["text"]) - {value}
         drawn = [j for j in handovers if {v for v in extract_artifacts(units[j].action["text"]) & reported
@@ -217,7 +224,7 @@ def _neglected_own_handover(units: list[TransitionUnit], k: int) -> tuple[int, s
         shown = next((j for j in range(k - 1, -1, -1) if value in units[j].artifacts_produced and units[j].feedback), None)
         if shown is None or _calls_carry(units, value, range(shown + 1, k)):
             continue
-        handed = next((j for j in range(shown + 1, k - 1) if in_words_only(units[j]) and not units[j - 1].action["calls"]
+        handed = next((j for j in range(shown + 1, k - 1) if in_words_only(units[j]) and not _reads_a_result(units, j)
                        and value in extract_artifacts(units[j].action["text"])), None)
         if handed is not None:
             return handed + 1, value

@@ -965,10 +965,15 @@ def mark_failed_rounds(units: list[TransitionUnit]) -> None:
         end = next((j for j in range(h + 1, n) if units[j].agent == units[h].agent), None)
         if end is None or end == h + 1:
             continue
-        if any(u.status != "error" and u.outcome in ("result", "empty_result") for u in units[h + 1:end]):
+        if _got_a_result(units[h + 1:end]):
             continue  # the round got something done: handing it out again repeats work, it does not retry it
         report = next((j for j in range(end - 1, h, -1) if in_words_only(units[j])), end - 1)
         units[report].round_failed = True
+
+
+def _got_a_result(round_: list[TransitionUnit]) -> bool:
+    """Whether a call of the round returned a usable result (one that is no error, empty or not)."""
+    return any(u.status != "error" and u.outcome in ("result", "empty_result") for u in round_)
 
 
 def _mark_failed_own_rounds(units: list[TransitionUnit]) -> None:
@@ -986,8 +991,7 @@ def _mark_failed_own_rounds(units: list[TransitionUnit]) -> None:
             continue
         again = next((said[j] for j in alike[frozenset(requests[h][1])]
                       if j > i + 1 and _same_request(requests[h], requests[said[j]])), None)
-        if again is None or any(u.status != "error" and u.outcome in ("result", "empty_result")
-                                for u in units[h + 1:again]):
+        if again is None or _got_a_result(units[h + 1:again]):
             continue
         units[said[i + 1]].round_failed = True
 

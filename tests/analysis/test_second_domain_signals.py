@@ -125,10 +125,14 @@ def test_an_error_about_a_value_done_as_handed_goes_back_to_the_report_that_misr
                      _step(6, "Kestrel", "Alder: send ord9"),
                      _step(7, "Alder", calls=[_call("send", {"ref": "ord9"}, error="send: ord9 cannot go, pt-7a is short")]),
                      _step(8, "Alder", "stuck on ord9"), _step(9, "Kestrel", "sorry, ord9 is stuck")]}
+    _assert_failure_goes_back_to_the_misread_report(doc, report=2, failure=7)
+
+
+def _assert_failure_goes_back_to_the_misread_report(doc, report, failure):
     units = build_units(doc)
-    assert units[2].misattributed
+    assert units[report].misattributed
     first = find_symptoms(build_graph(units), failed=True)[0]
-    assert (first.step, first.origin) == (7, 2), first
+    assert (first.step, first.origin) == (failure, report), first
     assert "misread" in first.reason
 
 
@@ -397,11 +401,7 @@ def test_an_error_about_a_value_relayed_as_a_misread_report_gave_it_goes_back_to
         _step(5, "Alder", "stuck on bx-11"),
         _step(6, "Kestrel", "sorry, nothing shipped"),
     ]}
-    units = build_units(doc)
-    assert units[2].misattributed
-    first = find_symptoms(build_graph(units), failed=True)[0]
-    assert (first.step, first.origin) == (4, 2), first
-    assert "misread" in first.reason
+    _assert_failure_goes_back_to_the_misread_report(doc, report=2, failure=4)
 
 
 def test_an_answer_that_reports_nothing_the_run_found_outweighs_a_detectors_surprise():
