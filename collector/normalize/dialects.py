@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from tracefix import semconv as sc
+from tracefix.collector import document
 from tracefix.collector.normalize.json_text import dumps_compact, json_text, loads_fast
 
 # Attribute keys whose content moves to the messages table (rebuilt by get_spans), so the
@@ -262,7 +263,7 @@ def first_value(attrs: dict, keys: tuple[str, ...]) -> Any:
 
 
 INT32_MAX = (1 << 31) - 1
-INT64_MAX = (1 << 63) - 1
+INT64_MAX = document.INT64_MAX  # the store's BIGINT columns
 
 
 def int_value(v: Any, limit: int = INT64_MAX) -> int | None:

@@ -98,8 +98,8 @@ class Browse(StoreReads):
                                list(DISTINCT agent) FILTER (WHERE agent IS NOT NULL) AS agents,
                                count(*) FILTER (WHERE error IS NOT NULL) AS n_errors,
                                sum(input_tokens) AS tokens_in, sum(output_tokens) AS tokens_out
-                        FROM spans WHERE start_ns BETWEEN coalesce((SELECT min(started_ns) FROM page), {-(1 << 63)})
-                                 AND coalesce((SELECT max(greatest(started_ns, ended_ns)) FROM page), {(1 << 63) - 1})
+                        FROM spans WHERE start_ns BETWEEN coalesce((SELECT min(started_ns) FROM page), {document.INT64_MIN})
+                                 AND coalesce((SELECT max(greatest(started_ns, ended_ns)) FROM page), {document.INT64_MAX})
                         AND session_id {in_page} GROUP BY session_id),
                 fb AS (SELECT session_id, arg_max(score, created_ns) AS last_score, count(*) AS n_feedback
                        FROM feedback WHERE session_id {in_page} GROUP BY session_id)

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracefix.collector import document
 from tracefix.collector.duplicates import duplicate_llm_calls
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.normalize import Batch
@@ -266,7 +267,7 @@ class Ingest(FeedbackOutbox):
             in_old, params = in_strings(old)
             con.execute(f"DELETE FROM steps WHERE session_id {in_old}", params)
             # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
-            lo, hi = span_range if span_range and None not in span_range else (-(1 << 63), (1 << 63) - 1)
+            lo, hi = span_range if span_range and None not in span_range else (document.INT64_MIN, document.INT64_MAX)
             parts.append(con.execute(f"SELECT {', '.join(STEP_SOURCE_COLUMNS)} FROM spans "
                                      f"WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} AND kind IN ('llm', 'message') "
                                      f"AND session_id {in_old}", params).to_arrow_table())

@@ -18,7 +18,7 @@ class StoreReads(StoreConnection):
         row = cur.execute("SELECT started_ns, greatest(started_ns, ended_ns) FROM sessions WHERE session_id = ?",
                           [session_id]).fetchone()
         if row is None or row[0] is None:  # unknown session, or one without spans yet
-            return (-(1 << 63), (1 << 63) - 1)
+            return (document.INT64_MIN, document.INT64_MAX)
         started, ended = row
         return started, ended
 
@@ -86,7 +86,7 @@ class StoreReads(StoreConnection):
         if not span_ids:
             return {}
         starts = [started for _, _, started in firsts if started is not None]
-        lo, hi = (min(starts), max(starts)) if starts else (-(1 << 63), (1 << 63) - 1)
+        lo, hi = (min(starts), max(starts)) if starts else (document.INT64_MIN, document.INT64_MAX)
         in_spans, _ = in_strings(span_ids)  # hex: never the bound fallback
         rows = con.execute(
             f"""SELECT session_id, kind, input_keys, output_key FROM spans
