@@ -148,7 +148,7 @@ def repeated_handovers(units: list[TransitionUnit]) -> dict[int, int]:
             out[k] = done[key]
             continue
         round_ = units[k + 1:end]
-        if (any(w.outcome == "result" for w in round_) and all(w.status != "error" for w in round_)
+        if (any(w.outcome == "result" for w in round_) and not any(w.failed for w in round_)
                 and not any(w.claims_failure or w.round_failed for w in round_)):
             done[key] = k
     return out

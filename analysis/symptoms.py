@@ -305,7 +305,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
     if claims_failure(u):
         p = handover_source(units, k)
         start = (p + 1) if p is not None else 0
-        own_errors = [j for j in range(start, k) if units[j].agent == u.agent and units[j].status == "error"]
+        own_errors = [j for j in range(start, k) if units[j].agent == u.agent and units[j].failed]
         if own_errors:
             path.append(own_errors[0])
             return explain(graph, own_errors[0], path, depth + 1)
@@ -343,7 +343,7 @@ def find_symptoms(graph: TransitionGraph, failed: bool) -> list[Symptom]:
     seen_errors: set[str] = set()
     units = graph.units
     for u in units:
-        if u.status == "error":
+        if u.failed:
             if u.error_signature in seen_errors:
                 continue
             seen_errors.add(u.error_signature or "")

@@ -127,6 +127,15 @@ class TransitionUnit:
     # agent who handed it over then handed out again: the round failed, whatever the
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
+    # The step's failed calls were made again, the same way, by the same agent in its same
+    # turn and then returned a result: a transient failure (a timeout, a 503, a rate limit)
+    # it got past, not where the run went wrong (see mark_recovered_errors).
+    recovered: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """An error step the agent did not get past by making the same calls again."""
+        return self.status == "error" and not self.recovered
 
     def as_written(self, values: Sequence[str]) -> list[str]:
         """`values` (ids read in lower case) spelled as this step wrote them, in its words, its
@@ -567,6 +576,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         if others:
             unit.misattributed = sorted(set(unit.misattributed) | set(misattributed_values(unit.action["text"], own, others)))
     mark_error_shaped_results(units)
+    mark_recovered_errors(units)
     mark_failed_rounds(units)
     mark_restated_fields(units, task or "")
     clear_misled_picks(units)
@@ -743,6 +753,31 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 u.error_text = f"{f['tool']}: {text}"
                 u.error_signature = normalize_error(u.error_text)
                 break
+
+
+def mark_recovered_errors(units: list[TransitionUnit]) -> None:
+    """Set `recovered` on an error step whose failed calls the same agent made again with the
+    same arguments later in its turn (before any other agent spoke), each of them returning
+    a result this time. Read from the calls alone, not from the error's words: whatever
+    failed and then worked when simply asked again was transient, and the step that made the
+    call is no more at fault than the retry that succeeded."""
+    for k, u in enumerate(units):
+        if u.status != "error" or not u.action["calls"]:
+            continue
+        failed = {sig for sig, f in zip(u.call_signatures, u.feedback) if f.get("error")} \
+            or (set(u.call_signatures) if u.outcome == "error_result" else set())
+        if not failed:
+            continue
+        for later in units[k + 1:]:
+            if later.agent != u.agent:
+                break
+            worked = {sig for sig, f in zip(later.call_signatures, later.feedback)
+                      if f.get("result") is not None and not f.get("error")}
+            if later.status != "error" and failed <= worked:
+                u.recovered = True
+                break
+            if failed & set(later.call_signatures):
+                break  # asked again and it failed again: not transient
 
 
 def _request(u: TransitionUnit) -> tuple[set[str], set[str]]:

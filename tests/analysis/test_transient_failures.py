@@ -1,0 +1,71 @@
+"""A call that fails and works when simply made again (a timeout, a 503, a rate limit) is
+the noise of production, not where a run went wrong: the analysis reads the recovery from
+the calls themselves, whatever the error says, and still finds the fault that came after."""
+from tracefix.analysis.features import repeated_handovers
+from tracefix.analysis.graph import build_graph
+from tracefix.analysis.pipeline import analyze_document
+from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.units import build_units
+
+LOOK = {"name": "look", "arguments": {"ref": "box7a"}}
+FOUND = {"ref": "box7a", "color": "red", "shelf": 12}
+
+
+def _step(i, agent, text="", calls=()):
+    return {"index": i, "kind": "llm", "agent": agent, "output_message": {"role": "assistant", "content": text},
+            "tool_calls": [dict(c) for c in calls]}
+
+
+def _session(first_look: dict, second_look: dict) -> dict:
+    """Wren looks box7a up twice, then ships a box nobody showed it, which fails the run."""
+    return {"task": "Ship box7a.", "outcome": "failure", "steps": [
+        _step(0, "Kestrel", "Wren: look up box7a and ship it."),
+        _step(1, "Wren", calls=[first_look]),
+        _step(2, "Wren", calls=[second_look]),
+        _step(3, "Wren", calls=[{"name": "ship", "arguments": {"ref": "box9c"}, "result": None,
+                                 "error": "NotFound: no box box9c"}]),
+        _step(4, "Wren", "Report: could not ship it, the shipment failed."),
+        _step(5, "Kestrel", "Answer: sorry, box7a could not be shipped.")]}
+
+
+def test_a_call_that_failed_and_worked_when_made_again_at_once_is_no_symptom():
+    for error in ("TimeoutError: no answer within 30 s", "RateLimited: 429, retry after 1 s",
+                  "something odd happened"):  # read from the calls, not from the error's words
+        doc = _session({**LOOK, "result": None, "error": error}, {**LOOK, "result": FOUND, "error": None})
+        units = build_units(doc)
+        assert units[1].status == "error" and units[1].recovered, error
+        symptoms = find_symptoms(build_graph(units), failed=True)
+        assert [s.step for s in symptoms][:1] == [3] and symptoms[0].origin == 3, error
+        # The report of the failure goes back to the ship call, not to the retried look-up.
+        assert next(s for s in symptoms if s.step == 4).origin == 3
+        assert analyze_document(doc, None)["hypotheses"][0]["step"] == 3, error
+
+
+def test_a_call_that_fails_again_or_is_made_another_way_was_no_transient_failure():
+    timeout = {**LOOK, "result": None, "error": "TimeoutError: no answer within 30 s"}
+    # Made again the same way and failed again: the failure did not go away.
+    units = build_units(_session(timeout, timeout))
+    assert not units[1].recovered and not units[2].recovered
+    assert find_symptoms(build_graph(units), failed=True)[0].step == 1
+    # Made again with other arguments: the first call was wrong, not unlucky.
+    wrong = {"name": "look", "arguments": {"ref": "box7"}, "result": None, "error": "NotFound: no box box7"}
+    units = build_units(_session(wrong, {**LOOK, "result": FOUND, "error": None}))
+    assert not units[1].recovered
+    assert find_symptoms(build_graph(units), failed=True)[0].step == 1
+
+
+def test_a_round_that_got_past_a_transient_failure_went_well():
+    # The same request handed over again after its round got its result (through a retry) is
+    # the next request gone wrong, as it is when the round had no failure at all.
+    ask = "Wren: look up box7a and report its colour and shelf."
+    steps = [_step(0, "Kestrel", ask),
+             _step(1, "Wren", calls=[{**LOOK, "result": None, "error": "TimeoutError: no answer within 30 s"}]),
+             _step(2, "Wren", calls=[{**LOOK, "result": FOUND, "error": None}]),
+             _step(3, "Wren", "Report: box7a is red, on shelf 12."),
+             _step(4, "Kestrel", ask),
+             _step(5, "Wren", calls=[{**LOOK, "result": FOUND, "error": None}]),
+             _step(6, "Wren", "Report: box7a is red, on shelf 12."),
+             _step(7, "Kestrel", "Answer: box7a is red on shelf 12, box9c is blue.")]
+    units = build_units({"task": "What colour are box7a and box9c?", "outcome": "failure", "steps": steps})
+    assert units[1].recovered
+    assert repeated_handovers(units) == {4: 0}
