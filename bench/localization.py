@@ -250,7 +250,7 @@ def perturb_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, mode
                  rewrites: dict[str, list[str]]) -> list[dict]:
     """One recorded corpus, analyzed as recorded and under every rewrite: a row per failed
     session and rewrite with the ranker's and the heuristics' top-3 and the baselines'."""
-    from perturb import perturb
+    from perturb import original_steps, perturb
     from tracefix.analysis.pipeline import analyze_document, train_on_documents
 
     clean_ids, truth, docs, record_s = record_seed(corpus, seed, per_kind)
@@ -264,15 +264,18 @@ def perturb_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, mode
         train_docs = [view[s] for s in clean_ids if view[s].get("outcome") == "success"]
         model, _ = train_on_documents(train_docs, epochs=epochs, out=model_dir / f"seed{seed}-{name}")
         for i, label in enumerate(failed):
-            doc = view[label["session"]]
+            recorded, doc = docs[label["session"]], view[label["session"]]
             units, ranked, heuristic = both_orders(doc, model)
             if i == 0:  # the one-pass mirror must agree with the product's entry point
                 product = [h["step"] for h in analyze_document(doc, model)["hypotheses"]]
                 assert product[:3] == ranked[:3], (name, product[:3], ranked[:3])
-            n, gt = len(units), label["step"]
+            # A rewrite that added steps (retries) is scored on the recorded steps they stand for.
+            origin = original_steps(recorded, doc)
+            ranked, heuristic = (list(dict.fromkeys(origin[k] for k in order)) for order in (ranked, heuristic))
+            n, gt = len(recorded["steps"]), label["step"]
             rows.append({"seed": seed, "rewrite": name, "kind": label["kind"], "n": n, "truth": gt,
                          "ranker": evaluate(ranked, gt, n), "heuristics": evaluate(heuristic, gt, n),
-                         "recency": evaluate([recency_baseline(units)], gt, n),
+                         "recency": evaluate([origin[recency_baseline(units)]], gt, n),
                          "random": {"top1": 1 / n, "hit3": min(3, n) / n, "err": 0}})
         print(f"  {name:<14} trained and analyzed in {time.perf_counter() - t0:.1f}s", flush=True)
     return rows

@@ -7,6 +7,11 @@ A rewrite is applied to a whole document consistently (messages, tool calls and 
 arguments and results, input prompts, agent names, task), after recording and before
 analysis, as if a different app had logged the same run.
 
+One rewrite, `retries`, adds steps instead: the noise of production, where a call now and
+then times out or is rate-limited and the agent simply makes it again. The faults and the
+outcome stay the same; `original_steps` maps each step of the rewritten session back to the
+step it stands for, so the labelled step and the predictions compare as before.
+
     from perturb import REWRITES, perturb
     doc2 = perturb(doc, ["agents", "ids"], seed=1)
 
@@ -82,6 +87,59 @@ def single_agent(doc: dict, seed: int) -> dict:
     if doc.get("agents"):
         doc["agents"] = [name]
     return doc
+
+
+# --- transient failures, retried at once (adds steps) ------------------------------------------
+
+_TRANSIENT_ERRORS = ("TimeoutError: no answer within 30 s", "ServiceUnavailable: 503, try again later",
+                     "ConnectionResetError: connection reset by peer",
+                     "RateLimited: 429 Too Many Requests, retry after 1 s")
+_RETRIED_SHARE = 0.3
+
+
+def _new_id(value: Any) -> str:
+    return hashlib.sha256(f"retry:{value}".encode()).hexdigest()[:16]
+
+
+def transient_retries(doc: dict, seed: int) -> dict:
+    """About a third of the steps whose calls all worked were, in this telling, tried once
+    before and failed with a transient error (a timeout, a 503, a reset connection, a rate
+    limit): a failed attempt, the same calls with the same arguments, is put right before
+    each of them, as the agent's retry loop would have logged it. Nothing else changes."""
+    doc = copy.deepcopy(doc)
+    rng = _session_rng(doc, seed, "retries")
+    steps = []
+    for step in sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0)):
+        calls = step.get("tool_calls") or []
+        if calls and all(c.get("error") is None for c in calls) and rng.random() < _RETRIED_SHARE:
+            attempt = copy.deepcopy(step)
+            attempt["span_id"] = _new_id(step.get("span_id"))
+            for call in attempt["tool_calls"]:
+                call.update(result=None, error=rng.choice(_TRANSIENT_ERRORS),
+                            id=_new_id(call.get("id")), span_id=_new_id(call.get("span_id")))
+            steps.append(attempt)
+        steps.append(step)
+    for k, step in enumerate(steps):
+        step["index"] = k
+    doc["steps"] = steps
+    return doc
+
+
+def original_steps(before: dict, after: dict) -> list[int]:
+    """For each step of `after` (`before` rewritten), the index of the step of `before` it
+    stands for: a kept step is itself (matched by span id, which no rewrite changes), an added
+    failed attempt is the step that retried it (the next kept one)."""
+    def ordered(doc: dict) -> list[dict]:
+        return sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0))
+
+    position = {s.get("span_id"): k for k, s in enumerate(ordered(before))}
+    out: list[int | None] = [position.get(s.get("span_id")) for s in ordered(after)]
+    following = len(position) - 1
+    for k in range(len(out) - 1, -1, -1):
+        if out[k] is None:
+            out[k] = following
+        following = out[k]
+    return out
 
 
 # --- (b) tool errors returned as plain text ----------------------------------------------
@@ -442,6 +500,7 @@ def reorder_keys(doc: dict, seed: int) -> dict:
 
 REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "agents": rename_agents,          # (a)
+    "retries": transient_retries,
     "single_agent": single_agent,
     "plain_errors": plain_errors,     # (b)
     "ids": squash_ids,                # (c)
@@ -461,9 +520,10 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "timing": jitter_timing,
     "joined_clauses": joined_clauses,
 }
-# The issue's four rewrites together, every rewrite together (prose last: it reads JSON;
+# The issue's four rewrites together, every rewrite together (retries first: its failures are
+# raised, and plain_errors turns them into text like any other; prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both), and all of that as one agent.
-_EVERY = ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
+_EVERY = ["retries", "agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
           "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at",
           "markdown_ids", "timing", "joined_clauses", "prose_results"]
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
