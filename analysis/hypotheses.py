@@ -18,6 +18,7 @@ from .features import FEATURE_NAMES, repeated_handovers
 from .frontier import union_groups
 from .graph import TransitionGraph
 from .symptoms import answer_carries_no_finding, find_symptoms
+from .units import TransitionUnit
 
 @dataclass(frozen=True)
 class EvidenceWeights:
@@ -175,6 +176,11 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
     return out
 
 
+def _failed_with(u: TransitionUnit) -> str:
+    """A step's error in a rationale, and whether the agent got past it by trying again."""
+    return f"failed with {u.error_text!r}" + (", then worked when made again" if u.recovered else "")
+
+
 def _rationale(graph: TransitionGraph, c: dict, detectors: list[str]) -> str:
     u = graph.units[c["step"]]
     parts = []
@@ -187,7 +193,7 @@ def _rationale(graph: TransitionGraph, c: dict, detectors: list[str]) -> str:
     if detectors:
         parts.append(f"anomalous to {' and '.join(detectors)}")
     if u.error_text and not any(s["step"] == u.index for s in c["symptoms"]):
-        parts.append(f"failed with {u.error_text!r}")
+        parts.append(_failed_with(u))
     if not parts:
         parts.append("peaks within its frontier group")
     return f"Step {u.index} ({u.agent}, {u.phase}): " + "; ".join(parts) + "."
@@ -234,7 +240,7 @@ def rerank_hypotheses(graph: TransitionGraph, hypotheses: list[dict[str, Any]], 
             h = {"step": step, "agent": u.agent, "source": "ranker",
                  "rationale": (f"Step {step} ({u.agent}, {u.phase}): ranked suspect by the learned step ranker "
                                f"({'; '.join(in_words) or 'no single input stands out'})"
-                               + (f"; failed with {u.error_text!r}" if u.error_text else "") + "."),
+                               + (f"; {_failed_with(u)}" if u.error_text else "") + "."),
                  "evidence": {"detectors": [], "scores": {name: round(float(s[step]), 4)
                                                           for name, s in scores_by_detector.items()},
                               "features": {}, "path": [step], "symptoms": [], "signals": [], "group": [step],

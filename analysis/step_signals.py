@@ -11,7 +11,8 @@ Nothing here knows a domain, an id format or an agent name. A step is described 
   many worker turns came before this one (a coordinated team usually goes wrong the first
   time a worker acts on the world, not the tenth);
 - what it says: its length, code, hedging ("assume", "probably"), claims of success or
-  failure, whether it or the step after it errors, and whether it is the session's first
+  failure, whether it or the step after it errors (an error the agent got past by making the
+  same calls again, a timeout or a rate limit, does not count), and whether it is the session's first
   step to do so (the first program written, the first guess, the first "done", the first
   error: what the rest of the session builds on or stumbles over starts there), and whether
   it says again, word for word, what an earlier step said (a retried call, a loop: the
@@ -206,7 +207,7 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     firsts = {name: next((k for k in range(n) if flags[k]), None) for name, flags in (
         ("first_code", code), ("first_hedging", hedges),
         ("first_success_claim", [u.claims_success for u in units]),
-        ("first_error", [u.status == "error" for u in units]),
+        ("first_error", [u.failed for u in units]),
         ("first_failure_claim", [u.claims_failure for u in units]))}
 
     said: set[str] = set()
@@ -247,8 +248,8 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
             "hedging": math.log1p(hedges[k]),
             "claims_success": float(u.claims_success),
             "claims_failure": float(u.claims_failure),
-            "errors": float(u.status == "error"),
-            "next_errors": float(k + 1 < n and units[k + 1].status == "error"),
+            "errors": float(u.failed),
+            "next_errors": float(k + 1 < n and units[k + 1].failed),
             "errors_before": math.log1p(errors_before),
             **{name: float(first == k) for name, first in firsts.items()},
             "repeats_earlier": float(repeats[k]),
@@ -264,7 +265,7 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
             turn += 1
         worker_turns += worker
         spoken.add(speakers[k])
-        errors_before += u.status == "error"
+        errors_before += u.failed
         previous.update(own)
     return rows
 
