@@ -128,8 +128,8 @@ class TransitionUnit:
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
     # The step's failed calls were made again, the same way, by the same agent in its same
-    # turn and then returned a result: a transient failure (a timeout, a 503, a rate limit)
-    # it got past, not where the run went wrong (see mark_recovered_errors).
+    # turn and then returned a result: a failure it got past (a timeout, a 503, a rate limit,
+    # or one its calls in between cleared), not where the run went wrong (mark_recovered_errors).
     recovered: bool = False
 
     @property
@@ -755,12 +755,19 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 break
 
 
+# How far after a failed call its retry is looked for (steps): a retry loop makes it again
+# soon, and the bound keeps the reading linear in a long session of one agent.
+_RETRY_WINDOW = 10
+
+
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:
     """Set `recovered` on an error step whose failed calls the same agent made again with the
-    same arguments later in its turn (before any other agent spoke), each of them returning
-    a result this time. Read from the calls alone, not from the error's words: whatever
-    failed and then worked when simply asked again was transient, and the step that made the
-    call is no more at fault than the retry that succeeded."""
+    same arguments later in its turn (before any other agent spoke, within _RETRY_WINDOW
+    steps), each of them returning a result this time. Read from the calls alone, not from
+    the error's words: whatever failed and then worked when asked again was transient (an
+    immediate retry) or cleared by what the agent did in between; either way the agent got
+    past it, and the step that made the call is no more where the run went wrong than the
+    retry that succeeded."""
     for k, u in enumerate(units):
         if u.status != "error" or not u.action["calls"]:
             continue
@@ -768,7 +775,7 @@ def mark_recovered_errors(units: list[TransitionUnit]) -> None:
             or (set(u.call_signatures) if u.outcome == "error_result" else set())
         if not failed:
             continue
-        for later in units[k + 1:]:
+        for later in units[k + 1:k + 1 + _RETRY_WINDOW]:
             if later.agent != u.agent:
                 break
             worked = {sig for sig, f in zip(later.call_signatures, later.feedback)
