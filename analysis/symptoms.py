@@ -326,6 +326,16 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
     return k, path, "the run's final answer"
 
 
+def reports_a_failure_got_past(units: list[TransitionUnit], k: int) -> bool:
+    """Whether failure report k is about errors its agent got past only after reporting them
+    (a timeout reported, the same request handed out again, the same calls done): every
+    error of its round was recovered by a later step, so nothing of the run went wrong there."""
+    p = handover_source(units, k)
+    own = [j for j in range((p + 1) if p is not None else 0, k)
+           if units[j].agent == units[k].agent and units[j].status == "error"]
+    return bool(own) and all(units[j].recovered_by is not None and units[j].recovered_by > k for j in own)
+
+
 def answer_carries_no_finding(units: list[TransitionUnit]) -> bool:
     """Whether the session's last step, an answer in words, names none of the values (ids,
     amounts) that its tool results showed, though they showed some: it reports nothing the
@@ -348,7 +358,7 @@ def find_symptoms(graph: TransitionGraph, failed: bool) -> list[Symptom]:
                 continue
             seen_errors.add(u.error_signature or "")
             kind = "error"
-        elif claims_failure(u):
+        elif claims_failure(u) and not reports_a_failure_got_past(units, u.index):
             kind = "failure_claim"
         else:
             continue

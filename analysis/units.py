@@ -127,10 +127,15 @@ class TransitionUnit:
     # agent who handed it over then handed out again: the round failed, whatever the
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
-    # The step's failed calls were made again, the same way, by the same agent in its same
-    # turn and then returned a result: a failure it got past (a timeout, a 503, a rate limit,
-    # or one its calls in between cleared), not where the run went wrong (mark_recovered_errors).
-    recovered: bool = False
+    # The step whose calls, the same as this error step's failed ones, made by the same agent
+    # soon after, returned results: a failure it got past (a timeout, a 503, a rate limit, or
+    # one cleared by what happened in between), not where the run went wrong (see
+    # mark_recovered_errors). None: not made again, or failed again.
+    recovered_by: int | None = None
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovered_by is not None
 
     @property
     def failed(self) -> bool:
@@ -755,19 +760,19 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 break
 
 
-# How far after a failed call its retry is looked for (steps): a retry loop makes it again
-# soon, and the bound keeps the reading linear in a long session of one agent.
+# How far after a failed call its retry is looked for (steps): a retry comes soon, in the
+# agent's own retry loop or after its report and the same request handed to it again, and
+# the bound keeps the reading linear in a long session of one agent.
 _RETRY_WINDOW = 10
 
 
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:
-    """Set `recovered` on an error step whose failed calls the same agent made again with the
-    same arguments later in its turn (before any other agent spoke, within _RETRY_WINDOW
-    steps), each of them returning a result this time. Read from the calls alone, not from
-    the error's words: whatever failed and then worked when asked again was transient (an
-    immediate retry) or cleared by what the agent did in between; either way the agent got
-    past it, and the step that made the call is no more where the run went wrong than the
-    retry that succeeded."""
+    """Set `recovered_by` on an error step whose failed calls the same agent made again with
+    the same arguments within _RETRY_WINDOW steps, each of them returning a result this time.
+    Read from the calls alone, not from the error's words: whatever failed and then worked
+    when asked again was transient (a retry, in the same turn or after the request was
+    handed out again) or cleared by what happened in between; either way the run got past
+    it, and the step that made the call is no more where it went wrong than the retry."""
     for k, u in enumerate(units):
         if u.status != "error" or not u.action["calls"]:
             continue
@@ -777,11 +782,11 @@ def mark_recovered_errors(units: list[TransitionUnit]) -> None:
             continue
         for later in units[k + 1:k + 1 + _RETRY_WINDOW]:
             if later.agent != u.agent:
-                break
+                continue
             worked = {sig for sig, f in zip(later.call_signatures, later.feedback)
                       if f.get("result") is not None and not f.get("error")}
             if later.status != "error" and failed <= worked:
-                u.recovered = True
+                u.recovered_by = later.index
                 break
             if failed & set(later.call_signatures):
                 break  # asked again and it failed again: not transient

@@ -72,3 +72,26 @@ def test_a_round_that_got_past_a_transient_failure_went_well():
     units = build_units({"task": "What colour are box7a and box9c?", "outcome": "failure", "steps": steps})
     assert units[1].recovered
     assert repeated_handovers(units) == {4: 0}
+
+
+def test_a_failure_reported_then_got_past_when_the_request_was_handed_out_again_is_no_symptom():
+    ask = "Wren: look up box7a and report its colour."
+    timeout = {**LOOK, "result": None, "error": "ServiceUnavailable: 503, try again later"}
+    steps = [_step(0, "Kestrel", ask),
+             _step(1, "Wren", calls=[timeout]),
+             _step(2, "Wren", "Report: could not look up box7a, the service failed."),
+             _step(3, "Kestrel", ask),
+             _step(4, "Wren", calls=[{**LOOK, "result": FOUND, "error": None}]),
+             _step(5, "Wren", "Report: box7a is red."),
+             _step(6, "Kestrel", "Wren: ship box9c today."),
+             _step(7, "Wren", calls=[{"name": "ship", "arguments": {"ref": "box9c"}, "result": None,
+                                      "error": "NotFound: no box box9c"}]),
+             _step(8, "Wren", "Report: could not ship box9c."),
+             _step(9, "Kestrel", "Answer: sorry, box7a could not be shipped.")]
+    doc = {"task": "Ship box7a.", "outcome": "failure", "steps": steps}
+    units = build_units(doc)
+    assert units[1].recovered_by == 4
+    symptoms = find_symptoms(build_graph(units), failed=True)
+    # Neither the 503 nor the report of it is where the run went wrong: the id handed on is.
+    assert [s.step for s in symptoms][:1] == [7] and symptoms[0].origin == 6
+    assert analyze_document(doc, None)["hypotheses"][0]["step"] == 6
