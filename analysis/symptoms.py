@@ -242,9 +242,10 @@ def _dropped(handover: TransitionUnit, u: TransitionUnit) -> set[str]:
 
 
 def _first_occurrence(graph: TransitionGraph, k: int, path: list[int]) -> int:
-    """Back along same-error and loop edges to the first time this happened."""
+    """Back along same-error and loop edges to the first time this happened (an earlier
+    failure the agent got past, a timeout before the real refusal, is not this one)."""
     for _ in range(MAX_DEPTH):
-        prev = [e.src for e in graph.in_edges(k, (SAME_ERROR, LOOP)) if e.src < k]
+        prev = [e.src for e in graph.in_edges(k, (SAME_ERROR, LOOP)) if e.src < k and not graph.units[e.src].recovered]
         if not prev:
             return k
         k = min(prev)

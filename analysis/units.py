@@ -127,10 +127,10 @@ class TransitionUnit:
     # agent who handed it over then handed out again: the round failed, whatever the
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
-    # The step whose calls, the same as this error step's failed ones, made by the same agent
-    # soon after, returned results: a failure it got past (a timeout, a 503, a rate limit, or
-    # one cleared by what happened in between), not where the run went wrong (see
-    # mark_recovered_errors). None: not made again, or failed again.
+    # The step that made this error step's failed calls again, the same agent soon after,
+    # and did not fail the same way (results, or another failure): a failure it got past (a
+    # timeout, a 503, a rate limit, or one cleared by what happened in between), not where
+    # the run went wrong (see mark_recovered_errors). None: not made again, or failed again.
     recovered_by: int | None = None
 
     @property
@@ -768,28 +768,40 @@ _RETRY_WINDOW = 10
 
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:
     """Set `recovered_by` on an error step whose failed calls the same agent made again with
-    the same arguments within _RETRY_WINDOW steps, each of them returning a result this time.
-    Read from the calls alone, not from the error's words: whatever failed and then worked
-    when asked again was transient (a retry, in the same turn or after the request was
-    handed out again) or cleared by what happened in between; either way the run got past
-    it, and the step that made the call is no more where it went wrong than the retry."""
-    for k, u in enumerate(units):
+    the same arguments within _RETRY_WINDOW steps, and the retry did not fail the same way:
+    each call returned a result this time, or the retry failed otherwise. Read from the calls
+    alone, not from the error's words: whatever failed and then worked when asked again was
+    transient (a retry, in the same turn or after the request was handed out again) or
+    cleared by what happened in between, and a failure that the same calls did not meet
+    again did not stop them (a timeout, then "only 3 on the shelf": the run lived with the
+    second). Either way the step that made the calls first is no more where the run went
+    wrong than the retry; a retry that fails the same way keeps the failure, and so does one
+    that fails otherwise only on its way to failing the same way again (a refusal, a timeout
+    on the retry, the refusal again). Read from the last step back, so that what became of
+    each retry is known when the step before it is read."""
+    for k in range(len(units) - 1, -1, -1):
+        u = units[k]
         if u.status != "error" or not u.action["calls"]:
             continue
         failed = {sig for sig, f in zip(u.call_signatures, u.feedback) if f.get("error")} \
             or (set(u.call_signatures) if u.outcome == "error_result" else set())
         if not failed:
             continue
-        for later in units[k + 1:k + 1 + _RETRY_WINDOW]:
-            if later.agent != u.agent:
-                continue
+        later = next((w for w in units[k + 1:k + 1 + _RETRY_WINDOW]
+                      if w.agent == u.agent and failed & set(w.call_signatures)), None)
+        if later is None or not failed <= set(later.call_signatures):
+            continue  # not made again, or only some of the calls: nothing to read
+        if later.status != "error":
             worked = {sig for sig, f in zip(later.call_signatures, later.feedback)
                       if f.get("result") is not None and not f.get("error")}
-            if later.status != "error" and failed <= worked:
+            if failed <= worked:
                 u.recovered_by = later.index
-                break
-            if failed & set(later.call_signatures):
-                break  # asked again and it failed again: not transient
+            continue
+        last = later  # where the retries of the same calls ended
+        while last.recovered_by is not None:
+            last = units[last.recovered_by]
+        if not (last.status == "error" and last.error_signature == u.error_signature):
+            u.recovered_by = later.index
 
 
 def _request(u: TransitionUnit) -> tuple[set[str], set[str]]:

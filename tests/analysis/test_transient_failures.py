@@ -95,3 +95,20 @@ def test_a_failure_reported_then_got_past_when_the_request_was_handed_out_again_
     # Neither the 503 nor the report of it is where the run went wrong: the id handed on is.
     assert [s.step for s in symptoms][:1] == [7] and symptoms[0].origin == 6
     assert analyze_document(doc, None)["hypotheses"][0]["step"] == 6
+
+
+def test_a_retry_that_fails_otherwise_decides_unless_the_first_failure_comes_back():
+    timeout = {**LOOK, "result": None, "error": "TimeoutError: no answer within 30 s"}
+    refused = {**LOOK, "result": None, "error": "Refused: box7a is locked"}
+    # A timeout, then the real refusal: the run lived with the refusal, which is the symptom.
+    units = build_units(_session(timeout, refused))
+    assert units[1].recovered_by == 2 and not units[2].recovered
+    assert find_symptoms(build_graph(units), failed=True)[0].step == 2
+    # The refusal, a timeout on the retry, the refusal again: the first refusal stands.
+    steps = _session(refused, timeout)["steps"]
+    steps.insert(3, _step(3, "Wren", calls=[refused]))
+    for k, step in enumerate(steps):
+        step["index"] = k
+    units = build_units({"task": "Ship box7a.", "outcome": "failure", "steps": steps})
+    assert [u.recovered_by for u in units[1:4]] == [None, 3, None]
+    assert find_symptoms(build_graph(units), failed=True)[0].step == 1
