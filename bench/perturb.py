@@ -7,10 +7,11 @@ A rewrite is applied to a whole document consistently (messages, tool calls and 
 arguments and results, input prompts, agent names, task), after recording and before
 analysis, as if a different app had logged the same run.
 
-One rewrite, `retries`, adds steps instead: the noise of production, where a call now and
-then times out or is rate-limited and the agent simply makes it again. The faults and the
-outcome stay the same; `original_steps` maps each step of the rewritten session back to the
-step it stands for, so the labelled step and the predictions compare as before.
+Two rewrites, `retries` and `reported_retries`, add steps instead: the noise of production,
+where a call now and then times out or is rate-limited and the agent makes it again, at
+once or after reporting it and being handed the request again. The faults and the outcome
+stay the same; `original_steps` maps each step of the rewritten session back to the step it
+stands for, so the labelled step and the predictions compare as before.
 
     from perturb import REWRITES, perturb
     doc2 = perturb(doc, ["agents", "ids"], seed=1)
@@ -89,16 +90,50 @@ def single_agent(doc: dict, seed: int) -> dict:
     return doc
 
 
-# --- transient failures, retried at once (adds steps) ------------------------------------------
+# --- transient failures, retried (adds steps) ------------------------------------------------
 
 _TRANSIENT_ERRORS = ("TimeoutError: no answer within 30 s", "ServiceUnavailable: 503, try again later",
                      "ConnectionResetError: connection reset by peer",
                      "RateLimited: 429 Too Many Requests, retry after 1 s")
 _RETRIED_SHARE = 0.3
+# An added step's span id -> the span id of the recorded step it stands for (original_steps).
+_STANDS_FOR: dict[str, str] = {}
 
 
 def _new_id(value: Any) -> str:
     return hashlib.sha256(f"retry:{value}".encode()).hexdigest()[:16]
+
+
+def _added(step: dict, role: str, stands_for: dict | None = None) -> dict:
+    """A copy of `step` with ids of its own, to be put into the session as a new step that
+    stands for `stands_for` (default: `step`) when predictions are scored."""
+    new = copy.deepcopy(step)
+    new["span_id"] = _new_id(f"{role}:{step.get('span_id')}")
+    _STANDS_FOR[new["span_id"]] = (stands_for or step).get("span_id")
+    return new
+
+
+def _failed_attempt(step: dict, error: str) -> dict:
+    """`step`'s calls, the same arguments, failing with `error`: the attempt before a retry."""
+    attempt = _added(step, "attempt")
+    renamed = {}
+    for call in attempt["tool_calls"]:
+        renamed[call.get("id")] = _new_id(call.get("id"))
+        call.update(result=None, error=error, id=renamed[call.get("id")], span_id=_new_id(call.get("span_id")))
+    for call in (attempt.get("output_message") or {}).get("tool_calls") or []:
+        call["id"] = renamed.get(call.get("id"), call.get("id"))
+    return attempt
+
+
+def _reindexed(doc: dict, steps: list[dict]) -> dict:
+    for k, step in enumerate(steps):
+        step["index"] = k
+    doc["steps"] = steps
+    return doc
+
+
+def _ordered(doc: dict) -> list[dict]:
+    return sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0))
 
 
 def transient_retries(doc: dict, seed: int) -> dict:
@@ -109,36 +144,57 @@ def transient_retries(doc: dict, seed: int) -> dict:
     doc = copy.deepcopy(doc)
     rng = _session_rng(doc, seed, "retries")
     steps = []
-    for step in sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0)):
+    for step in _ordered(doc):
         calls = step.get("tool_calls") or []
         if calls and all(c.get("error") is None for c in calls) and rng.random() < _RETRIED_SHARE:
-            attempt = copy.deepcopy(step)
-            attempt["span_id"] = _new_id(step.get("span_id"))
-            for call in attempt["tool_calls"]:
-                call.update(result=None, error=rng.choice(_TRANSIENT_ERRORS),
-                            id=_new_id(call.get("id")), span_id=_new_id(call.get("span_id")))
-            steps.append(attempt)
+            steps.append(_failed_attempt(step, rng.choice(_TRANSIENT_ERRORS)))
         steps.append(step)
-    for k, step in enumerate(steps):
-        step["index"] = k
-    doc["steps"] = steps
-    return doc
+    return _reindexed(doc, steps)
+
+
+def reported_retries(doc: dict, seed: int) -> dict:
+    """The same transient failures one turn later: about a third of the first calls made
+    right after a hand-over from another agent failed, the agent replied with the error as
+    it got it, the hand-over was said again word for word, and then the calls worked as
+    recorded. Three steps are added before each such call (the attempt, the reply, the
+    hand-over again); the reply's input holds the failed call and its error, as an
+    instrumented model's input would."""
+    doc = copy.deepcopy(doc)
+    rng = _session_rng(doc, seed, "reported_retries")
+    recorded = _ordered(doc)
+    steps = []
+    for k, step in enumerate(recorded):
+        calls = step.get("tool_calls") or []
+        handover = recorded[k - 1] if k else None
+        handed = (handover is not None and handover.get("agent") != step.get("agent")
+                  and not handover.get("tool_calls") and (handover.get("output_message") or {}).get("content"))
+        if calls and handed and all(c.get("error") is None for c in calls) and rng.random() < _RETRIED_SHARE:
+            error = rng.choice(_TRANSIENT_ERRORS)
+            attempt = _failed_attempt(step, error)
+            reply = _added(step, "reply")
+            reply.update(tool_calls=[], finish_reason="stop", output_message={"role": "assistant", "content": error})
+            reply["input_messages"] = [*(step.get("input_messages") or []),
+                                       {"role": "assistant", "content": None,
+                                        "tool_calls": (attempt.get("output_message") or {}).get("tool_calls") or []},
+                                       *({"role": "tool", "tool_call_id": c["id"], "content": error}
+                                         for c in attempt["tool_calls"])]
+            steps += [attempt, reply, _added(handover, "again")]
+        steps.append(step)
+    return _reindexed(doc, steps)
 
 
 def original_steps(before: dict, after: dict) -> list[int]:
     """For each step of `after` (`before` rewritten), the index of the step of `before` it
-    stands for: a kept step is itself (matched by span id, which no rewrite changes), an added
-    failed attempt is the step that retried it (the next kept one)."""
-    def ordered(doc: dict) -> list[dict]:
-        return sorted(doc.get("steps") or [], key=lambda s: s.get("index", 0))
-
-    position = {s.get("span_id"): k for k, s in enumerate(ordered(before))}
-    out: list[int | None] = [position.get(s.get("span_id")) for s in ordered(after)]
-    following = len(position) - 1
-    for k in range(len(out) - 1, -1, -1):
-        if out[k] is None:
-            out[k] = following
-        following = out[k]
+    stands for: a kept step is itself (matched by span id, which no rewrite changes); an added
+    failed attempt and the reply to it stand for the step that made the call again, a
+    hand-over said again for the hand-over."""
+    position = {s.get("span_id"): k for k, s in enumerate(_ordered(before))}
+    out = []
+    for step in _ordered(after):
+        span = step.get("span_id")
+        while span not in position:  # an added step, perhaps a copy of another added step
+            span = _STANDS_FOR[span]
+        out.append(position[span])
     return out
 
 
@@ -501,6 +557,7 @@ def reorder_keys(doc: dict, seed: int) -> dict:
 REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "agents": rename_agents,          # (a)
     "retries": transient_retries,
+    "reported_retries": reported_retries,
     "single_agent": single_agent,
     "plain_errors": plain_errors,     # (b)
     "ids": squash_ids,                # (c)
@@ -520,10 +577,10 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "timing": jitter_timing,
     "joined_clauses": joined_clauses,
 }
-# The issue's four rewrites together, every rewrite together (retries first: its failures are
-# raised, and plain_errors turns them into text like any other; prose last: it reads JSON;
+# The issue's four rewrites together, every rewrite together (retries first: their failures
+# are raised, and plain_errors turns them into text like any other; prose last: it reads JSON;
 # colon ids are another spelling of (c), so (c) stands for both), and all of that as one agent.
-_EVERY = ["retries", "agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
+_EVERY = ["retries", "reported_retries", "agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
           "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at",
           "markdown_ids", "timing", "joined_clauses", "prose_results"]
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
