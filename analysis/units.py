@@ -718,33 +718,53 @@ def _text_result(result: Any) -> str | None:
     return result.strip()
 
 
+# How far after a failed call its retry is looked for (steps): a retry comes soon, in the
+# agent's own retry loop or after its report and the same request handed to it again, and
+# the bound keeps the reading linear in a long session of one agent.
+_RETRY_WINDOW = 10
+
+
+def _worded_as_failure(text: str | None) -> bool:
+    return bool(text) and bool(_ERROR_WORDS.search(text) or _NEGATED.search(text))
+
+
 def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
     """Tool results that are failures returned as text rather than raised, read from their
     shape and from what the agent did next, not from the tool's vocabulary alone:
 
     - a short text result worded as a failure (error words, a negated statement, a verdict
       field saying no; not a record listing);
-    - a short text result the agent answers by making the very same call again in its next
-      step (an immediate retry: the result was of no use to it) that answers the same text
-      again or answers in JSON this time;
+    - a short text result whose call the agent makes again as its next call, with nothing
+      done in between but words (a retry at once, or after it reported and was handed the
+      request again: the result was of no use to it), when the call answers in JSON this
+      time (the first answer was the odd one out), or at once the same text again (a
+      failure that does not go away) or a failure;
     and, once one result is known for an error, the same text from the same tool elsewhere.
     Each such step becomes an error step (outcome "error_result"), as if the tool had raised."""
     flagged: set[tuple[str, str]] = set()
     for k, u in enumerate(units):
         if u.kind != "llm":
             continue
-        nxt = units[k + 1] if k + 1 < len(units) else None
-        # What the same call gave when the agent made it again in its very next step.
-        again = {sig: f.get("error") or f.get("result") for sig, f in zip(nxt.call_signatures, nxt.feedback)} \
+        # What the same call gave when the agent made it again as the session's next call.
+        nxt = next((w for w in units[k + 1:k + 1 + _RETRY_WINDOW] if w.action["calls"]), None)
+        again = {sig: f for sig, f in zip(nxt.call_signatures, nxt.feedback)} \
             if nxt is not None and nxt.agent == u.agent else {}
+        at_once = nxt is not None and nxt.index == u.index + 1
         for sig, f in zip(u.call_signatures, u.feedback):
             text = None if f.get("error") else _text_result(f.get("result"))
             if text is None or len(text) > _SHORT_RESULT_CHARS:
                 continue
-            # Retried and answered the same way (a failure that does not go away), or answered
-            # in structure the second time (the first answer was the odd one out).
-            retried = sig in again and (again[sig] == f.get("result") or isinstance(again[sig], (dict, list)))
-            if retried or _ERROR_WORDS.search(text) or _NEGATED.search(text):
+            # JSON this time; or, at once, the same text again or a failure (other text at once
+            # is a conversation, "noted", "noted twice", but a call that worked is not made
+            # again at once only to fail). Other text after words is left alone: a timeout
+            # then the record, and the record then a timeout, read alike once both are prose.
+            retry = again.get(sig)
+            answer = None if retry is None else (retry.get("error") or retry.get("result"))
+            retried = retry is not None and (
+                isinstance(answer, (dict, list))
+                or (at_once and (answer == f.get("result") or bool(retry.get("error"))
+                                 or _worded_as_failure(_text_result(answer)))))
+            if retried or _worded_as_failure(text):
                 flagged.add((f["tool"], normalize_error(text) or ""))
     if not flagged:
         return
@@ -758,12 +778,6 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 u.error_text = f"{f['tool']}: {text}"
                 u.error_signature = normalize_error(u.error_text)
                 break
-
-
-# How far after a failed call its retry is looked for (steps): a retry comes soon, in the
-# agent's own retry loop or after its report and the same request handed to it again, and
-# the bound keeps the reading linear in a long session of one agent.
-_RETRY_WINDOW = 10
 
 
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:

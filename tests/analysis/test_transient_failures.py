@@ -112,3 +112,20 @@ def test_a_retry_that_fails_otherwise_decides_unless_the_first_failure_comes_bac
     units = build_units({"task": "Ship box7a.", "outcome": "failure", "steps": steps})
     assert [u.recovered_by for u in units[1:4]] == [None, 3, None]
     assert find_symptoms(build_graph(units), failed=True)[0].step == 1
+
+
+def test_a_transient_failure_returned_as_text_is_read_from_the_retry():
+    said = {**LOOK, "result": "no answer within 30 s", "error": None}
+    # Answered in JSON when asked again after a reply and the request handed out again.
+    ask = "Wren: look up box7a and report its colour."
+    steps = [_step(0, "Kestrel", ask), _step(1, "Wren", calls=[said]), _step(2, "Wren", "no answer within 30 s"),
+             _step(3, "Kestrel", ask), _step(4, "Wren", calls=[{**LOOK, "result": FOUND, "error": None}]),
+             _step(5, "Wren", "Report: box7a is red."), _step(6, "Kestrel", "Answer: box7a is red.")]
+    units = build_units({"task": "What colour is box7a?", "steps": steps})
+    assert units[1].outcome == "error_result" and units[1].recovered_by == 4
+    assert not repeated_handovers(units)  # the first round got nothing: asking again was a retry
+    # Made again at once and refused this time: a call that worked is not made again only to fail.
+    refused = {**LOOK, "result": None, "error": "Refused: box7a is locked"}
+    units = build_units(_session(said, refused))
+    assert units[1].outcome == "error_result" and units[1].recovered_by == 2
+    assert find_symptoms(build_graph(units), failed=True)[0].step == 2
