@@ -577,15 +577,17 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "timing": jitter_timing,
     "joined_clauses": joined_clauses,
 }
-# The four rewrites together, every rewrite together (retries first: their failures
-# are raised, and plain_errors turns them into text like any other; prose last: it reads JSON;
-# colon ids are another spelling of (c), so (c) stands for both), and all of that as one agent.
-_EVERY = ["retries", "reported_retries", "agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
+# The four rewrites together, every presentation rewrite together (prose last: it
+# reads JSON; colon ids are another spelling of (c), so (c) stands for both), all of that as
+# one agent, and all of it with both kinds of retries first (their failures are raised, and
+# plain_errors turns them into text like any other failure).
+_EVERY = ["agents", "plain_errors", "ids", "paraphrase", "tools", "narrated_calls", "key_order",
           "grouped_numbers", "upper_ids", "envelope", "camel_keys", "timestamps", "served_at",
           "markdown_ids", "timing", "joined_clauses", "prose_results"]
 COMBINED = {"all4": ["agents", "plain_errors", "ids", "paraphrase"],
             "all": _EVERY,
-            "all_one_agent": [*_EVERY, "single_agent"]}
+            "all_one_agent": [*_EVERY, "single_agent"],
+            "all_with_retries": ["retries", "reported_retries", *_EVERY]}
 
 
 def perturb(doc: dict, names: list[str], seed: int = 0) -> dict:
