@@ -305,8 +305,7 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
         return first, path, "its own action failed" if first == k else f"first occurrence of the failure at step {first}"
     if claims_failure(u):
         p = handover_source(units, k)
-        start = (p + 1) if p is not None else 0
-        own_errors = [j for j in range(start, k) if units[j].agent == u.agent and units[j].failed]
+        own_errors = [j for j in _round_errors(units, k, p) if units[j].failed]
         if own_errors:
             path.append(own_errors[0])
             return explain(graph, own_errors[0], path, depth + 1)
@@ -327,13 +326,18 @@ def explain(graph: TransitionGraph, k: int, path: list[int] | None = None, depth
     return k, path, "the run's final answer"
 
 
+def _round_errors(units: list[TransitionUnit], k: int, p: int | None) -> list[int]:
+    """The error steps of report k's agent in the round it reports on: after what it was
+    handed (step p, handover_source) and before the report."""
+    start = (p + 1) if p is not None else 0
+    return [j for j in range(start, k) if units[j].agent == units[k].agent and units[j].status == "error"]
+
+
 def reports_a_failure_got_past(units: list[TransitionUnit], k: int) -> bool:
     """Whether failure report k is about errors its agent got past only after reporting them
     (a timeout reported, the same request handed out again, the same calls done): every
     error of its round was recovered by a later step, so nothing of the run went wrong there."""
-    p = handover_source(units, k)
-    own = [j for j in range((p + 1) if p is not None else 0, k)
-           if units[j].agent == units[k].agent and units[j].status == "error"]
+    own = _round_errors(units, k, handover_source(units, k))
     return bool(own) and all(units[j].recovered_by is not None and units[j].recovered_by > k for j in own)
 
 
