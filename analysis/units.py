@@ -719,8 +719,8 @@ def _text_result(result: Any) -> str | None:
 
 
 # How far after a failed call its retry is looked for (steps): a retry comes soon, in the
-# agent's own retry loop or after its report and the same request handed to it again, and
-# the bound keeps the reading linear in a long session of one agent.
+# agent's own retry loop or after its report and the same request handed to it (or to
+# another agent) again, and the bound keeps the reading linear in a long session.
 _RETRY_WINDOW = 10
 
 
@@ -781,9 +781,10 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
 
 
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:
-    """Set `recovered_by` on an error step whose failed calls the same agent made again with
-    the same arguments within _RETRY_WINDOW steps, and the retry did not fail the same way:
-    each call returned a result this time, or the retry failed otherwise. Read from the calls
+    """Set `recovered_by` on an error step whose failed calls were made again with the same
+    arguments within _RETRY_WINDOW steps, by its agent or another (a team may hand a failed
+    request to another of its agents), and the retry did not fail the same way: each call
+    returned a result this time, or the retry failed otherwise. Read from the calls
     alone, not from the error's words: whatever failed and then worked when asked again was
     transient (a retry, in the same turn or after the request was handed out again) or
     cleared by what happened in between, and a failure that the same calls did not meet
@@ -801,8 +802,7 @@ def mark_recovered_errors(units: list[TransitionUnit]) -> None:
             or (set(u.call_signatures) if u.outcome == "error_result" else set())
         if not failed:
             continue
-        later = next((w for w in units[k + 1:k + 1 + _RETRY_WINDOW]
-                      if w.agent == u.agent and failed & set(w.call_signatures)), None)
+        later = next((w for w in units[k + 1:k + 1 + _RETRY_WINDOW] if failed & set(w.call_signatures)), None)
         if later is None or not failed <= set(later.call_signatures):
             continue  # not made again, or only some of the calls: nothing to read
         if later.status != "error":

@@ -97,6 +97,33 @@ def test_a_failure_reported_then_got_past_when_the_request_was_handed_out_again_
     assert analyze_document(doc, None)["hypotheses"][0]["step"] == 6
 
 
+def test_a_failure_got_past_by_another_agent_handed_the_same_request_is_no_symptom():
+    # A pool of like workers: Wren-2's call fails with a 503 and it says so; the request goes
+    # to Wren, whose same call works. The run got past the 503 whoever made the call again.
+    ask = "Look up box7a and report its colour."
+    steps = [_step(0, "Kestrel", ask),
+             _step(1, "Wren-2", calls=[{**LOOK, "result": None, "error": "ServiceUnavailable: 503"}]),
+             _step(2, "Wren-2", "Report: could not look up box7a, the service failed."),
+             _step(3, "Kestrel", ask),
+             _step(4, "Wren", calls=[{**LOOK, "result": FOUND, "error": None}]),
+             _step(5, "Wren", "Report: box7a is red."),
+             _step(6, "Kestrel", "Wren: ship box9c today."),
+             _step(7, "Wren", calls=[{"name": "ship", "arguments": {"ref": "box9c"}, "result": None,
+                                      "error": "NotFound: no box box9c"}]),
+             _step(8, "Wren", "Report: could not ship box9c."),
+             _step(9, "Kestrel", "Answer: sorry, box7a could not be shipped.")]
+    doc = {"task": "Ship box7a.", "outcome": "failure", "steps": steps}
+    units = build_units(doc)
+    assert units[1].recovered_by == 4
+    symptoms = find_symptoms(build_graph(units), failed=True)
+    assert [s.step for s in symptoms][:1] == [7] and symptoms[0].origin == 6
+    assert analyze_document(doc, None)["hypotheses"][0]["step"] == 6
+    # Another agent's same call failing the same way keeps the failure.
+    steps[4] = _step(4, "Wren", calls=[{**LOOK, "result": None, "error": "ServiceUnavailable: 503"}])
+    units = build_units(doc)
+    assert not units[1].recovered and find_symptoms(build_graph(units), failed=True)[0].step == 1
+
+
 def test_a_retry_that_fails_otherwise_decides_unless_the_first_failure_comes_back():
     timeout = {**LOOK, "result": None, "error": "TimeoutError: no answer within 30 s"}
     refused = {**LOOK, "result": None, "error": "Refused: box7a is locked"}
