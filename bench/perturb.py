@@ -159,8 +159,20 @@ def reported_retries(doc: dict, seed: int) -> dict:
     recorded. Three steps are added before each such call (the attempt, the reply, the
     hand-over again); the reply's input holds the failed call and its error, as an
     instrumented model's input would."""
+    return _handed_again(doc, seed, "reported_retries", to_another=False)
+
+
+def rerouted_retries(doc: dict, seed: int) -> dict:
+    """As `reported_retries`, but the failed attempt and the reply come from a second
+    instance of the worker (a pool of like agents, "<name>-2"): the request is then handed
+    again and the recorded agent makes the calls. The session's agent list gains the
+    second instances."""
+    return _handed_again(doc, seed, "rerouted_retries", to_another=True)
+
+
+def _handed_again(doc: dict, seed: int, name: str, to_another: bool) -> dict:
     doc = copy.deepcopy(doc)
-    rng = _session_rng(doc, seed, "reported_retries")
+    rng = _session_rng(doc, seed, name)
     recorded = _ordered(doc)
     steps = []
     for k, step in enumerate(recorded):
@@ -178,6 +190,10 @@ def reported_retries(doc: dict, seed: int) -> dict:
                                         "tool_calls": (attempt.get("output_message") or {}).get("tool_calls") or []},
                                        *({"role": "tool", "tool_call_id": c["id"], "content": error}
                                          for c in attempt["tool_calls"])]
+            if to_another:
+                attempt["agent"] = reply["agent"] = f"{step.get('agent')}-2"
+                if doc.get("agents") and attempt["agent"] not in doc["agents"]:
+                    doc["agents"] = [*doc["agents"], attempt["agent"]]
             steps += [attempt, reply, _added(handover, "again")]
         steps.append(step)
     return _reindexed(doc, steps)
@@ -558,6 +574,7 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "agents": rename_agents,          # (a)
     "retries": transient_retries,
     "reported_retries": reported_retries,
+    "rerouted_retries": rerouted_retries,
     "single_agent": single_agent,
     "plain_errors": plain_errors,     # (b)
     "ids": squash_ids,                # (c)
