@@ -156,6 +156,8 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
         if ranker_scores is not None:
             row["ranker"] = round(float(ranker_scores[u.index]), 4)
         row.update({"phase": u.phase, "agent": u.agent, "status": u.status, "tool": u.tool})
+        if u.recovered_by is not None:  # an error the run got past: shown apart from the failures
+            row["recovered_by"] = u.recovered_by
         rows.append(row)
     return {
         "session_id": doc.get("session_id"),

@@ -116,6 +116,7 @@ class StepScore(TypedDict, total=False):
     isolation_forest: float
     hgt: float
     ranker: float  # the learned step ranker's score (failed sessions, when a ranker is used)
+    recovered_by: int  # an error step the run got past: the step that made its calls again
 
 
 class GraphNode(TypedDict):

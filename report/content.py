@@ -314,6 +314,17 @@ def score_by_step(analysis: dict | None) -> dict[int, dict]:
     return {step: s for s in objects(fields(analysis).get("scores")) if (step := whole(s.get("step"))) is not None}
 
 
+def recovered_by(score: dict | None) -> int | None:
+    """For an error step the run got past (its calls made again worked, or failed otherwise
+    for good), the step that made them again: the analysis's `recovered_by`."""
+    return whole(fields(score).get("recovered_by"))
+
+
+def got_past_by_step(analysis: dict | None) -> dict[int, int]:
+    """Every error step the run got past, with the step that made its calls again."""
+    return {step: by for step, s in score_by_step(analysis).items() if (by := recovered_by(s)) is not None}
+
+
 def frontier_by_step(analysis: dict | None) -> dict[int, list[str]]:
     from tracefix.report.plots import frontier_of
 

@@ -67,6 +67,7 @@ details { margin: 4px 0; } summary { cursor: pointer; }
 details.step { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 4px 10px; }
 details.step[open] { padding-bottom: 10px; }
 details.step.err { border-left: 4px solid var(--bad); }
+details.step.got-past { border-left: 4px solid var(--warn); }
 details.step.frontier { box-shadow: inset 0 0 0 1px #f0a3a8; }
 .stepno { font-weight: 700; display: inline-block; min-width: 62px; }
 .agent { font-weight: 600; color: #3d4b5c; }
@@ -346,9 +347,13 @@ def _html_message(msg: dict) -> str:
 def _html_step(steps, i, scores, frontier, hyp_rank, interventions) -> str:
     step = steps[i]
     k = int(step.get("index", i))
+    score = scores.get(k) or {}
     errors = rc.step_errors(step)
+    got_past = rc.recovered_by(score) if errors else None
     badges = []
-    if errors:
+    if got_past is not None:  # shown, but not as where the run went wrong
+        badges.append(_badge(f"error, got past at step {got_past}", "b-warn"))
+    elif errors:
         badges.append(_badge("error", "b-bad"))
     if k in frontier:
         badges.append(_badge("frontier: " + ", ".join(frontier[k]), "b-warn"))
@@ -358,8 +363,8 @@ def _html_step(steps, i, scores, frontier, hyp_rank, interventions) -> str:
         badges.append(_verdict_badge(verdict))
     if step.get("replay_source"):
         badges.append(_badge(step["replay_source"], "b-info"))
-    cls = "step" + (" err" if errors else "") + (" frontier" if k in frontier else "")
-    score = scores.get(k) or {}
+    cls = ("step" + (" got-past" if got_past is not None else " err" if errors else "")
+           + (" frontier" if k in frontier else ""))
     meta = [f"kind {step.get('kind') or '?'}"]
     if score.get("phase"):
         meta.append(f"phase {score['phase']}")
@@ -590,11 +595,12 @@ def _md_trace(r: "Report") -> list[str]:
             status = " (failed)" if owner.failed else " (succeeded)" if owner.failed is False else ""
             out += ["", f"### Trial {owner.index + 1}: steps {owner.start}–{owner.end}{status}", ""]
         marks = []
+        sc = scores_by.get(k) or {}
         if rc.step_errors(step):
-            marks.append("error")
+            got_past = rc.recovered_by(sc)
+            marks.append("error" if got_past is None else f"error, got past at step {got_past}")
         if k in frontier:
             marks.append("frontier: " + ", ".join(frontier[k]))
-        sc = scores_by.get(k) or {}
         scores_txt = ", ".join(f"{d} {rc.fmt_score(sc[d])}" for d in ("isolation_forest", "hgt") if sc.get(d) is not None)
         out.append(f"{k}. **{_md(step.get('agent') or '?')}** {_md(rc.step_action(step))}"
                    + (f" — *{_md('; '.join(marks))}*" if marks else "") + (f" ({_md(scores_txt)})" if scores_txt else ""))

@@ -212,8 +212,10 @@ def routes(collector: "Collector") -> list:
             keys = [document.key_from_ref(k) for k in (step.get("input_message_keys") or [])[-INPUTS_SHOWN:]]
             texts = dict(store.iter_message_texts(keys))
             inputs = [views.json_message(texts.get(k)) for k in keys]
+        got_past = views.got_past_steps(store, sid)  # errors the run got past: drawn apart, not as failures
         return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset,
-                      timeline=layout(doc["steps"], selected if step else None), step=step, inputs=inputs,
+                      timeline=layout(doc["steps"], selected if step else None, got_past), got_past=got_past,
+                      step=step, inputs=inputs,
                       earlier_inputs=max(0, len(step.get("input_message_keys") or []) - INPUTS_SHOWN) if step else 0,
                       previous=offset > 0 and views.session_url(sid, offset=max(0, offset - STEPS_PER_PAGE)),
                       following=offset + STEPS_PER_PAGE < total

@@ -7,6 +7,7 @@ link to its step. Consecutive steps of different agents are joined by a line (a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 STEP_W, GAP, LANE_H, BOX_H, LABEL_W, TOP = 14, 3, 30, 20, 150, 6
 NO_AGENT = "(no agent)"
@@ -33,8 +34,10 @@ class Timeline:
     box_h: int = BOX_H
 
 
-def layout(steps: list[dict], selected: int | None = None) -> Timeline:
-    """`steps`: outline steps (`Store.session_outline`) in step order."""
+def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int, int] | None = None) -> Timeline:
+    """`steps`: outline steps (`Store.session_outline`) in step order; `got_past`: error
+    steps the analysis read as got past, with the step that made their calls again."""
+    got_past = got_past or {}
     agents: list[str] = []
     for step in steps:
         name = step.get("agent") or NO_AGENT
@@ -51,8 +54,9 @@ def layout(steps: list[dict], selected: int | None = None) -> Timeline:
         css = ["step", f"kind-{step.get('kind') or 'other'}"]
         tools = step.get("tool_calls") or []
         failed = bool(step.get("error") or any(tc.get("error") for tc in tools))
+        retried_by = got_past.get(step["index"]) if failed else None
         if failed:
-            css.append("error")
+            css.append("error" if retried_by is None else "error got-past")
         if tools:
             css.append("tools")
         if step["index"] == selected:
@@ -61,7 +65,8 @@ def layout(steps: list[dict], selected: int | None = None) -> Timeline:
         title = (f"step {step['index']} · {name} · {step.get('kind') or ''}"
                  + (" · " + ", ".join(str(tc.get("name")) for tc in tools[:5]) if tools else "")
                  + (f" · {duration:.0f} ms" if isinstance(duration, (int, float)) else "")
-                 + (" · error" if failed else ""))
+                 + (" · error" if failed else "")
+                 + (f", got past at step {retried_by}" if retried_by is not None else ""))
         tl.boxes.append(Box(step["index"], x, y, " ".join(css), title))
         if previous is not None and previous[1] != y:
             tl.handoffs.append((previous[0] + STEP_W, previous[1] + BOX_H // 2, x, y + BOX_H // 2))

@@ -123,6 +123,16 @@ def span_tree(spans: list[dict]) -> list[dict]:
     return roots
 
 
+def got_past_steps(store, session_id: str) -> dict[int, int]:
+    """The session's error steps that its analysis read as got past, each with the step that
+    made the same calls again (none before an analysis, or without the report part)."""
+    try:
+        from tracefix.report import content as rc
+    except ImportError:
+        return {}
+    return rc.got_past_by_step(store.get_analysis(session_id))
+
+
 def tested_hypotheses(store, session_id: str, replay: dict | None) -> list[dict]:
     """Each replayed hypothesis with its runs beside the original from step t (the report's
     comparison, tracefix.report.content, where the report part is installed)."""

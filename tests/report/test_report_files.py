@@ -81,7 +81,9 @@ def test_collector_serves_the_same_report(reported):
 # results as a store may hold them: posted with junk inside (the API checks the outline only),
 # or written whole by another writer; the fuzz campaign's findings among them
 JUNK_RESULTS = [
-    ({"hypotheses": [{"step": "x", "rank": {}}]}, {"hypotheses": [{"runs": ["str"]}, {"runs": {"a": 1}}]}),
+    ({"hypotheses": [{"step": "x", "rank": {}}], "scores": [{"step": 1, "recovered_by": {"a": 1}}, 5,
+                                                            {"step": 0, "recovered_by": 1e308}]},
+     {"hypotheses": [{"runs": ["str"]}, {"runs": {"a": 1}}]}),
     (None, {"trials": [{"index": {}}, {"end": None}], "hypotheses": [{"step": "x", "runs": [{"child_session_id": 5}]}]}),
     ({"hypotheses": ["x", {"step": 1}], "scores": "x", "notes": 5, "frontier": [1]},
      {"trials": ["x"], "hypotheses": "str", "stages": ["llm"], "notes": {"a": 1}}),

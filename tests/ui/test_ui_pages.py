@@ -2,11 +2,13 @@
 and CSP, CSRF, bad input as 4xx, and what each page shows."""
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import quote
 
 import httpx
 import pytest
+from report_session import tracefix
 from ui_client import csrf_of, signed_in
 
 PAGES = ["/", "/session?id={hostile}", "/session?id={hostile}&step=1", "/session/spans?id={hostile}",
@@ -197,3 +199,65 @@ def test_an_unexpected_failure_is_the_uis_error_page(tmp_path):
     assert r.status_code == 500 and r.headers["content-type"].startswith("text/html")
     assert 'id="problem"' in r.text and "internal error (ConnectionException)" in r.text
     assert "script-src 'self'" in r.headers["content-security-policy"]
+
+
+def record_retried_lookup(tracer, session_id: str) -> None:
+    """An exported session in tracefix/GenAI conventions whose look-up times out and works
+    when the worker makes the same call again; its shipping call then fails for good."""
+    calls = [("Kestrel", None, None, None), ("Wren", "look", {"ref": "box7a"}, TimeoutError("no answer within 30 s")),
+             ("Wren", "look", {"ref": "box7a"}, None), ("Wren", "ship", {"ref": "box9c"}, LookupError("no box box9c")),
+             ("Kestrel", None, None, None)]
+    with tracer.start_as_current_span(f"session {session_id}", attributes={
+            "tracefix.session.id": session_id, "tracefix.session.root": True}):
+        for step, (agent, tool, arguments, error) in enumerate(calls):
+            with tracer.start_as_current_span(f"invoke_agent {agent}", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+                    "tracefix.session.id": session_id}):
+                call_id = f"call_{step}"
+                out = ({"role": "assistant", "content": None, "tool_calls": [
+                           {"id": call_id, "type": "function",
+                            "function": {"name": tool, "arguments": json.dumps(arguments)}}]}
+                       if tool else {"role": "assistant", "content": "Wren: look up box7a and ship it." if step == 0
+                                     else "Answer: box7a could not be shipped."})
+                with tracer.start_as_current_span("chat m", attributes={
+                        "gen_ai.operation.name": "chat", "tracefix.step": step, "tracefix.session.id": session_id,
+                        "gen_ai.input.messages": json.dumps([{"role": "user", "content": "Ship box7a."}]),
+                        "gen_ai.output.messages": json.dumps([out])}):
+                    pass
+                if tool is None:
+                    continue
+                with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.id": call_id, "tracefix.step": step, "tracefix.session.id": session_id,
+                        "gen_ai.tool.call.arguments": json.dumps(arguments)}) as span:
+                    if error is not None:
+                        span.record_exception(error)
+                        span.set_status(2, str(error))
+                    else:
+                        span.set_attribute("gen_ai.tool.call.result", json.dumps({"ref": "box7a", "color": "red"}))
+
+
+def test_an_error_the_run_got_past_is_drawn_apart_from_the_failures(ui_server, client):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    sid = "s-retried-lookup"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(
+        endpoint=f"{ui_server.url}/v1/traces", headers={"authorization": f"Bearer {ui_server.token}"}, timeout=10)))
+    record_retried_lookup(provider.get_tracer("test"), sid)
+    provider.shutdown()
+    # before an analysis both failed calls are drawn as errors
+    html = client.get(f"/session?id={sid}").text
+    assert len(re.findall(r'<rect class="step kind-llm error tools', html)) == 2 and "got-past" not in html
+    tracefix("analyze", sid, "--server", ui_server.url, "--token", ui_server.token)
+    html = client.get(f"/session?id={sid}&step=1").text
+    got_past = re.search(r'<rect class="step kind-llm error got-past tools[^"]*"[^>]*data-step="(\d+)"><title>([^<]+)', html)
+    assert got_past.group(1) == "1" and "got past at step 2" in got_past.group(2)
+    assert len(re.findall(r'<rect class="step kind-llm error tools', html)) == 1  # the shipping call still failed
+    assert "The run got past this failure" in html[html.index('id="step-detail"'):]
+    report = httpx.get(f"{ui_server.url}/api/v1/sessions/{sid}/report?format=md",
+                       headers={"authorization": f"Bearer {ui_server.token}"}).text
+    assert 'calls look({"ref": "box7a"}) — *error, got past at step 2*' in report
+    assert re.search(r'calls ship\(\{"ref": "box9c"\}\) — \*error[;*]', report)  # a failure still
