@@ -127,10 +127,11 @@ class TransitionUnit:
     # agent who handed it over then handed out again: the round failed, whatever the
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
-    # The step that made this error step's failed calls again, the same agent soon after,
-    # and did not fail the same way (results, or another failure): a failure it got past (a
-    # timeout, a 503, a rate limit, or one cleared by what happened in between), not where
-    # the run went wrong (see mark_recovered_errors). None: not made again, or failed again.
+    # The step that made this error step's failed calls again soon after (its agent or
+    # another) and did not fail the same way (results, or another failure): a failure the
+    # run got past (a timeout, a 503, a rate limit, or one cleared by what happened in
+    # between), not where it went wrong (see mark_recovered_errors). None: not made again,
+    # or failed again.
     recovered_by: int | None = None
 
     @property
@@ -139,7 +140,7 @@ class TransitionUnit:
 
     @property
     def failed(self) -> bool:
-        """An error step the agent did not get past by making the same calls again."""
+        """An error step the run did not get past by making the same calls again."""
         return self.status == "error" and not self.recovered
 
     def as_written(self, values: Sequence[str]) -> list[str]:
