@@ -30,21 +30,16 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analysis_latency import long_session  # noqa: E402
+from report_render import median_time  # noqa: E402
 
 
 def _median_time(fn, repeats: int) -> float:
     fn()  # warm-up: allocations, kernels, caches
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return median_time(fn, repeats)
 
 
 def _synchronized(fn, device: str):
@@ -72,15 +67,13 @@ def top_shared(a, b, k: int = 10) -> int:
     return len(set(np.argsort(-np.asarray(a))[:k].tolist()) & set(np.argsort(-np.asarray(b))[:k].tolist()))
 
 
-def measure(device: str, graphs, session: dict, epochs: int, repeats: int) -> dict:
+def measure(device: str, graphs, session: dict, graph, epochs: int, repeats: int) -> dict:
+    """Train on `graphs` and time `session` (whose graph is `graph`) on `device`."""
     from tracefix.analysis.detectors import HGTDetector
-    from tracefix.analysis.graph import build_graph
     from tracefix.analysis.pipeline import analyze_document
-    from tracefix.analysis.units import build_units
 
     model = HGTDetector(epochs=epochs, device=device).fit(graphs)
     per_epoch = statistics.median(h["seconds"] for h in model.history[1:]) if epochs > 1 else model.history[0]["seconds"]
-    graph = build_graph(build_units(session))
     scores = model.score(graph)
     return {
         "device": device, "model": model, "scores": scores,
@@ -108,12 +101,13 @@ def main() -> None:
 
     graphs = [build_graph(build_units(long_session(args.steps, seed=s))) for s in range(args.sessions)]
     session = long_session(args.score_steps, seed=10_000)
+    graph = build_graph(build_units(session))
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     print(f"torch {torch.__version__}; devices: cpu" + (f", cuda ({name})" if name else " (no CUDA device here)"))
     print(f"training: {args.sessions} sessions x {args.steps} steps, {args.epochs} epochs; "
           f"scoring: one {args.score_steps}-step session, median of {args.repeats}")
-    rows = [measure(d, graphs, session, args.epochs, args.repeats) for d in devices]
+    rows = [measure(d, graphs, session, graph, args.epochs, args.repeats) for d in devices]
 
     cpu = rows[0]
     print(f"\n{'device':8} {'s/epoch':>9} {'ratio':>7} {'last loss':>10} {'score s':>9} {'ratio':>7} "
@@ -122,7 +116,6 @@ def main() -> None:
         print(f"{r['device']:8} {r['epoch_s']:9.3f} {r['epoch_s'] / cpu['epoch_s']:7.2f} {r['loss']:10.4f} "
               f"{r['score_s']:9.3f} {r['score_s'] / cpu['score_s']:7.2f} "
               f"{r['analysis_s']:11.3f} {r['analysis_s'] / cpu['analysis_s']:7.2f}")
-    graph = build_graph(build_units(session))
     other_seed = HGTDetector(epochs=args.epochs, device="cpu", seed=1).fit(graphs).score(graph)
     print("\nhow alike two models score the session's steps (rank correlation; of the ten most surprising, shared):")
     print(f"  CPU seed 0 vs CPU seed 1   {rank_correlation(cpu['scores'], other_seed):6.3f}   "
