@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from tracefix.collector import document
 from tracefix.collector.duplicates import duplicate_llm_calls
 from tracefix.collector.keyset import KeySet
-from tracefix.collector.normalize import Batch
+from tracefix.collector.normalize import Batch, merge_session
 from tracefix.collector.store.outbox import FeedbackOutbox
 from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
 from tracefix.collector.store.sql import distinct_spans, in_strings
@@ -140,6 +140,9 @@ class Ingest(FeedbackOutbox):
                 public_url) -> tuple[dict, list[int]]:
         """Write one batch in the caller's transaction. Returns what it created (feedback,
         alerts, jobs) and the keys of the messages it inserted, stored once it commits."""
+        named = {t: batch.explicit_traces[t] for t in batch.fallback_traces if t in batch.explicit_traces}
+        if named:  # a request merged into this batch names the session its trace's other spans lacked
+            batch.reassign(named)
         if batch.fallback_traces:  # rare: foreign spans that name their session on some spans only
             in_traces, params = in_strings(batch.fallback_traces)
             found = con.execute(f"SELECT trace_id, any_value(session_id) FROM spans WHERE trace_id {in_traces} "
@@ -165,8 +168,10 @@ class Ingest(FeedbackOutbox):
         new_sessions: set[str] = set()
         if batch.sessions:
             trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
-            span_range, new_sessions, existed = self._upsert_sessions(con, batch.sessions, source="otlp",
-                                                                      fallback_ids=trace_ids)
+            span_range, new_sessions, existed, adopted = self._upsert_sessions(
+                con, batch.sessions, source="otlp", fallback_ids=trace_ids, owners=batch.explicit_traces)
+            if adopted:
+                self._adopt_trace_sessions(con, adopted, span_range)
         # fresh: every span of the batch was new, so none of its snapshots can be stored yet
         fresh, source = True, "_span_batch"
         if table is not None:
@@ -212,18 +217,33 @@ class Ingest(FeedbackOutbox):
                 created[k].extend(res[k])
         return created, keys
 
-    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str,
-                         fallback_ids: Iterable[str] = ()) -> tuple[tuple, set[str], bool]:
+    def _upsert_sessions(self, con, sessions: dict[str, dict], source: str, fallback_ids: Iterable[str] = (),
+                         owners: dict[str, str] | None = None) -> tuple[tuple, set[str], bool, dict[str, str]]:
         """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
         INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case). Returns the time
-        range the touched sessions' spans start in, after the merge, the new sessions' ids, and
-        whether any of them or of `fallback_ids` (the batch's trace ids) was stored before."""
+        range the touched sessions' spans start in, after the merge, the new sessions' ids,
+        whether any of them or of `fallback_ids` (the batch's trace ids) was stored before, and
+        the stored sessions named by a trace id that `owners` (trace id -> session named in
+        this batch) now names: {trace id: session}. Their fields are merged here (this
+        batch's win); `_adopt_trace_sessions` moves what they hold."""
         now = time.time_ns()
+        sessions = dict(sessions)
         ids = list(sessions)
         in_ids, params = in_strings(ids + [t for t in fallback_ids if t not in sessions])
         stored = con.execute(f"SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id {in_ids}",
                              params).fetchall()
         existed = bool(stored)
+        owners = owners or {}
+        adopted = {sid: owners[sid] for sid, _, _ in stored
+                   if sid not in sessions and owners.get(sid, sid) != sid}
+        if adopted:  # rare: read their whole rows
+            in_adopted, params = in_strings(adopted)
+            for row in con.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions "
+                                   f"WHERE session_id {in_adopted}", params).fetchall():
+                owner = adopted[row[0]]
+                fields = {f: v for f, v in zip(SESSION_FIELDS, row) if f not in ("session_id", "source", "updated_ns")}
+                merge_session({owner: fields}, owner, sessions[owner])
+                sessions[owner] = fields
         stored = [(sid, started, ended) for sid, started, ended in stored if sid in sessions]
         known = {sid for sid, _, _ in stored}
         starts = [started for _, started, _ in stored] + [f.get("started_ns") for f in sessions.values()]
@@ -247,7 +267,23 @@ class Ingest(FeedbackOutbox):
             else:
                 con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
                             + " FROM _sess_batch u WHERE sessions.session_id = u.session_id")
-        return span_range, set(ids) - known, existed
+        # a session that adopts stored spans is not new: its steps are read from the table
+        return span_range, set(ids) - known - set(adopted.values()), existed, adopted
+
+    def _adopt_trace_sessions(self, con, adopted: dict[str, str], span_range: tuple) -> None:
+        """Move what sessions named by a trace id hold into the session the trace turned out
+        to belong to, and drop them. A span without a session attribute that reaches the store
+        before any span of its trace naming one is stored under its trace id; that is the
+        common order, since children end, and so are exported, before the root that names
+        the session (a batch processor cuts between them at any batch boundary)."""
+        lo, hi = span_range if None not in span_range else (document.INT64_MIN, document.INT64_MAX)
+        for trace_id, sid in adopted.items():
+            con.execute(f"UPDATE spans SET session_id = ? WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} "
+                        "AND session_id = ? AND trace_id = ?", [sid, trace_id, trace_id])
+            for table in ("snapshots", "feedback", "alerts", "jobs"):
+                con.execute(f"UPDATE {table} SET session_id = ? WHERE session_id = ?", [sid, trace_id])
+            con.execute("DELETE FROM steps WHERE session_id = ?", [trace_id])
+            con.execute("DELETE FROM sessions WHERE session_id = ?", [trace_id])
 
     def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
                       new_sessions: set | frozenset = frozenset(), batch: pa.Table | None = None) -> None:

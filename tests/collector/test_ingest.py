@@ -194,6 +194,31 @@ def test_span_without_session_attribute_joins_its_traces_session_across_requests
     assert len(api.get_session(sid)["steps"]) == 1
 
 
+def test_spans_stored_before_the_root_naming_their_session_move_into_it(collector, api):
+    """The usual order of a batch span processor: the chat span ends, and is exported, before
+    the agent run that names the session. Its evaluation event's feedback moves along, and no
+    session named by the trace id is left behind."""
+    sid = f"early-{uuid.uuid4().hex[:8]}"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("agent run", attributes={"session.id": sid}):
+        for i in range(2):
+            with tracer.start_as_current_span(f"chat {i}", attributes={"gen_ai.operation.name": "chat"}) as chat:
+                if i == 1:
+                    chat.add_event("gen_ai.evaluation.result", {"gen_ai.evaluation.score.value": 0.9})
+    root, *children = sorted(exporter.get_finished_spans(), key=lambda s: s.parent is not None)
+    trace_id = f"{root.context.trace_id:032x}"
+    for spans in ([children[0]], [children[1]], [root]):
+        assert post(collector.match["http"] + "/v1/traces", encode_spans(spans).SerializeToString())[0] == 200
+    assert {s["name"] for s in api.get_spans(sid)} == {"agent run", "chat 0", "chat 1"}
+    session = api.get_session(sid)
+    assert [s["index"] for s in session["steps"]] == [0, 1]
+    assert [f["score"] for f in session["feedback"]] == [0.9]
+    assert trace_id not in {s["session_id"] for s in api.list_sessions()}
+
+
 def test_large_request_decoded_by_the_worker_process_joins_its_session_once(collector, api):
     """Bodies over 64 KiB are decoded in the decode worker process and cross back as Arrow
     tables without rows: a late session reassignment and the dedup of a resend must still hold."""

@@ -38,7 +38,24 @@ def test_a_retry_of_a_span_stored_before_its_session_was_known_is_stored_once(tm
     assert store.stats()["spans"] == 1
     store.ingest(normalize_request(encode_spans([root, child])))  # the retry, now with the session
     assert store.stats()["spans"] == 2
-    assert [s["name"] for s in store.get_spans(sid)] == ["agent run"]
+    assert sorted(s["name"] for s in store.get_spans(sid)) == ["agent run", "chat m"]
+    assert store.get_session(f"{child.context.trace_id:032x}") is None, "the trace id's session is gone"
+    store.close()
+
+
+def test_a_child_and_its_root_merged_into_one_transaction_share_the_session(tmp_path):
+    """The writer merges queued requests: a child sent alone (its session then unknown) and
+    the root that names it, in one batch, give one session, not one under the trace id."""
+    store = Store(tmp_path / "merged-late.duckdb")
+    sid = f"late-{uuid.uuid4().hex[:6]}"
+    root, child = agent_run_with_sessionless_chat(sid)
+    merged = Batch()
+    for spans in ([child], [root]):
+        merged.extend(normalize_request(encode_spans(spans)))
+    store.ingest(merged)
+    assert sorted(s["name"] for s in store.get_spans(sid)) == ["agent run", "chat m"]
+    assert len(store.get_session(sid)["steps"]) == 1
+    assert store.stats()["sessions"] == 1
     store.close()
 
 
