@@ -739,7 +739,11 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
       done in between but words (a retry at once, or after it reported and was handed the
       request again: the result was of no use to it), when the call answers in JSON this
       time (the first answer was the odd one out), or at once the same text again (a
-      failure that does not go away) or a failure;
+      failure that does not go away) or a failure, or after words when the agent's answer
+      in between was that text, relayed word for word, and the retry answered otherwise
+      while no later step used a value of the first text: the agent passed on what its tool
+      said, was asked again, and the run went on with what the retry gave (a record relayed
+      and then lost to a timeout on the retry keeps its values in use, and is not read so);
     and, once one result is known for an error, the same text from the same tool elsewhere.
     Each such step becomes an error step (outcome "error_result"), as if the tool had raised."""
     flagged: set[tuple[str, str]] = set()
@@ -764,7 +768,8 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
             retried = retry is not None and (
                 isinstance(answer, (dict, list))
                 or (at_once and (answer == f.get("result") or bool(retry.get("error"))
-                                 or _worded_as_failure(_text_result(answer)))))
+                                 or _worded_as_failure(_text_result(answer))))
+                or (not at_once and answer != f.get("result") and _relayed_then_dropped(units, k, nxt, text)))
             if retried or _worded_as_failure(text):
                 flagged.add((f["tool"], normalize_error(text) or ""))
     if not flagged:
@@ -779,6 +784,23 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 u.error_text = f"{f['tool']}: {text}"
                 u.error_signature = normalize_error(u.error_text)
                 break
+
+
+def _relayed_then_dropped(units: list[TransitionUnit], k: int, retry: TransitionUnit, text: str) -> bool:
+    """Whether step k's agent answered with `text` (its tool's short text result) before
+    `retry` made the call again, every word of it (its numbers and stamps aside: an agent
+    relays a message with its own), and no step from the retry on used a value of `text`
+    that the call itself did not carry."""
+    words = set(_WORD.findall(text.lower()))
+    relayed = len(words) >= 2 and any(w.agent == units[k].agent and words <= set(_WORD.findall(w.action["text"].lower()))
+                                      for w in units[k + 1:retry.index])  # a unit's index is its place in `units`
+    if not relayed:
+        return False
+    values = extract_artifacts(text) - units[k].artifacts_consumed
+    return not any(values & w.artifacts_consumed for w in units[retry.index:])
+
+
+_WORD = re.compile(r"[a-z]+")
 
 
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:

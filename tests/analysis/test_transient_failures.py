@@ -136,3 +136,35 @@ def test_a_transient_failure_returned_as_text_is_read_from_the_retry():
     units = build_units(_session(said, refused))
     assert units[1].outcome == "error_result" and units[1].recovered_by == 2
     assert find_symptoms(build_graph(units), failed=True)[0].step == 2
+
+
+def test_a_text_result_relayed_then_asked_for_again_failed_when_the_run_went_on_with_the_retry():
+    """A worker passes on what its tool said, word for word, is handed the request again and
+    makes the same call, which answers otherwise: the first text was a failure (whatever its
+    words), unless the run used a value of it; a record relayed and then lost to a timeout
+    on the retry is still the record."""
+    ask = "Wren: look up box7a and report its colour and shelf."
+    record = {**LOOK, "result": "box7a is red, on shelf 12", "error": None}
+    busy = {**LOOK, "result": "503, try again later", "error": None}
+    steps = [_step(0, "Kestrel", ask), _step(1, "Wren", calls=[busy]),
+             _step(2, "Wren", "ServiceUnavailable: 503, try again later"),  # its own words around it
+             _step(3, "Kestrel", ask), _step(4, "Wren", calls=[record]), _step(5, "Wren", "Report: box7a is red, shelf 12."),
+             _step(6, "Kestrel", "Wren: ship box9c today."),
+             _step(7, "Wren", calls=[{"name": "ship", "arguments": {"ref": "box9c"}, "result": None,
+                                      "error": "NotFound: no box box9c"}]),
+             _step(8, "Wren", "Report: could not ship box9c."), _step(9, "Kestrel", "Answer: box9c could not be shipped.")]
+    doc = {"task": "Ship box7a.", "outcome": "failure", "steps": steps}
+    units = build_units(doc)
+    assert units[1].outcome == "error_result" and units[1].recovered_by == 4
+    assert not repeated_handovers(units)  # the first round got nothing: asking again was a retry
+    assert analyze_document(doc, None)["hypotheses"][0]["step"] == 6
+    # The mirror: the record relayed, asked again, and a timeout on the retry. The run went
+    # on with the record's shelf, so the record is no failure.
+    timeout = {**LOOK, "result": "no answer within 30 s", "error": None}
+    steps[1:6] = [_step(1, "Wren", calls=[record]), _step(2, "Wren", "box7a is red, on shelf 12"),
+                  _step(3, "Kestrel", ask), _step(4, "Wren", calls=[timeout]), _step(5, "Wren", "Report: it is on shelf 12 now.")]
+    assert build_units(doc)[1].outcome != "error_result"
+    # Not relayed (the worker said something of its own): nothing is read from the retry.
+    steps[1:6] = [_step(1, "Wren", calls=[busy]), _step(2, "Wren", "Report: the look-up is busy."), _step(3, "Kestrel", ask),
+                  _step(4, "Wren", calls=[record]), _step(5, "Wren", "Report: box7a is red, shelf 12.")]
+    assert build_units(doc)[1].outcome != "error_result"
