@@ -61,7 +61,7 @@ _ARTIFACT_PATTERNS = [
     # decimal after a colon is a key's value ("price:64.75"), as is compact JSON's '"n":1500'.
     # Not the hour of a clock reading either ("09:48", "1:30:00"): a time says when, and a
     # log line's stamp is no value the step took from anywhere.
-    ("number", re.compile(r"(?<![\w.-])(?:(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?|(?<=[A-Za-z0-9]:)\d+\.\d+)(?![\w.-]|:\d)")),
+    ("number", re.compile(r"(?<![\w.-])(?:(?<![A-Za-z0-9]:)-?\d+(?:\.\d+)?|(?<=[A-Za-z0-9]:)\d+\.\d+)(?![\w-]|\.\w|:\d)")),
 ]
 # A date with a time of day, ISO 8601 style ("2026-03-14T09:48:54.1+01:00"): it has letters
 # and digits, like an id, but it is a moment, not a record; read as nothing.
