@@ -747,6 +747,7 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
     and, once one result is known for an error, the same text from the same tool elsewhere.
     Each such step becomes an error step (outcome "error_result"), as if the tool had raised."""
     flagged: set[tuple[str, str]] = set()
+    last_use = {v: w.index for w in units for v in w.artifacts_consumed}  # value -> the last step using it
     for k, u in enumerate(units):
         if u.kind != "llm":
             continue
@@ -769,7 +770,7 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 isinstance(answer, (dict, list))
                 or (at_once and (answer == f.get("result") or bool(retry.get("error"))
                                  or _worded_as_failure(_text_result(answer))))
-                or (not at_once and answer != f.get("result") and _relayed_then_dropped(units, k, nxt, text)))
+                or (not at_once and answer != f.get("result") and _relayed_then_dropped(units, k, nxt, text, last_use)))
             if retried or _worded_as_failure(text):
                 flagged.add((f["tool"], normalize_error(text) or ""))
     if not flagged:
@@ -786,18 +787,19 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 break
 
 
-def _relayed_then_dropped(units: list[TransitionUnit], k: int, retry: TransitionUnit, text: str) -> bool:
+def _relayed_then_dropped(units: list[TransitionUnit], k: int, retry: TransitionUnit, text: str,
+                          last_use: dict[str, int]) -> bool:
     """Whether step k's agent answered with `text` (its tool's short text result) before
     `retry` made the call again, every word of it (its numbers and stamps aside: an agent
     relays a message with its own), and no step from the retry on used a value of `text`
-    that the call itself did not carry."""
+    that the call itself did not carry (`last_use`: value -> the last step using it, read
+    once per session, so that the reading stays linear in the session's length)."""
     words = set(_WORD.findall(text.lower()))
     relayed = len(words) >= 2 and any(w.agent == units[k].agent and words <= set(_WORD.findall(w.action["text"].lower()))
                                       for w in units[k + 1:retry.index])  # a unit's index is its place in `units`
     if not relayed:
         return False
-    values = extract_artifacts(text) - units[k].artifacts_consumed
-    return not any(values & w.artifacts_consumed for w in units[retry.index:])
+    return all(last_use.get(v, -1) < retry.index for v in extract_artifacts(text) - units[k].artifacts_consumed)
 
 
 _WORD = re.compile(r"[a-z]+")
