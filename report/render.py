@@ -344,15 +344,21 @@ def _html_message(msg: dict) -> str:
     return out
 
 
+def _failure_mark(errors) -> str:
+    """How a step the run got past is named: by its error, or, where the store has none (its
+    tool answered the failure as text), by the analysis's reading."""
+    return "error" if errors else "failure read from its result"
+
+
 def _html_step(steps, i, scores, frontier, hyp_rank, interventions) -> str:
     step = steps[i]
     k = int(step.get("index", i))
     score = scores.get(k) or {}
     errors = rc.step_errors(step)
-    got_past = rc.recovered_by(score) if errors else None
+    got_past = rc.recovered_by(score)
     badges = []
     if got_past is not None:  # shown, but not as where the run went wrong
-        badges.append(_badge(f"error, got past at step {got_past}", "b-warn"))
+        badges.append(_badge(f"{_failure_mark(errors)}, got past at step {got_past}", "b-warn"))
     elif errors:
         badges.append(_badge("error", "b-bad"))
     if k in frontier:
@@ -596,9 +602,11 @@ def _md_trace(r: "Report") -> list[str]:
             out += ["", f"### Trial {owner.index + 1}: steps {owner.start}–{owner.end}{status}", ""]
         marks = []
         sc = scores_by.get(k) or {}
-        if rc.step_errors(step):
-            got_past = rc.recovered_by(sc)
-            marks.append("error" if got_past is None else f"error, got past at step {got_past}")
+        errors, got_past = rc.step_errors(step), rc.recovered_by(sc)
+        if got_past is not None:
+            marks.append(f"{_failure_mark(errors)}, got past at step {got_past}")
+        elif errors:
+            marks.append("error")
         if k in frontier:
             marks.append("frontier: " + ", ".join(frontier[k]))
         scores_txt = ", ".join(f"{d} {rc.fmt_score(sc[d])}" for d in ("isolation_forest", "hgt") if sc.get(d) is not None)

@@ -36,7 +36,9 @@ class Timeline:
 
 def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int, int] | None = None) -> Timeline:
     """`steps`: outline steps (`Store.session_outline`) in step order; `got_past`: error
-    steps the analysis read as got past, with the step that made their calls again."""
+    steps the analysis read as got past, with the step that made their calls again (also
+    steps whose failure it read from a result returned as text, which the store has as no
+    error)."""
     got_past = got_past or {}
     agents: list[str] = []
     for step in steps:
@@ -54,8 +56,9 @@ def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int
         css = ["step", f"kind-{step.get('kind') or 'other'}"]
         tools = step.get("tool_calls") or []
         failed = bool(step.get("error") or any(tc.get("error") for tc in tools))
-        retried_by = got_past.get(step["index"]) if failed else None
-        if failed:
+        # also a step whose tool answered its failure as text: the store holds no error there
+        retried_by = got_past.get(step["index"])
+        if failed or retried_by is not None:
             css.append("error" if retried_by is None else "error got-past")
         if tools:
             css.append("tools")
@@ -65,7 +68,7 @@ def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int
         title = (f"step {step['index']} · {name} · {step.get('kind') or ''}"
                  + (" · " + ", ".join(str(tc.get("name")) for tc in tools[:5]) if tools else "")
                  + (f" · {duration:.0f} ms" if isinstance(duration, (int, float)) else "")
-                 + (" · error" if failed else "")
+                 + (" · error" if failed else " · failure read from its result" if retried_by is not None else "")
                  + (f", got past at step {retried_by}" if retried_by is not None else ""))
         tl.boxes.append(Box(step["index"], x, y, " ".join(css), title))
         if previous is not None and previous[1] != y:

@@ -201,9 +201,10 @@ def test_an_unexpected_failure_is_the_uis_error_page(tmp_path):
     assert "script-src 'self'" in r.headers["content-security-policy"]
 
 
-def record_retried_lookup(tracer, session_id: str) -> None:
-    """An exported session in tracefix/GenAI conventions whose look-up times out and works
-    when the worker makes the same call again; its shipping call then fails for good."""
+def record_retried_lookup(tracer, session_id: str, said: bool = False) -> None:
+    """An exported session in tracefix/GenAI conventions whose look-up times out (raised, or
+    `said` as its text result) and works when the worker makes the same call again; its
+    shipping call then fails for good."""
     calls = [("Kestrel", None, None, None), ("Wren", "look", {"ref": "box7a"}, TimeoutError("no answer within 30 s")),
              ("Wren", "look", {"ref": "box7a"}, None), ("Wren", "ship", {"ref": "box9c"}, LookupError("no box box9c")),
              ("Kestrel", None, None, None)]
@@ -230,34 +231,41 @@ def record_retried_lookup(tracer, session_id: str) -> None:
                         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
                         "gen_ai.tool.call.id": call_id, "tracefix.step": step, "tracefix.session.id": session_id,
                         "gen_ai.tool.call.arguments": json.dumps(arguments)}) as span:
-                    if error is not None:
+                    if error is not None and said and tool == "look":
+                        span.set_attribute("gen_ai.tool.call.result", str(error))
+                    elif error is not None:
                         span.record_exception(error)
                         span.set_status(2, str(error))
                     else:
                         span.set_attribute("gen_ai.tool.call.result", json.dumps({"ref": "box7a", "color": "red"}))
 
 
-def test_an_error_the_run_got_past_is_drawn_apart_from_the_failures(ui_server, client):
+@pytest.mark.parametrize("said", [False, True], ids=["raised", "said-as-text"])
+def test_an_error_the_run_got_past_is_drawn_apart_from_the_failures(ui_server, client, said):
+    """Also where the tool answered its timeout as text: the store has no error there, and
+    the page, its timeline and the report all show the analysis's reading of it."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    sid = "s-retried-lookup"
+    sid = f"s-retried-lookup-{'said' if said else 'raised'}"
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(
         endpoint=f"{ui_server.url}/v1/traces", headers={"authorization": f"Bearer {ui_server.token}"}, timeout=10)))
-    record_retried_lookup(provider.get_tracer("test"), sid)
+    record_retried_lookup(provider.get_tracer("test"), sid, said=said)
     provider.shutdown()
-    # before an analysis both failed calls are drawn as errors
+    # before an analysis the failed calls the store knows of are drawn as errors
     html = client.get(f"/session?id={sid}").text
-    assert len(re.findall(r'<rect class="step kind-llm error tools', html)) == 2 and "got-past" not in html
+    assert len(re.findall(r'<rect class="step kind-llm error tools', html)) == (1 if said else 2)
+    assert "got-past" not in html
     tracefix("analyze", sid, "--server", ui_server.url, "--token", ui_server.token)
     html = client.get(f"/session?id={sid}&step=1").text
     got_past = re.search(r'<rect class="step kind-llm error got-past tools[^"]*"[^>]*data-step="(\d+)"><title>([^<]+)', html)
-    assert got_past.group(1) == "1" and "got past at step 2" in got_past.group(2)
+    mark = "failure read from its result" if said else "error"
+    assert got_past.group(1) == "1" and f"{mark}, got past at step 2" in got_past.group(2)
     assert len(re.findall(r'<rect class="step kind-llm error tools', html)) == 1  # the shipping call still failed
     assert "The run got past this failure" in html[html.index('id="step-detail"'):]
     report = httpx.get(f"{ui_server.url}/api/v1/sessions/{sid}/report?format=md",
                        headers={"authorization": f"Bearer {ui_server.token}"}).text
-    assert 'calls look({"ref": "box7a"}) — *error, got past at step 2*' in report
+    assert f'calls look({{"ref": "box7a"}}) — *{mark}, got past at step 2*' in report
     assert re.search(r'calls ship\(\{"ref": "box9c"\}\) — \*error[;*]', report)  # a failure still
