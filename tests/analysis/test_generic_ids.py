@@ -35,6 +35,15 @@ def test_a_number_written_with_thousands_separators_is_the_number_the_tool_retur
     assert unsupported_in({"1500"}, '{"amount": 1,600}') == ["1500"]
 
 
+def test_a_number_that_ends_a_sentence_is_a_value_and_one_worked_out_from_two_seen_is_no_invention():
+    assert extract_artifacts("Savings: 7800.00. Total: $6,050.") == {"7800", "6050"}
+    assert extract_artifacts("version 1.2.3 at 10.0.0.1") == set()  # a period before a digit goes on
+    seen = "checking balance 3025.00; savings balance 7800.00; deposit 300.00"
+    assert unsupported_in({"10825", "7500", "8100"}, seen) == []  # a total, what is left, a balance after
+    assert unsupported_in({"6000", "7801"}, seen) == ["6000", "7801"]  # neither seen nor worked out from two
+    assert unsupported_in({"3026"}, seen + "; line 1") == ["3026"]  # a count of a few is no operand
+
+
 def test_a_clock_reading_or_a_timestamp_is_no_value_a_step_took_from_anywhere():
     """Chat logs stamp every message with the time it was written: the stamp's hour is not an
     invented number, and an ISO timestamp, letters and digits alike, is not an id."""
