@@ -176,9 +176,15 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
     return out
 
 
-def _failed_with(u: TransitionUnit) -> str:
-    """A step's error in a rationale, and whether the agent got past it by trying again."""
-    return f"failed with {u.error_text!r}" + (", then worked when made again" if u.recovered else "")
+def _failed_with(graph: TransitionGraph, u: TransitionUnit) -> str:
+    """A step's error in a rationale, and how the run got past it: the same calls made again
+    worked, or failed otherwise (a timeout, then the refusal the run went on with)."""
+    text = f"failed with {u.error_text!r}"
+    if u.recovered_by is None:
+        return text
+    retry = graph.units[u.recovered_by]
+    how = "worked" if retry.status != "error" else "failed otherwise"
+    return f"{text}, then {how} when made again at step {retry.index}"
 
 
 def _rationale(graph: TransitionGraph, c: dict, detectors: list[str]) -> str:
@@ -193,7 +199,7 @@ def _rationale(graph: TransitionGraph, c: dict, detectors: list[str]) -> str:
     if detectors:
         parts.append(f"anomalous to {' and '.join(detectors)}")
     if u.error_text and not any(s["step"] == u.index for s in c["symptoms"]):
-        parts.append(_failed_with(u))
+        parts.append(_failed_with(graph, u))
     if not parts:
         parts.append("peaks within its frontier group")
     return f"Step {u.index} ({u.agent}, {u.phase}): " + "; ".join(parts) + "."
@@ -240,7 +246,7 @@ def rerank_hypotheses(graph: TransitionGraph, hypotheses: list[dict[str, Any]], 
             h = {"step": step, "agent": u.agent, "source": "ranker",
                  "rationale": (f"Step {step} ({u.agent}, {u.phase}): ranked suspect by the learned step ranker "
                                f"({'; '.join(in_words) or 'no single input stands out'})"
-                               + (f"; {_failed_with(u)}" if u.error_text else "") + "."),
+                               + (f"; {_failed_with(graph, u)}" if u.error_text else "") + "."),
                  "evidence": {"detectors": [], "scores": {name: round(float(s[step]), 4)
                                                           for name, s in scores_by_detector.items()},
                               "features": {}, "path": [step], "symptoms": [], "signals": [], "group": [step],

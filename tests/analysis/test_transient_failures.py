@@ -43,7 +43,7 @@ def test_a_call_that_failed_and_worked_when_made_again_at_once_is_no_symptom():
         hypotheses = analyze_document(doc, None)["hypotheses"]
         assert hypotheses[0]["step"] == 3, error
         # Where the retried step is still shown, the reader is told it worked the second time.
-        assert all(h["rationale"].endswith("then worked when made again.") for h in hypotheses if h["step"] == 1)
+        assert all(h["rationale"].endswith("then worked when made again at step 2.") for h in hypotheses if h["step"] == 1)
 
 
 def test_a_call_that_fails_again_or_is_made_another_way_was_no_transient_failure():
@@ -111,6 +111,8 @@ def test_a_retry_that_fails_otherwise_decides_unless_the_first_failure_comes_bac
     units = build_units(_session(timeout, refused))
     assert units[1].recovered_by == 2 and not units[2].recovered
     assert find_symptoms(build_graph(units), failed=True)[0].step == 2
+    shown = [h["rationale"] for h in analyze_document(_session(timeout, refused), None)["hypotheses"] if h["step"] == 1]
+    assert shown and all(r.endswith("then failed otherwise when made again at step 2.") for r in shown)
     # The refusal, a timeout on the retry, the refusal again: the first refusal stands.
     steps = _session(refused, timeout)["steps"]
     steps.insert(3, _step(3, "Wren", calls=[refused]))
