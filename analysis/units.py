@@ -386,7 +386,7 @@ def unsupported_in(used: set[str], context: str) -> list[str]:
             return value in context and re.search(_token_pattern(value), context) is not None
     missing = [value for value in sorted(used) if not mentioned(value)]
     if any(_NUMBER.fullmatch(v) for v in missing):
-        seen = _numbers_in(context)
+        seen = _operand_cents(context)
         missing = [v for v in missing if not (_NUMBER.fullmatch(v) and _sum_or_difference(float(v), seen))]
     return missing
 
@@ -395,27 +395,25 @@ def unsupported_in(used: set[str], context: str) -> list[str]:
 # no value made up: read against the numbers of the context's tail, so that a step costs
 # the same however long its context.
 _ARITHMETIC_CHARS = 8_000
-_ARITHMETIC_NUMBERS = 400
 _MAX_OPERAND = 1e15  # past this no float holds its cents (and a number of 400 digits is inf)
 
 
-def _numbers_in(context: str) -> set[float]:
-    """The last distinct numbers of a (plain-numbered) context's tail."""
-    found: dict[float, None] = {}
-    for m in reversed(list(_NUMBER.finditer(context[-_ARITHMETIC_CHARS:]))):
-        found.setdefault(float(m.group()), None)
-        if len(found) >= _ARITHMETIC_NUMBERS:
-            break
-    return set(found)
+def _operand_cents(context: str) -> set[int]:
+    """The numbers of a (plain-numbered) context's tail, in cents, 10 or more: a list's
+    numbering and a count of a few would otherwise cover any value near one seen (a made-up
+    1008 next to a 1007)."""
+    cents = set()
+    for text in set(_NUMBER.findall(context[-_ARITHMETIC_CHARS:])):
+        x = float(text)
+        if 10 <= abs(x) < _MAX_OPERAND:
+            cents.add(round(x * 100))
+    return cents
 
 
-def _sum_or_difference(value: float, seen: set[float]) -> bool:
-    """Whether `value` is a + b or a - b for numbers a, b of `seen` (to the cent), both 10
-    or more: a list's numbering and a count of a few would otherwise cover any value near
-    one seen (a made-up 1008 next to a 1007)."""
+def _sum_or_difference(value: float, cents: set[int]) -> bool:
+    """Whether `value` is a + b or a - b for numbers a, b of `cents` (to the cent)."""
     if not abs(value) < _MAX_OPERAND:
         return False
-    cents = {c for x in seen if abs(x) < _MAX_OPERAND and abs(c := round(x * 100)) >= 1000}
     target = round(value * 100)
     return any(target - a in cents or a - target in cents for a in cents)
 
