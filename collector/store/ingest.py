@@ -235,7 +235,7 @@ class Ingest(FeedbackOutbox):
         existed = bool(stored)
         owners = owners or {}
         adopted = {sid: owners[sid] for sid, _, _ in stored
-                   if sid not in sessions and owners.get(sid, sid) != sid}
+                   if sid not in sessions and owners.get(sid, sid) != sid and owners[sid] in sessions}
         if adopted:  # rare: read their whole rows
             in_adopted, params = in_strings(adopted)
             for row in con.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions "
