@@ -251,3 +251,27 @@ def test_dead_workers_and_dead_collectors_jobs_are_queued_again(lake):
         for s in (a, b):
             if s is not None:
                 s.close()
+
+
+def test_a_span_one_collector_stored_under_its_trace_joins_the_session_another_learns(lake):
+    """A chat span without a session attribute reaches one collector before its root, which
+    names the session, reaches another: the lake ends with one session holding both."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from test_ingest import agent_run_with_sessionless_chat
+
+    from tracefix.collector.normalize import normalize_request
+    from tracefix.collector.store import Store
+
+    a = Store(lake[0], data_path=lake[1])
+    b = Store(lake[0], data_path=lake[1])
+    try:
+        sid = f"lake-late-{uuid.uuid4().hex[:6]}"
+        root, child = agent_run_with_sessionless_chat(sid)
+        a.ingest(normalize_request(encode_spans([child])))
+        b.ingest(normalize_request(encode_spans([root])))
+        assert sorted(s["name"] for s in a.get_spans(sid)) == ["agent run", "chat m"]
+        assert len(a.get_session(sid)["steps"]) == 1
+        assert a.get_session(f"{child.context.trace_id:032x}") is None
+    finally:
+        a.close()
+        b.close()
