@@ -236,10 +236,18 @@ class Ingest(FeedbackOutbox):
         owners = owners or {}
         adopted = {sid: owners[sid] for sid, _, _ in stored
                    if sid not in sessions and owners.get(sid, sid) != sid and owners[sid] in sessions}
-        if adopted:  # rare: read their whole rows
+        if adopted:  # rare: a session's spans of another trace make it no trace's session, but one named so
+            in_adopted, params = in_strings(adopted)
+            for (named,) in con.execute(f"SELECT DISTINCT session_id FROM spans WHERE session_id {in_adopted} "
+                                        "AND trace_id <> session_id", params).fetchall():
+                del adopted[named]
+        if adopted:  # read their whole rows
             in_adopted, params = in_strings(adopted)
             for row in con.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions "
                                    f"WHERE session_id {in_adopted}", params).fetchall():
+                if row[SESSION_FIELDS.index("source")] != source:  # an imported session is its own
+                    del adopted[row[0]]
+                    continue
                 owner = adopted[row[0]]
                 fields = {f: v for f, v in zip(SESSION_FIELDS, row) if f not in ("session_id", "source", "updated_ns")}
                 merge_session({owner: fields}, owner, sessions[owner])

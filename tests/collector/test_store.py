@@ -150,3 +150,15 @@ def test_a_diagnosis_job_leased_to_a_worker_is_not_requeued_by_a_collector_start
     assert store.claim_job("diagnosis") is None and store.claim_job("diagnosis", "worker-b", lease_s=60) is None
     assert store.finish_job(job["job_id"], worker="worker-a", state="done")
     store.close()
+
+
+def test_a_session_named_like_a_trace_id_is_not_taken_for_that_traces_session(tmp_path):
+    """Only a session the store made of a trace's session-less spans is moved: a client that
+    names a session with some trace's id (by chance, or to take it over) moves nothing."""
+    store = Store(tmp_path / "named.duckdb")
+    root, child = agent_run_with_sessionless_chat(f"thief-{uuid.uuid4().hex[:6]}")
+    victim = f"{root.context.trace_id:032x}"
+    store.ingest(normalize_request(ExportTraceServiceRequest.FromString(_otlp_request(victim, 2))))
+    store.ingest(normalize_request(encode_spans([root, child])))
+    assert len(store.get_session(victim)["steps"]) == 2
+    store.close()
