@@ -53,8 +53,19 @@ def _map_strings(obj: Any, fn: Callable[[str], str], key: str | None = None) -> 
 
 
 def _session_rng(doc: dict, seed: int, salt: str) -> random.Random:
-    digest = hashlib.sha256(f"{seed}:{salt}:{doc.get('session_id')}".encode()).hexdigest()
+    """A rewrite's random choices for one session, drawn from what the session says, not from
+    its ids: a seed's demo sessions come out the same in every recording, and so do the
+    rewrites of them, so a bench figure is the same run after run."""
+    digest = hashlib.sha256(f"{seed}:{salt}:{_content_key(doc)}".encode()).hexdigest()
     return random.Random(int(digest[:16], 16))
+
+
+def _content_key(doc: dict) -> str:
+    """The session's task, and each step's agent, output and tool calls, without ids or times."""
+    steps = [[s.get("agent"), s.get("output_message"),
+              [[t.get("name"), t.get("arguments"), t.get("result"), t.get("error")] for t in s.get("tool_calls") or []]]
+             for s in doc.get("steps") or []]
+    return json.dumps([doc.get("task"), steps], sort_keys=True, default=str)
 
 
 def _replace_words(mapping: dict[str, str]) -> Callable[[str], str]:
