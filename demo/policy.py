@@ -426,6 +426,8 @@ def tool_calls(messages: list[dict], refusal: Callable[[Any], str | None] = _err
                 args = json.loads(fn.get("arguments") or "{}")
             except ValueError:
                 args = {}
+            if not isinstance(args, dict):  # '[1]', '"x"': a call's arguments are an object or nothing
+                args = {}
             raw = results.get(tc.get("id"))
             try:
                 result = json.loads(raw) if raw is not None else None

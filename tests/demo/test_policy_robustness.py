@@ -6,7 +6,7 @@ import json
 import urllib.error
 import urllib.request
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tracefix.demo.policy import decide
@@ -41,8 +41,19 @@ message = st.one_of(
 conversations = st.lists(message, min_size=1, max_size=12)
 
 
+def _refused_call(agent: str, ask: str, tool: str, arguments: str) -> list[dict]:
+    return [{"role": "system", "content": system_prompt(agent)}, {"role": "user", "content": ask},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": tool, "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "call_a", "content": '{"error": "x"}'}]
+
+
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations, st.booleans())
+# Found by a CI run: a refused call whose arguments were JSON but no object crashed the repair.
+@example(_refused_call("PaymentsAgent", "PaymentsAgent: Transfer $5 from account ACC-1001 to account ACC-1002 "
+                       "using transfer.", "transfer", "[1]"), False)
+@example(_refused_call("AccountAgent", "AccountAgent: close ACC-1010", "lookup_customer", "[1]"), False)
 def test_policy_always_returns_an_assistant_message(messages, reads_edits):
     decision = decide(messages, reads_edits=reads_edits)
     m = decision.message
