@@ -821,19 +821,17 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
 def _relayed_then_dropped(units: list[TransitionUnit], k: int, retry: TransitionUnit, text: str,
                           last_use: dict[str, int]) -> bool:
     """Whether step k's agent answered with `text` (its tool's short text result) before
-    `retry` made the call again, every word of it (its numbers and stamps aside: an agent
-    relays a message with its own), and no step from the retry on used a value of `text`
-    that the call itself did not carry (`last_use`: value -> the last step using it, read
-    once per session, so that the reading stays linear in the session's length)."""
+    `retry` made the call again, every word of it (`_WORD`, the module's words of three
+    letters or more: its numbers and stamps aside, as an agent relays a message with its
+    own), and no step from the retry on used a value of `text` that the call itself did not
+    carry (`last_use`: value -> the last step using it, read once per session, so that the
+    reading stays linear in the session's length)."""
     words = set(_WORD.findall(text.lower()))
     relayed = len(words) >= 2 and any(w.agent == units[k].agent and words <= set(_WORD.findall(w.action["text"].lower()))
                                       for w in units[k + 1:retry.index])  # a unit's index is its place in `units`
     if not relayed:
         return False
     return all(last_use.get(v, -1) < retry.index for v in extract_artifacts(text) - units[k].artifacts_consumed)
-
-
-_WORD = re.compile(r"[a-z]+")
 
 
 def mark_recovered_errors(units: list[TransitionUnit]) -> None:
