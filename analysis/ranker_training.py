@@ -96,7 +96,10 @@ def session_inputs(doc: dict, model: Any = None) -> tuple[list[list[float]], dic
 
 
 def fold_of(items: Sequence[dict], folds: int, seed: int) -> list[int]:
-    """Fold per item, stratified by group so every fold holds each corpus."""
+    """Fold per item, stratified by group so every fold holds each corpus; with as many folds
+    as items, each item is a fold of its own (leave-one-out: no seed changes it)."""
+    if folds >= len(items):
+        return list(range(len(items)))
     rng = random.Random(seed)
     assignment = [0] * len(items)
     for group in sorted({it["group"] for it in items}):

@@ -51,6 +51,11 @@ Ablations (same sessions, same store documents):
                            HGT's surprise as an input (cross-validated as `full`), the graph
                            heuristics with the HGT's score, HGT without IF, and HGT only.
 `--no-hgt` skips the HGT rows.
+
+Held out by training size: the full ranker cross-validated with 2 folds (each ranker learns
+from half of the split), with the 5 folds of `full`, and leave-one-out (91 of 92 logs). The
+shipped ranker learns from all 92, so leave-one-out is the closer estimate of its accuracy on
+logs it never saw; 5 folds stays the headline figure because it was chosen before looking.
 """
 from __future__ import annotations
 
@@ -78,6 +83,12 @@ RANKER_ABLATIONS = ("ranker - IF inputs", "ranker - heuristic input", "ranker, s
 ABLATIONS = ("full", *RANKER_ABLATIONS, "graph heuristics (no ranker)", "without IsolationForest",
              "IsolationForest only", "graph rules, no scores")
 CV_SEEDS = tuple(range(10))  # fold assignments: one session moves a hand-crafted rate by 0.034
+# The full ranker held out with less and with more to learn from than the 5 folds above: the
+# shipped ranker learns from all of the split, so leave-one-out is the nearer estimate of how
+# it does on logs it never saw, and the slope says whether more labelled logs would help.
+TRAINING_SIZES = {"full, trained on 1/2 (2 folds)": (2, CV_SEEDS),
+                  "full, trained on 4/5 (5 folds)": (5, CV_SEEDS),
+                  "full, leave one out": (None, (0,))}
 HGT_ABLATIONS = ("ranker + HGT input", "graph heuristics + HGT", "HGT, without IsolationForest", "HGT only")
 
 
@@ -320,10 +331,13 @@ def cross_validated_rankings(sessions: list[dict]) -> None:
     runs = [(method, select, [s["inputs"] for s in sessions]) for method, select in variants.items()]
     if all("inputs_hgt" in s for s in sessions):
         runs.append(("ranker + HGT input", None, [s["inputs_hgt"] for s in sessions]))
-    for method, select, inputs in runs:
-        flat = cross_validate(items, inputs, seeds=CV_SEEDS, select=select)
+    runs = [(method, select, inputs, 5, CV_SEEDS) for method, select, inputs in runs]
+    for method, (folds, seeds) in TRAINING_SIZES.items():
+        runs.append((method, None, [s["inputs"] for s in sessions], folds or len(sessions), seeds))
+    for method, select, inputs, folds, seeds in runs:
+        flat = cross_validate(items, inputs, folds=folds, seeds=seeds, select=select)
         for i, s in enumerate(sessions):
-            s["cv"][method] = [flat[k * len(sessions) + i] for k in range(len(CV_SEEDS))]
+            s["cv"][method] = [flat[k * len(sessions) + i] for k in range(len(seeds))]
 
 
 def summarize(rows: list[dict], methods: list[str]) -> dict:
@@ -408,6 +422,8 @@ def main() -> None:
           + ": differences of one or two sessions are noise")
     print_table(summary, ["full", *BASELINES], "tracefix vs baselines")
     print_table(summary, [*ABLATIONS, *([] if args.no_hgt else HGT_ABLATIONS)], "ablations")
+    by_size = summarize(rows, list(TRAINING_SIZES))
+    print_table(by_size, list(TRAINING_SIZES), "held out, by training size")
     print(seed_spread(rows))
     for note in notes:
         print(f"note: {note}")
@@ -417,7 +433,7 @@ def main() -> None:
             print(f"  {r['file']:<28} n={r['n_steps']:>3} truth={r['mistake_step']:>3} ({r['mistake_agent']}) "
                   f"tracefix top3={r['tracefix_top3']} (graph heuristics' top-3 from {r['heuristic_sources']})")
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "notes": notes, "sessions": rows}, indent=2))
+        args.json.write_text(json.dumps({"summary": summary, "by_training_size": by_size, "notes": notes, "sessions": rows}, indent=2))
         print(f"wrote {args.json}")
 
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from tracefix.analysis.pipeline import analyze_document
-from tracefix.analysis.ranker import FEATURE_NAMES, load_rankers, session_kind, shipped_rankers
-from tracefix.analysis.ranker_training import cross_validate, labelled_sessions, session_inputs
+from tracefix.analysis.ranker import FEATURE_NAMES, fit_ranker, load_rankers, order_by, session_kind, shipped_rankers
+from tracefix.analysis.ranker_training import cross_validate, fold_of, labelled_sessions, session_inputs
 from tracefix.collector.imports import conversation_to_document
 
 SPEAKERS = ["Solver", "Checker", "Runner"]
@@ -54,6 +54,16 @@ def test_ranker_learns_a_generic_signal_under_cross_validation(labelled_file):
     top1 = sum(r[0] == it["step"] for r, it in zip(rankings, items)) / len(items)
     first_turn = sum(it["step"] == 1 for it in items) / len(items)
     assert top1 >= 0.8 > first_turn, (top1, first_turn)
+
+
+def test_leave_one_out_ranks_each_session_by_a_ranker_fitted_on_all_the_others(labelled_file):
+    items = labelled_sessions([labelled_file])[:8]
+    inputs = [session_inputs(it["doc"])[0] for it in items]
+    assert fold_of(items, len(items), seed=0) == fold_of(items, len(items), seed=5) == list(range(len(items)))
+    rankings = cross_validate(items, inputs, folds=len(items), seeds=(0,))
+    for i in (0, 5):
+        others = [(inputs[j], items[j]["step"]) for j in range(len(items)) if j != i]
+        assert rankings[i] == order_by(fit_ranker(others).scores(inputs[i]))
 
 
 def test_train_ranker_cli_writes_a_model_analyze_uses(labelled_file, tmp_path):
