@@ -29,6 +29,7 @@ from test_partial_success import export, make_request, make_span
 pytestmark = pytest.mark.skipif(pg_bin_dir() is None, reason="PostgreSQL binaries not found (make pg installs them)")
 
 SESSIONS, PARTS, PER_PART = 9, 3, 4  # each session: 12 LLM spans in 3 exports, one per collector
+RACED_TRACES = 10  # without the write lock all of them are left split
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}  # one stored message, many writers
 
 
@@ -275,3 +276,45 @@ def test_a_span_one_collector_stored_under_its_trace_joins_the_session_another_l
     finally:
         a.close()
         b.close()
+
+
+def test_a_child_and_its_root_committed_at_once_by_two_collectors_end_in_one_session(lake):
+    """The same, both collectors writing at the same moment. Without the lake's write lock
+    each transaction's snapshot misses the other's rows (every trace of this test then keeps
+    its chat span under the trace id); with it, the second writer sees the first's."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from test_ingest import agent_run_with_sessionless_chat
+
+    from tracefix.collector.normalize import normalize_request
+    from tracefix.collector.store import Store
+
+    a = Store(lake[0], data_path=lake[1])
+    b = Store(lake[0], data_path=lake[1])
+    try:
+        runs = [agent_run_with_sessionless_chat(f"lake-race-{k}-{uuid.uuid4().hex[:6]}") for k in range(RACED_TRACES)]
+        for k, (root, child) in enumerate(runs):
+            start = threading.Barrier(2)
+            errors: list[BaseException] = []
+
+            def write(store, span):
+                start.wait()
+                try:
+                    store.ingest(normalize_request(encode_spans([span])))
+                except BaseException as exc:  # surfaced below: a failed write is no race
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=write, args=(a, child)), threading.Thread(target=write, args=(b, root))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors, errors
+        stray = [k for k, (root, child) in enumerate(runs) if a.get_session(f"{child.context.trace_id:032x}")]
+        assert not stray, f"{len(stray)} of {RACED_TRACES} traces left a span under their trace id"
+        for root, child in runs:
+            sid = root.attributes["session.id"]
+            assert sorted(s["name"] for s in a.get_spans(sid)) == ["agent run", "chat m"]
+    finally:
+        a.close()
+        b.close()
+
