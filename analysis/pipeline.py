@@ -11,11 +11,13 @@ there is the one used.
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tracefix.collector.document import session_task
 from tracefix.errors import UnknownSession
@@ -101,6 +103,36 @@ def session_failed(doc: dict) -> bool:
 
 SHIPPED = "shipped"
 
+_pauses_lock = threading.Lock()
+_pauses = 0
+_collector_was_enabled = False
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector off while a session is scored (re-entrant, thread-safe).
+
+    Scoring a long session allocates enough objects to set off a full (generation 2)
+    collection, and a full collection walks every object of the process: with torch and
+    scikit-learn loaded that is about 400,000 objects and 0.2 s, a fifth to a quarter of
+    a 1,000-step session's analysis (bench/analysis_latency.py --gc). Scoring makes little
+    cyclic garbage; what it makes is freed by the first collection after it. Reference
+    counting frees everything else as usual, and an application that turned the collector
+    off itself keeps it off."""
+    global _pauses, _collector_was_enabled
+    with _pauses_lock:
+        if _pauses == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pauses_lock:
+            _pauses -= 1
+            if _pauses == 0 and _collector_was_enabled:
+                gc.enable()
+
 
 def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = None,
                      notes: list[str] | None = None, isolation_forest: bool = True,
@@ -113,31 +145,32 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
     keeps the graph heuristics' own order. `isolation_forest=False`, `weights` and
     `ranker=None` are for ablations (bench/whowhen.py); the defaults are the product's."""
     notes = list(notes or [])
-    units = build_units(doc)
-    graph = build_graph(units)
-    task = session_task(doc)
-    X = feature_matrix(graph)
-    scores: dict[str, Any] = {}
-    if isolation_forest and len(units):
-        scores["isolation_forest"] = IsolationForestDetector().fit_score(X)
-    if model is not None and len(units):
-        scores["hgt"] = model.score(graph)
-    elif model is None:
-        notes.append(NO_MODEL_NOTE)
-    detectors = (["isolation_forest"] if isolation_forest else []) + (["hgt"] if model is not None else [])
-    frontier = frontiers(scores)
-    failed = session_failed(doc)
-    hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights)
-    if ranker == SHIPPED:
-        ranker = shipped_rankers().get(session_kind(doc))
-    ranker_scores = None
-    if isinstance(ranker, StepRanker) and len(units) > 1 and failed:
-        inputs = ranker_inputs(doc, units, scores, hypotheses)
-        ranker_scores = ranker.scores(inputs)
-        hypotheses = rerank_hypotheses(graph, hypotheses, ranker, inputs, ranker_scores, scores)
-    if model is not None and hypotheses:
-        for h in hypotheses[:3]:  # what the normal-behaviour model expected there
-            h["evidence"]["hgt_expected"] = model.explain(graph, h["step"])
+    with cycle_collection_paused():
+        units = build_units(doc)
+        graph = build_graph(units)
+        task = session_task(doc)
+        X = feature_matrix(graph)
+        scores: dict[str, Any] = {}
+        if isolation_forest and len(units):
+            scores["isolation_forest"] = IsolationForestDetector().fit_score(X)
+        if model is not None and len(units):
+            scores["hgt"] = model.score(graph)
+        elif model is None:
+            notes.append(NO_MODEL_NOTE)
+        detectors = (["isolation_forest"] if isolation_forest else []) + (["hgt"] if model is not None else [])
+        frontier = frontiers(scores)
+        failed = session_failed(doc)
+        hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights)
+        if ranker == SHIPPED:
+            ranker = shipped_rankers().get(session_kind(doc))
+        ranker_scores = None
+        if isinstance(ranker, StepRanker) and len(units) > 1 and failed:
+            inputs = ranker_inputs(doc, units, scores, hypotheses)
+            ranker_scores = ranker.scores(inputs)
+            hypotheses = rerank_hypotheses(graph, hypotheses, ranker, inputs, ranker_scores, scores)
+        if model is not None and hypotheses:
+            for h in hypotheses[:3]:  # what the normal-behaviour model expected there
+                h["evidence"]["hgt_expected"] = model.explain(graph, h["step"])
 
     llm_used = False
     if llm is not None and hypotheses:

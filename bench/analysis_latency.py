@@ -10,6 +10,10 @@ does. Prints the median wall time per size, the per-step cost, and growth ratios
 smallest size (linear growth = ratio equal to the size ratio). Target: <= 1 s at 1000 steps.
 With --single-agent every step is one agent's (the readings of a lone agent's own words as
 its hand-overs then run instead of the team's).
+
+Side by side, alternated run by run: the same analysis with Python's cycle collector left
+running (`pipeline.cycle_collection_paused` swapped for a no-op: the analysis before it
+paused the collector), and the ratio of the two medians.
 """
 from __future__ import annotations
 
@@ -69,6 +73,9 @@ def long_session(n_steps: int, seed: int = 0, single_agent: bool = False) -> dic
 
 
 def main() -> None:
+    import contextlib
+
+    from tracefix.analysis import pipeline
     from tracefix.analysis.detectors import HGTDetector
     from tracefix.analysis.pipeline import analyze_document, train_on_documents
 
@@ -88,24 +95,36 @@ def main() -> None:
         model = HGTDetector.load(path, device=args.device)
     analyze_document(long_session(20, seed=1, single_agent=args.single_agent), model, llm=None)  # warm up torch and sklearn
 
+    paused = pipeline.cycle_collection_paused
+
+    def timed(doc: dict, pause: bool) -> float:
+        pipeline.cycle_collection_paused = paused if pause else contextlib.nullcontext
+        try:
+            t0 = time.perf_counter()
+            result = analyze_document(doc, model, llm=None)
+            return time.perf_counter() - t0
+        finally:
+            pipeline.cycle_collection_paused = paused
+            assert len(result["scores"]) == len(doc["steps"])
+
     rows = []
     for n in sizes:
         doc = long_session(n, seed=n, single_agent=args.single_agent)
-        times = []
+        times: dict[bool, list[float]] = {True: [], False: []}
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            result = analyze_document(doc, model, llm=None)
-            times.append(time.perf_counter() - t0)
-        assert len(result["scores"]) == n
-        rows.append((n, statistics.median(times)))
+            for pause in (True, False):
+                times[pause].append(timed(doc, pause))
+        rows.append((n, statistics.median(times[True]), statistics.median(times[False])))
 
-    base_n, base_t = rows[0]
+    base_n, base_t, _ = rows[0]
     shape = "one agent" if args.single_agent else "a team"
     print(f"analysis latency ({args.device}, {shape}, median of {args.repeats}, model {model.version})")
-    print(f"{'steps':>6} {'seconds':>9} {'ms/step':>8} {'time ratio':>11} {'size ratio':>11}")
-    for n, t in rows:
-        print(f"{n:>6} {t:>9.3f} {1000 * t / n:>8.2f} {t / base_t:>11.2f} {n / base_n:>11.2f}")
-    last_n, last_t = rows[-1]
+    print(f"{'steps':>6} {'seconds':>9} {'ms/step':>8} {'time ratio':>11} {'size ratio':>11} "
+          f"{'collector on':>13} {'paused/on':>10}")
+    for n, t, on in rows:
+        print(f"{n:>6} {t:>9.3f} {1000 * t / n:>8.2f} {t / base_t:>11.2f} {n / base_n:>11.2f} "
+              f"{on:>13.3f} {t / on:>10.2f}")
+    last_n, last_t, _ = rows[-1]
     print(f"target <= 1 s at {last_n} steps: {'met' if last_t <= 1.0 else 'MISSED'} ({last_t:.3f} s)")
 
 

@@ -112,3 +112,53 @@ def test_ablation_options_leave_out_the_forest_and_reweigh_the_evidence():
     nothing = EvidenceWeights(detectors=0.0, origins=(0.0,), frontier=0.0, unsupported=0.0, unacted_claim=0.0,
                               final_answer=0.0)
     assert {h["score"] for h in analyze_document(doc, None, weights=nothing, ranker=None)["hypotheses"]} == {0.0}
+
+
+def test_the_cycle_collector_is_paused_while_scoring_and_back_after_it():
+    """Scoring runs without Python's cycle collector (a full collection would walk every
+    object of the process); it is back on afterwards, also after a failure, while another
+    thread still scores it stays off, and an application that turned it off keeps it off."""
+    import gc
+    import threading
+
+    from tracefix.analysis import pipeline
+
+    seen = []
+
+    class Probe(dict):  # a session document that reports the collector's state when read
+        def get(self, key, default=None):
+            if key == "steps":
+                seen.append(gc.isenabled())
+            return super().get(key, default)
+
+    assert gc.isenabled()
+    analyze_document(Probe(bank_session(0)))
+    assert seen and not any(seen) and gc.isenabled()
+
+    with pytest.raises(TypeError):
+        analyze_document({"steps": 7})
+    assert gc.isenabled()
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold():
+        with pipeline.cycle_collection_paused():
+            inside.set()
+            leave.wait(10)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    inside.wait(10)
+    with pipeline.cycle_collection_paused():
+        pass
+    assert not gc.isenabled()  # the other thread is still scoring
+    leave.set()
+    other.join()
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        analyze_document(bank_session(1))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
