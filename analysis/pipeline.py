@@ -112,13 +112,13 @@ _collector_was_enabled = False
 def cycle_collection_paused() -> Iterator[None]:
     """Python's cycle collector off while a session is scored (re-entrant, thread-safe).
 
-    Scoring a long session allocates enough objects to set off a full (generation 2)
-    collection, and a full collection walks every object of the process: with torch and
-    scikit-learn loaded that is about 400,000 objects and 0.2 s, a fifth to a quarter of
-    a 1,000-step session's analysis (bench/analysis_latency.py --gc). Scoring makes little
-    cyclic garbage; what it makes is freed by the first collection after it. Reference
-    counting frees everything else as usual, and an application that turned the collector
-    off itself keeps it off."""
+    Scoring a 1,000-step session allocates enough objects to set off a full (generation 2)
+    collection in about every other analysis, and a full collection walks every object of
+    the process: with torch and scikit-learn loaded that is about 400,000 objects and 0.2 s
+    (bench/analysis_latency.py times both ways). The cyclic garbage scoring makes (about
+    50,000 objects there) is freed by the first collection after it; reference counting
+    frees everything else as usual, and an application that turned the collector off
+    itself keeps it off."""
     global _pauses, _collector_was_enabled
     with _pauses_lock:
         if _pauses == 0:
