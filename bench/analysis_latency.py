@@ -102,9 +102,13 @@ def main() -> None:
     analyze_document(long_session(20, seed=1, single_agent=args.single_agent), model, llm=None)  # warm up torch and sklearn
 
     paused = pipeline.cycle_collection_paused
-    full_collections = [0]
-    gc.callbacks.append(lambda phase, info: full_collections.__setitem__(
-        0, full_collections[0] + (phase == "start" and info["generation"] == 2)))
+    full_collections = 0
+
+    def count_full_collections(phase: str, info: dict) -> None:
+        nonlocal full_collections
+        full_collections += phase == "start" and info["generation"] == 2
+
+    gc.callbacks.append(count_full_collections)
 
     def block(doc: dict, pause: bool) -> list[float]:
         pipeline.cycle_collection_paused = paused if pause else contextlib.nullcontext
@@ -126,9 +130,9 @@ def main() -> None:
         fulls = {True: 0, False: 0}
         for _ in range(BLOCKS):
             for pause in (True, False):
-                before = full_collections[0]
+                before = full_collections
                 times[pause] += block(doc, pause)
-                fulls[pause] += full_collections[0] - before
+                fulls[pause] += full_collections - before
         # a full collection falls in some runs only: the mean charges its cost to every run
         mean_ratio = statistics.fmean(times[True]) / statistics.fmean(times[False])
         rows.append((n, statistics.median(times[True]), statistics.median(times[False]), mean_ratio, fulls))
