@@ -37,19 +37,19 @@ def to_ns(value: Any) -> int:
     nanoseconds. ValueError, saying what is wrong, for anything else, for NaN / ±Infinity and
     for a time the store cannot hold (outside int64 nanoseconds)."""
     ns = _epoch_ns(value)
-    if not INT64_MIN <= ns <= INT64_MAX:
+    if not INT64_MIN <= ns <= INT64_MAX:  # checked before int(): seconds as large as 1e300 are inf in ns
         raise ValueError(f"must be a time between the years 1678 and 2262, not {repr(value)[:40]}")
-    return ns
+    return int(ns)
 
 
-def _epoch_ns(value: Any) -> int:
+def _epoch_ns(value: Any) -> int | float:
     if isinstance(value, dt.datetime):
         d = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
         return int(d.timestamp() * 1e9)
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise ValueError(f"must be a finite time, not {value!r}")
-        return int(value * 1e9) if value < 1e12 else int(value)
+        return value * 1e9 if value < 1e12 else value
     text = str(value).strip()
     try:
         number = float(text)
