@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from .features import FEATURE_NAMES, repeated_handovers
 from .frontier import union_groups
 from .graph import TransitionGraph
-from .symptoms import answer_carries_no_finding, find_symptoms
+from .symptoms import find_symptoms
 from .units import TransitionUnit
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
             continue  # an earlier symptom already explains the wrong answer
         if symptom.kind == "final_answer":
             # A silent suspect earlier in the run explains a wrong answer better than the answer.
-            weight = weights.unfounded_answer if answer_carries_no_finding(graph.units) else weights.final_answer
+            weight = weights.unfounded_answer if symptom.carries_no_finding else weights.final_answer
             weight = weight if not silent_suspects else weight / 3
         else:
             if symptom.origin in origins_seen:

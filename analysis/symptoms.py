@@ -40,6 +40,9 @@ class Symptom:
     origin: int
     path: list[int] = field(default_factory=list)  # symptom first, origin last
     reason: str = ""
+    # a final answer that names none of the values its tool results showed
+    # (answer_carries_no_finding), which the hypotheses weigh apart from a plain wrong answer
+    carries_no_finding: bool = False
 
 
 def claims_failure(u: TransitionUnit) -> bool:
@@ -373,7 +376,8 @@ def find_symptoms(graph: TransitionGraph, failed: bool) -> list[Symptom]:
         last = units[-1]
         if not out or out[-1].step != last.index:
             if not claims_failure(last) and last.status != "error":
+                unfounded = answer_carries_no_finding(units)
                 reason = "the run's final answer" + (", which carries none of the values its tool results showed"
-                                                     if answer_carries_no_finding(units) else "")
-                out.append(Symptom(last.index, "final_answer", last.index, [last.index], reason))
+                                                     if unfounded else "")
+                out.append(Symptom(last.index, "final_answer", last.index, [last.index], reason, unfounded))
     return out

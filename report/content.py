@@ -41,6 +41,9 @@ HOW_WORDS = {"llm": "LLM", "fallback": "deterministic fallback", "template": "de
              "evaluator": "the agent's evaluator", "heuristic": "heuristic", "milestones": "milestones",
              "ground_truth": "ground truth", "none": "not needed"}
 EVIDENCE_SHOWN = ("detectors", "features", "path", "tool", "error", "symptoms", "hgt_expected")
+# how a step the run got past is named where the store holds no error for it (its tool
+# answered the failure as text, and the analysis read it from the result)
+FAILURE_READ_FROM_RESULT = "failure read from its result"
 
 
 def objects(value) -> list[dict]:

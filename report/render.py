@@ -347,7 +347,7 @@ def _html_message(msg: dict) -> str:
 def _failure_mark(errors) -> str:
     """How a step the run got past is named: by its error, or, where the store has none (its
     tool answered the failure as text), by the analysis's reading."""
-    return "error" if errors else "failure read from its result"
+    return "error" if errors else rc.FAILURE_READ_FROM_RESULT
 
 
 def _html_step(steps, i, scores, frontier, hyp_rank, interventions) -> str:

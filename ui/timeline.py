@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tracefix.report.content import FAILURE_READ_FROM_RESULT
+
 STEP_W, GAP, LANE_H, BOX_H, LABEL_W, TOP = 14, 3, 30, 20, 150, 6
 NO_AGENT = "(no agent)"
 
@@ -68,7 +70,7 @@ def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int
         title = (f"step {step['index']} · {name} · {step.get('kind') or ''}"
                  + (" · " + ", ".join(str(tc.get("name")) for tc in tools[:5]) if tools else "")
                  + (f" · {duration:.0f} ms" if isinstance(duration, (int, float)) else "")
-                 + (" · error" if failed else " · failure read from its result" if retried_by is not None else "")
+                 + (" · error" if failed else " · " + FAILURE_READ_FROM_RESULT if retried_by is not None else "")
                  + (f", got past at step {retried_by}" if retried_by is not None else ""))
         tl.boxes.append(Box(step["index"], x, y, " ".join(css), title))
         if previous is not None and previous[1] != y:
