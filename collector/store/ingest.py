@@ -236,15 +236,15 @@ class Ingest(FeedbackOutbox):
         owners = owners or {}
         adopted = {sid: owners[sid] for sid, _, _ in stored
                    if sid not in sessions and owners.get(sid, sid) != sid and owners[sid] in sessions}
-        if adopted:  # rare: a session's spans of another trace make it no trace's session, but one named so
-            in_adopted, params = in_strings(adopted)
-            for (named,) in con.execute(f"SELECT DISTINCT session_id FROM spans WHERE session_id {in_adopted} "
-                                        "AND trace_id <> session_id", params).fetchall():
-                del adopted[named]
         if adopted:  # read their whole rows
             in_adopted, params = in_strings(adopted)
-            for row in con.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions "
-                                   f"WHERE session_id {in_adopted}", params).fetchall():
+            # rare: a session holding spans of another trace is no trace's session but one named so
+            rows = con.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions s WHERE session_id {in_adopted} "
+                               "AND NOT EXISTS (SELECT 1 FROM spans WHERE spans.session_id = s.session_id "
+                               "AND spans.trace_id <> spans.session_id)", params).fetchall()
+            trace_only = {row[0] for row in rows}
+            adopted = {sid: owner for sid, owner in adopted.items() if sid in trace_only}
+            for row in rows:
                 if row[SESSION_FIELDS.index("source")] != source:  # an imported session is its own
                     del adopted[row[0]]
                     continue
