@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "feedback": ("tracefix.collector.cli:feedback", "Record user feedback on a session (thumbs up/down)."),
     "import": ("tracefix.collector.cli:import_", "Import message-log conversations as sessions."),
     "analyze": ("tracefix.analysis.cli:analyze", "Score a session's steps and rank failure hypotheses."),
-    "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT model on successful sessions."),
+    "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT on successful sessions (--ranker: the step ranker)."),
     "replay": ("tracefix.replay.cli:replay", "Test failure hypotheses by replaying a session with interventions."),
     "worker": ("tracefix.replay.cli:worker", "Run the replay jobs of a collector beside the agent's own code."),
     "report": ("tracefix.report.cli:report", "Write the root-cause report of a session (HTML or Markdown)."),
