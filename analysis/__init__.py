@@ -9,7 +9,14 @@
 
 How (AgentTether section III, adapted to OTel traces):
   units.py       steps -> transition units (observation, belief, action, feedback; status,
-                 error signature, tool, phase, artifacts, unsupported / misattributed values)
+                 error signature, tool, phase, artifacts, unsupported / misattributed values),
+                 read by:
+    values.py      the values a text names, and whether a step's input showed them
+    roles.py       who plans and who works; a step's phase
+    records.py     tool results as records (JSON objects, text lines, prose fields)
+    reports.py     a report read against its own results (misattributed, omitted, restated)
+    failures.py    errors, failures returned as text, retries got past, rounds handed out again
+    conflicts.py   picks that conflict with the task or with the final answer
   graph.py       critical transition graph (temporal, artifact, same-error, loop edges) and its
                  heterogeneous view for the HGT (step + agent/tool/error/artifact nodes)
   features.py    the per-step feature vector both detectors read (FEATURE_NAMES)

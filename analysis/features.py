@@ -19,6 +19,7 @@ import re
 from typing import Any, Sequence
 
 from .graph import ARTIFACT, DEPENDENCY_TYPES, LOOP, SAME_ERROR, TransitionGraph
+from .roles import hub_agents, in_words_only, is_coordinator, single_agent
 from .units import TransitionUnit
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -81,8 +82,6 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
     report (no failure words, the round not handed out again, not the words of a failed
     report said again). A claim without an action, whatever its wording. Message logs carry
     no calls: 0."""
-    from .units import hub_agents, in_words_only, is_coordinator
-
     hubs = hub_agents([u.agent for u in units if u.kind == "llm"])
     tool_users = {u.agent for u in units if u.action["calls"]}
     tool_users |= {u.agent for u in units if u.kind == "llm" and not is_coordinator(u.agent) and u.agent not in hubs}
@@ -121,8 +120,6 @@ def repeated_handovers(units: list[TransitionUnit]) -> dict[int, int]:
     failure and was not handed out again): the work was done, so saying it again is not a
     retry but the next request gone wrong (the same item asked twice, the one still to do
     never asked)."""
-    from .units import hub_agents, in_words_only, is_coordinator, single_agent
-
     givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
     alone = single_agent(units)
     n = len(units)

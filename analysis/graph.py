@@ -144,9 +144,9 @@ class Vocab:
 
 
 def _artifact_kind(value: str) -> int:
-    from .units import _ARTIFACT_PATTERNS  # same patterns that found it
+    from .values import ARTIFACT_PATTERNS  # same patterns that found it
 
-    for i, (kind, pattern) in enumerate(_ARTIFACT_PATTERNS):
+    for i, (kind, pattern) in enumerate(ARTIFACT_PATTERNS):
         if pattern.fullmatch(value):
             return ARTIFACT_KINDS.index(kind)
     return ARTIFACT_KINDS.index("text")

@@ -41,8 +41,11 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Sequence
 
+from tracefix.collector.document import session_task
+
+from .roles import speaker_of
 from .step_signals import HUMAN_ROLES, text_of
-from .units import TransitionUnit, session_task, speaker_of
+from .units import TransitionUnit
 
 MODEL_PACKAGE = "wordllama"
 WEIGHTS_FILE = "weights/l2_supercat_256.safetensors"

@@ -35,7 +35,11 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
-from .units import TransitionUnit, extract_artifacts, session_task, speaker_of
+from tracefix.collector.document import session_task
+
+from .roles import speaker_of
+from .units import TransitionUnit
+from .values import extract_artifacts
 
 SIGNAL_NAMES = (
     "rel_position", "agent_turn", "first_agent_turn", "speaker_first_turn", "speaker_is_opener",
@@ -108,7 +112,7 @@ def coordinating_speaker(speakers: Sequence[str], agents: Sequence[bool], share:
     """The speaker work goes out from: the one whose turn comes right before at least `share`
     of every other agent's turns (a change of speaker onto an agent step).
 
-    Unlike `units.hub_agents` (an instrumented session: the hub takes the first step and
+    Unlike `roles.hub_agents` (an instrumented session: the hub takes the first step and
     precedes every other agent's turn, exactly), a message log has human turns, tool outputs
     and a coordinator that may speak second, so this one tolerates exceptions. In a
     two-party exchange both speakers precede each other's turns: the coordinator is then the

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
-from .units import (TransitionUnit, extract_artifacts, hub_agents, in_words_only, is_coordinator, is_identifier,
-                    single_agent)
+from .roles import hub_agents, in_words_only, is_coordinator, single_agent
+from .units import TransitionUnit
+from .values import extract_artifacts, is_identifier
 
 MAX_DEPTH = 12
 
@@ -47,7 +48,7 @@ class Symptom:
 
 def claims_failure(u: TransitionUnit) -> bool:
     """A text step that reports failure: in so many words, or by its round being handed out
-    again (units.mark_failed_rounds), whatever its words."""
+    again (failures.mark_failed_rounds), whatever its words."""
     if u.action["calls"] or u.status == "error":
         return False
     return (u.claims_failure and not u.claims_success) or u.round_failed
@@ -69,7 +70,7 @@ def handover_source(units: list[TransitionUnit], k: int) -> int | None:
 
 
 def _givers(units: list[TransitionUnit]) -> set[str]:
-    """Who hands work out (as in units.mark_failed_rounds): the conversation's hub, or an
+    """Who hands work out (as in failures.mark_failed_rounds): the conversation's hub, or an
     agent named as a coordinator. A worker's report back is no hand-over."""
     return hub_agents([w.agent for w in units]) | {w.agent for w in units if is_coordinator(w.agent)}
 

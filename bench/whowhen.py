@@ -156,7 +156,7 @@ def step_map(history: list[dict], doc: dict) -> tuple[dict[int, int], list[str]]
 
 def agent_key(speaker: str | None) -> str:
     """'Orchestrator (-> WebSurfer)' -> 'orchestrator': the agent behind a speaker label."""
-    from tracefix.analysis.units import speaker_of
+    from tracefix.analysis.roles import speaker_of
 
     return speaker_of(str(speaker or ""))
 

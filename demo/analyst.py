@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from tracefix.analysis.units import is_coordinator
+from tracefix.analysis.roles import is_coordinator
 
 MODEL = "sim-analyst"
 STAGE_PREFIX = "tracefix-stage: "

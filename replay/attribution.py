@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tracefix.analysis.units import is_coordinator
+from tracefix.analysis.roles import is_coordinator
 from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 

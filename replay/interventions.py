@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 
-from tracefix.analysis.units import is_coordinator
+from tracefix.analysis.roles import is_coordinator
 from tracefix.collector.document import content_text, session_task
 from tracefix.replay import prompts
 

@@ -3,14 +3,14 @@
 A trial runs from a planning (or re-planning) step up to the step before the next one.
 With an LLM the planning steps come from the segmentation prompt; without one (or when
 its answer is unusable) they are detected from what the trace already says: the agent's
-role (a coordinating agent: `tracefix.analysis.units.is_coordinator`), the phase the analysis assigned ("plan"), and
+role (a coordinating agent: `tracefix.analysis.roles.is_coordinator`), the phase the analysis assigned ("plan"), and
 plan-like content (the word "plan", a numbered list).
 """
 from __future__ import annotations
 
 import re
 
-from tracefix.analysis.units import is_coordinator
+from tracefix.analysis.roles import is_coordinator
 from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 

@@ -1,7 +1,8 @@
 """Artifacts and error signatures know no id format: an id is any token that mixes letters
 and digits, with or without separators, so the silent-failure signals hold on any app."""
-from tracefix.analysis.units import (extract_artifacts, misattributed_values, normalize_error, omitted_records,
-                                     task_conflicts, unsupported_in)
+from tracefix.analysis.conflicts import task_conflicts
+from tracefix.analysis.reports import misattributed_values, omitted_records
+from tracefix.analysis.values import extract_artifacts, normalize_error, unsupported_in
 
 
 def test_ids_of_any_shape_are_artifacts_and_words_dates_names_are_not():
@@ -21,7 +22,7 @@ def test_colon_namespaced_ids_are_one_artifact_and_a_colon_after_an_id_or_key_is
 
 
 def test_a_text_result_keeps_a_colon_namespaced_id_whole_as_the_report_names_it():
-    from tracefix.analysis.units import text_records
+    from tracefix.analysis.records import text_records
 
     (first, second) = text_records("- sku sku:73-m; qty 2; price:64.75\n- sku sku:88-b; qty 1; price:23.90")
     assert first[1] == ["sku", "sku:73-m", "qty", "2", "price", "64.75"]
@@ -79,7 +80,8 @@ def test_record_signals_work_with_ids_that_have_no_separator():
 
 
 def test_the_last_item_of_a_listing_that_runs_on_into_its_parents_fields_is_still_a_sibling():
-    from tracefix.analysis.units import mispaired_numbers, text_records
+    from tracefix.analysis.records import text_records
+    from tracefix.analysis.reports import mispaired_numbers
 
     prose = ("lines - price 23.90; item desk lamp; qty 2; sku sku:88b\n"
              "- price 11.50; item cable reel; qty 1; sku sku:12k; paid 59.30; status open; ref ord7")
@@ -104,7 +106,8 @@ def _step(i, agent, text="", calls=()):
 
 
 def test_the_coordinator_is_read_from_the_conversation_shape_not_its_name():
-    from tracefix.analysis.units import build_units, hub_agents
+    from tracefix.analysis.roles import hub_agents
+    from tracefix.analysis.units import build_units
 
     assert hub_agents(["Kestrel", "Wren", "Wren", "Kestrel", "Alder", "Kestrel"]) == {"Kestrel"}
     assert hub_agents(["Kestrel", "Wren", "Alder", "Kestrel"]) == set()  # Wren handed to Alder: a chain

@@ -42,7 +42,7 @@ def test_a_value_the_taker_did_act_on_is_not_blamed_on_it():
 
 
 def test_a_summary_that_pairs_a_record_with_its_siblings_number_is_a_misread():
-    from tracefix.analysis.units import mispaired_numbers
+    from tracefix.analysis.reports import mispaired_numbers
 
     result = {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 2, "price": "64.75"},
                                        {"part": "pt-9c", "count": 1, "price": "23.90"}]}
@@ -382,7 +382,7 @@ def test_a_task_whose_requests_are_joined_by_and_is_read_part_by_part():
                                      "from her red folder to her blue folder."))
     assert units[3].task_conflicts == ["fo-2"]
     assert not any(u.task_conflicts for u in units[4:])
-    from tracefix.analysis.units import task_clauses_of
+    from tracefix.analysis.conflicts import task_clauses_of
 
     assert len(task_clauses_of("Stamp F-77 and F-78 onto Lia and Ola's red folder")) == 1
     assert len(task_clauses_of("Stamp F-77 onto the red folder and tell Lia the count")) == 1

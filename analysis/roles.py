@@ -1,0 +1,87 @@
+"""Who plans and who works, and what phase a step is in: the coordinator (by a
+coordinator-like name, `is_coordinator`, or by the conversation's shape, `hub_agents`), the
+agent behind a speaker label (`speaker_of`), a step in words only, a session of one agent.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .units import TransitionUnit
+
+
+# Agent names that coordinate others (the planner): their text steps are plans or instructions.
+# The one definition of who plans: replay's trial segmentation and the demo's scripted
+# analyst ask is_coordinator too.
+_COORDINATOR = re.compile(r"orchestrat|planner|manager|supervisor|coordinator|lead|router|boss", re.I)
+# Tool names that hand work to another agent rather than act on the world.
+DELEGATION_TOOL = re.compile(r"delegat|handoff|hand_off|transfer_to_|ask_|instruct|assign|dispatch|call_agent|route", re.I)
+# Speakers in message logs that are tools or environments rather than agents (Computer_terminal).
+TOOL_SPEAKER = re.compile(r"executor|terminal|computer|(?:^|_)tool(?:$|_)|environment", re.I)
+_PLAN_TEXT = re.compile(r"\bplan\b|^\s*(?:step\s*)?1[.):]\s", re.I | re.M)
+_REPLAN_TEXT = re.compile(r"re-?plan|new plan|revised plan|updated plan", re.I)
+_ANSWER_TEXT = re.compile(r"final answer|\bdone\b|completed|task (?:is )?complete|summary|here is|result:", re.I)
+
+
+def speaker_of(agent: str | None) -> str:
+    """The agent behind a speaker label: message logs decorate one agent's turns
+    ("Planner (thought)", "Planner (-> Coder)")."""
+    return re.sub(r"\s*\(.*\)\s*$", "", agent or "").strip().lower()
+
+
+def is_coordinator(agent: str | None) -> bool:
+    """An agent named like one that plans and instructs others rather than acting."""
+    return bool(_COORDINATOR.search(agent or ""))
+
+
+def hub_agents(agents: list[str]) -> set[str]:
+    """The agent that coordinates the others, read from the conversation's shape rather than
+    its name: in a session of several agents, the one that takes the first step and takes a
+    step right before every other agent's turn (work goes out from it and comes back to it)."""
+    if len(set(agents)) < 2:
+        return set()
+    hub = agents[0]
+    handed = all(agents[i - 1] == hub for i in range(1, len(agents))
+                 if agents[i] != hub and agents[i - 1] != agents[i])
+    return {hub} if handed else set()
+
+
+def phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, coordinator: bool) -> str:
+    if calls:
+        if all(DELEGATION_TOOL.search(c["name"] or "") for c in calls):
+            return "instruct"
+        return "act"
+    if coordinator and (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) and not (is_last and _ANSWER_TEXT.search(text)):
+        return "plan"
+    if is_last:
+        return "answer"
+    if coordinator:
+        return "answer" if re.search(r"final answer", text, re.I) else "instruct"
+    return "answer"
+
+
+def phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
+    role = (role or "").lower()
+    if role in {"tool", "function", "ipython"} or TOOL_SPEAKER.search(agent or ""):
+        return "act"
+    if is_last:
+        return "answer"
+    if is_coordinator(agent):
+        return "plan" if (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) else "instruct"
+    if re.search(r"final answer", text, re.I):
+        return "answer"
+    if _PLAN_TEXT.search(text):
+        return "plan"
+    return "act" if role == "assistant" else "instruct"
+
+
+def in_words_only(unit: TransitionUnit) -> bool:
+    """A step in words only, no call (a report, an answer, an instruction, a plan)."""
+    return bool(unit.action["text"].strip()) and not unit.action["calls"]
+
+
+def single_agent(units: list[TransitionUnit]) -> bool:
+    """An instrumented session of one agent: no one else hands it work, so its own
+    words-only steps (a plan, a thought, an instruction to itself) do."""
+    return bool(units) and all(u.kind == "llm" for u in units) and len({u.agent for u in units}) == 1
