@@ -5,12 +5,15 @@ agent behind a speaker label (`speaker_of`), a step in words only, a session of 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from .units import TransitionUnit
 
 
+# The speakers of a message log that are people, not agents (the one who asks).
+HUMAN_ROLES = {"user", "human"}
 # Agent names that coordinate others (the planner): their text steps are plans or instructions.
 # The one definition of who plans: replay's trial segmentation and the demo's scripted
 # analyst ask is_coordinator too.
@@ -47,6 +50,29 @@ def hub_agents(agents: list[str]) -> set[str]:
     return {hub} if handed else set()
 
 
+def coordinating_speaker(speakers: Sequence[str], agents: Sequence[bool], share: float = 0.8) -> str | None:
+    """The speaker work goes out from: the one whose turn comes right before at least `share`
+    of every other agent's turns (a change of speaker onto an agent step).
+
+    Unlike `hub_agents` (an instrumented session: the hub takes the first step and
+    precedes every other agent's turn, exactly), a message log has human turns, tool outputs
+    and a coordinator that may speak second, so this one tolerates exceptions. In a
+    two-party exchange both speakers precede each other's turns: the coordinator is then the
+    one with clearly more turns (it thinks, instructs and reads reports), else there is none."""
+    names = sorted({s for s, is_agent in zip(speakers, agents) if is_agent})
+    candidates = []
+    for name in names:
+        handed = [j for j in range(1, len(speakers))
+                  if agents[j] and speakers[j] != name and speakers[j] != speakers[j - 1]]
+        if len(handed) >= 2 and sum(speakers[j - 1] == name for j in handed) >= share * len(handed):
+            candidates.append(name)
+    if len(candidates) < 2:
+        return candidates[0] if candidates else None
+    turns = Counter(speakers)
+    candidates.sort(key=lambda name: (-turns[name], name))
+    return candidates[0] if turns[candidates[0]] >= 1.5 * turns[candidates[1]] else None
+
+
 def phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, coordinator: bool) -> str:
     if calls:
         if all(DELEGATION_TOOL.search(c["name"] or "") for c in calls):
@@ -69,11 +95,29 @@ def phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
         return "answer"
     if is_coordinator(agent):
         return "plan" if (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) else "instruct"
+    if speaker_of(agent) in HUMAN_ROLES:
+        return "instruct"  # the one who asks hands the work out
     if re.search(r"final answer", text, re.I):
         return "answer"
     if _PLAN_TEXT.search(text):
         return "plan"
-    return "act" if role == "assistant" else "instruct"
+    # Any other speaker's message is its work: in a plain log a worker's message is what it
+    # did and saw, whatever role label the log gives it ("user", "assistant", its name).
+    return "act"
+
+
+def mark_coordinating_messages(units: list[TransitionUnit]) -> None:
+    """In a message log, the messages of the speaker work goes out from (coordinating_speaker,
+    read from the turn-taking) hand work out: an "act" of theirs is an instruction, whatever
+    the speaker is called. A named coordinator's were read so already (phase_for_message)."""
+    messages = [u for u in units if u.kind == "message"]
+    speakers = [speaker_of(u.agent) for u in messages]
+    # an agent's turn: neither a person's nor a tool's output (as the step signals read it)
+    agents = [s not in HUMAN_ROLES and not (u.feedback and not u.action["calls"]) for s, u in zip(speakers, messages)]
+    hub = coordinating_speaker(speakers, agents)
+    for u, speaker in zip(messages, speakers):
+        if speaker == hub and u.phase == "act":
+            u.phase = "instruct"
 
 
 def in_words_only(unit: TransitionUnit) -> bool:

@@ -43,8 +43,8 @@ from typing import Any, Sequence
 
 from tracefix.collector.document import session_task
 
-from .roles import speaker_of
-from .step_signals import HUMAN_ROLES, text_of
+from .roles import HUMAN_ROLES, speaker_of
+from .step_signals import text_of
 from .units import TransitionUnit
 
 MODEL_PACKAGE = "wordllama"

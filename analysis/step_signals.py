@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 from tracefix.collector.document import session_task
 
-from .roles import speaker_of
+from .roles import HUMAN_ROLES, coordinating_speaker, speaker_of
 from .units import TransitionUnit
 from .values import extract_artifacts
 
@@ -96,7 +96,6 @@ SIGNAL_WORDS: dict[str, tuple[str | None, str | None]] = {
     "novelty": ("words the session had not used before", "repeats the session's words"),
 }
 
-HUMAN_ROLES = {"user", "human"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']+")
 _CODE = re.compile(r"```|^\s{4}\S", re.M)
 # Plain English of an agent guessing instead of checking; no domain in it.
@@ -106,29 +105,6 @@ _STOPWORDS = frozenset(
     "the a an and or of to in on for with is are was were be been it this that these those as at by from "
     "we you i he she they them our your their its not no but if then so do does did have has had can could "
     "will would should may might must there here what which who whom when where why how all any each".split())
-
-
-def coordinating_speaker(speakers: Sequence[str], agents: Sequence[bool], share: float = 0.8) -> str | None:
-    """The speaker work goes out from: the one whose turn comes right before at least `share`
-    of every other agent's turns (a change of speaker onto an agent step).
-
-    Unlike `roles.hub_agents` (an instrumented session: the hub takes the first step and
-    precedes every other agent's turn, exactly), a message log has human turns, tool outputs
-    and a coordinator that may speak second, so this one tolerates exceptions. In a
-    two-party exchange both speakers precede each other's turns: the coordinator is then the
-    one with clearly more turns (it thinks, instructs and reads reports), else there is none."""
-    names = sorted({s for s, is_agent in zip(speakers, agents) if is_agent})
-    candidates = []
-    for name in names:
-        handed = [j for j in range(1, len(speakers))
-                  if agents[j] and speakers[j] != name and speakers[j] != speakers[j - 1]]
-        if len(handed) >= 2 and sum(speakers[j - 1] == name for j in handed) >= share * len(handed):
-            candidates.append(name)
-    if len(candidates) < 2:
-        return candidates[0] if candidates else None
-    turns = Counter(speakers)
-    candidates.sort(key=lambda name: (-turns[name], name))
-    return candidates[0] if turns[candidates[0]] >= 1.5 * turns[candidates[1]] else None
 
 
 def _tokens(text: str) -> list[str]:

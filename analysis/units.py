@@ -32,8 +32,8 @@ from .failures import (is_empty_result, mark_error_shaped_results, mark_failed_r
 from .records import Record, records_of, text_result
 from .reports import (dropped_findings, mark_restated_fields, misattributed_values, mispaired_numbers, misread_listings,
                       omitted_records)
-from .roles import (DELEGATION_TOOL, TOOL_SPEAKER, hub_agents, in_words_only, is_coordinator, phase_for_llm,
-                    phase_for_message)
+from .roles import (DELEGATION_TOOL, TOOL_SPEAKER, hub_agents, in_words_only, is_coordinator, mark_coordinating_messages,
+                    phase_for_llm, phase_for_message)
 from .values import WORD, compact_json, extract_artifacts, normalize_error, unsupported_in, used_values, values_text
 
 
@@ -246,6 +246,7 @@ def build_units(doc: dict) -> list[TransitionUnit]:
         others = _other_results(fetched, unit.agent, tools, start, unit.index)
         if others:
             unit.misattributed = sorted(set(unit.misattributed) | set(misattributed_values(unit.action["text"], own, others)))
+    mark_coordinating_messages(units)
     mark_error_shaped_results(units)
     mark_recovered_errors(units)
     mark_failed_rounds(units)

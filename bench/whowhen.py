@@ -25,7 +25,7 @@ Baselines on the same sessions:
                      (none: the last step)
   recency            the last step, then the two before it
   first worker turns the turns of the agents the coordinating speaker hands work to, in order
-                     (step_signals.coordinating_speaker; none: every agent's turns): not one of
+                     (roles.coordinating_speaker; none: every agent's turns): not one of
                      the issue's baselines, but the rule the ranker largely learns on the
                      coordinated (Magentic-One) logs, printed so its gain is not mistaken for more
 
@@ -188,7 +188,7 @@ def error_looking_steps(doc: dict) -> list[int]:
 def first_worker_turns(doc: dict) -> list[int]:
     """The turns of the agents a coordinator hands work to, in order (no coordinator: the
     agents' turns), then the rest: what the ranker learns on a coordinated team, as a rule."""
-    from tracefix.analysis.step_signals import coordinating_speaker
+    from tracefix.analysis.roles import coordinating_speaker
 
     speakers = [agent_key(s.get("agent")) for s in doc["steps"]]
     agents = [sp not in HUMAN_SPEAKERS for sp in speakers]

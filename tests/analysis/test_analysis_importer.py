@@ -36,6 +36,25 @@ def test_history_with_names_becomes_message_steps_numbered_from_zero():
     assert "acc-101" in units[2].artifacts_produced
 
 
+def test_message_log_phases_come_from_who_speaks_not_from_role_labels():
+    """The one who asks instructs, the speaker work goes out from instructs whatever it is
+    called, and every other speaker's message is its work, whichever role label the log gives
+    it (AutoGen writes "user" for agents, Magentic-One the speaker's name)."""
+    log = {"question": "Which shelf holds bin B7?", "history": [
+        {"content": "Which shelf holds bin B7?", "role": "human"},
+        {"content": "Look up bin B7 in the stock sheet.", "name": "kestrel", "role": "assistant"},
+        {"content": "The sheet lists bin B7 on shelf S4.", "name": "lark", "role": "user"},
+        {"content": "Check shelf S4 in person.", "name": "kestrel", "role": "assistant"},
+        {"content": "Shelf S4 is empty.", "role": "WebSurfer"},
+        {"content": "Ask the yard crew about B7.", "name": "kestrel", "role": "assistant"},
+        {"content": "The crew moved B7 to shelf S9.", "name": "wren", "role": "assistant"},
+        {"content": "Bin B7 is on shelf S9.", "name": "kestrel", "role": "assistant"},
+    ]}
+    [doc] = documents_from_text(json.dumps(log))
+    assert [u.phase for u in build_units(doc)] == ["instruct", "instruct", "act", "instruct", "act", "instruct", "act",
+                                                   "answer"]
+
+
 def test_jsonl_with_messages_and_roles():
     lines = [json.dumps({"task": f"t{i}", "messages": [{"role": "user", "content": "hi"},
                                                         {"role": "assistant", "content": f"answer {i}"}]})

@@ -113,7 +113,7 @@ def test_shipped_rankers_load_for_both_session_kinds():
 
 
 def test_coordinating_speaker_is_read_from_the_conversation_shape():
-    from tracefix.analysis.step_signals import coordinating_speaker
+    from tracefix.analysis.roles import coordinating_speaker
 
     # A hub that thinks, instructs and reads two workers' results: named like nothing.
     hub = ["kestrel", "kestrel", "lark", "kestrel", "kestrel", "wren", "kestrel", "lark", "kestrel"]
