@@ -67,6 +67,8 @@ def _bar(value: float, lo: float, hi: float) -> str:
 # Longer sessions list only the steps near the evidence (the sparklines still show all).
 MAX_LISTED_STEPS = 60
 SPARKLINE_WIDTH = 100
+# Wide enough for a speaker label of a message log ("Orchestrator (-> WebSurfer)").
+MAX_AGENT_WIDTH = 28
 
 
 def render_text(result: dict, all_steps: bool = False) -> str:
@@ -85,7 +87,7 @@ def render_text(result: dict, all_steps: bool = False) -> str:
             lo, hi = min(values), max(values)
             peaks = [max(values[i:i + width]) for i in range(0, len(values), width)]
             lines.append(f"  {name:<17} {''.join(_bar(v, lo, hi) for v in peaks)}")
-        agent_w = min(max(len(str(r.get("agent"))) for r in rows), 18)
+        agent_w = min(max(len(str(r.get("agent"))) for r in rows), MAX_AGENT_WIDTH)
         header = f"  {'step':>4}  {'agent':<{agent_w}}  {'phase':<8} {'status':<6}"
         header += "".join(f" {name[:16]:>16}" for name in detectors)
         lines.append(header)
@@ -98,7 +100,9 @@ def render_text(result: dict, all_steps: bool = False) -> str:
             near = {s + d for s in near for d in (-1, 0, 1)}
             shown = [r for r in rows if r["step"] in near]
         for r in shown:
-            line = f"  {r['step']:>4}  {str(r.get('agent'))[:agent_w]:<{agent_w}}  {r.get('phase', ''):<8} {r.get('status', ''):<6}"
+            agent = str(r.get("agent"))
+            agent = agent if len(agent) <= agent_w else agent[:agent_w - 1] + "…"
+            line = f"  {r['step']:>4}  {agent:<{agent_w}}  {r.get('phase', ''):<8} {r.get('status', ''):<6}"
             for name in detectors:
                 flag = "*" if r["step"] in frontier.get(name, []) else " "
                 line += f" {r.get(name, 0.0):>9.3f} {_bar(r.get(name, 0.0), *ranges[name])}{flag:>1}    "
