@@ -27,10 +27,20 @@ _REPLAN_TEXT = re.compile(r"re-?plan|new plan|revised plan|updated plan", re.I)
 _ANSWER_TEXT = re.compile(r"final answer|\bdone\b|completed|task (?:is )?complete|summary|here is|result:", re.I)
 
 
+# What a message log adds to an agent's name in its speaker labels: "(thought)", "(-> Coder)".
+_LABEL_DECORATION = re.compile(r"\s*\(.*\)\s*$")
+
+
+def agent_behind(label: str | None) -> str:
+    """The agent behind a speaker label, as written: message logs decorate one agent's turns
+    ("Planner (thought)", "Planner (-> Coder)" are both "Planner"); a label that is all
+    decoration stays as it is."""
+    return _LABEL_DECORATION.sub("", label or "").strip() or (label or "").strip()
+
+
 def speaker_of(agent: str | None) -> str:
-    """The agent behind a speaker label: message logs decorate one agent's turns
-    ("Planner (thought)", "Planner (-> Coder)")."""
-    return re.sub(r"\s*\(.*\)\s*$", "", agent or "").strip().lower()
+    """The agent behind a speaker label, for comparing (lower case)."""
+    return _LABEL_DECORATION.sub("", agent or "").strip().lower()
 
 
 def is_coordinator(agent: str | None) -> bool:

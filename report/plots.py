@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 
+from tracefix.analysis.roles import agent_behind
 from tracefix.report.content import fields, listed, objects, whole
 
 # Lanes and colours are part of the report's visual language; the legend repeats them.
@@ -94,10 +95,12 @@ def graph_png(analysis: dict, *, highlight: int | None = None, highlight_label: 
 
     # A lane per agent in order of first appearance reads like a swimlane diagram, which is
     # what a person expects of a multi-agent trace; a force layout scatters the time axis.
+    # One agent's decorated speaker labels ("Planner (thought)", "Planner (-> Coder)") share its lane.
+    lane_of = {s: agent_behind(g.nodes[s].get("agent")) or "?" for s in g.nodes}
     lanes: dict[str, int] = {}
     for step in sorted(g.nodes):
-        lanes.setdefault(g.nodes[step].get("agent") or "?", len(lanes))
-    pos = {s: (float(s), -float(lanes[g.nodes[s].get("agent") or "?"])) for s in g.nodes}
+        lanes.setdefault(lane_of[step], len(lanes))
+    pos = {s: (float(s), -float(lanes[lane_of[s]])) for s in g.nodes}
 
     n = len(g.nodes)
     fig = _figure(min(max(7.0, 0.32 * n + 2.5), 22.0), 1.1 + 0.85 * len(lanes))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tracefix.analysis.roles import agent_behind
 from tracefix.report.content import FAILURE_READ_FROM_RESULT
 
 STEP_W, GAP, LANE_H, BOX_H, LABEL_W, TOP = 14, 3, 30, 20, 150, 6
@@ -36,6 +37,12 @@ class Timeline:
     box_h: int = BOX_H
 
 
+def lane_of(step: dict) -> str:
+    """The lane a step is drawn in: its agent's. One agent's decorated speaker labels in a
+    message log ("Planner (thought)", "Planner (-> Coder)") share the agent's lane."""
+    return agent_behind(step.get("agent")) or NO_AGENT
+
+
 def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int, int] | None = None) -> Timeline:
     """`steps`: outline steps (`Store.session_outline`) in step order; `got_past`: error
     steps the analysis read as got past, with the step that made their calls again (also
@@ -44,9 +51,8 @@ def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int
     got_past = got_past or {}
     agents: list[str] = []
     for step in steps:
-        name = step.get("agent") or NO_AGENT
-        if name not in agents:
-            agents.append(name)
+        if lane_of(step) not in agents:
+            agents.append(lane_of(step))
     lane_y = {name: TOP + i * LANE_H for i, name in enumerate(agents)}
     tl = Timeline(width=LABEL_W + max(1, len(steps)) * (STEP_W + GAP) + 10,
                   height=TOP + max(1, len(agents)) * LANE_H + 16,
@@ -54,7 +60,7 @@ def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int
     previous = None
     for n, step in enumerate(steps):
         name = step.get("agent") or NO_AGENT
-        x, y = LABEL_W + n * (STEP_W + GAP), lane_y[name]
+        x, y = LABEL_W + n * (STEP_W + GAP), lane_y[lane_of(step)]
         css = ["step", f"kind-{step.get('kind') or 'other'}"]
         tools = step.get("tool_calls") or []
         failed = bool(step.get("error") or any(tc.get("error") for tc in tools))

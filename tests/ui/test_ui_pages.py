@@ -269,3 +269,17 @@ def test_an_error_the_run_got_past_is_drawn_apart_from_the_failures(ui_server, c
                        headers={"authorization": f"Bearer {ui_server.token}"}).text
     assert f'calls look({{"ref": "box7a"}}) — *{mark}, got past at step 2*' in report
     assert re.search(r'calls ship\(\{"ref": "box9c"\}\) — \*error[;*]', report)  # a failure still
+
+
+def test_one_agents_speaker_labels_share_its_lane():
+    """A message log decorates one agent's turns ("Orchestrator (thought)", "Orchestrator
+    (-> WebSurfer)"): the timeline draws them in the agent's one lane, with a hand-off line
+    only where another agent takes over, and keeps each step's own label in its title."""
+    from tracefix.ui.timeline import layout
+
+    labels = ["human", "Orchestrator (thought)", "Orchestrator (-> WebSurfer)", "WebSurfer", "Orchestrator (thought)"]
+    tl = layout([{"index": i, "agent": label, "kind": "message"} for i, label in enumerate(labels)])
+    assert [name for name, _ in tl.lanes] == ["human", "Orchestrator", "WebSurfer"]
+    assert len({tl.boxes[k].y for k in (1, 2, 4)}) == 1 and tl.boxes[3].y != tl.boxes[1].y
+    assert len(tl.handoffs) == 3  # human -> Orchestrator -> WebSurfer -> Orchestrator
+    assert "Orchestrator (-> WebSurfer)" in tl.boxes[2].title
