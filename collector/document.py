@@ -309,9 +309,42 @@ _KEY_REF = re.compile(r"[0-9a-f]{16}")
 def stored_message(text: str) -> dict:
     """A stored message's canonical JSON text as the message. One that an older collector
     took nested deeper than MAX_JSON_DEPTH (every walk of it would recurse out) or that is
-    not a JSON object is kept as its text, so every read of its session still answers."""
+    not a JSON object is kept as its text, so every read of its session still answers; one
+    an older collector kept with fields of another type is read well typed (typed_message)."""
     message = from_json_text(text)
-    return message if isinstance(message, dict) else {"role": "unknown", "content": text}
+    return typed_message(message) if isinstance(message, dict) else {"role": "unknown", "content": text}
+
+
+def typed_message(message: dict) -> dict:
+    """The message with each field of the type every reader takes it for: `role` a non-empty
+    string ("user" when it is not), `content` text or null (another value as its JSON),
+    `name` a string (left out when it is not one), `tool_call_id` a string (a number as its
+    digits), `tool_calls` a list of objects (one object as a list of it; other items and
+    values left out). A client may send any JSON in a message; the span's attributes keep
+    it as sent. A message already so typed, as nearly all are, is returned as it is."""
+    role, content, calls = message.get("role"), message.get("content"), message.get("tool_calls")
+    if (type(role) is str and role and (content is None or type(content) is str)
+            and type(message.get("name", "")) is str and type(message.get("tool_call_id", "")) is str
+            and (calls is None or (type(calls) is list and all(type(c) is dict for c in calls)))):
+        return message
+    out = dict(message)
+    out["role"] = role if isinstance(role, str) and role else "user"
+    out["content"] = content if content is None or isinstance(content, str) else json.dumps(content, default=str)
+    if not isinstance(out.get("name", ""), str):
+        del out["name"]
+    call_id = out.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        if isinstance(call_id, (int, float)) and not isinstance(call_id, bool):
+            out["tool_call_id"] = str(call_id)
+        else:
+            del out["tool_call_id"]
+    if calls is not None:
+        calls = [c for c in (calls if isinstance(calls, list) else [calls]) if isinstance(c, dict)]
+        if calls:
+            out["tool_calls"] = calls
+        else:
+            del out["tool_calls"]
+    return out
 
 
 def key_ref(key: int) -> str:

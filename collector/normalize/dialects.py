@@ -63,11 +63,12 @@ CANONICAL_KEYS = frozenset(("role", "content", "name", "tool_calls", "tool_call_
 
 
 def canonical_message(msg: Any) -> dict:
-    """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep.
-    A message already in that shape (most are) is returned as it is, not copied."""
+    """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep, each
+    of the type readers take it for (document.typed_message). A message already in that
+    shape (most are) is returned as it is, not copied."""
     if (type(msg) is dict and type(msg.get("content")) is str and msg.get("role") and msg.get("name", True)
             and msg.get("tool_calls", True) and msg.get("tool_call_id", True) and msg.keys() <= CANONICAL_KEYS):
-        return msg
+        return document.typed_message(msg)
     if not isinstance(msg, dict):
         return {"role": "user", "content": msg if isinstance(msg, str) else json.dumps(msg)}
     out: dict[str, Any] = {"role": msg.get("role") or "user"}
@@ -102,7 +103,7 @@ def canonical_message(msg: Any) -> dict:
         out["tool_calls"] = tool_calls
     if tool_call_id:
         out["tool_call_id"] = tool_call_id
-    return out
+    return document.typed_message(out)
 
 
 def part_text(value: Any) -> str:

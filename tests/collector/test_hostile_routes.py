@@ -4,7 +4,9 @@ huge numbers, wrong bodies): the answer is never a 5xx, and every JSON answer is
 The routes come from the API's own route table, so a route added later is walked too."""
 from __future__ import annotations
 
+import json
 import re
+import time
 import uuid
 from urllib.parse import quote, urlencode
 
@@ -158,3 +160,54 @@ def test_stored_results_with_junk_inside_still_give_the_whole_report_and_no_trac
         assert "task of the junk" in text and "the readable one" in text
         assert "could not be rendered" not in text, text[:3000]  # neither a section nor the results as a whole
     assert "Traceback" not in collector.output()[logged:]
+
+
+# message fields of the wrong type, as a client may send them inside gen_ai.*.messages (the
+# fuzz campaign stored `"tool_calls": 1.5`, and the training route then failed on it)
+BENT_MESSAGES = [{"role": "assistant", "content": "one", "tool_calls": 1.5},
+                 {"role": "assistant", "content": None, "tool_calls": {"id": "c1", "type": "function"}},
+                 {"role": "assistant", "content": "three", "tool_calls": ["not a call", 7, None]},
+                 {"role": 5, "content": {"text": "a role that is a number"}, "name": {"first": "x"}},
+                 {"role": ["tool"], "content": "a tool answer", "tool_call_id": 42}]
+
+
+def test_messages_with_fields_of_the_wrong_type_leave_every_read_route_and_the_diagnosis_working(collector, api):
+    from test_partial_success import make_request, make_span, otlp_json
+
+    sid = f"bent-{uuid.uuid4().hex[:8]}"
+    trace = uuid.uuid4().bytes
+    spans = [make_span(trace, k, "chat", {"gen_ai.operation.name": "chat", "tracefix.session.id": sid,
+                                          "tracefix.step": k, "gen_ai.agent.name": "worker",
+                                          "gen_ai.input.messages": json.dumps([{"role": "user", "content": "go"}]),
+                                          "gen_ai.output.messages": json.dumps([message])})
+             for k, message in enumerate(BENT_MESSAGES)]
+    spans.append(make_span(trace, len(spans), "agent run", {"tracefix.session.id": sid, "tracefix.session.root": True,
+                                                             "tracefix.inputs": json.dumps({"task": "bend it"})}))
+    status, body, _ = post(collector.match["http"] + "/v1/traces", otlp_json(make_request(spans)), "application/json")
+    assert status == 200, body[:300]
+    base, one = collector.match["http"], f"{collector.match['http']}/api/v1/sessions/{quote(sid, safe='')}"
+    for url in (one, f"{one}/steps/0", f"{one}/steps/3", f"{one}/spans", f"{one}/messages",
+                f"{base}/api/v1/training_sessions?criterion=all", f"{base}/api/v1/sessions?limit=1000"):
+        status, body, headers = http("GET", url)
+        check(status, body, headers, url)
+        assert status == 200, (url, body[:300])
+    assert len(strict_json(http("GET", one)[1])["steps"]) == len(BENT_MESSAGES)
+    job = api.add_feedback(sid, -1, "bent")["job_id"]
+    deadline = time.monotonic() + 60
+    while (state := next(j for j in api.list_jobs(session_id=sid) if j["job_id"] == job)["state"]) in ("queued", "running"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.2)
+    assert state == "done", api.list_jobs(session_id=sid)
+    assert api.get_analysis(sid)["hypotheses"]
+
+
+@pytest.mark.parametrize("message", BENT_MESSAGES)
+def test_a_message_is_stored_with_fields_of_the_types_readers_take(message):
+    from tracefix.collector.normalize.dialects import canonical_message
+
+    stored = canonical_message(message)
+    assert isinstance(stored["role"], str) and stored["role"]
+    assert stored["content"] is None or isinstance(stored["content"], str)
+    assert isinstance(stored.get("name", ""), str) and isinstance(stored.get("tool_call_id", ""), str)
+    assert all(isinstance(call, dict) for call in stored.get("tool_calls", []))
+    assert canonical_message(stored) == stored

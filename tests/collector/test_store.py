@@ -162,3 +162,23 @@ def test_a_session_named_like_a_trace_id_is_not_taken_for_that_traces_session(tm
     store.ingest(normalize_request(encode_spans([root, child])))
     assert len(store.get_session(victim)["steps"]) == 2
     store.close()
+
+
+def test_messages_an_older_collector_kept_with_fields_of_another_type_are_read_well_typed(tmp_path):
+    """Before messages were typed at ingest, a client's `"tool_calls": 1.5` was stored as
+    sent, and building the session's document failed on it (every read of the session was a
+    500). Such a stored message is read with each field of the type readers take it for."""
+    import json
+
+    store = Store(tmp_path / "older.duckdb")
+    sid = f"older-{uuid.uuid4().hex[:6]}"
+    store.ingest(normalize_request(ExportTraceServiceRequest.FromString(_otlp_request(sid, 2))))
+    bent = {"role": 7, "content": {"text": "an object"}, "name": ["x"], "tool_calls": 1.5, "tool_call_id": 3}
+    store.con.execute("UPDATE messages SET message = ?", [json.dumps(bent)])
+    steps = store.get_session(sid)["steps"]
+    assert len(steps) == 2
+    for message in [steps[0]["output_message"], *steps[0]["input_messages"]]:
+        assert message == {"role": "user", "content": '{"text": "an object"}', "tool_call_id": "3"}
+    assert store.session_page(sid)["steps"][0]["output_message"]["role"] == "user"
+    assert sid in {doc["session_id"] for doc in store.training_sessions(criterion="all")}
+    store.close()
