@@ -319,32 +319,67 @@ def typed_message(message: dict) -> dict:
     """The message with each field of the type every reader takes it for: `role` a non-empty
     string ("user" when it is not), `content` text or null (another value as its JSON),
     `name` a string (left out when it is not one), `tool_call_id` a string (a number as its
-    digits), `tool_calls` a list of objects (one object as a list of it; other items and
-    values left out). A client may send any JSON in a message; the span's attributes keep
-    it as sent. A message already so typed, as nearly all are, is returned as it is."""
+    digits), `tool_calls` a list of calls typed so too (_typed_call; one object as a list of
+    it; other items and values left out). A client may send any JSON in a message; the
+    span's attributes keep it as sent. A message already so typed, as nearly all are, is
+    returned as it is."""
     role, content, calls = message.get("role"), message.get("content"), message.get("tool_calls")
     if (type(role) is str and role and (content is None or type(content) is str)
             and type(message.get("name", "")) is str and type(message.get("tool_call_id", "")) is str
-            and (calls is None or (type(calls) is list and all(type(c) is dict for c in calls)))):
+            and (calls is None or (type(calls) is list
+                                   and all(type(c) is dict and _typed_call(c) is c for c in calls)))):
         return message
     out = dict(message)
     out["role"] = role if isinstance(role, str) and role else "user"
     out["content"] = content if content is None or isinstance(content, str) else json.dumps(content, default=str)
     if not isinstance(out.get("name", ""), str):
         del out["name"]
-    call_id = out.get("tool_call_id")
-    if call_id is not None and not isinstance(call_id, str):
-        if isinstance(call_id, (int, float)) and not isinstance(call_id, bool):
-            out["tool_call_id"] = str(call_id)
-        else:
-            del out["tool_call_id"]
+    _type_id(out, "tool_call_id")
     if calls is not None:
-        calls = [c for c in (calls if isinstance(calls, list) else [calls]) if isinstance(c, dict)]
+        calls = [_typed_call(c) for c in (calls if isinstance(calls, list) else [calls]) if isinstance(c, dict)]
         if calls:
             out["tool_calls"] = calls
         else:
             del out["tool_calls"]
     return out
+
+
+def _typed_call(call: Any) -> Any:
+    """A tool call of a message with `id` and `name` strings (an id that is a number as its
+    digits; others left out) and `function` an object whose `name` is a string and whose
+    `arguments` are text (other values as their JSON). Returned as it is when so already."""
+    if type(call) is not dict:
+        return call
+    function = call.get("function")
+    if (type(call.get("id", "")) is str and type(call.get("name", "")) is str
+            and (function is None or (type(function) is dict and type(function.get("name", "")) is str
+                                      and type(function.get("arguments", "")) is str))):
+        return call
+    out = dict(call)
+    _type_id(out, "id")
+    if not isinstance(out.get("name", ""), str):
+        del out["name"]
+    if isinstance(function, dict):
+        function = dict(function)
+        if not isinstance(function.get("name", ""), str):
+            del function["name"]
+        if function.get("arguments") is not None and not isinstance(function["arguments"], str):
+            function["arguments"] = json.dumps(function["arguments"], default=str)
+        out["function"] = function
+    elif function is not None:
+        del out["function"]
+    return out
+
+
+def _type_id(fields: dict, key: str) -> None:
+    """An id field as a string: a number as its digits; any other value left out."""
+    value = fields.get(key)
+    if value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        fields[key] = str(value)
+    else:
+        del fields[key]
 
 
 def key_ref(key: int) -> str:

@@ -168,7 +168,10 @@ BENT_MESSAGES = [{"role": "assistant", "content": "one", "tool_calls": 1.5},
                  {"role": "assistant", "content": None, "tool_calls": {"id": "c1", "type": "function"}},
                  {"role": "assistant", "content": "three", "tool_calls": ["not a call", 7, None]},
                  {"role": 5, "content": {"text": "a role that is a number"}, "name": {"first": "x"}},
-                 {"role": ["tool"], "content": "a tool answer", "tool_call_id": 42}]
+                 {"role": ["tool"], "content": "a tool answer", "tool_call_id": 42},
+                 {"role": "assistant", "content": None,  # and what a call holds (the campaign's next find)
+                  "tool_calls": [{"id": ["c2"], "type": "function", "function": {"name": 5, "arguments": {"q": 1}}},
+                                 {"id": 7, "name": {"n": 1}, "function": "lookup"}]}]
 
 
 def test_messages_with_fields_of_the_wrong_type_leave_every_read_route_and_the_diagnosis_working(collector, api):
@@ -197,7 +200,7 @@ def test_messages_with_fields_of_the_wrong_type_leave_every_read_route_and_the_d
     while (state := next(j for j in api.list_jobs(session_id=sid) if j["job_id"] == job)["state"]) in ("queued", "running"):
         assert time.monotonic() < deadline, state
         time.sleep(0.2)
-    assert state == "done", api.list_jobs(session_id=sid)
+    assert state == "done", [j.get("error") for j in api.list_jobs(session_id=sid)]
     assert api.get_analysis(sid)["hypotheses"]
 
 
@@ -209,5 +212,9 @@ def test_a_message_is_stored_with_fields_of_the_types_readers_take(message):
     assert isinstance(stored["role"], str) and stored["role"]
     assert stored["content"] is None or isinstance(stored["content"], str)
     assert isinstance(stored.get("name", ""), str) and isinstance(stored.get("tool_call_id", ""), str)
-    assert all(isinstance(call, dict) for call in stored.get("tool_calls", []))
+    for call in stored.get("tool_calls", []):
+        assert isinstance(call, dict) and isinstance(call.get("id", ""), str) and isinstance(call.get("name", ""), str)
+        function = call.get("function", {})
+        assert isinstance(function, dict) and isinstance(function.get("name", ""), str)
+        assert isinstance(function.get("arguments", ""), str)
     assert canonical_message(stored) == stored
