@@ -1,6 +1,7 @@
 """Who plans and who works, and what phase a step is in: the coordinator (by a
-coordinator-like name, `is_coordinator`, or by the conversation's shape, `hub_agents`), the
-agent behind a speaker label (`speaker_of`), a step in words only, a session of one agent.
+coordinator-like name, `is_coordinator`, or by the conversation's shape: `hub_agents` in an
+instrumented session, `coordinating_speaker` in a message log), the agent behind a speaker
+label (`agent_behind`, `speaker_of`), a step in words only, a session of one agent.
 """
 from __future__ import annotations
 
