@@ -122,8 +122,9 @@ def canonical_number(value: str) -> str:
     return str(int(number)) if number == int(number) else repr(number)
 
 
-def values_text(obj: Any) -> str:
-    """The values (not keys) of a JSON-like object as text, for artifact extraction."""
+def scalar_values(obj: Any) -> list[str]:
+    """The values (not keys) of a JSON-like object, each as text; nulls and booleans are no
+    values a step can hand on."""
     parts: list[str] = []
 
     def walk(o: Any) -> None:
@@ -139,7 +140,12 @@ def values_text(obj: Any) -> str:
             parts.append(str(o))
 
     walk(obj)
-    return " \n ".join(parts)
+    return parts
+
+
+def values_text(obj: Any) -> str:
+    """The values (not keys) of a JSON-like object as text, for artifact extraction."""
+    return " \n ".join(scalar_values(obj))
 
 
 def compact_json(obj: Any) -> str:

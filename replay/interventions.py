@@ -22,6 +22,7 @@ import json
 import re
 
 from tracefix.analysis.roles import is_coordinator
+from tracefix.analysis.values import scalar_values
 from tracefix.collector.document import content_text, session_task
 from tracefix.replay import prompts
 
@@ -371,21 +372,8 @@ def leaks_ground_truth(text: str, ground_truth) -> bool:
     """True when the edit states the ground-truth answer (or any substantial value of it)."""
     if ground_truth in (None, "", [], {}):
         return False
-    values = []
-
-    def collect(value):
-        if isinstance(value, dict):
-            for v in value.values():
-                collect(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                collect(v)
-        elif value is not None and not isinstance(value, bool):
-            values.append(str(value))
-
-    collect(ground_truth)
     lowered = text.lower()
-    return any(len(v) >= 3 and v.lower() in lowered for v in values)
+    return any(len(v) >= 3 and v.lower() in lowered for v in scalar_values(ground_truth))
 
 
 def from_llm(llm, doc: dict, hypothesis: dict, memory_notes: list[str]) -> dict:
