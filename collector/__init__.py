@@ -43,7 +43,8 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``GET /api/v1/sessions/{id}/report`` (HTML or ``?format=md``, drawn by the report part that
         ``tracefix serve`` is given: docs/architecture.md)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
-    ``GET /api/v1/training_sessions?criterion=success|positive|all`` -> {"sessions": [document]}
+    ``GET /api/v1/training_sessions?criterion=success|positive|all&offset=&limit=`` -> a streamed page
+        {"sessions": [document], "page"} (a page also ends after PAGE_BUDGET_CHARS of documents)
     ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,
         steps: [int]?, edit: str?} (a replay of the given steps, with the person's own edit at one step)
     ``POST /api/v1/jobs/claim`` {worker, lease_s, kind: replay|diagnosis} -> 200 job leased to the worker

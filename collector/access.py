@@ -186,7 +186,8 @@ class HttpAccess(_Base):
         return self._request("POST", "/api/v1/import", {"sessions": docs})["session_ids"]
 
     def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
-        return self._request("GET", "/api/v1/training_sessions", query={"criterion": criterion})["sessions"]
+        res = self._paged("/api/v1/training_sessions", "sessions", self.PAGE_ITEMS, query={"criterion": criterion})
+        return res[1] if res else []
 
     def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
         self._request("POST", f"/api/v1/sessions/{self._sid(session_id)}/analysis", result)

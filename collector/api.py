@@ -419,10 +419,21 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"session_ids": ids}, status_code=201)
 
     async def training_sessions(request: Request) -> Response:
-        criterion = QueryParams(request.query_params).choice("criterion", ("success", "positive", "all"),
-                                                             default="success")
-        docs = await run_in_threadpool(store.training_sessions, criterion)
-        return JSONResponse({"sessions": docs})
+        # Paged like every read of contents: a store's successful sessions, whole, are more
+        # than one answer should hold (a page ends after PAGE_BUDGET_CHARS of documents).
+        q = QueryParams(request.query_params)
+        criterion = q.choice("criterion", ("success", "positive", "all"), default="success")
+        offset, limit = page_params(q, default_limit=100)
+        ids = await run_in_threadpool(store.training_session_ids, criterion)
+
+        def documents():
+            for position, sid in enumerate(ids[offset:offset + limit], start=offset):
+                doc = store.get_session(sid)
+                if doc is not None:  # gone since it was listed
+                    text = jsonsafe.dumps(doc, ensure_ascii=False)
+                    yield position, text, len(text)
+
+        return streamed_page("sessions", len(ids), offset, documents())
 
     async def jobs(request: Request) -> Response:
         if request.method == "POST":

@@ -253,7 +253,7 @@ class ReportQuery(_Closed):
     format: Literal["html", "md"] = "html"
 
 
-class TrainingQuery(_Closed):
+class TrainingQuery(PageQuery):
     criterion: Literal["success", "positive", "all"] = "success"
 
 
@@ -436,6 +436,7 @@ class Imported(_Answer):
 
 class TrainingSessions(_Answer):
     sessions: list[SessionDocument]
+    page: PageInfo
 
 
 class Job(_Answer):

@@ -124,6 +124,14 @@ class Queries(StoreReads):
         return document.build(session, spans, links, order, messages, snaps, feedback)
 
     def training_sessions(self, criterion: str = "success", limit: int = 10_000) -> list[SessionDocument]:
+        """The documents of the sessions to train on (training_session_ids), oldest first."""
+        ids = self.training_session_ids(criterion)[:limit]
+        return [d for d in (self.get_session(i) for i in ids) if d is not None]
+
+    def training_session_ids(self, criterion: str = "success") -> list[str]:
+        """The sessions to train on, oldest first: those that succeeded (`success`: by the
+        evaluator or the latest feedback), that have positive latest feedback (`positive`), or
+        all (`all`); never one with negative feedback."""
         if criterion == "success":
             cond = ("outcome = 'success' OR session_id IN (SELECT session_id FROM feedback "
                     "GROUP BY session_id HAVING arg_max(score, created_ns) > 0)")
@@ -133,10 +141,9 @@ class Queries(StoreReads):
             cond = "true"
         else:
             raise ValueError("criterion must be 'success', 'positive' or 'all'")
-        ids = [r[0] for r in self._read().execute(
+        return [r[0] for r in self._read().execute(
             f"SELECT session_id FROM sessions WHERE ({cond}) AND session_id NOT IN "
-            f"(SELECT session_id FROM feedback WHERE score < 0) ORDER BY started_ns LIMIT ?", [limit]).fetchall()]
-        return [d for d in (self.get_session(i) for i in ids) if d is not None]
+            f"(SELECT session_id FROM feedback WHERE score < 0) ORDER BY started_ns, session_id").fetchall()]
 
     def stats(self) -> dict:
         cur = self._read()

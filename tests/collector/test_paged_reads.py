@@ -87,13 +87,38 @@ def test_a_page_stays_small_however_long_the_messages_and_access_still_reads_the
     assert [s["output_message"]["content"] for s in doc["steps"]] == contents
 
 
+def test_training_sessions_come_in_pages_that_end_within_the_page_budget(collector, api):
+    """Training documents are whole sessions: the route pages them like every read of
+    contents (a fuzz-filled store answered all of them at once, and took over a minute), and
+    a page ends after PAGE_BUDGET_CHARS of documents however high its limit; access reads
+    every page."""
+    from tracefix.collector.store import PAGE_BUDGET_CHARS
+
+    big = [import_conversation(api, [numbered_text(i, 1_000_000)] * 3) for i in range(2)]  # 3 MB each
+    mine = {*big, *(import_conversation(api, [f"small {i}"]) for i in range(5))}
+    base, seen, offset, pages = collector.match["http"], [], 0, 0
+    while offset is not None:
+        status, body = fetch(base, "/api/v1/training_sessions", criterion="all", offset=offset, limit=3)
+        assert status == 200, body[:300]
+        page = json.loads(body)
+        assert len(page["sessions"]) <= 3 and page["page"]["offset"] == offset
+        seen += [doc["session_id"] for doc in page["sessions"]]
+        offset, pages = page["page"]["next_offset"], pages + 1
+    assert len(seen) == len(set(seen)) == page["page"]["total"] and mine <= set(seen) and pages >= 3
+    status, body = fetch(base, "/api/v1/training_sessions", criterion="all", limit=1000)
+    first = json.loads(body)
+    assert len(body) < PAGE_BUDGET_CHARS + 4_000_000 and first["page"]["next_offset"] is not None
+    assert mine <= {doc["session_id"] for doc in api.training_sessions("all")}
+
+
 @pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 1001}, {"limit": "ten"}, {"offset": -1},
                                    {"max_chars": 0}, {"content": "everything"}])
 def test_bad_paging_values_get_422_naming_the_parameter(collector, api, query):
     sid = import_conversation(api, ["one", "two"])
     base = collector.match["http"]
     for path in ([f"/api/v1/sessions/{sid}"] if set(query) & {"max_chars", "content"} else
-                 [f"/api/v1/sessions/{sid}", f"/api/v1/sessions/{sid}/spans", f"/api/v1/sessions/{sid}/messages"]):
+                 [f"/api/v1/sessions/{sid}", f"/api/v1/sessions/{sid}/spans", f"/api/v1/sessions/{sid}/messages",
+                  "/api/v1/training_sessions"]):
         status, body = fetch(base, path, **query)
         assert status == 422, (path, query, body)
         assert next(iter(query)) in json.loads(body)["error"]
