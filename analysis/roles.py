@@ -117,15 +117,23 @@ def phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
     return "act"
 
 
+def is_tool_output(unit: TransitionUnit) -> bool:
+    """A step that hands on a tool's output: it holds results and makes no call."""
+    return bool(unit.feedback) and not unit.action["calls"]
+
+
+def is_agent_turn(unit: TransitionUnit) -> bool:
+    """An agent's own turn: neither a person's message nor a tool's output."""
+    return speaker_of(unit.agent) not in HUMAN_ROLES and not is_tool_output(unit)
+
+
 def mark_coordinating_messages(units: list[TransitionUnit]) -> None:
     """In a message log, the messages of the speaker work goes out from (coordinating_speaker,
     read from the turn-taking) hand work out: an "act" of theirs is an instruction, whatever
     the speaker is called. A named coordinator's were read so already (phase_for_message)."""
     messages = [u for u in units if u.kind == "message"]
     speakers = [speaker_of(u.agent) for u in messages]
-    # an agent's turn: neither a person's nor a tool's output (as the step signals read it)
-    agents = [s not in HUMAN_ROLES and not (u.feedback and not u.action["calls"]) for s, u in zip(speakers, messages)]
-    hub = coordinating_speaker(speakers, agents)
+    hub = coordinating_speaker(speakers, [is_agent_turn(u) for u in messages])
     for u, speaker in zip(messages, speakers):
         if speaker == hub and u.phase == "act":
             u.phase = "instruct"

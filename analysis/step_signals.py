@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 from tracefix.collector.document import session_task
 
-from .roles import HUMAN_ROLES, coordinating_speaker, speaker_of
+from .roles import HUMAN_ROLES, coordinating_speaker, is_agent_turn, is_tool_output, speaker_of
 from .units import TransitionUnit
 from .values import extract_artifacts
 
@@ -150,8 +150,8 @@ def step_signal_matrix(doc: dict, units: list[TransitionUnit]) -> list[list[floa
     texts = [text_of(u) for u in units]
     speakers = [speaker_of(u.agent) for u in units]
     humans = [s in HUMAN_ROLES for s in speakers]
-    tool_output = [bool(u.feedback) and not u.action.get("calls") for u in units]
-    is_agent = [not humans[k] and not tool_output[k] for k in range(n)]
+    tool_output = [is_tool_output(u) for u in units]
+    is_agent = [is_agent_turn(u) for u in units]
     agent_steps = [k for k in range(n) if is_agent[k]]
     opener = speakers[agent_steps[0]] if agent_steps else None
     counts = Counter(speakers)
