@@ -238,16 +238,15 @@ class Ingest(FeedbackOutbox):
                    if sid not in sessions and owners.get(sid, sid) != sid and owners[sid] in sessions}
         if adopted:  # read their whole rows
             in_adopted, params = in_strings(adopted)
-            # rare: a session holding spans of another trace is no trace's session but one named so
+            in_source, source_params = in_strings([source])
+            # Only a session this source made of a trace's spans: an imported session is its own,
+            # and (rare) one holding spans of another trace is no trace's session but one named so.
             rows = con.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions s WHERE session_id {in_adopted} "
-                               "AND NOT EXISTS (SELECT 1 FROM spans WHERE spans.session_id = s.session_id "
-                               "AND spans.trace_id <> spans.session_id)", params).fetchall()
-            trace_only = {row[0] for row in rows}
-            adopted = {sid: owner for sid, owner in adopted.items() if sid in trace_only}
+                               f"AND source {in_source} AND NOT EXISTS (SELECT 1 FROM spans "
+                               "WHERE spans.session_id = s.session_id AND spans.trace_id <> spans.session_id)",
+                               params + source_params).fetchall()
+            adopted = {row[0]: adopted[row[0]] for row in rows}
             for row in rows:
-                if row[SESSION_FIELDS.index("source")] != source:  # an imported session is its own
-                    del adopted[row[0]]
-                    continue
                 owner = adopted[row[0]]
                 fields = {f: v for f, v in zip(SESSION_FIELDS, row) if f not in ("session_id", "source", "updated_ns")}
                 merge_session({owner: fields}, owner, sessions[owner])

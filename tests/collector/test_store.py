@@ -182,3 +182,18 @@ def test_messages_an_older_collector_kept_with_fields_of_another_type_are_read_w
     assert store.session_page(sid)["steps"][0]["output_message"]["role"] == "user"
     assert sid in {doc["session_id"] for doc in store.training_sessions(criterion="all")}
     store.close()
+
+
+def test_an_imported_session_named_like_a_trace_id_is_not_taken_for_that_traces_session(tmp_path):
+    """Only a session the store made of a trace's session-less spans is moved into the session
+    the trace turns out to belong to: an imported one (here one with no steps yet, so no span
+    of another trace marks it) keeps its id and what it was given."""
+    store = Store(tmp_path / "imported.duckdb")
+    root, child = agent_run_with_sessionless_chat(f"owner-{uuid.uuid4().hex[:6]}")
+    named = f"{root.context.trace_id:032x}"
+    store.import_sessions([{"session_id": named, "task": "an imported task", "messages": []}])
+    store.ingest(normalize_request(encode_spans([child])))
+    store.ingest(normalize_request(encode_spans([root])))
+    kept = store.get_session(named)
+    assert kept is not None and kept["task"] == "an imported task"
+    store.close()
