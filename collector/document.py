@@ -317,7 +317,7 @@ def stored_message(text: str) -> dict:
 
 def typed_message(message: dict) -> dict:
     """The message with each field of the type every reader takes it for: `role` a non-empty
-    string ("user" when it is not), `content` text or null (another value as its JSON),
+    string ("user" when it is not), `content` text or null (another value as content_text reads it),
     `name` a string (left out when it is not one), `tool_call_id` a string (a number as its
     digits), `tool_calls` a list of calls typed so too (_typed_call; one object as a list of
     it; other items and values left out). A client may send any JSON in a message; the
@@ -331,7 +331,7 @@ def typed_message(message: dict) -> dict:
         return message
     out = dict(message)
     out["role"] = role if isinstance(role, str) and role else "user"
-    out["content"] = content if content is None or isinstance(content, str) else json.dumps(content, default=str)
+    out["content"] = content if content is None or isinstance(content, str) else content_text(content)
     if not isinstance(out.get("name", ""), str):
         del out["name"]
     _type_id(out, "tool_call_id")
