@@ -72,7 +72,6 @@ from pathlib import Path
 DATA = Path("/work/shared/data/whowhen-dev")
 SUBSETS = ("Algorithm-Generated", "Hand-Crafted")
 LABEL_KEYS = ("mistake_agent", "mistake_step", "mistake_reason", "mistake_type")
-HUMAN_SPEAKERS = {"user", "human"}
 # Generic failure words only: nothing specific to these tasks or frameworks.
 ERROR_LOOKING = re.compile(r"\b(error|exception|traceback|failed|cannot)\b", re.I)
 HGT_EPOCHS = 30
@@ -188,19 +187,21 @@ def error_looking_steps(doc: dict) -> list[int]:
 def first_worker_turns(doc: dict) -> list[int]:
     """The turns of the agents a coordinator hands work to, in order (no coordinator: the
     agents' turns), then the rest: what the ranker learns on a coordinated team, as a rule."""
-    from tracefix.analysis.roles import coordinating_speaker
+    from tracefix.analysis.roles import HUMAN_ROLES, coordinating_speaker
 
     speakers = [agent_key(s.get("agent")) for s in doc["steps"]]
-    agents = [sp not in HUMAN_SPEAKERS for sp in speakers]
+    agents = [sp not in HUMAN_ROLES for sp in speakers]
     hub = coordinating_speaker(speakers, agents)
     first = [k for k, sp in enumerate(speakers) if agents[k] and sp != hub]
     return first + [k for k in range(len(speakers)) if k not in set(first)]
 
 
 def baseline_rankings(doc: dict) -> dict[str, list[int]]:
+    from tracefix.analysis.roles import HUMAN_ROLES
+
     steps = doc["steps"]
     n = len(steps)
-    first_agent = next((k for k, s in enumerate(steps) if str(s.get("agent")).lower() not in HUMAN_SPEAKERS), 0)
+    first_agent = next((k for k, s in enumerate(steps) if str(s.get("agent")).lower() not in HUMAN_ROLES), 0)
     return {"first agent turns": list(range(first_agent, n)),
             "first worker turns": first_worker_turns(doc),
             "first error-looking": error_looking_steps(doc) or [n - 1],
