@@ -51,8 +51,8 @@ def layout(steps: list[dict], selected: int | None = None, got_past: Mapping[int
     got_past = got_past or {}
     agents: list[str] = []
     for step in steps:
-        if lane_of(step) not in agents:
-            agents.append(lane_of(step))
+        if (lane := lane_of(step)) not in agents:
+            agents.append(lane)
     lane_y = {name: TOP + i * LANE_H for i, name in enumerate(agents)}
     tl = Timeline(width=LABEL_W + max(1, len(steps)) * (STEP_W + GAP) + 10,
                   height=TOP + max(1, len(agents)) * LANE_H + 16,
