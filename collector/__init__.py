@@ -45,13 +45,15 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
     ``GET /api/v1/training_sessions?criterion=success|positive|all&offset=&limit=`` -> a streamed page
         {"sessions": [document], "page"} (a page also ends after PAGE_BUDGET_CHARS of documents)
-    ``GET /api/v1/jobs?state=&session_id=&kind=``, ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,
+    ``GET /api/v1/jobs?state=&session_id=&kind=&job_id=&order=oldest|newest&offset=&limit=`` -> a streamed
+        page {"jobs", "page"} (job_id repeats: only those jobs), ``POST /api/v1/jobs`` {session_id, kind: diagnosis|replay,
         steps: [int]?, edit: str?} (a replay of the given steps, with the person's own edit at one step)
     ``POST /api/v1/jobs/claim`` {worker, lease_s, kind: replay|diagnosis} -> 200 job leased to the worker
         (a diagnosis job says what it runs: ``diagnose``, the collector's --diagnose), or 204
     ``POST /api/v1/jobs/{id}/lease`` {worker, lease_s}, ``.../finish`` {worker, state: done|failed|refused,
         error} -> 200, or 409 when the job is no longer that worker's
-    ``GET /api/v1/alerts`` (outbox and deliveries)
+    ``GET /api/v1/alerts?session_id=&order=&offset=&limit=`` -> a streamed page {"alerts", "page"}
+        (outbox and deliveries)
     A session id in a path is one percent-encoded segment (``a/b`` -> ``a%2Fb``). A query
     parameter the store cannot use answers 422 {"error", "parameter"}; a NaN/infinite
     feedback score answers 422. JSON answers and webhook bodies write stored NaN/Infinity as

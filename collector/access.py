@@ -202,8 +202,9 @@ class HttpAccess(_Base):
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/replay", missing_ok=True)
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
-        return self._request("GET", "/api/v1/jobs",
-                             query={"state": state, "session_id": session_id, "kind": kind})["jobs"]
+        res = self._paged("/api/v1/jobs", "jobs", self.PAGE_ITEMS,
+                          query={"state": state, "session_id": session_id, "kind": kind})
+        return res[1] if res else []
 
     def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
                     options: dict | None = None) -> dict:
@@ -231,7 +232,8 @@ class HttpAccess(_Base):
         return self._job_call(job_id, "finish", {"worker": worker, "state": state, "error": error})
 
     def list_alerts(self, session_id: str | None = None) -> list[dict]:
-        return self._request("GET", "/api/v1/alerts", query={"session_id": session_id})["alerts"]
+        res = self._paged("/api/v1/alerts", "alerts", self.PAGE_ITEMS, query={"session_id": session_id})
+        return res[1] if res else []
 
     def store_path(self) -> str | None:
         """The collector's DuckDB file (told to token holders only, not by /healthz), or None."""

@@ -32,10 +32,11 @@ from tracefix.collector import document, jsonsafe, openapi, otlp
 from tracefix.collector.access import store_identity
 from tracefix.collector.auth import API, INGEST, UI_COOKIE
 from tracefix.collector.imports import ImportFormatError
+from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
 from tracefix.collector.decoding import DecodeFailed
 from tracefix.collector.responses import REPORT_CSP, SECURITY_HEADERS, JSONResponse, SecurityHeaders
 from tracefix.collector.schemas import (ERROR_CODES, AnalysisResult, ClaimRequest, FeedbackRequest, FinishRequest,
-                                        ImportRequest, InvalidBody, JobRequest, LeaseRequest, ReplayResult,
+                                        ImportRequest, InvalidBody, JobRequest, LeaseRequest, LIST_ORDERS, ReplayResult,
                                         parse_body)
 from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.store import PAGE_BUDGET_CHARS, UnknownSession, check_score
@@ -309,6 +310,12 @@ def build_app(collector: "Collector") -> Starlette:
 
         return StreamingResponse(body(), media_type="application/json")
 
+    def listed(rows: list[dict], offset: int):
+        """A page's rows, read already, as `streamed_page` takes them (position, JSON text, size)."""
+        for position, row in enumerate(rows, start=offset):
+            text = jsonsafe.dumps(row, ensure_ascii=False)
+            yield position, text, len(text)
+
     async def get_spans(request: Request) -> Response:
         sid = request.path_params["session_id"]
         offset, limit = page_params(QueryParams(request.query_params), default_limit=500)
@@ -446,8 +453,18 @@ def build_app(collector: "Collector") -> Starlette:
                 collector.wake_diagnosis()
             return JSONResponse(job, status_code=201)
         q = QueryParams(request.query_params)
-        rows = await run_in_threadpool(store.list_jobs, q.text("state"), q.text("session_id"), kind=q.text("kind"))
-        return JSONResponse({"jobs": rows})
+        offset, limit = page_params(q, default_limit=100)
+        # job_id (repeatable): only those jobs, how a page polls the states of the jobs it shows
+        filters = {"state": q.choice("state", JOB_STATES), "session_id": q.text("session_id"),
+                   "kind": q.choice("kind", JOB_KINDS), "job_ids": q.texts("job_id", most=1000)}
+        newest_first = q.choice("order", LIST_ORDERS, default="oldest") == "newest"
+
+        def read() -> tuple[int, list[dict]]:
+            return (store.count_jobs(**filters),
+                    store.list_jobs(**filters, offset=offset, limit=limit, newest_first=newest_first))
+
+        total, rows = await run_in_threadpool(read)
+        return streamed_page("jobs", total, offset, listed(rows, offset))
 
     # --- the worker side of jobs (tracefix.replay.worker) -------------------------------------
     async def claim_job(request: Request) -> Response:
@@ -485,8 +502,17 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"job_id": job_id, "finished": True})
 
     async def alerts(request: Request) -> Response:
-        rows = await run_in_threadpool(store.list_alerts, QueryParams(request.query_params).text("session_id"))
-        return JSONResponse({"alerts": rows})
+        q = QueryParams(request.query_params)
+        offset, limit = page_params(q, default_limit=100)
+        session_id = q.text("session_id")
+        newest_first = q.choice("order", LIST_ORDERS, default="oldest") == "newest"
+
+        def read() -> tuple[int, list[dict]]:
+            return (store.count_alerts(session_id),
+                    store.list_alerts(session_id, offset=offset, limit=limit, newest_first=newest_first))
+
+        total, rows = await run_in_threadpool(read)
+        return streamed_page("alerts", total, offset, listed(rows, offset))
 
     async def metrics(request: Request) -> Response:
         """Prometheus text format, behind the API token: Prometheus sends it (`authorization:`

@@ -12,6 +12,7 @@ from typing import Any
 # diagnosis: the analysis (in the collector or a worker); replay: claimed by a `tracefix worker`
 JOB_KINDS = ("diagnosis", "replay")
 FINISHED_JOB_STATES = ("done", "failed", "refused")
+JOB_STATES = ("queued", "running", *FINISHED_JOB_STATES)
 MAX_JOB_ATTEMPTS = 3
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origi
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt, StringConstraints, ValidationError, create_model
 
 from tracefix.collector import contracts
-from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
+from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
 from tracefix.errors import TracefixError
 
 JSONValue = Any  # any JSON value: what an agent returned, a tool's result, a tracked object's state
@@ -257,14 +257,20 @@ class TrainingQuery(PageQuery):
     criterion: Literal["success", "positive", "all"] = "success"
 
 
-class JobsQuery(_Closed):
-    state: Optional[str] = None
-    session_id: Optional[str] = None
-    kind: Optional[str] = None
+LIST_ORDERS = ("oldest", "newest")  # a list of jobs or alerts: as they were created, or the last first
 
 
-class AlertsQuery(_Closed):
+class JobsQuery(PageQuery):
+    state: Optional[Literal[JOB_STATES]] = None
     session_id: Optional[str] = None
+    kind: Optional[Literal[JOB_KINDS]] = None
+    job_id: Optional[list[str]] = Field(None, max_length=1000, description="repeatable: only these jobs")
+    order: Literal[LIST_ORDERS] = Field("oldest", description="newest: the last queued first")
+
+
+class AlertsQuery(PageQuery):
+    session_id: Optional[str] = None
+    order: Literal[LIST_ORDERS] = Field("oldest", description="newest: the last raised first")
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -459,6 +465,7 @@ class Job(_Answer):
 
 class JobList(_Answer):
     jobs: list[Job]
+    page: PageInfo
 
 
 class LeaseRenewed(_Answer):
@@ -502,3 +509,4 @@ class Alert(_Answer):
 
 class AlertList(_Answer):
     alerts: list[Alert]
+    page: PageInfo

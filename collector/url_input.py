@@ -53,6 +53,14 @@ class QueryParams:
     def text(self, name: str, default: str | None = None) -> str | None:
         return self.query.get(name) or default
 
+    def texts(self, name: str, most: int) -> list[str] | None:
+        """Every non-empty value of a repeated parameter (`?name=a&name=b`); None when absent."""
+        getlist = getattr(self.query, "getlist", None)
+        values = [v for v in (getlist(name) if getlist else [self.query.get(name)]) if v]
+        if len(values) > most:
+            raise InvalidParameter(name, f"may be given at most {most} times, not {len(values)}")
+        return values or None
+
     @overload
     def choice(self, name: str, options: Iterable[str], default: str) -> str: ...
     @overload

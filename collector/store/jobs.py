@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, Sequence
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_JOB_ATTEMPTS, replay_request
 from tracefix.collector.store.connection import StoreConnection
-from tracefix.collector.store.sql import records
+from tracefix.collector.store.sql import in_strings, records, scalar
 from tracefix.errors import UnknownSession
 
 
@@ -137,16 +137,39 @@ class JobQueue(StoreConnection):
             cur.close()
 
     def list_jobs(self, state: str | None = None, session_id: str | None = None, job_id: str | None = None,
-                  kind: str | None = None) -> list[dict]:
+                  kind: str | None = None, *, job_ids: Sequence[str] | None = None, offset: int = 0,
+                  limit: int | None = None, newest_first: bool = False) -> list[dict]:
+        """Jobs in the order they were queued (`newest_first` reverses it), from `offset`, at
+        most `limit` of them (None: all). `job_ids` keeps only those jobs (a page's live poll)."""
+        where, params = _job_filter(state, session_id, job_id, kind, job_ids)
+        order = "DESC" if newest_first else "ASC"
         rows = records(self._read().execute(
-            """SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns,
-                      worker, lease_until_ns, options
-               FROM jobs WHERE (? IS NULL OR state = ?) AND (? IS NULL OR session_id = ?) AND (? IS NULL OR job_id = ?)
-               AND (? IS NULL OR kind = ?) ORDER BY created_ns""",
-            [state, state, session_id, session_id, job_id, job_id, kind, kind]))
+            f"""SELECT job_id, session_id, kind, state, reason, attempts, error, created_ns, started_ns, finished_ns,
+                       worker, lease_until_ns, options
+                FROM jobs WHERE {where}
+                ORDER BY created_ns {order}, job_id LIMIT ? OFFSET ?""",
+            [*params, limit, offset]))
         return [{"job_id": r["job_id"], "session_id": r["session_id"], "kind": r["kind"], "state": r["state"],
                  "reason": r["reason"], "attempts": r["attempts"], "error": r["error"],
                  "created_at": document.iso(r["created_ns"]), "started_at": document.iso(r["started_ns"]),
                  "finished_at": document.iso(r["finished_ns"]), "worker": r["worker"],
                  "lease_until": document.iso(r["lease_until_ns"]), "options": from_json_text(r["options"])}
                 for r in rows]
+
+    def count_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None, *,
+                   job_ids: Sequence[str] | None = None) -> int:
+        """How many jobs `list_jobs` with the same filters lists in all (a page's total)."""
+        where, params = _job_filter(state, session_id, None, kind, job_ids)
+        return scalar(self._read().execute(f"SELECT count(*) FROM jobs WHERE {where}", params))
+
+
+def _job_filter(state: str | None, session_id: str | None, job_id: str | None, kind: str | None,
+                job_ids: Sequence[str] | None) -> tuple[str, list]:
+    """The WHERE clause of a filtered read of jobs, and its parameters (a None filter keeps all)."""
+    where = "(? IS NULL OR state = ?) AND (? IS NULL OR session_id = ?) AND (? IS NULL OR job_id = ?) " \
+            "AND (? IS NULL OR kind = ?)"
+    params = [state, state, session_id, session_id, job_id, job_id, kind, kind]
+    if job_ids is not None:
+        listed, listed_params = in_strings(job_ids)
+        where, params = f"{where} AND job_id {listed}", [*params, *listed_params]
+    return where, params

@@ -137,14 +137,20 @@ class FeedbackOutbox(StoreReads):
                 con.execute("UPDATE deliveries SET attempts = attempts + 1, last_error = ?, next_attempt_ns = ? "
                             "WHERE alert_id = ? AND webhook = ?", [error, next_attempt_ns, alert_id, webhook])
 
-    def list_alerts(self, session_id: str | None = None) -> list[dict]:
+    def list_alerts(self, session_id: str | None = None, *, offset: int = 0, limit: int | None = None,
+                    newest_first: bool = False) -> list[dict]:
+        """Alerts with their deliveries, in the order they were raised (`newest_first` reverses
+        it), from `offset`, at most `limit` of them (None: all)."""
+        order = "DESC" if newest_first else "ASC"
         rows = records(self._read().execute(
-            """SELECT a.alert_id, a.feedback_id, a.session_id, a.payload, a.created_ns,
-                      list({'webhook': d.webhook, 'state': d.state, 'attempts': d.attempts,
-                            'last_error': d.last_error, 'delivered_ns': d.delivered_ns}) FILTER (d.webhook IS NOT NULL) AS deliveries
-               FROM alerts a LEFT JOIN deliveries d USING (alert_id)
-               WHERE ? IS NULL OR a.session_id = ?
-               GROUP BY ALL ORDER BY a.created_ns""", [session_id, session_id]))
+            f"""WITH page AS (SELECT * FROM alerts WHERE ? IS NULL OR session_id = ?
+                              ORDER BY created_ns {order}, alert_id LIMIT ? OFFSET ?)
+               SELECT a.alert_id, a.feedback_id, a.session_id, a.payload, a.created_ns,
+                      list({{'webhook': d.webhook, 'state': d.state, 'attempts': d.attempts,
+                            'last_error': d.last_error, 'delivered_ns': d.delivered_ns}}) FILTER (d.webhook IS NOT NULL) AS deliveries
+               FROM page a LEFT JOIN deliveries d USING (alert_id)
+               GROUP BY ALL ORDER BY a.created_ns {order}, a.alert_id""",
+            [session_id, session_id, limit, offset]))
         out = []
         for r in rows:
             deliveries = [{**{k: v for k, v in d.items() if k != "delivered_ns"},
@@ -153,3 +159,8 @@ class FeedbackOutbox(StoreReads):
                         "payload": json.loads(r["payload"]), "created_at": document.iso(r["created_ns"]),
                         "deliveries": deliveries})
         return out
+
+    def count_alerts(self, session_id: str | None = None) -> int:
+        """How many alerts `list_alerts` lists in all (a page's total)."""
+        return scalar(self._read().execute("SELECT count(*) FROM alerts WHERE ? IS NULL OR session_id = ?",
+                                           [session_id, session_id]))

@@ -87,6 +87,19 @@ def test_a_page_stays_small_however_long_the_messages_and_access_still_reads_the
     assert [s["output_message"]["content"] for s in doc["steps"]] == contents
 
 
+def read_pages(base: str, path: str, field: str, limit: int, **query) -> tuple[list[dict], list[dict]]:
+    """Every item of a paged list read `limit` at a time, and each page's `page` object."""
+    items, pages, offset = [], [], 0
+    while offset is not None:
+        status, body = fetch(base, path, offset=offset, limit=limit, **query)
+        assert status == 200, body[:300]
+        answer = json.loads(body)
+        assert len(answer[field]) <= limit and answer["page"]["offset"] == offset
+        items, pages = items + answer[field], pages + [answer["page"]]
+        offset = answer["page"]["next_offset"]
+    return items, pages
+
+
 def test_training_sessions_come_in_pages_that_end_within_the_page_budget(collector, api):
     """Training documents are whole sessions: the route pages them like every read of
     contents (a fuzz-filled store answered all of them at once, and took over a minute), and
@@ -96,19 +109,51 @@ def test_training_sessions_come_in_pages_that_end_within_the_page_budget(collect
 
     big = [import_conversation(api, [numbered_text(i, 1_000_000)] * 3) for i in range(2)]  # 3 MB each
     mine = {*big, *(import_conversation(api, [f"small {i}"]) for i in range(5))}
-    base, seen, offset, pages = collector.match["http"], [], 0, 0
-    while offset is not None:
-        status, body = fetch(base, "/api/v1/training_sessions", criterion="all", offset=offset, limit=3)
-        assert status == 200, body[:300]
-        page = json.loads(body)
-        assert len(page["sessions"]) <= 3 and page["page"]["offset"] == offset
-        seen += [doc["session_id"] for doc in page["sessions"]]
-        offset, pages = page["page"]["next_offset"], pages + 1
-    assert len(seen) == len(set(seen)) == page["page"]["total"] and mine <= set(seen) and pages >= 3
+    base = collector.match["http"]
+    docs, pages = read_pages(base, "/api/v1/training_sessions", "sessions", 3, criterion="all")
+    seen = [doc["session_id"] for doc in docs]
+    assert len(seen) == len(set(seen)) == pages[-1]["total"] and mine <= set(seen) and len(pages) >= 3
     status, body = fetch(base, "/api/v1/training_sessions", criterion="all", limit=1000)
     first = json.loads(body)
     assert len(body) < PAGE_BUDGET_CHARS + 4_000_000 and first["page"]["next_offset"] is not None
     assert mine <= {doc["session_id"] for doc in api.training_sessions("all")}
+
+
+def test_jobs_and_alerts_come_in_pages_oldest_or_newest_first(collector, api):
+    """Jobs and alerts grow with every thumbs-down: both lists are paged like every read (they
+    answered every row at once), oldest first or newest first, and a poll can ask for given jobs."""
+    base = collector.match["http"]
+    sid = import_conversation(api, ["one", "two"])
+    queued = [api.enqueue_job(sid, reason=f"page test {i}", kind="replay")["job_id"] for i in range(7)]
+
+    jobs, pages = read_pages(base, "/api/v1/jobs", "jobs", 3, session_id=sid, kind="replay")
+    assert [j["job_id"] for j in jobs] == queued and [p["offset"] for p in pages] == [0, 3, 6]
+    assert [p["returned"] for p in pages] == [3, 3, 1] and {p["total"] for p in pages} == {7}
+    newest, _ = read_pages(base, "/api/v1/jobs", "jobs", 4, session_id=sid, kind="replay", order="newest")
+    assert [j["job_id"] for j in newest] == queued[::-1]
+    assert [j["job_id"] for j in api.list_jobs(session_id=sid, kind="replay")] == queued
+    asked = "&".join(f"job_id={j}" for j in (queued[5], queued[1]))
+    status, body = fetch(base, f"/api/v1/jobs?{asked}&limit=10")
+    assert status == 200 and [j["job_id"] for j in json.loads(body)["jobs"]] == [queued[1], queued[5]]
+    assert json.loads(body)["page"]["total"] == 2
+
+    for i in range(5):  # each thumbs-down raises an alert (and queues a diagnosis)
+        api.add_feedback(sid, -1.0, f"thumbs-down {i}")
+    alerts, pages = read_pages(base, "/api/v1/alerts", "alerts", 2, session_id=sid)
+    assert [a["payload"]["comment"] for a in alerts] == [f"thumbs-down {i}" for i in range(5)]
+    assert [p["returned"] for p in pages] == [2, 2, 1] and pages[-1]["next_offset"] is None
+    newest, _ = read_pages(base, "/api/v1/alerts", "alerts", 10, session_id=sid, order="newest")
+    assert [a["alert_id"] for a in newest] == [a["alert_id"] for a in alerts][::-1]
+    assert [a["alert_id"] for a in api.list_alerts(sid)] == [a["alert_id"] for a in alerts]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs?state=exploded", "/api/v1/jobs?kind=audit",
+                                  "/api/v1/jobs?order=sideways", "/api/v1/alerts?order=sideways",
+                                  "/api/v1/jobs?" + "&".join(f"job_id=j{i}" for i in range(1001))])
+def test_bad_job_and_alert_filters_get_422_naming_the_parameter(collector, path):
+    status, body = fetch(collector.match["http"], path)
+    assert status == 422, body[:300]
+    assert json.loads(body)["parameter"] == path.split("?")[1].split("=")[0]
 
 
 @pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 1001}, {"limit": "ten"}, {"offset": -1},
@@ -118,7 +163,7 @@ def test_bad_paging_values_get_422_naming_the_parameter(collector, api, query):
     base = collector.match["http"]
     for path in ([f"/api/v1/sessions/{sid}"] if set(query) & {"max_chars", "content"} else
                  [f"/api/v1/sessions/{sid}", f"/api/v1/sessions/{sid}/spans", f"/api/v1/sessions/{sid}/messages",
-                  "/api/v1/training_sessions"]):
+                  "/api/v1/training_sessions", "/api/v1/jobs", "/api/v1/alerts"]):
         status, body = fetch(base, path, **query)
         assert status == 422, (path, query, body)
         assert next(iter(query)) in json.loads(body)["error"]
