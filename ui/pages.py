@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from tracefix.collector import document
 from tracefix.collector.api import read_body
-from tracefix.collector.jobs import JOB_KINDS, MAX_EDIT_CHARS
+from tracefix.collector.jobs import JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS
 from tracefix.collector.otlp import OtlpError
 from tracefix.collector.store import UnknownSession
 from tracefix.collector.url_input import InvalidParameter, QueryParams
@@ -44,7 +44,7 @@ STEPS_PER_PAGE = 50
 SPANS_PER_PAGE = 50  # a span keeps its attributes whole: a page must stay small
 INPUTS_SHOWN = 12  # of a step's input messages, the last ones (a prompt repeats the earlier steps)
 FORM_BYTES = 64 * 1024
-LISTED = 200  # alerts and jobs shown, newest first
+LISTED = 200  # alerts and jobs shown on a page, newest first
 COLUMNS = [("time", "time"), (None, "session"), ("service", "service"), (None, "task"), (None, "agents"),
            ("steps", "steps"), ("tokens", "tokens"), ("latency", "latency"), ("outcome", "outcome"),
            ("feedback", "feedback"), (None, "diagnosis")]
@@ -183,8 +183,7 @@ def routes(collector: "Collector") -> list:
                     "arrow": ("▼" if descending else "▲") if key == sort else ""} for key, label in COLUMNS]
         return render(request, "sessions.html", rows=table["rows"], total=table["total"], offset=offset,
                       per_page=SESSIONS_PER_PAGE, filters=shown, headers=headers,
-                      previous=offset and link(offset=max(0, offset - SESSIONS_PER_PAGE)),
-                      following=offset + SESSIONS_PER_PAGE < table["total"] and link(offset=offset + SESSIONS_PER_PAGE),
+                      **views.pager(offset, SESSIONS_PER_PAGE, table["total"], lambda at: link(offset=at)),
                       diagnosis_states=store.TABLE_DIAGNOSIS)
 
     # --- one session -----------------------------------------------------------------------
@@ -254,10 +253,11 @@ def routes(collector: "Collector") -> list:
         if head is None:
             raise UnknownSession(sid)
         analysis, replay = store.get_analysis(sid), store.get_replay(sid)
-        jobs = store.list_jobs(session_id=sid)
+        jobs = store.list_jobs(session_id=sid, limit=LISTED, newest_first=True)
         tested = views.tested_hypotheses(store, sid, replay)
         return render(request, "diagnosis.html", sid=sid, doc=head, analysis=analysis, replay=replay,
-                      tested=tested, jobs=list(reversed(jobs)), job_kinds=JOB_KINDS, max_edit=MAX_EDIT_CHARS)
+                      tested=tested, jobs=jobs, jobs_total=store.count_jobs(session_id=sid), job_kinds=JOB_KINDS,
+                      max_edit=MAX_EDIT_CHARS)
 
     def start_job(request: Request, form) -> Response:
         sid = str(form.get("id") or "")
@@ -277,16 +277,26 @@ def routes(collector: "Collector") -> list:
 
     # --- alerts and jobs -------------------------------------------------------------------
     def alerts(request: Request, form) -> Response:
-        rows = store.list_alerts(QueryParams(request.query_params).text("session_id"))
-        return render(request, "alerts.html", alerts=list(reversed(rows))[:LISTED], total=len(rows))
+        q = QueryParams(request.query_params)
+        sid = q.text("session_id")
+        offset = q.integer("offset", 0, high=1 << 31)
+        rows = store.list_alerts(sid, offset=offset, limit=LISTED, newest_first=True)
+        total = store.count_alerts(sid)
+        links = views.pager(offset, LISTED, total, lambda at: "/alerts?" + urlencode(
+            {k: v for k, v in {"session_id": sid, "offset": at}.items() if v}))
+        return render(request, "alerts.html", alerts=rows, total=total, offset=offset, **links)
 
     def jobs(request: Request, form) -> Response:
         q = QueryParams(request.query_params)
-        state = q.choice("state", ("queued", "running", "done", "failed", "refused"))
-        kind = q.choice("kind", JOB_KINDS)
-        rows = store.list_jobs(state, kind=kind)
-        return render(request, "jobs.html", jobs=list(reversed(rows))[:LISTED], total=len(rows), state=state,
-                      kind=kind, job_kinds=JOB_KINDS)
+        filters = {"state": q.choice("state", JOB_STATES), "session_id": q.text("session_id"),
+                   "kind": q.choice("kind", JOB_KINDS)}
+        offset = q.integer("offset", 0, high=1 << 31)
+        rows = store.list_jobs(**filters, offset=offset, limit=LISTED, newest_first=True)
+        total = store.count_jobs(**filters)
+        links = views.pager(offset, LISTED, total, lambda at: "/jobs?" + urlencode(
+            {k: v for k, v in {**filters, "offset": at}.items() if v}))
+        return render(request, "jobs.html", jobs=rows, total=total, offset=offset, **filters, job_kinds=JOB_KINDS,
+                      job_states=JOB_STATES, **links)
 
     return [
         Route("/", page(sessions)),

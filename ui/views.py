@@ -3,7 +3,7 @@ text; the templates escape it)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote, urlencode
 
 from tracefix.attributes import from_json_text
@@ -90,6 +90,13 @@ def brief(text: Any, limit: int = 140) -> str:
 def session_url(session_id: str, page: str = "session", **params) -> str:
     query = urlencode({"id": session_id, **{k: v for k, v in params.items() if v is not None}})
     return f"/{page}?{query}"
+
+
+def pager(offset: int, per_page: int, total: int, link: Callable[[int], str]) -> dict[str, str | None]:
+    """The links of a page of a list read `per_page` rows at a time: `link(offset)` is the URL
+    of the page starting there; None where there is no such page."""
+    return {"previous": link(max(0, offset - per_page)) if offset > 0 else None,
+            "following": link(offset + per_page) if offset + per_page < total else None}
 
 
 def api_url(session_id: str, suffix: str = "") -> str:

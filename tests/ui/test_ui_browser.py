@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from browser import CHROMIUM
@@ -66,6 +67,8 @@ def test_click_through_sessions_session_step_feedback_and_diagnosis(ui_server, p
     page.click("#thumbs-down")
     expect(page.locator("#feedback")).to_contain_text("refunded the wrong order")
 
+    polls = []  # the live state's requests: each asks for the unfinished jobs it shows, by id
+    page.on("request", lambda r: "/api/v1/jobs" in r.url and polls.append(r.url))
     page.click("#to-diagnosis")
     expect(page.locator("#hypotheses table.hypotheses tbody tr").first).to_be_visible()
     jobs = page.locator("#start table.jobs")
@@ -78,6 +81,9 @@ def test_click_through_sessions_session_step_feedback_and_diagnosis(ui_server, p
     # live state: the static script polls the jobs API with the cookie (CSP connect-src 'self')
     # (the page's CSP forbids eval, so Playwright's wait_for_function cannot run there: an attribute instead)
     expect(jobs).to_have_attribute("data-polled", re.compile(r"^[1-9]"))
+    shown = jobs.locator("tr[data-job-id]").evaluate_all("rows => rows.map(r => r.dataset.jobId)")
+    assert polls and all("job_id=" in url for url in polls), polls
+    assert {parse_qs(urlsplit(url).query)["job_id"][0] for url in polls} <= set(shown)
     page.screenshot(path=str(shots / "diagnosis.png"), full_page=True)
 
     page.click("text=Alerts")

@@ -131,6 +131,33 @@ def test_feedback_from_the_ui_takes_the_apis_path(ui_server, client):
     assert "clear &lt;b&gt;summary&lt;/b&gt;" in client.get(r.headers["location"]).text
 
 
+def test_jobs_and_alerts_pages_show_a_page_of_the_newest_and_link_to_older(ui_server, client):
+    """A page reads the rows it shows, not the whole list (a store with a hundred thousand
+    thumbs-downs has as many jobs and alerts)."""
+    from tracefix.collector.access import HttpAccess
+
+    api = HttpAccess(ui_server.url, ui_server.token)
+    sid = api.import_sessions([{"task": "be listed in pages", "messages": [
+        {"role": "assistant", "name": "Lister", "content": "listed"}]}])[0]
+    queued = [api.enqueue_job(sid, reason=f"pages {i}", kind="replay")["job_id"] for i in range(205)]
+    row = re.compile(r'<tr data-job-id="([^"]+)"')
+
+    first = client.get(f"/jobs?session_id={quote(sid)}")
+    assert first.status_code == 200 and row.findall(first.text) == queued[::-1][:200]
+    assert "1–200 of 205" in first.text and 'id="previous-page"' not in first.text
+    older = re.search(r'<a href="([^"]+)" rel="next" id="next-page">older', first.text).group(1)
+    second = client.get(older.replace("&amp;", "&"))
+    assert row.findall(second.text) == queued[::-1][200:] and 'id="next-page"' not in second.text
+    assert "201–205 of 205" in second.text and 'id="previous-page"' in second.text
+    diagnosis = client.get(f"/diagnosis?id={quote(sid)}").text
+    assert len(row.findall(diagnosis)) == 200 and "the 200 newest of 205" in diagnosis
+
+    for i in range(3):
+        api.add_feedback(sid, -1.0, f"listed {i}")
+    alerts = client.get(f"/alerts?session_id={quote(sid)}").text
+    assert [c for c in re.findall(r"listed (\d)", alerts)] == ["2", "1", "0"] and "1–3 of 3" in alerts
+
+
 def test_diagnosis_page_queues_a_replay_and_shows_a_stored_replay_beside_the_original(ui_server, client):
     sid = ui_server.hostile
     page = client.get(f"/diagnosis?id={quote(sid)}").text

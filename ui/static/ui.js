@@ -1,6 +1,7 @@
 // tracefix web UI: the only script (loaded from /static; the CSP allows no inline script).
 // Live job state: a table with data-poll="URL" (the JSON API's GET /api/v1/jobs, read with the
-// UI's cookie) is refreshed every 2 s while any of its jobs is queued or running.
+// UI's cookie) is refreshed every 2 s while any of its jobs is queued or running. Each poll asks
+// for those jobs only (job_id=...), so it stays as small as the table however many jobs the store holds.
 "use strict";
 
 (function () {
@@ -43,8 +44,21 @@
     }
     if (!unfinishedShown()) return;
     if (note) note.hidden = false;
+    function pollUrl() {
+      const url = new URL(table.dataset.poll, window.location.origin);
+      let asked = 0;
+      table.querySelectorAll("tr[data-job-id]").forEach(function (row) {
+        const badge = row.querySelector(".job-state");
+        if (badge && UNFINISHED.has(badge.textContent)) {
+          url.searchParams.append("job_id", row.dataset.jobId);
+          asked += 1;
+        }
+      });
+      url.searchParams.set("limit", String(Math.max(asked, 1)));
+      return url.pathname + url.search;
+    }
     function poll() {
-      fetch(table.dataset.poll, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      fetch(pollUrl(), { credentials: "same-origin", headers: { "Accept": "application/json" } })
         .then(function (response) {
           if (!response.ok) throw new Error("HTTP " + response.status);
           return response.json();
