@@ -1,11 +1,12 @@
 """Server time of the web UI's heaviest pages, beside the JSON API reading the same data.
 
-    .venv/bin/python bench/ui.py [--sessions 100000] [--steps 1000] [--runs 15] [--db PATH]
+    .venv/bin/python bench/ui.py [--sessions 100000] [--steps 1000] [--thumbs-down 20000] [--runs 15] [--db PATH]
 
 Builds (once; `--db` keeps and reuses the file) a store of `--sessions` agent sessions of two
 steps each (root, `invoke_agent`, `chat` and `execute_tool` spans as the instrumented demo
-emits them, bench/agent_spans.py) plus one session of `--steps` steps, starts `tracefix serve`
-on it and asks each page `--runs` times. Server time is the `Server-Timing: app` the UI sets
+emits them, bench/agent_spans.py) plus one session of `--steps` steps, and `--thumbs-down`
+negative feedbacks (each an alert and a diagnosis job, left queued: the collector runs with
+`--diagnose off`), starts `tracefix serve` on it and asks each page `--runs` times. Server time is the `Server-Timing: app` the UI sets
 on every page (the handler's time, rendering included). Since a shared machine inflates wall
 time, each page's CPU time in the server process (per request, /proc) is printed too, beside
 the CPU time of the JSON API route that reads the same rows, as the baseline. Target: every
@@ -35,7 +36,7 @@ LONG_SESSION = "bench-long-session"
 SERVICES = ("bank-demo", "support-bot", "travel-planner", "code-review")
 
 
-def build(db: Path, sessions: int, steps: int) -> None:
+def build(db: Path, sessions: int, steps: int, thumbs_down: int) -> None:
     from tracefix.collector.normalize import normalize_request
     from tracefix.collector.store import Store
 
@@ -54,6 +55,8 @@ def build(db: Path, sessions: int, steps: int) -> None:
     store.ingest(normalize_request(request(session_spans(LONG_SESSION, steps, rng, growing=False, window=6))))
     for i in range(0, sessions, 97):  # some feedback and jobs, so those columns are not all empty
         store.add_feedback(f"bench-{i:06d}", -1.0 if i % 2 else 1.0, "bench")
+    for i in range(thumbs_down):  # the jobs and alerts pages list these
+        store.add_feedback(f"bench-{i * 7 % sessions:06d}", -1.0, f"bench thumbs-down {i}")
     store.checkpoint()
     store.close()
     print(f"built {db} in {time.monotonic() - started:.0f} s", flush=True)
@@ -95,13 +98,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=100_000)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--thumbs-down", type=int, default=20_000, help="negative feedbacks: as many alerts and jobs")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--db", type=Path, default=None, help="store to build once and reuse")
     args = ap.parse_args()
     db = args.db or Path(tempfile.mkdtemp(prefix="tracefix-ui-bench-")) / "ui.duckdb"
     if not db.exists():
-        print(f"building {args.sessions} sessions + one of {args.steps} steps ...", flush=True)
-        build(db, args.sessions, args.steps)
+        print(f"building {args.sessions} sessions + one of {args.steps} steps, {args.thumbs_down} thumbs-downs ...",
+              flush=True)
+        build(db, args.sessions, args.steps, args.thumbs_down)
 
     import procs
 
@@ -120,6 +125,11 @@ def main() -> None:
             (f"session of {args.steps} steps, step 500", f"/session?id={sid}&step=500",
              f"/api/v1/sessions/{sid}/steps/500"),
             ("span tree, first 50 spans", f"/session/spans?id={sid}", f"/api/v1/sessions/{sid}/spans?limit=50"),
+            # the jobs and alerts pages show the newest 200 (ui.pages.LISTED); a jobs page's
+            # live poll asks the API for the unfinished jobs it shows, by id
+            ("jobs, newest first", "/jobs", "/api/v1/jobs?order=newest&limit=200"),
+            ("jobs, queued", "/jobs?state=queued", "/api/v1/jobs?state=queued&order=newest&limit=200"),
+            ("alerts, newest first", "/alerts", "/api/v1/alerts?order=newest&limit=200"),
         ]
         pid = serve.popen.pid
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
