@@ -311,6 +311,63 @@ def trials(doc: dict, replay: dict | None) -> list[Trial]:
     return sorted(found, key=lambda t: t.start) or [Trial(0, 0, last, None)]
 
 
+# --- which steps the trace shows ----------------------------------------------------------------
+
+TRACE_STEPS_SHOWN = 300  # a longer session's trace shows the steps around its marks, and its two ends
+TRACE_CONTEXT = 2  # steps shown either side of a marked one
+
+
+def trace_positions(steps: list[dict], analysis: dict | None, replay: dict | None,
+                    limit: int = TRACE_STEPS_SHOWN, context: int = TRACE_CONTEXT) -> list[int]:
+    """The positions (into `steps`) the trace shows, in order: every step of a session of at
+    most `limit` steps. A longer session shows about `limit`: each marked step with `context`
+    steps either side, marks taken in the order a reader needs them (the hypotheses by rank,
+    the steps a replay tested, the detectors' frontier, then the steps with an error, earliest
+    first), its last steps, and its first steps with what is left; so a report of a session of
+    any length stays readable and its size bounded."""
+    n = len(steps)
+    if n <= limit:
+        return list(range(n))
+    position: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        position.setdefault(whole(step.get("index"), i), i)
+    ranked = sorted((whole(h.get("rank"), 1 << 30), k) for h in hypotheses(analysis)
+                    if (k := whole(h.get("step"))) is not None)
+    marks = ([k for _, k in ranked] + [k for h in hypotheses(replay) if (k := tested_step(h)) is not None]
+             + sorted(frontier_by_step(analysis))
+             + [whole(step.get("index"), i) for i, step in enumerate(steps) if step_errors(step)])
+    chosen = set(range(context + 1)) | set(range(n - context - 1, n))
+    for k in marks:
+        if len(chosen) >= limit:
+            break
+        if (i := position.get(k)) is not None:
+            chosen.update(range(max(0, i - context), min(n, i + context + 1)))
+    for i in range(n):  # what the marks leave of the budget goes to how the session began
+        if len(chosen) >= limit:
+            break
+        chosen.add(i)
+    return sorted(chosen)
+
+
+def trace_note(steps: list[dict], shown: list[int]) -> str | None:
+    """What the trace leaves out, said once above it; None when it shows every step."""
+    if len(shown) == len(steps):
+        return None
+    return (f"The session has {len(steps):,} steps: this trace shows {len(shown):,} of them, around its hypotheses, "
+            "the steps a replay tested, the detectors' frontier and its errors, and its first and last steps. "
+            "The UI's session page and GET /api/v1/sessions/{id} have every step.")
+
+
+def trace_gap(steps: list[dict], after: int | None, before: int) -> str | None:
+    """The line standing for the steps left out between two shown positions (`after` None:
+    from the start); None when nothing is left out there."""
+    first = 0 if after is None else after + 1
+    if before <= first:
+        return None
+    low, high = whole(steps[first].get("index"), first), whole(steps[before - 1].get("index"), before - 1)
+    return f"{plural(before - first, 'step')} not shown (steps {low}–{high})"
+
+
 # --- diagnosis -------------------------------------------------------------------------------
 
 def score_by_step(analysis: dict | None) -> dict[int, dict]:

@@ -73,6 +73,7 @@ details.step.frontier { box-shadow: inset 0 0 0 1px #f0a3a8; }
 .agent { font-weight: 600; color: #3d4b5c; }
 .act { color: var(--muted); }
 .trial { margin: 18px 0 6px; font-weight: 600; }
+.gap { margin: 6px 0 6px 12px; color: #666; font-style: italic; }
 .trial .badge { font-weight: 600; }
 .msg-role { font-size: 12px; color: var(--muted); margin-top: 6px; }
 .grid { display: grid; gap: 8px; overflow-x: auto; }
@@ -430,23 +431,32 @@ def _html_trace(r: "Report") -> str:
         step = rc.tested_step(h)
         if step is not None:
             interventions.setdefault(step, []).append(h.get("verdict"))
+    shown = rc.trace_positions(steps, analysis, replay)
+    note = rc.trace_note(steps, shown)
     parts = ["<h2>The trace</h2>",
              f'<p class="sub">{rc.plural(len(steps), "step")}; click a step to open it.'
              + (" Trials are the plan–execution rounds the replay segmented the session into." if replay else "")
-             + "</p>"]
+             + "</p>" + (f'<p class="sub" id="trace-note">{_e(note)}</p>' if note else "")]
     trial_list = rc.trials(doc, replay)
     by_trial: dict[int, list[int]] = {t.index: [] for t in trial_list}
-    for i, step in enumerate(steps):
-        k = int(step.get("index", i))
+    for i in shown:
+        k = int(steps[i].get("index", i))
         owner = next((t for t in reversed(trial_list) if t.start <= k), trial_list[0])
         by_trial[owner.index].append(i)
+    previous = None
     for t in trial_list:
         if not by_trial[t.index]:
             continue
         if len(trial_list) > 1 or replay:
             status = (_badge("failed", "b-bad") if t.failed else _badge("succeeded", "b-ok") if t.failed is False else "")
             parts.append(f'<div class="trial">Trial {t.index + 1}: steps {t.start}–{t.end} {status}</div>')
-        parts.extend(_html_step(steps, i, scores, frontier, hyp_rank, interventions) for i in by_trial[t.index])
+        for i in by_trial[t.index]:
+            if gap := rc.trace_gap(steps, previous, i):
+                parts.append(f'<div class="gap">… {_e(gap)}</div>')
+            parts.append(_html_step(steps, i, scores, frontier, hyp_rank, interventions))
+            previous = i
+    if gap := rc.trace_gap(steps, previous, len(steps)):
+        parts.append(f'<div class="gap">… {_e(gap)}</div>')
     return "".join(parts)
 
 
@@ -592,8 +602,15 @@ def _md_trace(r: "Report") -> list[str]:
     frontier = rc.frontier_by_step(analysis)
     steps = doc.get("steps") or []
     trial_list = rc.trials(doc, replay)
-    current = None
-    for i, step in enumerate(steps):
+    shown = rc.trace_positions(steps, analysis, replay)
+    if note := rc.trace_note(steps, shown):
+        out += [f"*{_md(note)}*", ""]
+    current = previous = None
+    for i in shown:
+        step = steps[i]
+        if gap := rc.trace_gap(steps, previous, i):
+            out += ["", f"*… {_md(gap)}*", ""]
+        previous = i
         k = int(step.get("index", i))
         owner = next((t for t in reversed(trial_list) if t.start <= k), trial_list[0])
         if (len(trial_list) > 1 or replay) and owner is not current:
@@ -617,6 +634,8 @@ def _md_trace(r: "Report") -> list[str]:
             out.append(f"   - {_md(call.get('name'))} → {_md(rc.one_line(shown, 300))}")
         if step.get("error"):
             out.append(f"   - error: {_md(rc.one_line(step['error'], 300))}")
+    if gap := rc.trace_gap(steps, previous, len(steps)):
+        out += ["", f"*… {_md(gap)}*"]
     return out
 
 
