@@ -466,14 +466,14 @@ def build_app(collector: "Collector") -> Starlette:
             return JSONResponse(job, status_code=201)
         q = QueryParams(request.query_params)
         offset, limit = page_params(q, default_limit=100)
-        # job_id (repeatable): only those jobs, how a page polls the states of the jobs it shows
-        filters = {"state": q.choice("state", JOB_STATES), "session_id": q.text("session_id"),
-                   "kind": q.choice("kind", JOB_KINDS), "job_ids": q.texts("job_id", most=1000)}
+        state, session_id, kind = q.choice("state", JOB_STATES), q.text("session_id"), q.choice("kind", JOB_KINDS)
+        job_ids = q.texts("job_id", most=1000)  # only those jobs: how a page polls the jobs it shows
         newest_first = q.choice("order", LIST_ORDERS, default="oldest") == "newest"
 
         def read() -> tuple[int, list[dict]]:
-            return (store.count_jobs(**filters),
-                    store.list_jobs(**filters, offset=offset, limit=limit, newest_first=newest_first))
+            return (store.count_jobs(state, session_id, kind, job_ids=job_ids),
+                    store.list_jobs(state, session_id, kind=kind, job_ids=job_ids, offset=offset, limit=limit,
+                                    newest_first=newest_first))
 
         total, rows = await run_in_threadpool(read)
         return streamed_page("jobs", total, offset, listed(rows, offset))
