@@ -118,10 +118,14 @@ class HttpAccess(_Base):
     PAGE_ITEMS = 1000
     FULL_CHARS = 1_000_000  # contents cut only past this; such a step is then read on its own
 
-    def _paged(self, path: str, field: str, limit: int, query: dict | None = None) -> tuple[dict, list] | None:
-        """(first page, every page's `field` items) of a paged read; None when not found."""
+    def _paged(self, path: str, field: str, limit: int, query: dict | None = None,
+               most: int | None = None) -> tuple[dict, list] | None:
+        """(first page, every page's `field` items, or the first `most`) of a paged read; None
+        when not found."""
         first, items, offset = None, [], 0
-        while offset is not None:
+        while offset is not None and (most is None or len(items) < most):
+            if most is not None:
+                limit = min(limit, most - len(items))
             page = self._request("GET", path, query={**(query or {}), "offset": offset, "limit": limit},
                                  missing_ok=True)
             if page is None:
@@ -129,7 +133,7 @@ class HttpAccess(_Base):
             first = first or page
             items += page[field]
             offset = page["page"]["next_offset"]
-        return first, items
+        return first, items if most is None else items[:most]
 
     def _message_texts(self, session_id: str) -> dict[str, str]:
         """The stored text of every message of the session, by key ref."""
@@ -201,9 +205,11 @@ class HttpAccess(_Base):
     def get_replay(self, session_id: str) -> JsonDict | None:
         return self._request("GET", f"/api/v1/sessions/{self._sid(session_id)}/replay", missing_ok=True)
 
-    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
-        res = self._paged("/api/v1/jobs", "jobs", self.PAGE_ITEMS,
-                          query={"state": state, "session_id": session_id, "kind": kind})
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None, *,
+                  newest: int | None = None) -> list[dict]:
+        res = self._paged("/api/v1/jobs", "jobs", self.PAGE_ITEMS, most=newest,
+                          query={"state": state, "session_id": session_id, "kind": kind,
+                                 "order": "newest" if newest else None})
         return res[1] if res else []
 
     def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
@@ -231,8 +237,9 @@ class HttpAccess(_Base):
     def finish_job(self, job_id: str, *, worker: str, state: str, error: str | None = None) -> bool:
         return self._job_call(job_id, "finish", {"worker": worker, "state": state, "error": error})
 
-    def list_alerts(self, session_id: str | None = None) -> list[dict]:
-        res = self._paged("/api/v1/alerts", "alerts", self.PAGE_ITEMS, query={"session_id": session_id})
+    def list_alerts(self, session_id: str | None = None, *, newest: int | None = None) -> list[dict]:
+        res = self._paged("/api/v1/alerts", "alerts", self.PAGE_ITEMS, most=newest,
+                          query={"session_id": session_id, "order": "newest" if newest else None})
         return res[1] if res else []
 
     def store_path(self) -> str | None:
@@ -299,8 +306,10 @@ class StoreAccess(_Base):
     def get_replay(self, session_id: str) -> JsonDict | None:
         return self.store.get_replay(session_id)
 
-    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None) -> list[dict]:
-        return self.store.list_jobs(state, session_id, kind=kind)
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None, *,
+                  newest: int | None = None) -> list[dict]:
+        """Every job matching, oldest first; with `newest`, the newest that many, newest first."""
+        return self.store.list_jobs(state, session_id, kind=kind, limit=newest, newest_first=bool(newest))
 
     def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
                     options: dict | None = None) -> dict:
@@ -315,8 +324,10 @@ class StoreAccess(_Base):
     def finish_job(self, job_id: str, *, worker: str, state: str, error: str | None = None) -> bool:
         return self._write(lambda s: s.finish_job(job_id, error=error, state=state, worker=worker))
 
-    def list_alerts(self, session_id: str | None = None) -> list[dict]:
-        return self.store.list_alerts(session_id)
+    def list_alerts(self, session_id: str | None = None, *, newest: int | None = None) -> list[dict]:
+        """Every alert of the session (None: of all), oldest first; with `newest`, the newest
+        that many, newest first."""
+        return self.store.list_alerts(session_id, limit=newest, newest_first=bool(newest))
 
 
 def _health(server: str, timeout: float) -> dict | None:

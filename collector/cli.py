@@ -15,6 +15,7 @@ import click
 from tracefix.collector import DEFAULT_DB, document
 from tracefix.collector.access import AccessError, connect
 from tracefix.collector.cli_options import db_option, store_options, token_option
+from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
 
 
 def _store_options(fn):
@@ -177,6 +178,59 @@ def sessions(db, server, token, as_json, feedback, outcome, service, agent, sinc
         task = (r.get("task") or "").replace("\n", " ")[:60]
         click.echo(f"{r['session_id'][:38]:<38} {(r['started_at'] or '')[:19]:<20} {r['steps']:>5} "
                    f"{(r['outcome'] or '-'):<8} {_fmt_score(r['feedback_score']):>8}  {task}")
+
+
+@click.command()
+@_store_options
+@click.option("--state", type=click.Choice(JOB_STATES), default=None)
+@click.option("--kind", type=click.Choice(JOB_KINDS), default=None)
+@click.option("--session", "session_id", default=None, help="Only this session's jobs.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
+def jobs(db, server, token, as_json, state, kind, session_id, limit):
+    """List diagnosis and replay jobs, newest first."""
+    with _connect(db, server, token) as store:
+        try:
+            rows = store.list_jobs(state, session_id, kind, newest=limit)
+        except (AccessError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no jobs")
+        return
+    click.echo(f"{'JOB':<22} {'SESSION':<34} {'KIND':<9} {'STATE':<8} {'CREATED':<20} {'WORKER':<16} ERROR")
+    for r in rows:
+        click.echo(f"{r['job_id']:<22} {r['session_id'][:34]:<34} {r['kind']:<9} {r['state']:<8} "
+                   f"{(r['created_at'] or '')[:19]:<20} {(r['worker'] or '-')[:16]:<16} {_short(r['error'] or '', 80)}")
+
+
+@click.command()
+@_store_options
+@click.option("--session", "session_id", default=None, help="Only this session's alerts.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
+def alerts(db, server, token, as_json, session_id, limit):
+    """List the alerts thumbs-downs raised and how their webhook deliveries went, newest first."""
+    with _connect(db, server, token) as store:
+        try:
+            rows = store.list_alerts(session_id, newest=limit)
+        except (AccessError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no alerts")
+        return
+    click.echo(f"{'ALERT':<20} {'SESSION':<34} {'CREATED':<20} {'SCORE':>5}  {'DELIVERIES':<24} COMMENT")
+    for r in rows:
+        payload = r["payload"] if isinstance(r["payload"], dict) else {}
+        states: dict[str, int] = {}
+        for d in r["deliveries"]:
+            states[d["state"]] = states.get(d["state"], 0) + 1
+        deliveries = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "no webhook"
+        click.echo(f"{r['alert_id']:<20} {r['session_id'][:34]:<34} {(r['created_at'] or '')[:19]:<20} "
+                   f"{_fmt_score(payload.get('score')):>5}  {deliveries:<24} {_short(payload.get('comment') or '', 60)}")
 
 
 def _short(value, n=160) -> str:

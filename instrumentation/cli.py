@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("tracefix.collector.cli:sessions", "List stored sessions."),
     "show": ("tracefix.collector.cli:show", "Show one session's steps."),
     "feedback": ("tracefix.collector.cli:feedback", "Record user feedback on a session (thumbs up/down)."),
+    "alerts": ("tracefix.collector.cli:alerts", "List the alerts thumbs-downs raised, with their webhook deliveries."),
+    "jobs": ("tracefix.collector.cli:jobs", "List diagnosis and replay jobs and their states."),
     "import": ("tracefix.collector.cli:import_", "Import message-log conversations as sessions."),
     "analyze": ("tracefix.analysis.cli:analyze", "Score a session's steps and rank failure hypotheses."),
     "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT on successful sessions (--ranker: the step ranker)."),

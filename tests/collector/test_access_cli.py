@@ -47,6 +47,19 @@ def test_cli_verbs_go_through_the_running_server(collector, api, seeded):
     assert json.loads(fb.stdout)["alert_id"]
     assert api.get_session(seeded)["feedback"][-1]["comment"] == "closed the wrong account"
 
+    alerts = json.loads(tracefix("alerts", "--session", seeded, *server, "--json").stdout)
+    assert [a["payload"]["comment"] for a in alerts] == ["closed the wrong account"]
+    table = tracefix("alerts", "--session", seeded, *server).stdout
+    assert "ALERT" in table and "closed the wrong account" in table and "1 " in table  # one delivery
+    queued = [api.enqueue_job(seeded, reason=f"cli {i}", kind="replay")["job_id"] for i in range(3)]
+    newest = json.loads(tracefix("jobs", "--session", seeded, "--kind", "replay", "--limit", "2", *server,
+                                 "--json").stdout)
+    assert [j["job_id"] for j in newest] == queued[:0:-1]  # the two newest, newest first
+    table = tracefix("jobs", "--session", seeded, *server).stdout
+    assert "JOB" in table and all(job in table for job in queued) and "diagnosis" in table
+    bad = tracefix("jobs", "--state", "exploded", *server)
+    assert bad.returncode != 0 and "exploded" in bad.stderr
+
     missing = tracefix("show", "no-such-session", *server)
     assert missing.returncode != 0 and "unknown session" in missing.stderr
     refused = tracefix("sessions", "--server", collector.match["http"], "--token", "wrong")
@@ -69,6 +82,10 @@ def test_cli_verbs_use_the_file_when_no_server_runs(tmp_path):
     assert json.loads(shown.stdout)["feedback"][0]["score"] == -0.5
     bad = tracefix("feedback", "nope", "--down", *nowhere)
     assert bad.returncode != 0 and "unknown session" in bad.stderr
+    (alert,) = json.loads(tracefix("alerts", *nowhere, "--json").stdout)
+    assert alert["session_id"] == "offline-1" and alert["payload"]["comment"] == "meh"
+    (job,) = json.loads(tracefix("jobs", *nowhere, "--json").stdout)
+    assert job["session_id"] == "offline-1" and job["kind"] == "diagnosis" and job["state"] == "queued"
 
     # the alert recorded without a collector goes out once one starts with a webhook
     receiver = WebhookReceiver()
