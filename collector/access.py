@@ -189,6 +189,10 @@ class HttpAccess(_Base):
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._request("POST", "/api/v1/import", {"sessions": docs})["session_ids"]
 
+    def import_new_sessions(self, docs: list[dict]) -> tuple[list[str], list[str]]:
+        answer = self._request("POST", "/api/v1/import", {"sessions": docs, "skip_stored": True})
+        return answer["session_ids"], answer["skipped"]
+
     def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
         res = self._paged("/api/v1/training_sessions", "sessions", self.PAGE_ITEMS, query={"criterion": criterion})
         return res[1] if res else []
@@ -290,6 +294,10 @@ class StoreAccess(_Base):
 
     def import_sessions(self, docs: list[dict]) -> list[str]:
         return self._write(lambda s: s.import_sessions(docs))
+
+    def import_new_sessions(self, docs: list[dict]) -> tuple[list[str], list[str]]:
+        """(ids imported, ids left out as stored already): see Store.import_new_sessions."""
+        return self._write(lambda s: s.import_new_sessions(docs))
 
     def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
         return self.store.training_sessions(criterion)

@@ -431,11 +431,13 @@ def build_app(collector: "Collector") -> Starlette:
         data = await read_json(request, cfg.max_body_bytes)
         parse_body(ImportRequest, data)  # checked; the store reads the documents as sent
         docs = data.get("sessions") if isinstance(data, dict) else data
+        skip_stored = isinstance(data, dict) and data.get("skip_stored") is True
         try:
-            ids = await write(lambda s: s.import_sessions(docs))
+            ids, skipped = await write(lambda s: s.import_new_sessions(docs) if skip_stored
+                                       else (s.import_sessions(docs), []))
         except ImportFormatError as exc:
             raise ValueError(str(exc)) from exc
-        return JSONResponse({"session_ids": ids}, status_code=201)
+        return JSONResponse({"session_ids": ids, "skipped": skipped}, status_code=201)
 
     async def training_sessions(request: Request) -> Response:
         # Paged like every read of contents: a store's successful sessions, whole, are more

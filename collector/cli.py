@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import click
 
@@ -361,21 +362,69 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
         raise click.ClickException(f"cannot open the store ({exc})") from exc
     with access:
         # Ids are content hashes: a conversation imported before is already stored, and importing
-        # it again would append its messages to the stored session a second time.
-        fresh, seen = [], []
+        # it again would append its messages to the stored session a second time. The store
+        # leaves those out (import_new_sessions), in the transaction that imports the others.
+        fresh, seen = [], set()
         for doc in docs:
-            if doc["session_id"] in seen or access.get_session(doc["session_id"]) is not None:
+            if doc["session_id"] in seen:
                 click.echo(f"already stored: {doc['session_id']}", err=True)
             else:
                 fresh.append(doc)
-            seen.append(doc["session_id"])
-        try:
-            ids = access.import_sessions(fresh) if fresh else []
-        except Exception as exc:
-            raise click.ClickException(f"import failed, nothing created ({exc})") from exc
+            seen.add(doc["session_id"])
+        ids: list[str] = []
+        with click.progressbar(length=len(fresh), label="importing", file=sys.stderr) as bar:
+            for batch, size in _import_batches(fresh):
+                try:
+                    imported, stored = _import_batch(access, batch)
+                except Exception as exc:
+                    for sid in ids:  # what is stored, so a script can go on from it
+                        click.echo(sid)
+                    raise click.ClickException(
+                        f"import stopped after {len(ids)} of {len(fresh)} new sessions: a request of "
+                        f"{len(batch)} session(s), {size / 1e6:.1f} MB, failed and none of it was created ({exc}). "
+                        "Run the same import again to go on: stored sessions are skipped.") from exc
+                ids += imported
+                for sid in stored:
+                    click.echo(f"already stored: {sid}", err=True)
+                bar.update(len(batch))
     if as_json:
         click.echo(json.dumps(ids))
     else:
         for sid in ids:
             click.echo(sid)
         click.echo(f"imported {len(ids)} session(s)", err=True)
+
+
+# An import goes to the store in requests of at most this much JSON (a collector refuses a body
+# over its --max-body-mb, 32 MB by default) and this many sessions (each request is one transaction).
+IMPORT_BATCH_BYTES = 8 * 1024 * 1024
+IMPORT_BATCH_SESSIONS = 200
+
+
+def _import_batch(access, batch: list[dict]) -> tuple[list[str], list[str]]:
+    """(imported, stored already) of one batch. A collector that refuses the request as too
+    large (413, or a reset connection: it answers before reading the rest) gets it in halves,
+    down to one session; a half sent again skips what the first try may have stored."""
+    try:
+        return access.import_new_sessions(batch)
+    except AccessError as exc:
+        if len(batch) < 2 or exc.status not in (None, 413):
+            raise
+    middle = len(batch) // 2
+    first, second = _import_batch(access, batch[:middle]), _import_batch(access, batch[middle:])
+    return first[0] + second[0], first[1] + second[1]
+
+
+def _import_batches(docs: list[dict]) -> Iterator[tuple[list[dict], int]]:
+    """`docs` in order, as (batch, its JSON size): a session larger than a batch goes alone."""
+    batch: list[dict] = []
+    size = 0
+    for doc in docs:
+        n = len(json.dumps(doc))  # as HttpAccess sends it (ASCII)
+        if batch and (size + n > IMPORT_BATCH_BYTES or len(batch) >= IMPORT_BATCH_SESSIONS):
+            yield batch, size
+            batch, size = [], 0
+        batch.append(doc)
+        size += n
+    if batch:
+        yield batch, size

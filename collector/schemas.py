@@ -211,6 +211,8 @@ class ImportedSession(_Open):
 
 class ImportBody(_Closed):
     sessions: list[ImportedSession]
+    skip_stored: bool = Field(False, description="leave out the sessions whose id is stored already (answered "
+                                                 "under `skipped`) instead of adding their messages again")
 
 
 class ImportRequest(RootModel[ImportBody | list[ImportedSession]]):
@@ -438,6 +440,7 @@ class ResultSaved(_Answer):
 
 class Imported(_Answer):
     session_ids: list[str]
+    skipped: list[str] = Field(default_factory=list, description="ids stored already (with skip_stored)")
 
 
 class TrainingSessions(_Answer):

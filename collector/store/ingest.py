@@ -319,6 +319,23 @@ class Ingest(FeedbackOutbox):
             con.execute("INSERT INTO steps SELECT * FROM _steps_batch")  # scanned by name, see _ingest
 
     # --- import of message-log sessions ------------------------------------------------------
+    def import_new_sessions(self, docs: list[dict]) -> tuple[list[str], list[str]]:
+        """Import the documents whose session id is not stored yet: (ids imported, ids left out
+        as stored already). An import run again leaves what it stored the first time as it was;
+        `import_sessions` would append the messages a second time. Writes are serialized (the
+        collector's writer, or one process on the file), so no other import lands in between."""
+        named = [str(doc["session_id"]) for doc in docs if isinstance(doc, dict) and doc.get("session_id")] \
+            if isinstance(docs, list) else []
+        stored: set[str] = set()
+        if named:
+            in_named, params = in_strings(named)
+            stored = {sid for (sid,) in self._read().execute(
+                f"SELECT session_id FROM sessions WHERE session_id {in_named}", params).fetchall()}
+        if not stored:
+            return self.import_sessions(docs), []
+        fresh = [doc for doc in docs if not (isinstance(doc, dict) and str(doc.get("session_id") or "") in stored)]
+        return (self.import_sessions(fresh) if fresh else []), [sid for sid in named if sid in stored]
+
     def import_sessions(self, docs: list[dict]) -> list[str]:
         from tracefix.collector.imports import batch_from_documents
 

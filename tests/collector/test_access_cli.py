@@ -198,3 +198,34 @@ def test_a_server_address_that_speaks_no_http_is_no_collector(tmp_path):
         listener.close()
     assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
     assert "no tracefix serve answers" in listed.stderr
+
+
+def test_an_import_larger_than_the_collectors_body_limit_goes_in_parts_and_again_skips_what_is_stored(tmp_path):
+    """`tracefix import` sent every conversation in one request: a file larger than the
+    collector's --max-body-mb was refused whole (the client saw a reset connection)."""
+    serve = procs.start_serve(tmp_path / "small.duckdb", "--diagnose", "off", "--max-body-mb", "1")
+    try:
+        server = ["--server", serve.match["http"]]
+        logs = tmp_path / "logs.jsonl"
+        logs.write_text("".join(json.dumps({"task": f"part {c}", "history": [
+            {"name": "Worker", "content": f"{c}.{i} " + "x" * 20_000} for i in range(3)]}) + "\n" for c in range(60)))
+        done = tracefix("import", str(logs), *server, "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        ids = json.loads(done.stdout)
+        assert len(ids) == len(set(ids)) == 60  # 3.6 MB in requests the 1 MB collector takes
+        from tracefix.collector.access import HttpAccess
+
+        api = HttpAccess(serve.match["http"])
+        assert [len(api.get_session(sid)["steps"]) for sid in ids] == [3] * 60
+
+        again = tracefix("import", str(logs), *server, "--json")
+        assert again.returncode == 0 and json.loads(again.stdout) == []
+        assert again.stderr.count("already stored") == 60
+        assert [len(api.get_session(sid)["steps"]) for sid in ids[:3]] == [3] * 3  # nothing appended twice
+
+        huge = tmp_path / "huge.json"  # one conversation over the limit: said, with what was done
+        huge.write_text(json.dumps({"task": "too big", "history": [{"name": "Worker", "content": "y" * 1_500_000}]}))
+        refused = tracefix("import", str(huge), *server)
+        assert refused.returncode != 0 and "import stopped after 0 of 1 new sessions" in refused.stderr
+    finally:
+        serve.stop()
