@@ -42,7 +42,8 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``GET|POST /api/v1/sessions/{id}/analysis`` and ``.../replay`` (contracts §3, §5, stored as-is)
     ``GET /api/v1/sessions/{id}/report`` (HTML or ``?format=md``, drawn by the report part that
         ``tracefix serve`` is given: docs/architecture.md)
-    ``POST /api/v1/import`` {"sessions": [doc]} -> {"session_ids"}
+    ``POST /api/v1/import`` {"sessions": [doc], "skip_stored"?} -> {"session_ids", "skipped"} (skip_stored:
+        the sessions whose id is stored already are left as they are, and listed under skipped)
     ``GET /api/v1/training_sessions?criterion=success|positive|all&offset=&limit=`` -> a streamed page
         {"sessions": [document], "page"} (a page also ends after PAGE_BUDGET_CHARS of documents)
     ``GET /api/v1/jobs?state=&session_id=&kind=&job_id=&order=oldest|newest&offset=&limit=`` -> a streamed
