@@ -20,7 +20,8 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt, StringConstraints, ValidationError, create_model
+from pydantic import (BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt, StringConstraints, ValidationError,
+                      create_model)
 
 from tracefix.collector import contracts
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
@@ -211,7 +212,7 @@ class ImportedSession(_Open):
 
 class ImportBody(_Closed):
     sessions: list[ImportedSession]
-    skip_stored: bool = Field(False, description="leave out the sessions whose id is stored already (answered "
+    skip_stored: StrictBool = Field(False, description="leave out the sessions whose id is stored already (answered "
                                                  "under `skipped`) instead of adding their messages again")
 
 

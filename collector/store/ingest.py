@@ -324,17 +324,24 @@ class Ingest(FeedbackOutbox):
         as stored already). An import run again leaves what it stored the first time as it was;
         `import_sessions` would append the messages a second time. Writes are serialized (the
         collector's writer, or one process on the file), so no other import lands in between."""
-        named = [str(doc["session_id"]) for doc in docs if isinstance(doc, dict) and doc.get("session_id")] \
-            if isinstance(docs, list) else []
+        if not isinstance(docs, list):
+            return self.import_sessions(docs), []  # which refuses it, saying why
+        named = [str(doc["session_id"]) for doc in docs if isinstance(doc, dict) and doc.get("session_id")]
         stored: set[str] = set()
         if named:
             in_named, params = in_strings(named)
             stored = {sid for (sid,) in self._read().execute(
                 f"SELECT session_id FROM sessions WHERE session_id {in_named}", params).fetchall()}
-        if not stored:
-            return self.import_sessions(docs), []
-        fresh = [doc for doc in docs if not (isinstance(doc, dict) and str(doc.get("session_id") or "") in stored)]
-        return (self.import_sessions(fresh) if fresh else []), [sid for sid in named if sid in stored]
+        fresh, skipped = [], []
+        for doc in docs:  # a session named twice in the request is imported once, too
+            sid = str(doc.get("session_id") or "") if isinstance(doc, dict) else ""
+            if sid and sid in stored:
+                skipped.append(sid)
+            else:
+                fresh.append(doc)
+                if sid:
+                    stored.add(sid)
+        return (self.import_sessions(fresh) if fresh else []), skipped
 
     def import_sessions(self, docs: list[dict]) -> list[str]:
         from tracefix.collector.imports import batch_from_documents

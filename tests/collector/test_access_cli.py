@@ -229,3 +229,22 @@ def test_an_import_larger_than_the_collectors_body_limit_goes_in_parts_and_again
         assert refused.returncode != 0 and "import stopped after 0 of 1 new sessions" in refused.stderr
     finally:
         serve.stop()
+
+
+def test_import_with_skip_stored_leaves_stored_and_repeated_sessions_as_they_are(collector, api):
+    url = collector.match["http"] + "/api/v1/import"
+    stored, new = f"kept-{uuid.uuid4().hex[:8]}", f"new-{uuid.uuid4().hex[:8]}'"
+    api.import_sessions([{"session_id": stored, "messages": [{"role": "user", "content": "first"}]}])
+
+    def send(body: dict) -> tuple[int, dict]:
+        status, answer, _ = post(url, json.dumps(body).encode(), "application/json")
+        return status, json.loads(answer)
+
+    docs = [{"session_id": sid, "messages": [{"role": "user", "content": "again"}]} for sid in (stored, new, new)]
+    status, answer = send({"sessions": docs, "skip_stored": True})
+    assert status == 201 and answer == {"session_ids": [new], "skipped": [stored, new]}
+    assert [len(api.get_session(sid)["steps"]) for sid in (stored, new)] == [1, 1]
+    assert api.import_new_sessions(docs[:1]) == ([], [stored])
+    status, answer = send({"sessions": docs, "skip_stored": "yes"})  # a flag, not a truthy string
+    assert status == 400 and "skip_stored" in answer["error"]
+    assert send({"sessions": docs[:1]})[1] == {"session_ids": [stored], "skipped": []}  # without it, as before
