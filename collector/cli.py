@@ -362,8 +362,8 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
         raise click.ClickException(f"cannot open the store ({exc})") from exc
     with access:
         # Ids are content hashes: a conversation imported before is already stored, and importing
-        # it again would append its messages to the stored session a second time. The store
-        # leaves those out (import_new_sessions), in the transaction that imports the others.
+        # it again would write it over the stored session (its messages by position, its times
+        # anew). The store leaves those out (import_new_sessions) and says which they were.
         fresh, seen = [], set()
         for doc in docs:
             if doc["session_id"] in seen:

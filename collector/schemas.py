@@ -213,7 +213,7 @@ class ImportedSession(_Open):
 class ImportBody(_Closed):
     sessions: list[ImportedSession]
     skip_stored: StrictBool = Field(False, description="leave out the sessions whose id is stored already (answered "
-                                                 "under `skipped`) instead of adding their messages again")
+                                                 "under `skipped`) instead of writing them over the stored ones")
 
 
 class ImportRequest(RootModel[ImportBody | list[ImportedSession]]):
