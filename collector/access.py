@@ -83,7 +83,10 @@ class HttpAccess(_Base):
             with urllib.request.urlopen(req, timeout=self.timeout, context=client_context()) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
-            detail, code = exc.read().decode(errors="replace"), None
+            try:
+                detail, code = exc.read().decode(errors="replace"), None
+            except (http.client.HTTPException, OSError):  # the server closed before its body was read:
+                detail, code = str(exc.reason), None  # a refused upload (413) it stopped reading
             try:  # the API's error shape (tracefix.collector.schemas.ErrorBody)
                 answer = json.loads(detail)
                 detail, code = answer.get("error", detail), answer.get("code")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -248,3 +249,38 @@ def test_import_with_skip_stored_leaves_stored_and_repeated_sessions_as_they_are
     status, answer = send({"sessions": docs, "skip_stored": "yes"})  # a flag, not a truthy string
     assert status == 400 and "skip_stored" in answer["error"]
     assert send({"sessions": docs[:1]})[1] == {"session_ids": [stored], "skipped": []}  # without it, as before
+
+
+def test_an_error_answer_cut_short_is_an_access_error_with_its_status():
+    """A collector refusing an upload as too large answers 413 and closes before reading the
+    rest: the client may find the answer's body gone. That was a bare ConnectionResetError
+    (the import test failed on it one run in four); it is the 413, so the import sends the request in halves."""
+    import socket
+    import struct
+    import threading
+
+    from tracefix.collector.access import AccessError, HttpAccess
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_and_reset():
+        conn, _ = listener.accept()
+        request = b""
+        while b"\r\n\r\n" not in request or len(request.split(b"\r\n\r\n", 1)[1]) < int(
+                re.search(rb"(?i)content-length: *(\d+)", request).group(1)):
+            request += conn.recv(65536)  # all of it: what is cut short is the answer, not the upload
+        conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"error\": \"too")
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, not a clean close
+        conn.close()
+
+    thread = threading.Thread(target=answer_and_reset, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(AccessError) as refused:
+            HttpAccess(f"http://127.0.0.1:{listener.getsockname()[1]}").import_new_sessions(
+                [{"messages": [{"role": "user", "content": "too large for this collector"}]}])
+        assert refused.value.status == 413 and "413" in str(refused.value)
+    finally:
+        thread.join(10)
+        listener.close()
