@@ -254,7 +254,8 @@ def test_import_with_skip_stored_leaves_stored_and_repeated_sessions_as_they_are
 def test_an_error_answer_cut_short_is_an_access_error_with_its_status():
     """A collector refusing an upload as too large answers 413 and closes before reading the
     rest: the client may find the answer's body gone. That was a bare ConnectionResetError
-    (the import test failed on it one run in four); it is the 413, so the import sends the request in halves."""
+    (the import test failed on it one run in four); it is the 413, so an import sends the
+    request again in halves."""
     import socket
     import struct
     import threading
