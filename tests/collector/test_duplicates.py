@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tracefix.collector.duplicates import duplicate_llm_calls, duplicate_tool_runs
 from tracefix.collector.normalize.dialects import graph_node, langchain_tool_message
 
@@ -65,3 +68,38 @@ def test_a_langchain_tool_message_result_gives_content_call_id_and_error():
     assert langchain_tool_message(message("error")) == ("no such order", "call_9", "no such order")
     assert langchain_tool_message('{"tool_call_id": 3}') is None
     assert langchain_tool_message("plain text") is None
+
+
+def pairwise_tool_runs(spans):
+    """The reading of `duplicate_tool_runs` by comparing every two runs of a tool: what the
+    indexed version must find."""
+    def overlap(a, b):
+        return (a["start_ns"] or 0) <= (b["end_ns"] or 0) and (b["start_ns"] or 0) <= (a["end_ns"] or 0)
+
+    out = {}
+    by_name = {}
+    for s in spans:
+        by_name.setdefault(s["tool_name"], []).append(s)
+    for group in by_name.values():
+        keepers = set()
+        for s in sorted(group, key=lambda s: (s["tool_call_id"] is not None, s["start_ns"] or 0), reverse=True):
+            if s["span_id"] in out:
+                continue
+            for other in group:
+                oid = other["span_id"]
+                both_named = bool(s["tool_call_id"]) and bool(other["tool_call_id"])
+                if oid == s["span_id"] or oid in out or oid in keepers or (
+                        both_named and s["tool_call_id"] != other["tool_call_id"]):
+                    continue
+                if (both_named and s["tool_call_id"] == other["tool_call_id"]) or overlap(s, other):
+                    out[oid] = s["span_id"]
+                    keepers.add(s["span_id"])
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 30), st.sampled_from(["refund", "lookup"]),
+                          st.sampled_from([None, "", "c1", "c2", "c3"])), max_size=14))
+def test_tool_runs_found_through_the_time_index_are_those_every_pair_compared_finds(rows):
+    spans = [tool(f"s{i}", start, start + length, name, call_id) for i, (start, length, name, call_id) in enumerate(rows)]
+    assert duplicate_tool_runs(spans) == pairwise_tool_runs(spans)
