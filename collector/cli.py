@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import click
 
@@ -162,23 +162,33 @@ def _fmt_score(v):
 @click.option("--offset", default=0, type=int)
 def sessions(db, server, token, as_json, feedback, outcome, service, agent, since, until, limit, offset):
     """List stored sessions, newest first."""
+    def line(r: dict) -> str:
+        task = (r.get("task") or "").replace("\n", " ")[:60]
+        return (f"{r['session_id'][:38]:<38} {(r['started_at'] or '')[:19]:<20} {r['steps']:>5} "
+                f"{(r['outcome'] or '-'):<8} {_fmt_score(r['feedback_score']):>8}  {task}")
+
+    _print_listing(db, server, token, as_json, lambda store: store.list_sessions(
+        feedback=feedback, outcome=outcome, service=service, agent=agent, since=since, until=until, limit=limit,
+        offset=offset), "no sessions", f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8}  TASK",
+        line)
+
+
+def _print_listing(db, server, token, as_json: bool, read: Callable[[Any], list[dict]], nothing: str, header: str,
+                   line: Callable[[dict], str]) -> None:
+    """What a listing verb prints: `read(store)`'s rows as JSON, or as a table under `header`."""
     with _connect(db, server, token) as store:
         try:
-            rows = store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent,
-                                       since=since, until=until, limit=limit, offset=offset)
+            rows = read(store)
         except (AccessError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo("no sessions")
-        return
-    click.echo(f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8}  TASK")
-    for r in rows:
-        task = (r.get("task") or "").replace("\n", " ")[:60]
-        click.echo(f"{r['session_id'][:38]:<38} {(r['started_at'] or '')[:19]:<20} {r['steps']:>5} "
-                   f"{(r['outcome'] or '-'):<8} {_fmt_score(r['feedback_score']):>8}  {task}")
+    elif not rows:
+        click.echo(nothing)
+    else:
+        click.echo(header)
+        for row in rows:
+            click.echo(line(row))
 
 
 @click.command()
@@ -189,21 +199,13 @@ def sessions(db, server, token, as_json, feedback, outcome, service, agent, sinc
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 def jobs(db, server, token, as_json, state, kind, session_id, limit):
     """List diagnosis and replay jobs, newest first."""
-    with _connect(db, server, token) as store:
-        try:
-            rows = store.list_jobs(state, session_id, kind, newest=limit)
-        except (AccessError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo("no jobs")
-        return
-    click.echo(f"{'JOB':<22} {'SESSION':<34} {'KIND':<9} {'STATE':<8} {'CREATED':<20} {'WORKER':<16} ERROR")
-    for r in rows:
-        click.echo(f"{r['job_id']:<22} {r['session_id'][:34]:<34} {r['kind']:<9} {r['state']:<8} "
-                   f"{(r['created_at'] or '')[:19]:<20} {(r['worker'] or '-')[:16]:<16} {_short(r['error'] or '', 80)}")
+    def line(r: dict) -> str:
+        return (f"{r['job_id']:<22} {r['session_id'][:34]:<34} {r['kind']:<9} {r['state']:<8} "
+                f"{(r['created_at'] or '')[:19]:<20} {(r['worker'] or '-')[:16]:<16} {_short(r['error'] or '', 80)}")
+
+    _print_listing(db, server, token, as_json, lambda store: store.list_jobs(state, session_id, kind, newest=limit),
+                   "no jobs", f"{'JOB':<22} {'SESSION':<34} {'KIND':<9} {'STATE':<8} {'CREATED':<20} {'WORKER':<16} ERROR",
+                   line)
 
 
 @click.command()
@@ -212,26 +214,17 @@ def jobs(db, server, token, as_json, state, kind, session_id, limit):
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 def alerts(db, server, token, as_json, session_id, limit):
     """List the alerts thumbs-downs raised and how their webhook deliveries went, newest first."""
-    with _connect(db, server, token) as store:
-        try:
-            rows = store.list_alerts(session_id, newest=limit)
-        except (AccessError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo("no alerts")
-        return
-    click.echo(f"{'ALERT':<20} {'SESSION':<34} {'CREATED':<20} {'SCORE':>5}  {'DELIVERIES':<24} COMMENT")
-    for r in rows:
+    def line(r: dict) -> str:
         payload = r["payload"] if isinstance(r["payload"], dict) else {}
         states: dict[str, int] = {}
         for d in r["deliveries"]:
             states[d["state"]] = states.get(d["state"], 0) + 1
         deliveries = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "no webhook"
-        click.echo(f"{r['alert_id']:<20} {r['session_id'][:34]:<34} {(r['created_at'] or '')[:19]:<20} "
-                   f"{_fmt_score(payload.get('score')):>5}  {deliveries:<24} {_short(payload.get('comment') or '', 60)}")
+        return (f"{r['alert_id']:<20} {r['session_id'][:34]:<34} {(r['created_at'] or '')[:19]:<20} "
+                f"{_fmt_score(payload.get('score')):>5}  {deliveries:<24} {_short(payload.get('comment') or '', 60)}")
+
+    _print_listing(db, server, token, as_json, lambda store: store.list_alerts(session_id, newest=limit), "no alerts",
+                   f"{'ALERT':<20} {'SESSION':<34} {'CREATED':<20} {'SCORE':>5}  {'DELIVERIES':<24} COMMENT", line)
 
 
 def _short(value, n=160) -> str:
