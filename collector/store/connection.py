@@ -62,6 +62,9 @@ class StoreConnection:
         self.lock = None
         self._local = threading.local()
         self._message_keys = None
+        # the tool-call ids an LLM answer names, by message key: a key is its content's hash,
+        # so what it names never changes (see StorePages._paged_document)
+        self._call_ids: dict[int, tuple[str, ...]] = {}
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
         if lake.is_lake(path):

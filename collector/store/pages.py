@@ -11,6 +11,7 @@ from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import in_strings
 
+MAX_CACHED_ANSWERS = 200_000  # answers whose tool-call ids a store keeps (a few MB); past it, it starts over
 
 class Pages(StoreReads):
     """Reads bounded by what one API page shows, however long the session."""
@@ -111,14 +112,22 @@ class Pages(StoreReads):
                 refs.setdefault(span["output_key"], document.MessageRef(span["output_key"]))
         # Outside the page an output matters only by its tool call ids, which place tool spans on steps.
         # (an outline reads no message: its tool calls sit on their recorded step, else by time)
+        # Read once per answer and kept: every page of a long session needs all of them (a
+        # 10,000-step session's first page spent 2.6 s reading them, and each later page again).
         if not outline and any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
             outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
-            where = self._message_rowids(outputs, cur)
-            for _, key, ids in self._fetch_by_rowid(
-                    cur, "messages", "key, json_extract_string(message, '$.tool_calls[*].id')",
-                    sorted(where.values()), chunk=64):
-                if ids:
-                    refs[key]["tool_calls"] = [{"id": i} for i in ids if i is not None]
+            unread = [key for key in outputs if key not in self._call_ids]
+            if unread:
+                if len(self._call_ids) + len(unread) > MAX_CACHED_ANSWERS:
+                    self._call_ids.clear()
+                where = self._message_rowids(unread, cur)
+                for _, key, ids in self._fetch_by_rowid(
+                        cur, "messages", "key, json_extract_string(message, '$.tool_calls[*].id')",
+                        sorted(where.values()), chunk=64):
+                    self._call_ids[key] = tuple(i for i in ids or () if i is not None)
+            for key in outputs:
+                if ids := self._call_ids.get(key):
+                    refs[key]["tool_calls"] = [{"id": i} for i in ids]
         first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
         if first is not None:
             first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
