@@ -116,7 +116,9 @@ class Pages(StoreReads):
         # 10,000-step session's first page spent 2.6 s reading them, and each later page again).
         if not outline and any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
             outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
-            unread = [key for key in outputs if key not in self._call_ids]
+            # taken out of the shared dict first: another reader may start it over meanwhile
+            known = {key: ids for key in outputs if (ids := self._call_ids.get(key)) is not None}
+            unread = [key for key in outputs if key not in known]
             if unread:
                 if len(self._call_ids) + len(unread) > MAX_CACHED_ANSWERS:
                     self._call_ids.clear()
@@ -124,9 +126,9 @@ class Pages(StoreReads):
                 for _, key, ids in self._fetch_by_rowid(
                         cur, "messages", "key, json_extract_string(message, '$.tool_calls[*].id')",
                         sorted(where.values()), chunk=64):
-                    self._call_ids[key] = tuple(i for i in ids or () if i is not None)
+                    known[key] = self._call_ids[key] = tuple(i for i in ids or () if i is not None)
             for key in outputs:
-                if ids := self._call_ids.get(key):
+                if ids := known.get(key):
                     refs[key]["tool_calls"] = [{"id": i} for i in ids]
         first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
         if first is not None:
