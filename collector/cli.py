@@ -356,25 +356,26 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
     with access:
         # Ids are content hashes: a conversation imported before is already stored, and importing
         # it again would write it over the stored session (its messages by position, its times
-        # anew). The store leaves those out (import_new_sessions) and says which they were.
-        fresh, seen = [], set()
-        for doc in docs:
-            if doc["session_id"] in seen:
-                click.echo(f"already stored: {doc['session_id']}", err=True)
-            else:
-                fresh.append(doc)
-            seen.add(doc["session_id"])
+        # anew). The store leaves those out (import_new_sessions), and a conversation the file
+        # holds twice, and says which they were.
         ids: list[str] = []
-        with click.progressbar(length=len(fresh), label="importing", file=sys.stderr) as bar:
-            for batch, size in _import_batches(fresh):
+        pending = list(_import_batches(docs))[::-1]  # a stack: the next batch on top
+        with click.progressbar(length=len(docs), label="importing", file=sys.stderr) as bar:
+            while pending:
+                batch = pending.pop()
                 try:
-                    imported, stored = _import_batch(access, batch)
+                    imported, stored = access.import_new_sessions(batch)
                 except Exception as exc:
+                    # refused as too large (413, or a reset connection: the collector answers
+                    # before reading the rest): the same sessions again, in halves
+                    if isinstance(exc, AccessError) and exc.status in (None, 413) and len(batch) > 1:
+                        pending += [batch[len(batch) // 2:], batch[:len(batch) // 2]]
+                        continue
                     for sid in ids:  # what is stored, so a script can go on from it
                         click.echo(sid)
                     raise click.ClickException(
-                        f"import stopped after {len(ids)} of {len(fresh)} new sessions: a request of "
-                        f"{len(batch)} session(s), {size / 1e6:.1f} MB, failed and none of it was created ({exc}). "
+                        f"import stopped after {len(ids)} of {len(docs)} new sessions: a request of {len(batch)} "
+                        f"session(s), {len(json.dumps(batch)) / 1e6:.1f} MB, failed and none of it was created ({exc}). "
                         "Run the same import again to go on: stored sessions are skipped.") from exc
                 ids += imported
                 for sid in stored:
@@ -394,30 +395,17 @@ IMPORT_BATCH_BYTES = 8 * 1024 * 1024
 IMPORT_BATCH_SESSIONS = 200
 
 
-def _import_batch(access, batch: list[dict]) -> tuple[list[str], list[str]]:
-    """(imported, stored already) of one batch. A collector that refuses the request as too
-    large (413, or a reset connection: it answers before reading the rest) gets it in halves,
-    down to one session; a half sent again skips what the first try may have stored."""
-    try:
-        return access.import_new_sessions(batch)
-    except AccessError as exc:
-        if len(batch) < 2 or exc.status not in (None, 413):
-            raise
-    middle = len(batch) // 2
-    first, second = _import_batch(access, batch[:middle]), _import_batch(access, batch[middle:])
-    return first[0] + second[0], first[1] + second[1]
-
-
-def _import_batches(docs: list[dict]) -> Iterator[tuple[list[dict], int]]:
-    """`docs` in order, as (batch, its JSON size): a session larger than a batch goes alone."""
+def _import_batches(docs: list[dict]) -> Iterator[list[dict]]:
+    """`docs` in order, in batches of IMPORT_BATCH_BYTES / IMPORT_BATCH_SESSIONS at most: a
+    session larger than a batch goes alone."""
     batch: list[dict] = []
     size = 0
     for doc in docs:
         n = len(json.dumps(doc))  # as HttpAccess sends it (ASCII)
         if batch and (size + n > IMPORT_BATCH_BYTES or len(batch) >= IMPORT_BATCH_SESSIONS):
-            yield batch, size
+            yield batch
             batch, size = [], 0
         batch.append(doc)
         size += n
     if batch:
-        yield batch, size
+        yield batch
