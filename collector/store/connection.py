@@ -63,7 +63,7 @@ class StoreConnection:
         self._local = threading.local()
         self._message_keys = None
         # the tool-call ids an LLM answer names, by message key: a key is its content's hash,
-        # so what it names never changes (see StorePages._paged_document)
+        # so what it names never changes (see Pages._paged_document)
         self._call_ids: dict[int, tuple[str, ...]] = {}
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()

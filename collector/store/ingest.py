@@ -323,8 +323,8 @@ class Ingest(FeedbackOutbox):
         """Import the documents whose session id is not stored yet: (ids imported, ids left out
         as stored already). An import run again leaves what it stored the first time as it was;
         `import_sessions` would write each document over its stored session, message by message
-        at the same positions. Writes are serialized (the
-        collector's writer, or one process on the file), so no other import lands in between."""
+        at the same positions. Writes are serialized (the collector's writer, or one process on
+        the file), so no other import lands in between."""
         if not isinstance(docs, list):
             return self.import_sessions(docs), []  # which refuses it, saying why
         named = [str(doc["session_id"]) for doc in docs if isinstance(doc, dict) and doc.get("session_id")]

@@ -13,6 +13,7 @@ from tracefix.collector.store.sql import in_strings
 
 MAX_CACHED_ANSWERS = 200_000  # answers whose tool-call ids a store keeps (a few MB); past it, it starts over
 
+
 class Pages(StoreReads):
     """Reads bounded by what one API page shows, however long the session."""
 
