@@ -8,12 +8,14 @@ process's GIL. A spent spool budget (no spool: a full writer queue), or more tha
 MAX_CONCURRENT_EXPORTS exports at once, answers RESOURCE_EXHAUSTED carrying
 `google.rpc.RetryInfo` (the delay the writer and the spool need to drain,
 `Ingest.retry_delay_s`): the OTLP specification lets an exporter retry RESOURCE_EXHAUSTED only
-when RetryInfo is there, so without it the spans would be dropped.
+when RetryInfo is there, so without it the spans would be dropped. For the same reason gRPC's
+own `maximum_concurrent_rpcs` is not used: it refuses without RetryInfo.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent import futures
 from typing import TYPE_CHECKING
 
@@ -35,17 +37,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracefix.collector")
 
 
-SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 # Exports handled at once; each holds its request (up to max_body_bytes) and a decode, so this
 # bounds the receiver's memory. Beyond it the handler answers RESOURCE_EXHAUSTED with RetryInfo.
 MAX_CONCURRENT_EXPORTS = 32
-# How long an export over the cap waits for a slot when a spool takes what the writer cannot
-# (well inside the exporters' own 10 s timeout); without a spool it is refused at once.
+# How long an export over the cap waits for a slot, from its arrival, when a spool takes what
+# the writer cannot (well inside the exporters' own 10 s timeout); without a spool it is
+# refused at once.
 SLOT_WAIT_S = 5.0
-# Threads beyond the cap, so an export over the cap reaches the handler and is refused at once
-# instead of waiting in the executor's queue behind exports that wait for the writer.
-REFUSING_THREADS = 8
+# Threads beyond the cap, for exports that wait for a slot: one waits before its request is read,
+# so it holds a thread, not its body. Exports past these wait in the executor's queue, and on
+# reaching a thread after their SLOT_WAIT_S are refused at once.
+WAITING_THREADS = 256
 
 
 def abort_busy(context, message: str, delay_s: float) -> None:
@@ -63,29 +67,48 @@ def abort_busy(context, message: str, delay_s: float) -> None:
         *status.trailing_metadata, ("google.rpc.retryinfo-bin", retry_info.SerializeToString()))))
 
 
-class TraceService:
+class TraceService(grpc.GenericRpcHandler):
+    """The Export method, capped at MAX_CONCURRENT_EXPORTS in the handler so that every refusal
+    carries RetryInfo."""
+
     def __init__(self, collector: "Collector"):
         self.collector = collector
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_EXPORTS)
 
-    def export(self, body: bytes, context) -> ExportTraceServiceResponse:
+    def service(self, handler_call_details) -> grpc.RpcMethodHandler | None:
+        # gRPC asks on its polling thread as the call arrives: the wait for a slot counts from here,
+        # time spent queued for an executor thread included
+        if handler_call_details.method != EXPORT_METHOD:
+            return None
+        arrived = time.monotonic()
+        # registered as client-streaming (the same bytes on the wire as a unary call) so the
+        # request is read only once the export has its slot: exports waiting hold no body
+        return grpc.stream_unary_rpc_method_handler(
+            self.collector.metrics.count_grpc_exports(lambda requests, context: self.export(requests, context, arrived)),
+            request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString)
+
+    def export(self, requests, context, arrived: float) -> ExportTraceServiceResponse:
+        if not self.collector.tokens.allows(dict(context.invocation_metadata()).get("authorization"), INGEST):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         # with a spool an export holds its slot only to decode and fsync, so one over the cap
         # waits for a slot: exporters that never retry (the JS one) would lose a refused export
-        if self.collector.spool is not None:
-            admitted = self._slots.acquire(timeout=SLOT_WAIT_S)
-        else:
-            admitted = self._slots.acquire(blocking=False)
+        wait_s = arrived + SLOT_WAIT_S - time.monotonic() if self.collector.spool is not None else 0.0
+        admitted = self._slots.acquire(timeout=wait_s) if wait_s > 0 else self._slots.acquire(blocking=False)
         if not admitted:
             abort_busy(context, f"collector busy: {MAX_CONCURRENT_EXPORTS} exports in progress; retry later",
                        self.collector.ingest.retry_delay_s())
         try:
+            try:
+                body = next(requests)
+            except StopIteration:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no ExportTraceServiceRequest was sent")
+            except grpc.RpcError:  # the client went away while the export waited
+                context.abort(grpc.StatusCode.CANCELLED, "the client cancelled the export")
             return self._export(body, context)
         finally:
             self._slots.release()
 
     def _export(self, body: bytes, context) -> ExportTraceServiceResponse:
-        if not self.collector.tokens.allows(dict(context.invocation_metadata()).get("authorization"), INGEST):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
             batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None)
         except otlp.OtlpError as exc:
@@ -126,19 +149,15 @@ def _server_credentials(cert: str, key: str, client_ca: str | None) -> grpc.Serv
 
 def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:
     limit = collector.config.max_body_bytes
-    # TraceService.export's cap bounds memory and answers RESOURCE_EXHAUSTED with RetryInfo; a
-    # thread for every export it admits plus REFUSING_THREADS keeps the executor's queue short.
-    # gRPC's own maximum_concurrent_rpcs answers without RetryInfo (exporters then drop the
-    # spans), so it sits far above the cap: a backstop only for a flood faster than the refusals.
-    workers = MAX_CONCURRENT_EXPORTS + REFUSING_THREADS
+    # TraceService caps the exports handled at once and answers what is past the cap with
+    # RetryInfo; a thread for every export it admits, and for WAITING_THREADS more waiting for a
+    # slot. No maximum_concurrent_rpcs: gRPC would answer past it without RetryInfo (exporters
+    # then drop the spans), before the handler could.
+    workers = MAX_CONCURRENT_EXPORTS + WAITING_THREADS
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
                          options=[("grpc.max_receive_message_length", limit),
-                                  ("grpc.so_reuseport", 0)],
-                         maximum_concurrent_rpcs=4 * workers)
-    export = grpc.unary_unary_rpc_method_handler(collector.metrics.count_grpc_exports(TraceService(collector).export),
-                                                 request_deserializer=None,
-                                                 response_serializer=ExportTraceServiceResponse.SerializeToString)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": export}),))
+                                  ("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers((TraceService(collector),))
     cfg = collector.config
     try:
         if cfg.tls:

@@ -120,9 +120,9 @@ class CollectorMetrics:
 
     def count_grpc_exports(self, export: Callable):
         """`export` (the gRPC method) with its refusals counted by the code it aborted with."""
-        def counted(body, context):
+        def counted(request, context):
             try:
-                return export(body, context)
+                return export(request, context)
             finally:
                 code = context.code()
                 if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
