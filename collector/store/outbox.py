@@ -25,6 +25,23 @@ def check_score(score: float) -> float:
     return score
 
 
+def slack_escape(text: str) -> str:
+    """`text` shown as written in a Slack message: its three escapes, so that `<!channel>` or
+    `<https://…|label>` from a sender is no mention or link; line breaks as spaces, so that it
+    cannot add a line that looks like the alert's own."""
+    return " ".join(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").splitlines())
+
+
+def alert_text(alert: dict) -> str:
+    """The Slack-compatible `text` of an alert's payload. The session id, the comment and the
+    task come from whoever holds the ingest token, so they are escaped; the report link is the
+    collector's own."""
+    comment, task = alert.get("comment"), alert.get("task")
+    return (f":thumbsdown: tracefix: negative feedback ({alert['score']:g}) on session "
+            f"{slack_escape(alert['session_id'])}" + (f": {slack_escape(comment)}" if comment else "")
+            + (f"\nTask: {slack_escape(task)}" if task else "") + f"\nReport: {alert['link']}")
+
+
 class FeedbackOutbox(StoreReads):
     """Feedback, and for negative feedback its alert, webhook deliveries and diagnosis job."""
 
@@ -61,12 +78,10 @@ class FeedbackOutbox(StoreReads):
             final_answer = document.final_answer(from_json_text(output))
             link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
             payload = {
-                "text": f":thumbsdown: tracefix: negative feedback ({score:g}) on session {session_id}"
-                        + (f": {comment}" if comment else "") + (f"\nTask: {task}" if task else "")
-                        + f"\nReport: {link}",
                 "alert_id": alert_id, "session_id": session_id, "score": score, "task": task,
                 "final_answer": final_answer, "comment": comment, "link": link,
             }
+            payload = {"text": alert_text(payload), **payload}
             con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
                         [alert_id, feedback_id, session_id, jsonsafe.dumps(payload), bool(public_url), created_ns])
             for url in dict.fromkeys(webhooks):
@@ -85,7 +100,7 @@ class FeedbackOutbox(StoreReads):
                 p = json.loads(payload)
                 if not p.get("link", "").startswith("http"):
                     p["link"] = f"{public_url.rstrip('/')}{p['link']}"
-                    p["text"] = p["text"].replace("Report: /api", f"Report: {public_url.rstrip('/')}/api")
+                    p["text"] = alert_text(p)
                 for url in dict.fromkeys(webhooks):
                     con.execute("INSERT INTO deliveries SELECT ?, ?, 'pending', 0, ?, NULL, NULL WHERE NOT EXISTS "
                                 "(SELECT 1 FROM deliveries WHERE alert_id = ? AND webhook = ?)",
