@@ -19,7 +19,8 @@ their agents, nodes, handoffs and tools become ``invoke_agent`` / ``execute_tool
 API
 ---
 ``init(endpoint=None, protocol=None, headers=None, service_name=None, capture_content=None,
-tracer_provider=None, redact=None, max_payload_bytes=None, span_processor=None, exporter=None)``
+tracer_provider=None, redact=None, max_payload_bytes=None, span_processor=None, exporter=None,
+replay_key=None)``
     Sets up a ``TracerProvider`` with a ``BatchSpanProcessor`` and an OTLP exporter
     (``protocol`` "http/protobuf", the default, or "grpc"; an HTTP ``endpoint`` may be the
     base URL, ``/v1/traces`` is appended), patches the SDKs, reads ``TRACEFIX_REPLAY`` and
@@ -28,17 +29,23 @@ tracer_provider=None, redact=None, max_payload_bytes=None, span_processor=None, 
     ``tracer_provider=`` attaches to that one. ``span_processor=`` / ``exporter=`` send
     spans there instead of OTLP (tests: ``SimpleSpanProcessor(InMemorySpanExporter())``),
     on a private provider. ``redact`` is a function ``fn(key, value) -> value`` or a list of
-    them, run after the built-in secret redaction. Idempotent; returns a handle with
+    them, run after the built-in secret redaction. ``replay_key`` (else
+    ``TRACEFIX_REPLAY_KEY``) signs each session's entrypoint and inputs for replay
+    (``tracefix.replay_signing``). Idempotent; returns a handle with
     ``force_flush()``, ``shutdown()`` (also restores the SDK methods) and ``stats()``.
 ``session(name=None, *, entrypoint=None, inputs=None, session_id=None, user_id=None, metadata=None)``
     Context manager (sync and async) or decorator (``@tracefix.session`` /
     ``@tracefix.session("name")``): the root span ``session {name}``. The decorator records
     ``"module:qualname"`` and the bound arguments (JSON) so the session can be replayed,
-    and the return value as output. A registered evaluator runs at the end. The id (uuid4
+    and the return value as output, and marks the function replayable under that name. A
+    registered evaluator runs at the end. The id (uuid4
     hex unless given) reaches every span inside as ``tracefix.session.id`` and
     ``gen_ai.conversation.id``; each LLM call gets ``tracefix.step`` (0, 1, ...). A session
     opened inside another one is that same session. The handle (``as s``) has ``s.id`` and
     ``s.set_output(value)``.
+``replayable(fn)``
+    Marks a function that opens its session with ``with tracefix.session(entrypoint=...)``
+    as one a replay may call (``tracefix.entrypoints``); call it where ``fn`` is defined.
 ``agent(name)``
     Context manager or decorator: ``invoke_agent {name}`` span; spans inside carry
     ``gen_ai.agent.name``.
@@ -72,6 +79,10 @@ Environment
 ``TRACEFIX_MAX_PAYLOAD_BYTES`` (default 524288)
     Longer attributes are cut with a marker, the span gets ``tracefix.truncated=true`` and
     the session ``tracefix.session.replayable=false`` (logged once).
+``TRACEFIX_REPLAY_KEY``
+    The replay key: each session's entrypoint, inputs and id are signed with it (HMAC-SHA256)
+    so a replay worker holding the same key runs only what the app recorded. Keep it from the
+    collector; it never needs it.
 ``TRACEFIX_REPLAY=/path/replay.json``
     Replay mode (see ``tracefix.replay_mode``); ``python -m tracefix.replay_mode`` runs one.
 ``TRACEFIX_SERVER`` (default http://127.0.0.1:4318), ``TRACEFIX_INGEST_TOKEN`` (else ``TRACEFIX_TOKEN``)
@@ -91,7 +102,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .api import agent, current_session_id, replay_active, session, snapshot, track, untrack
+from .api import agent, current_session_id, replay_active, replayable, session, snapshot, track, untrack
 from .configure import TracefixHandle
 from .start import init
 from .context import ContextThreadPoolExecutor, wrap_context
@@ -100,7 +111,7 @@ from .feedback import FeedbackError, feedback
 from .tools import tool
 
 __all__ = [
-    "init", "session", "agent", "tool", "track", "untrack", "snapshot", "evaluator", "feedback",
+    "init", "session", "replayable", "agent", "tool", "track", "untrack", "snapshot", "evaluator", "feedback",
     "current_session_id", "replay_active", "wrap_context", "ContextThreadPoolExecutor",
     "TracefixHandle", "FeedbackError", "__version__",
 ]

@@ -14,6 +14,7 @@ from opentelemetry.trace import Status, StatusCode
 from . import runtime, semconv as sc
 from .attributes import dumps, warn_once
 from .context import _agent, _global_tracked, _session, SessionState, current_agent, current_session, state_hash
+from .entrypoints import mark
 from .evaluators import entrypoint_of, get_evaluator, normalize_result
 from .spans import add_snapshot_event, common_attributes, set_span_attributes
 
@@ -122,6 +123,7 @@ class _SessionScope(_Scope):
                     return result
             wrapper = session_wrapper
         wrapper.__tracefix_entrypoint__ = entrypoint  # type: ignore[attr-defined]
+        mark(wrapper, entrypoint)  # a replay may call it under this name (tracefix.entrypoints)
         return wrapper
 
     def _start(self) -> SessionState:
@@ -234,6 +236,15 @@ def session(name: str | Callable | None = None, *, entrypoint: str | None = None
         return _SessionScope()(name)
     return _SessionScope(name, entrypoint=entrypoint, inputs=inputs, session_id=session_id,
                          user_id=user_id, metadata=metadata)
+
+
+def replayable(fn: Callable) -> Callable:
+    """Mark `fn` as an entrypoint a replay may call, by its "module:qualname": a function
+    that opens its session itself (``with tracefix.session(entrypoint="pkg.mod:fn", ...)``).
+    Call it where the function is defined (``tracefix.replayable(fn)`` or as a decorator), so
+    the mark is there when a replay imports the module. ``@tracefix.session`` marks its own."""
+    mark(fn, entrypoint_of(fn))
+    return fn
 
 
 class _AgentScope(_Scope):

@@ -177,7 +177,8 @@ def _resolve_provider(tracer_provider: Any, service_name: str | None, private: b
 def start_tracing(endpoint: str | None = None, protocol: str | None = None, headers: dict | str | None = None,
                   service_name: str | None = None, capture_content: bool | None = None, tracer_provider: Any = None,
                   redact: Callable | Sequence[Callable] | None = None, max_payload_bytes: int | None = None,
-                  span_processor: Any = None, exporter: Any = None, instrumentor: Any = None) -> TracefixHandle:
+                  span_processor: Any = None, exporter: Any = None, instrumentor: Any = None,
+                  replay_key: str | bytes | None = None) -> TracefixHandle:
     """Set up tracing (the arguments of `tracefix.init`) and instrument `instrumentor` (the
     SDK patches, an OpenTelemetry BaseInstrumentor) onto its provider; None: tracing only."""
     global _handle
@@ -194,11 +195,12 @@ def start_tracing(endpoint: str | None = None, protocol: str | None = None, head
         from . import __version__
         from .redaction import RedactingSpanExporter, RedactingSpanProcessor, RedactionChain
         from .replay_mode import install_from_env
+        from .replay_signing import signer
         from .session_processor import SessionAttributesProcessor
 
         BatchSpanProcessor = _batch_processor_class()
         runtime.settings = runtime.Settings.from_env(capture_content, max_payload_bytes)
-        chain = RedactionChain(redact)
+        chain = RedactionChain(redact, signer=signer(replay_key))  # replay_key None: TRACEFIX_REPLAY_KEY
         explicit_sink = span_processor is not None or exporter is not None
         provider, owns = _resolve_provider(tracer_provider, service_name, private=explicit_sink)
         processors: list = []

@@ -7,6 +7,8 @@ other instrumentations. Users chain their own functions ``fn(key, value) -> valu
 
 Redaction happens on the export side (an exporter wrapper behind the batch processor, or
 a processor wrapper for processors handed to ``init``), off the application's hot path.
+Last, with a replay key, a session's root span gets its signed replay record
+(`tracefix.replay_signing`), computed over the attributes as they leave the process.
 """
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ Redactor = Callable[[str, Any], Any]
 
 
 class RedactionChain:
-    """Built-in rules, then each user function in order."""
+    """Built-in rules, then each user function in order; then `signer` (a
+    `tracefix.replay_signing.Signer`) adds its attributes to what is left."""
 
-    def __init__(self, user: Redactor | Sequence[Redactor] | None = None):
+    def __init__(self, user: Redactor | Sequence[Redactor] | None = None,
+                 signer: Callable[[Any], dict | None] | None = None):
+        self.signer = signer
         if user is None:
             self.user: list[Redactor] = []
         elif callable(user):
@@ -60,8 +65,11 @@ class RedactionChain:
         return out, changed
 
     def span(self, span: ReadableSpan) -> ReadableSpan:
-        """`span`, or a redacted copy when anything changed."""
+        """`span`, or a redacted (and signed) copy when anything changed."""
         attributes, changed = self.attributes(span.attributes)
+        signed = self.signer(attributes if attributes is not None else {}) if self.signer is not None else None
+        if signed:
+            attributes, changed = {**(attributes or {}), **signed}, True
         events = []
         for event in span.events:
             event_attributes, event_changed = self.attributes(event.attributes)

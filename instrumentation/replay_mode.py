@@ -146,8 +146,9 @@ class ReplayController:
         self.session_id: str | None = config.get("session_id")
         self.parent_session_id: str | None = config.get("parent_session_id") or cassette.get("session_id")
         self.report_path: str | None = config.get("report_path")
-        # written by the runner from the operator's --allow-module list (tracefix.entrypoints)
+        # written by the runner from the operator's --allow-module / --allow-entrypoint lists (tracefix.entrypoints)
         self.allowed_modules: list[str] = list(config.get("allowed_modules") or [])
+        self.allowed_entrypoints: list[str] = list(config.get("allowed_entrypoints") or [])
         self.t: int = int(self.intervention["step"]) if self.intervention else (max(self.steps, default=-1) + 1)
         self.counts = {"llm_cassette": 0, "llm_live": 0, "llm_intervention": 0,
                        "tool_cassette": 0, "tool_live": 0, "tool_intervention": 0}
@@ -357,14 +358,14 @@ def install_from_env() -> ReplayController | None:
     return controller
 
 
-def run_entrypoint(entrypoint: str, inputs: dict, allowed_modules) -> Any:
-    """Import "pkg.mod:function" when its module is allowed (`tracefix.entrypoints`) and
-    call it with `inputs`, inside a session unless the function opens its own
-    (``@tracefix.session``)."""
+def run_entrypoint(entrypoint: str, inputs: dict, allowed_modules, allowed_entrypoints=()) -> Any:
+    """Import "pkg.mod:function" when it is allowed (`tracefix.entrypoints`: its module, and
+    marked by the app, or listed itself) and call it with `inputs`, inside a session unless
+    the function opens its own (``@tracefix.session``)."""
     from .api import session
     from .entrypoints import resolve
 
-    target = resolve(entrypoint, allowed_modules)
+    target = resolve(entrypoint, allowed_modules, allowed_entrypoints)
     if getattr(target, "__tracefix_entrypoint__", None):
         return target(**inputs)
     with session(entrypoint=entrypoint, inputs=inputs) as state:
@@ -388,7 +389,7 @@ def main() -> int:
     code = 0
     try:
         run_entrypoint(controller.cassette["entrypoint"], dict(controller.cassette.get("inputs") or {}),
-                       controller.allowed_modules)
+                       controller.allowed_modules, controller.allowed_entrypoints)
     except Exception as exc:
         controller._session_error = f"{type(exc).__name__}: {exc}"
         logger.exception("tracefix replay: the entrypoint raised")

@@ -43,6 +43,9 @@ OUTCOME_SCORE = "tracefix.session.score"  # float
 EVALUATION = "tracefix.session.evaluation"  # JSON of the evaluator's full result
 FINAL_OUTPUT = "tracefix.session.output"  # JSON of the entrypoint's return value
 REPLAYABLE = "tracefix.session.replayable"  # bool: false once anything was truncated
+# on the session root span, from an app holding a replay key (tracefix.replay_signing):
+REPLAY_SIGNATURE = "tracefix.replay.signature"  # hex HMAC-SHA256 of session id, entrypoint, inputs
+REPLAY_KEY_ID = "tracefix.replay.key_id"  # which key signed it (derived from the key, reveals nothing of it)
 STEP = "tracefix.step"  # int, 0-based decision index: increments at each LLM call
 CALL_SEQ = "tracefix.call.seq"  # int, order of every intercepted call (LLM and tool)
 REQUEST_PARAMS = "tracefix.request.params"  # JSON of the remaining request kwargs

@@ -47,6 +47,7 @@ def main() -> int:
 
     import tracefix
     from tracefix import runtime
+    from tracefix.entrypoints import EntrypointRefused
 
     init_kwargs = {"endpoint": config["otlp_endpoint"]} if config.get("otlp_endpoint") else {}
     if config.get("otlp_headers"):
@@ -68,8 +69,14 @@ def main() -> int:
 
     inputs = {**(config["cassette"].get("inputs") or {}), **(config.get("input_overrides") or {})}
     code = 0
+    refused = None
     try:
-        replay_mode.run_entrypoint(config["cassette"]["entrypoint"], inputs, controller.allowed_modules)
+        replay_mode.run_entrypoint(config["cassette"]["entrypoint"], inputs, controller.allowed_modules,
+                                   controller.allowed_entrypoints)
+    except EntrypointRefused as exc:  # nothing of the agent's ran: the replay (and its job) is refused
+        refused = str(exc)
+        controller.write_report(error=f"refused: {exc}")
+        code = 1
     except Exception as exc:  # the agent's own failure is a replay outcome, not a crash of ours
         logger.exception("tracefix replay: the entrypoint raised")
         # a no-op when the session already ended (and reported) with this error
@@ -80,6 +87,8 @@ def main() -> int:
         handle.shutdown()  # flush the child's spans to the collector before the parent looks
     if guard is not None:
         _add_to_report(config.get("report_path"), guard={"fired": guard.fired})
+    if refused is not None:
+        _add_to_report(config.get("report_path"), refused=refused)
     return code
 
 

@@ -74,7 +74,13 @@ def replay_options(fn):
     options = [
         click.option("--allow-module", "allowed_modules", multiple=True, metavar="PKG",
                      help="A module (package) whose recorded entrypoints may be imported and run here "
-                          "(repeatable; PKG allows PKG.sub too). Anything else is refused."),
+                          "(repeatable; PKG allows PKG.sub too) when the app marked them replayable "
+                          "(@tracefix.session, tracefix.replayable). Anything else is refused."),
+        click.option("--allow-entrypoint", "allowed_entrypoints", multiple=True, metavar="PKG.MOD:FUNCTION",
+                     help="An entrypoint that may be imported and run here, marked by the app or not (repeatable)."),
+        click.option("--allow-unsigned", is_flag=True,
+                     help="Replay sessions whose entrypoint and inputs are not signed with this process's replay "
+                          "key (TRACEFIX_REPLAY_KEY, the app's): anyone holding the ingest token can write those."),
         click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20),
                      help="Replays per intervention."),
         click.option("--concurrency", default=3, show_default=True, type=click.IntRange(1, 32),
@@ -98,16 +104,17 @@ def replay_options(fn):
     return fn
 
 
-def _confirmed_modules(doc: dict | None, allowed: list[str]) -> list[str]:
+def _confirmed_modules(doc: dict | None, allowed: list[str], entrypoints: list[str]) -> list[str]:
     """`allowed`, plus the session's own module when the person at the terminal confirms it.
-    Without a terminal, or without confirmation, an entrypoint outside `allowed` is refused."""
+    Without a terminal, or without confirmation, an entrypoint outside `allowed` (and not one
+    of `entrypoints`) is refused."""
     from tracefix.entrypoints import EntrypointRefused, check, module_of
 
     entrypoint = (doc or {}).get("entrypoint")
     if not entrypoint:
         return allowed  # diagnose says why the session cannot be replayed
     try:
-        check(entrypoint, allowed)
+        check(entrypoint, allowed, entrypoints)
         return allowed
     except EntrypointRefused as refused:
         module = module_of(entrypoint)  # well formed, or check() would have said so first
@@ -133,12 +140,14 @@ def _confirmed_modules(doc: dict | None, allowed: list[str]) -> list[str]:
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE",
               help="Override a recorded entrypoint input (e.g. base_url=http://...).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay result as JSON.")
-def replay(session_id, server, db, token, allowed_modules, runs, concurrency, preload, rounds, guard,
-           allow_live_tools, timeout, keep, llm_base_url, llm_model, per_trial, steps, edit, inputs, as_json):
+def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, allow_unsigned, runs, concurrency,
+           preload, rounds, guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, per_trial, steps, edit,
+           inputs, as_json):
     """Replay SESSION from each suspected step with an intervention and judge the outcome (DoVer).
 
     The session's recorded entrypoint is imported and run here, so its module must be
-    allowed with --allow-module (or confirmed at the terminal)."""
+    allowed with --allow-module (or confirmed at the terminal), and the app must have signed
+    it: give this command the app's key in TRACEFIX_REPLAY_KEY (or pass --allow-unsigned)."""
     from tracefix.collector.access import connect
     from tracefix.entrypoints import EntrypointRefused
     from tracefix.analysis.llm import ProductLLM
@@ -159,8 +168,10 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, pr
     def run(url: str) -> dict:
         access = connect(server=url, token=token)
         # the entrypoint is a session field: one small page, not the whole session diagnose reads next
-        allowed = _confirmed_modules(access.session_page(session_id, 0, 1), list(allowed_modules))
-        return diagnose(access, session_id, allowed_modules=allowed, llm=llm or False, runs=runs,
+        allowed = _confirmed_modules(access.session_page(session_id, 0, 1), list(allowed_modules),
+                                     list(allowed_entrypoints))
+        return diagnose(access, session_id, allowed_modules=allowed, allowed_entrypoints=list(allowed_entrypoints),
+                        allow_unsigned=allow_unsigned, llm=llm or False, runs=runs,
                         concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
                         allow_live_tools=allow_live_tools, otlp_endpoint=url, overrides=overrides, progress=progress,
                         hypotheses=requested_hypotheses(request), per_trial=per_trial, timeout_s=timeout,
@@ -199,15 +210,17 @@ def replay(session_id, server, db, token, allowed_modules, runs, concurrency, pr
               help="The kinds of job this worker claims. Diagnosis jobs (the analysis of a thumbs-down session, then "
                    "its replay job queued under --diagnose full) run no agent code and need no --allow-module; "
                    "`tracefix serve --diagnosis-workers 0` leaves them all to such workers.")
-def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, guard, allow_live_tools, timeout,
-           keep, llm_base_url, llm_model, name, poll, lease, once, jobs):
+def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, runs, concurrency, preload, rounds,
+           guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, name, poll, lease, once, jobs):
     """Run replay (and diagnosis) jobs queued by `tracefix serve`, beside the agent's own code.
 
     Start it in the agent's image or virtualenv with the agent's modules allowed
-    (--allow-module); a job whose entrypoint lies outside them is refused and the reason
-    stored on the job."""
+    (--allow-module) and the app's replay key in TRACEFIX_REPLAY_KEY; a job whose
+    entrypoint lies outside them, was not marked replayable by the app, or whose entrypoint
+    and inputs the app did not sign is refused and the reason stored on the job."""
+    from tracefix import replay_signing
     from tracefix.collector.access import AccessError, HttpAccess
-    from tracefix.entrypoints import normalize_allowed
+    from tracefix.entrypoints import EntrypointRefused, normalize_allowed, normalize_entrypoints
     from tracefix.analysis.llm import ProductLLM
     from tracefix.replay.worker import KINDS, Worker
 
@@ -215,14 +228,25 @@ def worker(server, token, allowed_modules, runs, concurrency, preload, rounds, g
     if not kinds or any(k not in KINDS for k in kinds):
         raise click.BadParameter(f"{jobs!r}: give replay, diagnosis or replay,diagnosis", param_hint="--jobs")
     allowed = list(normalize_allowed(allowed_modules))
-    if not allowed and "replay" in kinds:
-        raise click.UsageError("give at least one --allow-module PKG: the modules whose sessions this worker "
-                               "may replay")
+    try:
+        entrypoints = list(normalize_entrypoints(allowed_entrypoints))
+    except EntrypointRefused as exc:
+        raise click.BadParameter(str(exc), param_hint="--allow-entrypoint") from exc
+    replay_key = replay_signing.key_from_env()
+    if "replay" in kinds:
+        if not allowed and not entrypoints:
+            raise click.UsageError("give at least one --allow-module PKG or --allow-entrypoint PKG.MOD:FUNCTION: "
+                                   "what this worker may replay")
+        if replay_key is None and not allow_unsigned:
+            raise click.UsageError(f"set {replay_signing.ENV_VAR} to the app's replay key, so this worker replays "
+                                   "only sessions the app signed (or pass --allow-unsigned to replay whatever the "
+                                   "ingest token's holders send)")
     options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
-                   allow_live_tools=allow_live_tools,
+                   allow_live_tools=allow_live_tools, replay_key=replay_key, allow_unsigned=allow_unsigned,
                    timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
     access = HttpAccess(server.rstrip("/"), token)
-    the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options, kinds=kinds)
+    the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options, kinds=kinds,
+                        allowed_entrypoints=entrypoints)
     try:
         handled = the_worker.run_until_stopped(once=once)
     except AccessError as exc:

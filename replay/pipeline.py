@@ -16,7 +16,8 @@ import time
 
 from tracefix.collector import document
 from tracefix.collector.contracts import SessionDocument
-from tracefix.entrypoints import check as check_entrypoint
+from tracefix import replay_signing
+from tracefix.entrypoints import EntrypointRefused, check as check_entrypoint
 from tracefix.errors import TracefixError, UnknownSession
 from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
 from tracefix.replay.contracts import ReplayResult
@@ -26,6 +27,24 @@ from tracefix.replay.memory import RepairMemory
 
 class ReplayError(TracefixError, RuntimeError):
     """A session cannot be diagnosed by replay (the message says why and what to do)."""
+
+
+class UnsignedSession(EntrypointRefused):
+    """The session's entrypoint and inputs are not what the app signed: they are not run."""
+
+
+def check_signature(doc: SessionDocument, spans: list[dict], replay_key: bytes | None,
+                    allow_unsigned: bool = False) -> str | None:
+    """Refuse (UnsignedSession) a session whose entrypoint, inputs and id, as stored, are not
+    signed with `replay_key` (tracefix.replay_signing); with `allow_unsigned` the refusal
+    becomes the note returned. None: signed."""
+    why = replay_signing.why_unverified(replay_signing.records(spans), replay_key, doc["session_id"],
+                                        doc["entrypoint"], doc["inputs"])
+    if why is None:
+        return None
+    if allow_unsigned:
+        return f"replayed without a valid signature (--allow-unsigned): {why}"
+    raise UnsignedSession(f"{why}; {replay_signing.ALLOW_HINT}")
 
 
 def check_replayable(doc: SessionDocument | None, session_id: str, allow_live_tools: bool = False) -> SessionDocument:
@@ -202,12 +221,19 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
              otlp_endpoint: str | None = None, overrides: dict | None = None, progress=None,
              hypotheses: list[dict] | None = None, per_trial: int = 1,
              timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
-             save: bool = True) -> ReplayResult:
+             save: bool = True, allowed_entrypoints: list[str] | tuple[str, ...] = (),
+             replay_key: str | bytes | None = None, allow_unsigned: bool = False) -> ReplayResult:
     """Test the session's failure hypotheses by replay; return (and store) the replay result.
 
     The session's recorded entrypoint is imported (in the replay children) only when its
-    module is in `allowed_modules` (EntrypointRefused otherwise, before anything runs).
-    `overrides` replaces recorded entrypoint inputs (e.g. `base_url`); `hypotheses`, when
+    module is in `allowed_modules` and the app marked it replayable, or it is one of
+    `allowed_entrypoints`, and only when the app signed it, its inputs and the session id
+    with `replay_key` (default TRACEFIX_REPLAY_KEY; `allow_unsigned` skips that check and
+    says so in the notes): EntrypointRefused otherwise, before anything runs (a mark is
+    read in the first replay children, which import the module: their refusal ends the
+    diagnosis the same way).
+    `overrides` replaces recorded entrypoint inputs (e.g. `base_url`), trusted as the
+    operator's own; `hypotheses`, when
     given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
     `preload` forks the children from a process that imported the agent's traced libraries
     once (tracefix.replay.zygote; `zygotes`: a worker's warm ones). `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
@@ -217,16 +243,20 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
     """
     say = progress or (lambda message: None)
     doc = access.get_session(session_id)
+    spans: list[dict] = []
+    notes: list[str] = []
     if doc is not None and doc.get("entrypoint"):  # first: whatever else is wrong, say that it is refused
-        check_entrypoint(doc["entrypoint"], allowed_modules)
+        check_entrypoint(doc["entrypoint"], allowed_modules, allowed_entrypoints)
+        spans = access.get_spans(session_id)
+        key = replay_signing.as_key(replay_key) if replay_key is not None else replay_signing.key_from_env()
+        unsigned = check_signature(doc, spans, key, allow_unsigned)
+        notes += [unsigned] if unsigned else []
     doc = check_replayable(doc, session_id, allow_live_tools)
     llm = resolve_llm(llm)
     otlp_endpoint = resolve_endpoint(access, otlp_endpoint)
     token = getattr(access, "token", None)  # a collector with --token wants it on OTLP too
     otlp_headers = {"authorization": f"Bearer {token}"} if token else None
-    notes: list[str] = []
     analysis = load_analysis(access, session_id, notes)
-    spans = access.get_spans(session_id)
     try:
         cassette = cassettes.build(doc, spans)
     except cassettes.CassetteError as exc:
@@ -256,12 +286,16 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
                                job=dict(parent_session_id=session_id, otlp_endpoint=otlp_endpoint,
                                         overrides=dict(overrides or {}), service=doc.get("service"),
                                         otlp_headers=otlp_headers, timeout_s=timeout_s,
-                                        allowed_modules=list(allowed_modules)))
+                                        allowed_modules=list(allowed_modules),
+                                        allowed_entrypoints=list(allowed_entrypoints)))
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         with runner.replay_folder(workdir, keep=keep) as folder:
             results = runner.run_all(jobs, concurrency=concurrency, workdir=folder, preload=preload,
                                      zygotes=zygotes,
                                      progress=lambda done, total: say(f"replays {done}/{total}"))
+        refused = next((r["report"]["refused"] for r in results if (r["report"] or {}).get("refused")), None)
+        if refused:  # the app did not mark the entrypoint: nothing of it ran, nothing is stored
+            raise EntrypointRefused(refused)
         for h in chosen:
             for r in (r for r in results if r["key"] == h["id"]):
                 h["runs"].append(_judge_run(r, h["intervention"], doc, access, llm, milestone_judge, labels))

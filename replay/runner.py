@@ -39,6 +39,7 @@ class ReplayJob:
     parent_session_id: str
     otlp_endpoint: str | None
     allowed_modules: list[str]  # the operator's --allow-module list (tracefix.entrypoints)
+    allowed_entrypoints: list[str] = field(default_factory=list)  # and --allow-entrypoint list
     overrides: dict = field(default_factory=dict)
     guard: dict | None = None
     service: str | None = None  # the parent's service name, so replays list beside it
@@ -108,6 +109,7 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
         "cassette": job.cassette, "intervention": job.intervention, "session_id": job.child_session_id,
         "parent_session_id": job.parent_session_id, "report_path": str(report_path),
         "guard": bool(job.guard), "allowed_modules": list(job.allowed_modules),
+        "allowed_entrypoints": list(job.allowed_entrypoints),
         # read by tracefix.replay.child, ignored by the instrumentation
         "otlp_endpoint": job.otlp_endpoint, "input_overrides": job.overrides, "guard_config": job.guard,
         "service": job.service, "otlp_headers": job.otlp_headers,

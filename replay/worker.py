@@ -7,8 +7,12 @@ virtualenv, with the agent's modules allowed by its operator (``--allow-module``
 1. claim the oldest queued replay job over the API (``POST /api/v1/jobs/claim``); the job
    is leased to this worker, and the lease is renewed while the job runs, so a worker
    that dies gives its job back when the lease runs out;
-2. refuse a session whose entrypoint lies outside the allowed modules: the job ends
-   ``refused`` with the reason, nothing is imported;
+2. refuse a session whose entrypoint lies outside the allowed modules (and entrypoints), or
+   whose entrypoint, inputs and id the app did not sign with the worker's replay key
+   (``TRACEFIX_REPLAY_KEY``; ``--allow-unsigned`` lets them through): the job ends
+   ``refused`` with the reason, nothing is imported. An entrypoint the app did not mark
+   replayable is refused by the first replay children, which import its module: the job
+   ends ``refused`` too, none of its code having run;
 3. otherwise run the DoVer replay (``tracefix.replay.pipeline.diagnose``): its children
    export their spans to the collector, the result is stored through the API;
 4. finish the job (``done``, or ``failed`` with the error).
@@ -58,12 +62,14 @@ KINDS = ("replay", "diagnosis")
 
 class Worker:
     def __init__(self, access, allowed_modules: list[str], *, name: str | None = None, lease_s: float = 60.0,
-                 poll_s: float = 1.0, replay_options: dict | None = None, kinds: tuple[str, ...] = ("replay",)):
+                 poll_s: float = 1.0, replay_options: dict | None = None, kinds: tuple[str, ...] = ("replay",),
+                 allowed_entrypoints: list[str] | None = None):
         if not kinds or any(kind not in KINDS for kind in kinds):
             raise ValueError(f"a worker takes jobs of {' and/or '.join(KINDS)}, not {kinds!r}")
         self.access = access
         self.kinds = tuple(dict.fromkeys(kinds))
         self.allowed_modules = list(allowed_modules)
+        self.allowed_entrypoints = list(allowed_entrypoints or [])
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_s = lease_s
         self.poll_s = poll_s
@@ -77,7 +83,8 @@ class Worker:
         folder = tempfile.mkdtemp(prefix="tracefix-zygotes-")
         self.zygotes = Zygotes(env=runner.child_env(), folder=folder)
         if warm:  # an allowed module is often the entrypoint's own: its libraries are known before any job
-            self.zygotes.warm([runner.entrypoint_preloads(f"{module}:_") for module in self.allowed_modules])
+            self.zygotes.warm([runner.entrypoint_preloads(f"{module}:_") for module in self.allowed_modules]
+                              + [runner.entrypoint_preloads(entrypoint) for entrypoint in self.allowed_entrypoints])
 
     def _stop_zygotes(self) -> None:
         if self.zygotes is not None:
@@ -89,7 +96,10 @@ class Worker:
         """Claim and run jobs until stopped (or, with `once`, until the queue is empty);
         returns how many jobs this worker finished."""
         self._handle_signals()
-        allowed = f" (allowed modules: {', '.join(self.allowed_modules)})" if "replay" in self.kinds else ""
+        allowed = ""
+        if "replay" in self.kinds:
+            allowed = f" (allowed modules: {', '.join(self.allowed_modules) or 'none'}" + (
+                f"; entrypoints: {', '.join(self.allowed_entrypoints)})" if self.allowed_entrypoints else ")")
         print(f"tracefix worker: {self.name} takes {','.join(self.kinds)} jobs from {self.access.server}{allowed}",
               flush=True)
         self._start_zygotes(warm=not once)
@@ -154,6 +164,7 @@ class Worker:
         try:
             # diagnose refuses an entrypoint outside the allowed modules before anything else
             result = diagnose(self.access, session_id, allowed_modules=self.allowed_modules,
+                              allowed_entrypoints=self.allowed_entrypoints,
                               otlp_endpoint=self.access.server, hypotheses=requested_hypotheses(request),
                               zygotes=self.zygotes, **self.replay_options)
         except EntrypointRefused as exc:

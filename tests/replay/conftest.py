@@ -4,6 +4,8 @@ through the instrumented banking app."""
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import subprocess
 import sys
 
@@ -25,6 +27,7 @@ def lab(tmp_path_factory):
     d = tmp_path_factory.mktemp("replay")
     plan, truth = d / "plan.json", d / "truth.jsonl"
     plan.write_text(json.dumps(FAULT_PLAN))
+    replay_key = secrets.token_hex(32)  # the app signs what it records; replays hold the same key
     started = []
     try:
         follow = procs.start_sim("--seed", "1", "--faults", str(plan), "--follow-prob", "1.0",
@@ -36,11 +39,12 @@ def lab(tmp_path_factory):
         started.append(serve)
         follow_url, serve_url = follow.match["base_url"], serve.match["http"]
         subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", follow_url, "--tasks", "t04",
-                        "--otlp-endpoint", serve_url], check=True, timeout=120, capture_output=True)
+                        "--otlp-endpoint", serve_url], check=True, timeout=120, capture_output=True,
+                       env={**os.environ, "TRACEFIX_REPLAY_KEY": replay_key})
         injected = [json.loads(line) for line in truth.read_text().splitlines() if '"t04"' in line]
         assert len(injected) == 1, injected
         yield Lab(serve_url, follow_url, ignore.match["base_url"], injected[0]["session"], injected[0]["step"],
-                  truth, d)
+                  truth, d, replay_key)
     finally:
         for p in reversed(started):
             p.stop()

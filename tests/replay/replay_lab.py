@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,12 @@ class Lab:
     fault_step: int  # from the sim's ground-truth file (the product never reads it)
     ground_truth: Path
     workdir: Path
+    replay_key: str  # the app signed the session with it (tracefix.replay_signing)
+
+    @property
+    def env(self) -> dict:
+        """The environment of a `tracefix replay` or worker that holds the app's replay key."""
+        return {**os.environ, "TRACEFIX_REPLAY_KEY": self.replay_key}
 
     def access(self):
         from tracefix.collector.access import connect

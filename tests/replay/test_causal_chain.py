@@ -17,7 +17,7 @@ RIGHT = "The money goes into ACC-1002, Alice Chen's savings account."
 @pytest.fixture(scope="module")
 def wrong_transfer(lab):
     subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", lab.follow_url, "--tasks", "t02",
-                    "--otlp-endpoint", lab.serve_url], check=True, timeout=120, capture_output=True)
+                    "--otlp-endpoint", lab.serve_url], check=True, timeout=120, capture_output=True, env=lab.env)
     (fault,) = [json.loads(line) for line in lab.ground_truth.read_text().splitlines()
                 if '"t02"' in line and '"replay": false' in line]
     assert fault["step"] == 6 and fault["kind"] == "wrong_argument"
@@ -27,7 +27,7 @@ def wrong_transfer(lab):
 def _verdict(lab, session, step, tmp_path):
     with lab.access() as access:
         result = diagnose(access, session, allowed_modules=["tracefix.demo"], llm=False, runs=3, concurrency=2,
-                          otlp_endpoint=lab.serve_url, workdir=tmp_path, save=False,
+                          otlp_endpoint=lab.serve_url, workdir=tmp_path, save=False, replay_key=lab.replay_key,
                           hypotheses=[{"step": step, "intervention": {"text": RIGHT}}])
     return result["hypotheses"][0]
 

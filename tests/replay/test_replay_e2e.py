@@ -3,6 +3,7 @@
 instrumented banking app recorded once, and replay children exporting to the collector."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from tracefix.replay.pipeline import ReplayError, check_replayable, diagnose
 def run_diagnose(lab, tmp_path, **kw):
     with lab.access() as access:
         return diagnose(access, lab.session_id, allowed_modules=["tracefix.demo"], llm=kw.pop("llm", False),
-                        otlp_endpoint=lab.serve_url, workdir=tmp_path, **kw)
+                        otlp_endpoint=lab.serve_url, workdir=tmp_path, replay_key=lab.replay_key, **kw)
 
 
 def child_doc(lab, run):
@@ -148,7 +149,7 @@ def test_llm_path_through_the_scripted_analyst(lab, tmp_path):
 def test_cli_prints_trials_hypotheses_runs_and_verdicts(lab):
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
                           "--step", str(lab.fault_step), "--runs", "1", "--allow-module", "tracefix.demo"],
-                         capture_output=True, text=True, timeout=180, env=_no_llm_env())
+                         capture_output=True, text=True, timeout=180, env=_no_llm_env(lab))
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "stages: segmentation=fallback" in text and "deterministic fallbacks" in text
@@ -162,8 +163,26 @@ def test_cli_prints_trials_hypotheses_runs_and_verdicts(lab):
 
 def test_cli_json_and_clear_errors(lab):
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", "no-such-session", "--server", lab.serve_url,
-                          "--json"], capture_output=True, text=True, timeout=60, env=_no_llm_env())
+                          "--json"], capture_output=True, text=True, timeout=60, env=_no_llm_env(lab))
     assert out.returncode != 0 and "no session 'no-such-session'" in out.stderr
+
+
+def test_the_cli_refuses_a_session_it_cannot_verify_and_says_how_to_allow_it(lab):
+    """A person's `tracefix replay` with another key, or none: refused before anything runs,
+    saying which; --allow-unsigned replays it anyway and the result says so."""
+    replay = [sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
+              "--step", str(lab.fault_step), "--runs", "1", "--allow-module", "tracefix.demo", "--json"]
+    other = {**_no_llm_env(lab), "TRACEFIX_REPLAY_KEY": "another-key-" + "0" * 32}
+    out = subprocess.run(replay, capture_output=True, text=True, timeout=60, env=other)
+    assert out.returncode == 1 and "was signed with another replay key" in out.stderr, out.stderr
+    assert "TRACEFIX_REPLAY_KEY" in out.stderr and "--allow-unsigned" in out.stderr
+    no_key = {k: v for k, v in _no_llm_env(lab).items() if k != "TRACEFIX_REPLAY_KEY"}
+    out = subprocess.run(replay, capture_output=True, text=True, timeout=60, env=no_key)
+    assert out.returncode == 1 and "this process holds no replay key" in out.stderr, out.stderr
+    out = subprocess.run([*replay, "--allow-unsigned"], capture_output=True, text=True, timeout=180, env=other)
+    assert out.returncode == 0, out.stderr
+    notes = json.loads(out.stdout)["notes"]
+    assert any("--allow-unsigned" in note and "another replay key" in note for note in notes), notes
 
 
 def test_sessions_without_entrypoint_are_refused():
@@ -173,10 +192,9 @@ def test_sessions_without_entrypoint_are_refused():
         check_replayable({"session_id": "s", "steps": [{}], "entrypoint": "m:f", "inputs": {}, "replayable": False}, "s")
 
 
-def _no_llm_env():
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")}
+def _no_llm_env(lab):
+    """The lab's environment (the app's replay key included) without a product LLM."""
+    return {k: v for k, v in lab.env.items() if not k.startswith("TRACEFIX_LLM_")}
 
 
 def test_a_crashing_replay_gives_an_error_verdict_that_shows_the_error(lab, tmp_path):
@@ -195,7 +213,7 @@ def test_the_cli_exits_non_zero_when_no_replay_ran_through(lab):
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
                           "--step", str(lab.fault_step), "--runs", "2", "--allow-module", "tracefix.demo",
                           "--input", "task_id=no-such-task"],
-                         capture_output=True, text=True, timeout=180, env=_no_llm_env())
+                         capture_output=True, text=True, timeout=180, env=_no_llm_env(lab))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "verdict: ERROR (all 2 replay(s) failed to run" in out.stdout
     assert "no replay ran through" in out.stderr and "no-such-task" in out.stderr
@@ -243,9 +261,8 @@ def test_a_person_tests_their_own_edit_from_the_cli(lab):
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
                           "--step", str(lab.fault_step), "--edit", USER_EDIT, "--runs", "1",
                           "--allow-module", "tracefix.demo", "--json"],
-                         capture_output=True, text=True, timeout=180, env=_no_llm_env())
+                         capture_output=True, text=True, timeout=180, env=_no_llm_env(lab))
     assert out.returncode == 0, out.stderr
-    import json
 
     h = json.loads(out.stdout)["hypotheses"][0]
     assert h["source"] == "user" and h["step"] == lab.fault_step
@@ -259,7 +276,7 @@ def test_a_person_tests_their_own_edit_from_the_cli(lab):
 def test_an_edit_needs_exactly_one_step(lab):
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", lab.session_id, "--server", lab.serve_url,
                           "--step", "1", "--step", "2", "--edit", USER_EDIT, "--allow-module", "tracefix.demo"],
-                         capture_output=True, text=True, timeout=60, env=_no_llm_env())
+                         capture_output=True, text=True, timeout=60, env=_no_llm_env(lab))
     assert out.returncode == 2 and "exactly one step" in out.stderr
 
 
@@ -277,7 +294,7 @@ def test_an_edit_queued_on_the_api_is_replayed_by_a_worker(lab):
                              options={"steps": [lab.fault_step], "edit": USER_EDIT})
     assert job["options"] == {"steps": [lab.fault_step], "edit": USER_EDIT}
     worker = procs.start_worker(lab.serve_url, "--allow-module", "tracefix.demo", "--runs", "1", "--once",
-                                env=_no_llm_env())
+                                env=_no_llm_env(lab))
     try:
         assert worker.popen.wait(180) == 0, worker.output()
     finally:
