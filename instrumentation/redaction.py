@@ -1,4 +1,5 @@
-"""Secrets never leave the process: span attributes are redacted before export.
+"""Secrets never leave the process: span attributes are redacted before export, and so
+are span and event names and status descriptions (an exception's message ends up there).
 
 The rules (which keys and which pieces of text are credentials) live in
 `tracefix.secret_rules`, shared with the collector, which applies them again to spans from
@@ -17,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import Status
 
 from .attributes import logger
 from .secret_rules import REDACTED, redact_text, redact_value
@@ -73,15 +75,21 @@ class RedactionChain:
         events = []
         for event in span.events:
             event_attributes, event_changed = self.attributes(event.attributes)
-            if event_changed:
+            event_name = redact_text(event.name)
+            if event_changed or event_name != event.name:
                 changed = True
-                event = Event(event.name, event_attributes, event.timestamp)
+                event = Event(event_name, event_attributes if event_changed else event.attributes, event.timestamp)
             events.append(event)
-        if not changed:
+        name = redact_text(span.name)
+        status = span.status
+        description = redact_text(status.description) if status.description else status.description
+        if description != status.description:
+            status = Status(status.status_code, description)
+        if not changed and name == span.name and status is span.status:
             return span
-        return ReadableSpan(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+        return ReadableSpan(name=name, context=span.context, parent=span.parent, resource=span.resource,
                             attributes=attributes, events=events, links=span.links, kind=span.kind,
-                            status=span.status, start_time=span.start_time, end_time=span.end_time,
+                            status=status, start_time=span.start_time, end_time=span.end_time,
                             instrumentation_scope=span.instrumentation_scope)
 
 

@@ -5,15 +5,19 @@ One rule set for both sides: the SDK redacts with it before export
 (`tracefix.collector.redact`). Only `re` at import time: the bare `tracefix` package uses it.
 
 Attribute keys: a key whose last part names a credential (``authorization``, ``api_key``,
-``x-api-key``, ``password``, ``secret``, ``token``, ``cookie``, ...) has its whole value
-replaced. ``input_tokens`` or ``token_count`` are not such names.
+``x-api-key``, ``password``, ``secret``, ``token``, ``cookie``, ``aws_secret_access_key``, ...)
+has its whole value replaced; ``.``, ``-``, ``_`` and camelCase separate the words alike
+(``aws.secret.access.key``, ``awsSecretAccessKey``). ``input_tokens`` or ``token_count`` are
+not such names.
 
 Text (any string value, JSON text included): OpenAI/Anthropic keys (``sk-…``), AWS access
 key ids (``AKIA…``/``ASIA…``), Google API keys (``AIza…``), GitHub tokens (``ghp_`` ``gho_``
 ``ghu_`` ``ghs_`` ``ghr_`` ``github_pat_``), GitLab tokens (``glpat-``), JWTs, Slack tokens
 (``xoxb-``/``xoxp-``/``xapp-``…) and webhook URLs, PEM private-key blocks, ``Bearer``/``Basic``
-credentials, and the value written after a credential's name (``"api_key": "…"``,
-``password=…``, ``Authorization: Bearer …``, ``aws_secret_access_key = …``). A replacement
+credentials, the password of a URL (``postgres://user:…@host``: the rest of the URL
+stays), an AWS secret access key written near its key id (40 characters of mixed case),
+and the value written after a credential's name (``"api_key": "…"``, ``password=…``,
+``Authorization: Bearer …``, ``aws_secret_access_key = …``, ``AWS.Secret.Access.Key: …``). A replacement
 never swallows a quote or a backslash, so JSON text stays valid JSON. Ordinary prose
 ("a basic question", "the token: each word") and ids (``task-1234``, ``chatcmpl-…``) stay.
 
@@ -34,6 +38,9 @@ REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 8
 
 _TOKEN = r"A-Za-z0-9_\-"  # a generated token's characters: never a quote, a backslash or a space
+# Where a token starts: a word boundary, or after an escaped newline or tab in JSON text
+# ("...\\nAKIA...": no boundary between the escape's letter and the token)
+_START = r"(?:\b|(?<=\\[nrt]))"
 # A scheme's credential: 8+ characters with a digit, or 24+ without ("Bearer of bad news"
 # and "a basic question" are prose; "Bearer abc123..." is not).
 _CREDENTIAL = r"(?:(?=[A-Za-z0-9._~+/\-]*[0-9])[A-Za-z0-9._~+/\-]{8,}|[A-Za-z0-9._~+/\-]{24,})=*"
@@ -79,6 +86,19 @@ def _keep_name(match: re.Match) -> str:
     return match.group("name") + REDACTED
 
 
+def _keep_name_if_any(match: re.Match) -> str:
+    return (match.group("name") or "") + REDACTED
+
+
+# An AWS secret access key is 40 characters of base64 (no padding) with no marker of its
+# own: it is taken for one only within _AWS_NEAR characters of an access key id, and only
+# with both cases in it, so hex (git SHAs, trace ids) stays even there.
+_AWS_KEY_ID = _START + r"(?:AKIA|ASIA)[A-Z0-9]{16}\b"
+_AWS_NEAR = 100
+_AWS_SECRET = (r"(?:(?<![A-Za-z0-9/+=_\-])|(?<=\\[nrt]))(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[A-Z])"
+               r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_\-])")
+
+
 TEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("pem-private-key", ("private key-----",), _ascii_regex(
         r"-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----(?:[^\"]*?-----END (?P=kind)PRIVATE KEY-----"
@@ -86,15 +106,19 @@ TEXT_RULES: tuple[SecretRule, ...] = (
     # OpenAI (sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-) keys; any other sk-
     # key must look generated (a digit or a capital), so "sk-learn-compatible" stays.
     SecretRule("sk-api-key", ("sk-",), _ascii_regex(
-        rf"\bsk-(?:(?:proj|svcacct|admin|ant)-[{_TOKEN}]{{8,}}|(?=[{_TOKEN}]*[0-9A-Z])[{_TOKEN}]{{16,}})")),
-    SecretRule("aws-access-key-id", ("akia", "asia"), _ascii_regex(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    SecretRule("google-api-key", ("aiza",), _ascii_regex(rf"\bAIza[{_TOKEN}]{{35}}")),
+        rf"{_START}sk-(?:(?:proj|svcacct|admin|ant)-[{_TOKEN}]{{8,}}|(?=[{_TOKEN}]*[0-9A-Z])[{_TOKEN}]{{16,}})")),
+    # before the id's own rule, which would hide the id this one looks for
+    SecretRule("aws-secret-beside-key-id", ("akia", "asia"), _ascii_regex(
+        rf"(?P<name>{_AWS_KEY_ID}(?s:.){{0,{_AWS_NEAR}}}?){_AWS_SECRET}"
+        rf"|{_AWS_SECRET}(?=(?s:.){{0,{_AWS_NEAR}}}?{_AWS_KEY_ID})"), _keep_name_if_any),
+    SecretRule("aws-access-key-id", ("akia", "asia"), _ascii_regex(_AWS_KEY_ID)),
+    SecretRule("google-api-key", ("aiza",), _ascii_regex(rf"{_START}AIza[{_TOKEN}]{{35}}")),
     SecretRule("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), _ascii_regex(
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
-    SecretRule("gitlab-token", ("glpat-",), _ascii_regex(rf"\bglpat-[{_TOKEN}]{{20,}}")),
-    SecretRule("jwt", ("eyj",), _ascii_regex(rf"\beyJ[{_TOKEN}]{{8,}}\.eyJ[{_TOKEN}]{{8,}}\.[{_TOKEN}+/=]*")),
+        _START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
+    SecretRule("gitlab-token", ("glpat-",), _ascii_regex(rf"{_START}glpat-[{_TOKEN}]{{20,}}")),
+    SecretRule("jwt", ("eyj",), _ascii_regex(rf"{_START}eyJ[{_TOKEN}]{{8,}}\.eyJ[{_TOKEN}]{{8,}}\.[{_TOKEN}+/=]*")),
     SecretRule("slack-token", ("xox", "xapp-"), _ascii_regex(
-        r"\b(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]+-[A-Za-z0-9\-]{10,})")),
+        _START + r"(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]+-[A-Za-z0-9\-]{10,})")),
     SecretRule("slack-webhook", ("hooks.slack.com/",), _ascii_regex(
         r"(?P<name>hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/\-]+"), _keep_name),
     SecretRule("bearer-or-basic", _followed(("bearer", "basic"), (" ", "\t")), _ascii_regex(
@@ -104,9 +128,12 @@ TEXT_RULES: tuple[SecretRule, ...] = (
         rf"(?P<name>(?i:(?<![a-z0-9])(?:proxy[_-]?)?authorization){_SEPARATOR}"
         r"(?:(?i:bearer|basic|token|digest|negotiate)[ \t]+)?)" + _VALUE), _keep_name),
     # the AWS credentials file writes "aws_secret_access_key = ...", spaces around "="
-    SecretRule("aws-secret-access-key", ("secret_access_key", "secret-access-key", "secretaccesskey"), _ascii_regex(
-        rf"(?P<name>(?i:secret[_-]?access[_-]?key)(?:\\*[\"'])?[ \t]*[:=][ \t]*(?P<q>\\*[\"'])?){_VALUE}"),
+    SecretRule("aws-secret-access-key", ("secret_access", "secret-access", "secret.access", "secretaccess"), _ascii_regex(
+        rf"(?P<name>(?i:secret[_.\-]?access[_.\-]?key)(?:\\*[\"'])?[ \t]*[:=][ \t]*(?P<q>\\*[\"'])?){_VALUE}"),
         _keep_name),
+    # scheme://user:PASSWORD@host (JSON may escape the slashes): the password alone goes
+    SecretRule("url-password", ("://", ":\\/\\/"), _ascii_regex(
+        r"(?P<name>:(?:\\?/){2}[^\s/\\?#@:\"'<>]*:)[^\s/\\?#\"'<>]+(?=@[^\s@/\\?#\"'<>])"), _keep_name),
     SecretRule("credential-field", _followed(_FIELD_WORDS), _ascii_regex(
         rf"(?P<name>(?i:(?<![a-z0-9])(?:{_FIELD_NAMES})){_SEPARATOR}){_VALUE}"), _keep_name),
     SecretRule("credential-word-field", _followed(_PLAIN_WORDS, ('"', "'", "\\", "=")), _ascii_regex(
@@ -128,6 +155,7 @@ _SECRET_KEY = re.compile(
     r"|(?:client|shared)[_-]?secret|secret[_-]?(?:access[_-]?)?key|private[_-]?key|token"
     r"|(?:access|refresh|auth|id|session|bearer|api|private|csrf|security)[_-]?token|(?:set[_-])?cookie"
     r"|credentials?)$")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")  # awsSecretAccessKey: a word starts at each capital
 _key_verdicts: dict[str, bool] = {}  # attribute names repeat on every span: decide each once
 
 
@@ -135,7 +163,8 @@ def is_secret_key(key: str) -> bool:
     """Does the attribute `key` name a credential (its whole value is then a secret)?"""
     verdict = _key_verdicts.get(key)
     if verdict is None:
-        verdict = _SECRET_KEY.search(key.lower()) is not None
+        words = _CAMEL_HUMP.sub("_", key).lower().replace(".", "_")  # aws.secret.access.key too
+        verdict = _SECRET_KEY.search(words) is not None
         if len(_key_verdicts) < 65536:  # keys with ids in them must not grow this forever
             _key_verdicts[key] = verdict
     return verdict

@@ -84,6 +84,18 @@ SAMPLES: tuple[Sample, ...] = (
     _sample("credential-word-field", "GET /feed?token={s}&page=2", _draw(_ALNUM, 10)),
     _sample("token-field", '{{"user": "bob", "token": "{s}"}}', _draw(_ALNUM, 32)),
     _sample("credential-word-colon", "login bob, password: {s} (do not share)", "Tr0ub4dor!" + _draw(_ALNUM, 4)),
+    # drawn after the samples above, so theirs stay the same
+    *(_sample("aws-secret-beside-key-id", template.replace("{id}", "AKIA" + _draw(_UPPER_DIGITS, 16)),
+              _draw(_ALNUM + "/+", 40))
+      for template in ("Access key ID: {id}\nSecret access key: {s}\nkeep both in the vault",
+                       "User name,Access key ID,Secret access key\ndeploy-bot,{id},{s}",
+                       "boto3.client('s3', '{s}', '{id}')")),
+    *(_sample("url-password", template, _draw(_ALNUM + "-._~!$*", 18)) for template in (
+        "DATABASE_URL=postgres://bank_app:{s}@db.internal:5432/ledger?sslmode=require",
+        '{{"broker": "amqp://guest:{s}@rabbit.local:5672/%2F"}}',
+        "cache at redis://:{s}@10.0.0.7:6379/0, then retry",
+        "mysql://root:{s}@[::1]:3306/app",
+        "git remote add origin https://deployer:{s}@git.example.com/org/repo.git")),
 )
 
 # Ordinary text and ids that no rule may touch.
