@@ -93,11 +93,14 @@ def _check_webhook_secret(ctx, param, value):
 @click.option("--tls-key", envvar="TRACEFIX_TLS_KEY", default=None, help="PEM private key of --tls-cert (unencrypted).")
 @click.option("--tls-client-ca", envvar="TRACEFIX_TLS_CLIENT_CA", default=None,
               help="Mutual TLS: only clients with a certificate signed by this PEM CA may connect (both ports).")
+@click.option("--ui-session-idle-minutes", envvar="TRACEFIX_UI_SESSION_IDLE_MINUTES", default=720.0,
+              show_default=True, type=click.FloatRange(0, min_open=True),
+              help="A web UI sign-in ends after this long without a request (and at logout, and at a restart).")
 @click.pass_obj
 def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, token, ingest_token, webhooks,
           public_url, alert_threshold, alert_retry_max, webhook_max_attempts, webhook_secret, diagnose,
           diagnosis_workers, max_body_mb, max_queue_spans, spool_dir, spool_max_mb, db_threads, decode_workers,
-          tls_cert, tls_key, tls_client_ca):
+          tls_cert, tls_key, tls_client_ca, ui_session_idle_minutes):
     """Run the collector: OTLP/gRPC + OTLP/HTTP receivers, DuckDB store, API, alerts."""
     # `pipeline`: the diagnosis and report renderer, injected by the composition root (tracefix.cli)
     from tracefix.collector.server import Config, check_tls_files, serve_forever
@@ -127,7 +130,8 @@ def serve(pipeline, db, store_location, data_path, host, http_port, grpc_port, t
                     max_body_bytes=max_body_mb * 1024 * 1024, max_pending_spans=max_queue_spans,
                     spool_dir=spool_dir and os.path.abspath(spool_dir), spool_max_bytes=int(spool_max_mb * 1024 * 1024),
                     db_threads=db_threads, decode_workers=decode_workers,
-                    tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
+                    tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca,
+                    ui_session_idle_s=ui_session_idle_minutes * 60)
     import duckdb
 
     from tracefix.collector.auth import Tokens

@@ -21,7 +21,7 @@ import uvicorn
 
 from tracefix.collector.alerts import AlertDeliverer
 from tracefix.collector.api import build_app
-from tracefix.collector.auth import Tokens
+from tracefix.collector.auth import UI_SESSION_IDLE_S, Tokens
 from tracefix.collector.checkpointer import Checkpointer, commit_time_threshold
 from tracefix.collector.decoding import Decoder
 from tracefix.collector.grpc_receiver import start_grpc
@@ -79,6 +79,7 @@ class Config:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
+    ui_session_idle_s: float = UI_SESSION_IDLE_S  # a web UI sign-in ends after this long without a request
 
     @property
     def tls(self) -> bool:
@@ -122,7 +123,7 @@ class Collector:
     def __init__(self, config: Config, pipeline: ServePipeline | None = None):
         self.config = config
         self.pipeline = pipeline or ServePipeline()
-        self.tokens = Tokens(config.token, config.ingest_token)
+        self.tokens = Tokens(config.token, config.ingest_token, config.ui_session_idle_s)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
         self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
                            memory_limit=config.db_memory_limit, data_path=config.data_path)

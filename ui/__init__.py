@@ -12,7 +12,8 @@ nothing fetched from elsewhere, so it works offline):
   /diagnosis?id=ID       hypotheses with evidence, replays beside the original, verdicts, the
                          report; start a diagnosis or a replay, job state live
   /alerts, /jobs         the alert outbox and the job queue
-  /login, /logout        the API token, asked once: kept as an HttpOnly SameSite=Strict cookie
+  /login, /logout        the API token, asked once: a sign-in the collector keeps, its random
+                         id in an HttpOnly SameSite=Strict cookie; logout ends it
 
 Safe by construction: autoescaped templates, a strict Content-Security-Policy (scripts and
 styles from /static only, no inline script or style), POSTs only from the UI's own forms

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from tracefix.collector import document
 from tracefix.collector.api import read_body
+from tracefix.collector.auth import UI_COOKIE
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS
 from tracefix.collector.otlp import OtlpError
 from tracefix.collector.store import UnknownSession
@@ -149,12 +150,13 @@ def routes(collector: "Collector") -> list:
         if not collector.tokens.is_token(str(form.get("token") or "")):
             return render(request, "login.html", 401, next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(**guard.cookie())
+        response.set_cookie(**guard.sign_in())
         return response
 
     def logout(request: Request, form) -> Response:
+        guard.sign_out(request)
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(guard.cookie()["key"], path="/")
+        response.delete_cookie(UI_COOKIE, path="/")
         return response
 
     # --- sessions --------------------------------------------------------------------------

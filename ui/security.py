@@ -1,8 +1,9 @@
 """Who may see a page of the UI, and how its forms are protected.
 
 - **Login.** With an API token configured, a page asks for it once (`/login`); the answer
-  is a cookie holding `Tokens.ui_cookie` (derived from the token, HttpOnly, SameSite=Strict,
-  Secure under TLS). A bearer header works too, as on the API.
+  is a cookie holding the random id of a new session kept by the collector (`UiSessions`:
+  ended by `/logout`, by idling, by a restart; HttpOnly, SameSite=Strict, Secure under TLS).
+  A bearer header works too, as on the API.
 - **Writes.** Every POST of the UI must carry the CSRF token of its form (an HMAC of the
   cookie under a secret of this process) and, when the browser sends them, an `Origin` of
   this very host and `Sec-Fetch-Site: same-origin` (the UI's pages set `Referrer-Policy:
@@ -20,14 +21,13 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from tracefix.collector.auth import API, UI_COOKIE
+from tracefix.collector.auth import API, UI_COOKIE, UI_SESSION_MAX_AGE_S
 
 UI_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 # The API's `no-referrer` would make browsers send `Origin: null` with the UI's own forms;
 # `same-origin` sends this origin to this origin only (and no Referer to any other site).
 UI_REFERRER_POLICY = "same-origin"
-COOKIE_MAX_AGE_S = 7 * 24 * 3600
 
 
 class Forbidden(Exception):
@@ -59,7 +59,13 @@ class Guard:
         if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.csrf_token(request).encode()):
             raise Forbidden("the form's CSRF token is missing or stale: reload the page and try again")
 
-    def cookie(self) -> dict:
-        """Arguments of `Response.set_cookie` for a browser that gave the right token."""
-        return {"key": UI_COOKIE, "value": self.tokens.ui_cookie or "", "max_age": COOKIE_MAX_AGE_S, "path": "/",
-                "httponly": True, "samesite": "strict", "secure": self.tls}
+    def sign_in(self) -> dict:
+        """Arguments of `Response.set_cookie` for a browser that gave the right token: a new session."""
+        return {"key": UI_COOKIE, "value": self.tokens.ui_sessions.open(), "max_age": UI_SESSION_MAX_AGE_S,
+                "path": "/", "httponly": True, "samesite": "strict", "secure": self.tls}
+
+    def sign_out(self, request: Request) -> None:
+        """End the session of this browser's cookie: the same cookie opens nothing any more."""
+        cookie = request.cookies.get(UI_COOKIE)
+        if cookie is not None:
+            self.tokens.ui_sessions.close(cookie)
