@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tracefix.collector import jsonsafe
+from tracefix.collector.redact import redact_value
 from tracefix.collector.threadnames import name_os_thread
 
 if TYPE_CHECKING:
@@ -205,7 +206,9 @@ class AlertDeliverer:
 
     def _deliver(self, client: httpx.Client, d: dict) -> None:
         writer = self.collector.writer
-        body = jsonsafe.dumps(d["payload"])  # strict JSON (a stored non-finite score sends null); signed as sent
+        # strict JSON (a stored non-finite score sends null); signed as sent. Redacted again:
+        # an alert stored by an older collector may carry a secret its task text held.
+        body = jsonsafe.dumps(redact_value("alert", d["payload"]))
         headers = {"Idempotency-Key": d["alert_id"]}
         if self.secret_key is not None:
             headers.update(signature_headers(self.secret_key, d["alert_id"], body))

@@ -28,6 +28,7 @@ from typing import Any
 
 from tracefix.collector.document import INT64_MAX, TASK_KEYS, content_text, to_ns
 from tracefix.collector.normalize import Batch, add_messages, canonical_message, merge_session
+from tracefix.collector.redact import redact_document
 
 
 class ImportFormatError(ValueError):
@@ -171,6 +172,7 @@ def batch_from_documents(docs: list[dict]) -> tuple[Batch, list[str]]:
 
 def _add_document(batch: Batch, doc: dict) -> str:
     """Add one document's synthetic spans, messages and session fields; returns its id."""
+    doc = redact_document(doc)  # the secret rules of spans hold for imported sessions too
     sid = str(doc.get("session_id") or f"imp-{uuid.uuid4().hex[:12]}")
     trace_id = _hex("import:" + sid, 32)
     try:  # the session's messages are timed from it, one millisecond apart

@@ -1,17 +1,23 @@
-"""Secrets are redacted in the collector too, before anything is stored.
+"""Secrets are redacted in the collector too, before anything is stored or sent.
 
 tracefix's SDK redacts before export, but OpenInference, OpenLLMetry or a hand-made
 exporter send what they recorded as it is: an ``authorization`` attribute, an ``api_key``
 in the metadata, a key pasted into a chat message. The same rules as the SDK's
-(`tracefix.secret_rules`) run here on every decoded span's attributes and its events'
-attributes, before normalization reads them: messages, tool arguments and results, the
-stored attributes JSON and snapshots are all built from the redacted values.
+(`tracefix.secret_rules`) run here on every decoded span's attributes, its events' names
+and attributes, before normalization reads them: messages, tool arguments and results, the
+stored attributes JSON and snapshots are all built from the redacted values. The span's
+name and status message, its resource's attributes and its scope's name go through
+`redact_label` / `redact_span`; sessions sent to ``POST /api/v1/import`` through
+`redact_document`; feedback comments and alert payloads (stored, and sent to webhooks)
+through `redact_text` / `redact_value`.
 
 This runs for every span on the ingest path, so the common case (no secret) costs one
 subset test of the span's keys against the keys already judged harmless and one hint scan
 over all its text at once; only a span with a hint goes through the rules value by value.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from tracefix.secret_rules import REDACTED, is_secret_key, may_hold_secret, redact_text, redact_value
 
@@ -53,10 +59,10 @@ def _texts(attrs: dict, into: list[str]) -> bool:
 
 
 def redact_span(attrs: dict, events: list[dict]) -> None:
-    """Replace the secrets in a span's decoded attributes and its events' attributes
-    (values: str, int, float, bool, list, dict), in place."""
+    """Replace the secrets in a span's decoded attributes and its events' names and
+    attributes (values: str, int, float, bool, list, dict), in place."""
     every = [attrs, *(event["attributes"] for event in events)] if events else [attrs]
-    texts: list[str] = []
+    texts: list[str] = [event["name"] for event in events]
     nested = False
     for one in every:
         if not one.keys() <= _harmless_keys:
@@ -66,3 +72,18 @@ def redact_span(attrs: dict, events: list[dict]) -> None:
     if nested or may_hold_secret("\0".join(texts)):
         for one in every:
             _redact_each_value(one)
+        for event in events:
+            event["name"] = redact_text(event["name"])
+
+
+def redact_label(text: str) -> str:
+    """A span's name, status message or scope name with its secrets replaced (one hint
+    scan when it holds none: the common case costs about a microsecond)."""
+    return redact_text(text) if may_hold_secret(text) else text
+
+
+def redact_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """An imported session document (messages, steps, task, metadata, ...) with its secrets
+    replaced, as a span's attributes would be, in a new dict; its session id is kept, since
+    it names the session."""
+    return {key: value if key == "session_id" else redact_value(key, value) for key, value in doc.items()}

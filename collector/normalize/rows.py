@@ -21,7 +21,7 @@ from tracefix.collector.normalize.dialects import (
     llm_messages, session_fields, span_kind, text_or_none)
 from tracefix.collector.normalize.json_text import dumps_compact, json_text
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
-from tracefix.collector.redact import redact_span
+from tracefix.collector.redact import redact_label, redact_span
 from tracefix.errors import TracefixError
 
 
@@ -149,6 +149,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     for rs in request.resource_spans:
         try:
             resource = attributes(rs.resource.attributes, max_attribute_chars)
+            redact_span(resource, [])
             service = text_or_none(resource.get("service.name"))
             resource_json = dumps_compact(resource, sort_keys=True)
         except Exception as exc:  # every span of the resource would carry it
@@ -157,7 +158,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
                     _reject(batch, _span_label(span), f"its resource: {_reason(exc)}")
             continue
         for ss in rs.scope_spans:
-            where = Origin(service, ss.scope.name or None, resource_json)
+            where = Origin(service, redact_label(ss.scope.name) or None, resource_json)
             for span in ss.spans:
                 try:
                     read = _read_span(span, max_attribute_chars)
@@ -294,10 +295,10 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
     before anything goes into `batch`, so a span that raises leaves no trace there."""
     trace_id, span_id, attrs, events, _ = read
     service, scope, resource_json = where
-    name = span.name
+    name = redact_label(span.name)  # it names tools, agents and sessions too
     start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
     status = span.status
-    status_code, status_message = status.code, status.message
+    status_code, status_message = status.code, redact_label(status.message)  # the error text is made of it
     kind = span_kind(attrs)
     node = graph_node(attrs, name) if kind == "other" else None
     if node is not None:  # a LangGraph node as OpenInference / OpenLLMetry record it: an agent turn

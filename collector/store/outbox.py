@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document, jsonsafe
+from tracefix.collector.redact import redact_text, redact_value
 from tracefix.collector.store.jobs import insert_job
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.sql import records, scalar
@@ -65,6 +66,7 @@ class FeedbackOutbox(StoreReads):
         if row is None:
             raise UnknownSession(session_id)
         (output,) = row
+        comment = redact_text(comment) if comment else comment  # stored, and sent in the alert
         feedback_id = feedback_id or f"fb-{uuid.uuid4().hex[:16]}"
         created_ns = created_ns or time.time_ns()
         con.execute("INSERT INTO feedback VALUES (?, ?, ?, ?, ?, ?)",
@@ -81,6 +83,7 @@ class FeedbackOutbox(StoreReads):
                 "alert_id": alert_id, "session_id": session_id, "score": score, "task": task,
                 "final_answer": final_answer, "comment": comment, "link": link,
             }
+            payload = redact_value("alert", payload)  # a session stored before the rules knew its secret
             payload = {"text": alert_text(payload), **payload}
             con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
                         [alert_id, feedback_id, session_id, jsonsafe.dumps(payload), bool(public_url), created_ns])
