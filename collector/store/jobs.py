@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_JOB_ATTEMPTS, replay_request
+from tracefix.collector.redact import redact_text
 from tracefix.collector.store.connection import StoreConnection
 from tracefix.collector.store.sql import in_strings, records, scalar
 from tracefix.errors import UnknownSession
@@ -86,6 +87,7 @@ class JobQueue(StoreConnection):
         state = state or ("failed" if error else "done")
         if state not in FINISHED_JOB_STATES:
             raise ValueError(f"a finished job's state is one of {', '.join(FINISHED_JOB_STATES)}, not {state!r}")
+        error = redact_text(error) if error else error  # an agent's exception may quote a credential
         with self._tx() as con:
             row = con.execute("SELECT job_id FROM jobs WHERE job_id = ? AND state = 'running' "
                               "AND (? IS NULL OR worker = ?)", [job_id, worker, worker]).fetchone()

@@ -5,7 +5,7 @@ the way) over OTLP/HTTP, spans carrying secrets in every place a span has: attri
 names and attributes, tool arguments and results, LLM messages, the span's name, its status
 message, its resource's attributes and its scope's name; then an imported session
 (`POST /api/v1/import`) and negative feedback whose alerts go to a real webhook receiver on
-loopback. The secrets are the forms issue 35 found stored in clear: a bare AWS secret key
+loopback; then, as a worker would, an analysis, a replay result and a job's error. The secrets are the forms issue 35 found stored in clear: a bare AWS secret key
 beside its key id, the key alone under an `aws_secret_access_key`-like name (any spelling,
 nested in tool arguments too), and the password of a `scheme://user:PASSWORD@host` URL.
 After shutdown every table of the file is read whole, and the webhook bodies are searched."""
@@ -127,6 +127,24 @@ def _imported_session(sid: str, found: Secrets) -> dict:
     }
 
 
+def _results(sid: str, found: Secrets) -> tuple[dict, dict]:
+    """An analysis and a replay result (contracts §3 and §5) quoting secrets, as a worker posts them."""
+    pw = found.password
+    edit_id, edit_secret = found.aws("replay edit text")
+    analysis = {"session_id": sid, "created_at": "2026-11-27T08:00:00Z", "model_version": None,
+                "ranker_version": None, "detectors": ["tool_error"], "notes": [], "llm_used": False, "scores": [],
+                "frontier": {}, "graph": {"nodes": [], "edges": []}, "hypotheses": [{
+                    "rank": 1, "step": 1, "agent": "assistant", "score": 0.9, "source": "detectors",
+                    "rationale": f"the tool got redis://:{pw('analysis rationale')}@cache and failed", "evidence": {}}]}
+    replay = {"session_id": sid, "created_at": "2026-11-27T08:00:00Z", "rounds": 1, "stages": {}, "trials": [],
+              "notes": [], "hypotheses": [{
+                  "step": 1, "reason": "a tool error", "verdict": "refuted",
+                  "intervention": {"id": "i1", "step": 1, "kind": "replace_output",
+                                   "text": f"use {edit_id} {edit_secret} instead"},
+                  "runs": [{"output": f"connected to mysql://root:{pw('replay run output')}@db/x", "error": None}]}]}
+    return analysis, replay
+
+
 def _dump(db) -> tuple[list[str], str]:
     """Every table of the DuckDB file, every column of every row, as text."""
     import duckdb
@@ -157,6 +175,13 @@ def test_no_secret_reaches_the_store_or_a_webhook(tmp_path):
         api.add_feedback(span_sid, -1, f"leaked {comment_id} {comment_secret} and "
                                        f"redis://:{found.password('feedback comment URL')}@cache")
         api.add_feedback(import_sid, -1, "wrong bucket")
+        analysis, replay = _results(import_sid, found)
+        api.save_analysis(import_sid, analysis)
+        api.save_replay(import_sid, replay)
+        job = api.enqueue_job(import_sid, kind="replay")
+        assert api.claim_job("replay", "w1", 30)["job_id"] == job["job_id"]
+        assert api.finish_job(job["job_id"], worker="w1", state="failed", error=(
+            f"OperationalError: postgres://app:{found.password('job error')}@db/x refused"))
         bodies = wait_until(lambda: len(receiver.received) >= 2 and receiver.received)
         assert bodies, "both alerts reach the webhook"
     finally:
@@ -165,7 +190,7 @@ def test_no_secret_reaches_the_store_or_a_webhook(tmp_path):
 
     sent = "\n".join(r["body"].decode() for r in bodies)
     tables, dump = _dump(db)
-    assert {"spans", "messages", "sessions", "feedback", "alerts"} <= set(tables)
+    assert {"spans", "messages", "sessions", "feedback", "alerts", "analyses", "replays", "jobs"} <= set(tables)
     assert not found.leaks(sent) and not found.leaks(dump), \
         (f"of {len(found.by_place)} secrets, the webhook received those of: {found.leaks(sent)}; "
          f"the DuckDB file holds: {found.leaks(dump)}")
@@ -182,7 +207,9 @@ def test_no_secret_reaches_the_store_or_a_webhook(tmp_path):
                  "rotated [REDACTED] / [REDACTED] today", "You are the Orchestrator of a bank.",
                  "Stored awsSecretAccessKey: [REDACTED]", "ACC-1001", "eu-west-1", "signed with [REDACTED] [REDACTED]",
                  "Audit the bucket using [REDACTED] [REDACTED]", "postgres://admin:[REDACTED]@db:5432/prod", "s3_list",
-                 "Done auditing.", "leaked [REDACTED] [REDACTED]"):
+                 "Done auditing.", "leaked [REDACTED] [REDACTED]", "the tool got redis://:[REDACTED]@cache",
+                 "use [REDACTED] [REDACTED] instead", "connected to mysql://root:[REDACTED]@db/x",
+                 "OperationalError: postgres://app:[REDACTED]@db/x refused"):
         assert kept in dump, kept
 
 
