@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def sim_stats(base_url: str) -> dict:
         return json.load(r)
 
 
+REPLAY_KEY = secrets.token_hex(32)  # the corpus app signs what it records, the replays check it
 NOOP_EDIT = "Please continue."
 # States values of every shape the testbed uses, all wrong: whatever slot the step has, the
 # model adopts a wrong value for it.
@@ -89,7 +91,8 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", sim.match["base_url"],
                         "--tasks", args.tasks, "--seed", str(seed), "--otlp-endpoint", server],
-                       check=True, capture_output=True, timeout=900)
+                       check=True, capture_output=True, timeout=900,
+                       env={**os.environ, "TRACEFIX_REPLAY_KEY": REPLAY_KEY})
         sim.stop()
         print(f"seed {seed}: corpus recorded in {time.perf_counter() - started:.1f}s", flush=True)
         faults = {}
@@ -134,7 +137,7 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int
                   "noop": [{"step": step, "intervention": {"text": NOOP_EDIT}}],
                   "misleading": [{"step": step, "intervention": {"text": MISLEADING_EDIT}}]}[arm]
     t0 = time.perf_counter()
-    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], llm=False, runs=args.runs,
+    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], llm=False, runs=args.runs, replay_key=REPLAY_KEY,
                       concurrency=args.concurrency, rounds=rounds, otlp_endpoint=server, hypotheses=hypotheses,
                       overrides={"base_url": base_url}, save=arm == "pipeline",
                       workdir=workdir / "replays" / f"{sid}-{arm}-{rounds}-{follow}")

@@ -7,7 +7,9 @@ from a terminal the demo keeps serving it (and the store) until Ctrl-C.
 
 1. starts a local webhook receiver, the scripted LLM server (`tracefix sim`, with a fault
    plan that makes a few tasks fail through different kinds of faults), `tracefix serve`
-   on a temporary store, each on a free loopback port, and a `tracefix worker`;
+   on a temporary store, each on a free loopback port, and a `tracefix worker`; the app and
+   the worker share a fresh replay key (the app signs what it records, the worker replays
+   only that), which the collector never gets;
 2. runs N banking tasks under tracefix's instrumentation, exporting OTLP to the collector;
 3. trains the normal-behaviour model (HGT) on the sessions that succeeded;
 4. sends a thumbs-down on each failed session, which raises an alert (received by the
@@ -27,6 +29,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import secrets
 import shutil
 import signal
 import sys
@@ -188,6 +191,7 @@ class Demo:
         self.trained_on = 0
         self.model_version = None
         self.handle = None
+        self.replay_key = secrets.token_hex(32)  # the app's and the worker's, never the collector's
 
     def say(self, text: str) -> None:
         """A progress line (rich markup: escape whatever comes from outside)."""
@@ -212,7 +216,7 @@ class Demo:
         self.model_dir = self.work / "models"
         env = {"TRACEFIX_MODEL_DIR": str(self.model_dir)}  # where train() below writes the model
         for key in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN", "TRACEFIX_INGEST_TOKEN",
-                    "TRACEFIX_TLS_CERT", "TRACEFIX_TLS_KEY", "TRACEFIX_TLS_CLIENT_CA"):
+                    "TRACEFIX_TLS_CERT", "TRACEFIX_TLS_KEY", "TRACEFIX_TLS_CLIENT_CA", "TRACEFIX_REPLAY_KEY"):
             env[key] = ""  # the demo's own collector, whatever the shell has configured
         self.sim_url = sim.address()
         if self.llm == "sim":
@@ -229,7 +233,8 @@ class Demo:
         # replays run beside the agent's code, in a worker allowed to import the demo's modules only
         worker = TracefixProcess("tracefix worker", ["worker", "--server", self.serve_url, "--allow-module",
                                                      "tracefix.demo", "--poll", "0.5"],
-                                 WORKER_READY, log=self.work / "worker.log", env=env)
+                                 WORKER_READY, log=self.work / "worker.log",
+                                 env={**env, "TRACEFIX_REPLAY_KEY": self.replay_key})
         stack.callback(worker.stop)
         self.worker = worker
         worker.address()
@@ -250,7 +255,8 @@ class Demo:
         import tracefix
         from tracefix.demo.bank import run_task
 
-        self.handle = handle = tracefix.init(endpoint=self.serve_url, service_name="bank-demo")
+        self.handle = handle = tracefix.init(endpoint=self.serve_url, service_name="bank-demo",
+                                             replay_key=self.replay_key)
         bar = self.progress.add_task("running banking tasks", total=len(self.tasks))
         stats_url = self.sim_url.rsplit("/v1", 1)[0] + "/_sim/stats"
         for task_id in self.tasks:

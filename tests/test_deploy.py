@@ -87,3 +87,36 @@ def test_kubernetes_balancer_resolves_the_headless_service_of_the_lake_collector
     env = {e["name"]: e.get("value") for e in pods["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["TRACEFIX_STORE"].startswith("ducklake:postgres:")
     assert [t["metadata"]["name"] for t in pods["spec"]["volumeClaimTemplates"]] == ["data"]
+
+
+def _replays(args) -> bool:
+    """Whether a container's arguments make it a replay worker (it runs agent code)."""
+    return "--allow-module" in (args or []) or "--allow-entrypoint" in (args or [])
+
+
+def test_the_replay_key_goes_to_the_replay_workers_and_never_to_a_collector():
+    """The app signs what it records with TRACEFIX_REPLAY_KEY and a replay worker checks it
+    (tracefix.replay_signing): every replay worker gets it, from a secret of its own in
+    Kubernetes, and no collector or diagnosis worker does."""
+    workers = 0
+    for path in COMPOSE_FILES:
+        for name, service in yaml.safe_load(path.read_text())["services"].items():
+            env = service.get("environment") or {}
+            if _replays(service.get("command")):
+                workers += 1
+                assert "TRACEFIX_REPLAY_KEY" in env, (path.name, name)
+            else:
+                assert "TRACEFIX_REPLAY_KEY" not in env, (path.name, name)
+    for path in K8S_FILES:
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            spec = spec.get("jobTemplate", {}).get("spec", spec)  # a CronJob's pods
+            for container in (spec.get("template", {}).get("spec") or {}).get("containers") or []:
+                env = {e["name"]: e for e in container.get("env") or []}
+                from_secrets = {s["secretRef"]["name"] for s in container.get("envFrom") or [] if "secretRef" in s}
+                if _replays(container.get("args")):
+                    workers += 1
+                    assert env["TRACEFIX_REPLAY_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "tracefix-replay"
+                else:
+                    assert "TRACEFIX_REPLAY_KEY" not in env and "tracefix-replay" not in from_secrets, container["name"]
+    assert workers == 4

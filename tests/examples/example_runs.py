@@ -9,6 +9,7 @@ importing its framework, seconds of CPU that a shared machine gives them side by
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ FAULT = "refund.amount=200"
 @dataclass
 class ExampleStack:
     url: str  # the collector
-    env: dict  # what an example (and the worker's replays) run with
+    env: dict  # what an example (and the worker's replays) run with: the same replay key
     procs: list[procs.Proc]
 
     def stop(self) -> None:
@@ -47,7 +48,8 @@ def start_stack(db: Path, examples: list[str], *, diagnose: str = "full") -> Exa
         url = serve.match["http"]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
                "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "sim",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": str(EXAMPLES)}
+               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": str(EXAMPLES),
+               "TRACEFIX_REPLAY_KEY": secrets.token_hex(32)}  # the examples sign what they record
         allow = [arg for example in examples for arg in ("--allow-module", example)]
         started.append(procs.start_worker(url, *allow, "--name", "example-worker", env=env, cwd=EXAMPLES))
     except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -39,7 +40,7 @@ APP = textwrap.dedent('''
 def script_session(tmp_path, source: str, *sim_args: str):
     """`python app.py` (source) run once in its own folder against a scripted LLM server
     (`tracefix sim *sim_args`), exporting to a fresh `tracefix serve`; yields (collector URL,
-    app folder, env, session summary)."""
+    app folder, env, session summary). The env, the app's, holds the app's replay key."""
     sim = procs.start_sim(*sim_args)
     serve = procs.start_serve(tmp_path / "store.duckdb", "--diagnose", "off")
     try:
@@ -49,7 +50,8 @@ def script_session(tmp_path, source: str, *sim_args: str):
         (app_dir / "app.py").write_text(source)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACEFIX_LLM_")},
                "OPENAI_BASE_URL": sim.match["base_url"], "OPENAI_API_KEY": "k",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": ""}
+               "OTEL_EXPORTER_OTLP_ENDPOINT": url, "PYTHONPATH": "",
+               "TRACEFIX_REPLAY_KEY": secrets.token_hex(32)}  # the app signs, the replay checks
         subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, check=True, timeout=120,
                        capture_output=True)
         [summary] = HttpAccess(url).list_sessions()

@@ -21,9 +21,9 @@ def test_thumbs_down_queues_a_replay_that_a_worker_runs(lab, tmp_path):
     worker = None
     try:
         url = serve.match["http"]
-        worker = procs.start_worker(url, "--allow-module", "tracefix.demo", "--name", "w1")
+        worker = procs.start_worker(url, "--allow-module", "tracefix.demo", "--name", "w1", env=lab.env)
         subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", lab.follow_url, "--tasks", "t01",
-                        "--otlp-endpoint", url], check=True, timeout=120, capture_output=True)
+                        "--otlp-endpoint", url], check=True, timeout=120, capture_output=True, env=lab.env)
         with connect(server=url) as access:
             failed = access.list_sessions(outcome="failure")
             assert len(failed) == 1
@@ -63,7 +63,8 @@ def test_thumbs_down_queues_a_replay_that_a_worker_runs(lab, tmp_path):
     # With no server running, `tracefix replay --db` starts a collector on the file for its
     # children, replays, and stores the result there.
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", sid, "--db", str(tmp_path / "diag.duckdb"),
-                          "--step", "1", "--runs", "1", "--json", "--allow-module", "tracefix.demo"], capture_output=True, text=True, timeout=180)
+                          "--step", "1", "--runs", "1", "--json", "--allow-module", "tracefix.demo"], capture_output=True, text=True, timeout=180,
+                         env=lab.env)
     assert out.returncode == 0, out.stderr
     offline = json.loads(out.stdout)
     assert offline["hypotheses"][0]["step"] == 1 and len(offline["hypotheses"][0]["runs"]) == 1
