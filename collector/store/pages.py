@@ -9,7 +9,7 @@ from tracefix.collector import document
 from tracefix.collector.contracts import JsonDict
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
-from tracefix.collector.store.sql import in_strings
+from tracefix.collector.store.sql import first_row, in_strings
 
 MAX_CACHED_ANSWERS = 200_000  # answers whose tool-call ids a store keeps (a few MB); past it, it starts over
 
@@ -32,9 +32,9 @@ class Pages(StoreReads):
         prompt can be as large as the whole session."""
         cur = self._read()
         lo, hi = self._time_range(cur, session_id)
-        row = cur.execute("SELECT count(*) FILTER (WHERE idx < ?), count(*) FILTER (WHERE idx = ?) FROM steps "
+        row = first_row(cur.execute("SELECT count(*) FILTER (WHERE idx < ?), count(*) FILTER (WHERE idx = ?) FROM steps "
                           "WHERE started_ns BETWEEN ? AND ? AND session_id = ?",
-                          [index, index, lo, hi, session_id]).fetchone()
+                          [index, index, lo, hi, session_id]))
         before, found = row or (0, 0)
         if not found:
             return None
@@ -79,8 +79,8 @@ class Pages(StoreReads):
 
     def _paged_document(self, cur, session_id: str, offset: int, limit: int, max_chars: int | None,
                         budget_chars: int, input_previews: bool, output: bool, outline: bool = False) -> dict | None:
-        srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
-                           [session_id]).fetchone()
+        srow = first_row(cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
+                           [session_id]))
         if srow is None:
             return None
         session = dict(zip(SESSION_FIELDS, srow))
@@ -221,7 +221,7 @@ class Pages(StoreReads):
         """Every message (and tool-definitions blob) the session's spans refer to, by key, in
         key order: what `GET .../messages` pages through. None for an unknown session."""
         cur = cur or self._read()
-        if cur.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
+        if first_row(cur.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id])) is None:
             return None
         lo, hi = self._time_range(cur, session_id)
         where = "FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?"
@@ -236,9 +236,9 @@ class Pages(StoreReads):
         cur = self._read()
         lo, hi = self._time_range(cur, session_id)
         key = int(key)
-        used = cur.execute(f"""SELECT 1 FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
+        used = first_row(cur.execute(f"""SELECT 1 FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
                                AND (output_key = {key} OR tools_key = {key} OR list_contains(input_keys, {key}))
-                               LIMIT 1""", [lo, hi, session_id]).fetchone()
+                               LIMIT 1""", [lo, hi, session_id]))
         if used is None:
             return None
         return next((text for _, text in self._iter_message_texts([key], cur)), None)
@@ -247,7 +247,7 @@ class Pages(StoreReads):
         """The session's spans in `get_spans` order, as rowids (what `GET .../spans` pages
         through). None for an unknown session."""
         cur = cur or self._read()
-        if cur.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is None:
+        if first_row(cur.execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id])) is None:
             return None
         lo, hi = self._time_range(cur, session_id)
         return [r[0] for r in cur.execute("SELECT rowid FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ? "

@@ -8,14 +8,14 @@ from tracefix.collector import document
 from tracefix.collector.contracts import SessionDocument
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
-from tracefix.collector.store.sql import records, scalar
+from tracefix.collector.store.sql import first_row, records, scalar
 
 
 class Queries(StoreReads):
     """Whole sessions and lists of them."""
 
     def session_exists(self, session_id: str) -> bool:
-        return self._read().execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id]).fetchone() is not None
+        return first_row(self._read().execute("SELECT 1 FROM sessions WHERE session_id = ?", [session_id])) is not None
 
     def list_sessions(self, feedback: str | None = None, outcome: str | None = None, service: str | None = None,
                       agent: str | None = None, since: Any = None, until: Any = None, limit: int = 50,
@@ -100,8 +100,8 @@ class Queries(StoreReads):
 
     def get_session(self, session_id: str) -> SessionDocument | None:
         cur = self._read()
-        srow = cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
-                           [session_id]).fetchone()
+        srow = first_row(cur.execute(f"SELECT {', '.join(SESSION_FIELDS)} FROM sessions WHERE session_id = ?",
+                           [session_id]))
         if srow is None:
             return None
         session = dict(zip(SESSION_FIELDS, srow))

@@ -7,7 +7,7 @@ from typing import Iterable, Iterator
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.store.connection import StoreConnection
-from tracefix.collector.store.sql import HEX_ID, in_strings
+from tracefix.collector.store.sql import HEX_ID, first_row, in_strings
 
 
 class StoreReads(StoreConnection):
@@ -15,8 +15,8 @@ class StoreReads(StoreConnection):
 
     def _time_range(self, cur, session_id: str) -> tuple[int, int]:
         """Where a session's spans start: lets scans skip row groups by their zonemaps."""
-        row = cur.execute("SELECT started_ns, greatest(started_ns, ended_ns) FROM sessions WHERE session_id = ?",
-                          [session_id]).fetchone()
+        row = first_row(cur.execute("SELECT started_ns, greatest(started_ns, ended_ns) FROM sessions WHERE session_id = ?",
+                          [session_id]))
         if row is None or row[0] is None:  # unknown session, or one without spans yet
             return (document.INT64_MIN, document.INT64_MAX)
         started, ended = row
@@ -54,7 +54,7 @@ class StoreReads(StoreConnection):
                                                                        [where[k] for k in chunk])}
             for key in chunk:
                 if key not in texts:  # a checkpoint between the two reads may have moved rows
-                    row = cur.execute(f"SELECT message FROM messages WHERE key = {key}").fetchone()
+                    row = first_row(cur.execute(f"SELECT message FROM messages WHERE key = {key}"))
                     if row is None:
                         continue
                     texts[key] = row[0]
@@ -72,7 +72,7 @@ class StoreReads(StoreConnection):
         return self._iter_message_texts(keys, cur or self._read())
 
     def _task_of(self, con, session_id: str) -> str | None:
-        sess = con.execute("SELECT metadata, inputs FROM sessions WHERE session_id = ?", [session_id]).fetchone()
+        sess = first_row(con.execute("SELECT metadata, inputs FROM sessions WHERE session_id = ?", [session_id]))
         msgs = self._first_messages(con, [session_id]).get(session_id, [])
         return document.task_of(from_json_text(sess[0]) if sess else None, from_json_text(sess[1]) if sess else None,
                                 msgs)

@@ -24,9 +24,18 @@ def records(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in result.fetchall()]
 
 
+def first_row(result: duckdb.DuckDBPyConnection) -> tuple | None:
+    """The first row of an executed query (None: no row), its result read to the end. A result
+    read with `fetchone` stays open, and so does its transaction until the cursor's next
+    query: an idle reader's cursor would then keep every CHECKPOINT out for good (DuckDB refuses
+    one while another transaction is open and deletes wait to be checkpointed)."""
+    rows = result.fetchall()
+    return rows[0] if rows else None
+
+
 def scalar(result: duckdb.DuckDBPyConnection) -> Any:
     """The one value of a query that answers one row (an aggregate: count, max)."""
-    row = result.fetchone()
+    row = first_row(result)
     if row is None:
         raise LookupError("the query answered no row")
     return row[0]
