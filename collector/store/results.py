@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from tracefix.collector.contracts import JsonDict
 from tracefix.collector.redact import redact_value
 from tracefix.collector.store.connection import StoreConnection
+from tracefix.collector.store.sql import first_row
 
 
 class Results(StoreConnection):
@@ -26,7 +27,7 @@ class Results(StoreConnection):
                         [session_id, json.dumps(result, ensure_ascii=False), time.time_ns()])
 
     def _get_result(self, table: str, session_id: str) -> JsonDict | None:
-        row = self._read().execute(f"SELECT result FROM {table} WHERE session_id = ?", [session_id]).fetchone()
+        row = first_row(self._read().execute(f"SELECT result FROM {table} WHERE session_id = ?", [session_id]))
         return json.loads(row[0]) if row else None
 
     def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
