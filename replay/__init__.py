@@ -9,8 +9,11 @@ session from that step in child processes (recorded prefix from the cassette, li
 a judgement of every replay (success, fulfilled, progress) and a DoVer 4.2 verdict:
 validated / partially_validated / refuted / inconclusive.
 
-What a session needs to be replayable: it ran inside ``tracefix.session(entrypoint=...,
-inputs=...)`` (or a ``@tracefix.session`` function) with content capture on; tracked state
+What a session needs to be replayable: it ran inside a ``@tracefix.session`` function (or
+``tracefix.session(entrypoint=..., inputs=...)`` naming a function the app registered with
+``tracefix.replayable``) with content capture on, in an app holding the replay key
+(``TRACEFIX_REPLAY_KEY``) that the worker holds too (the app signs what it records; the
+worker refuses anything else unless ``--allow-unsigned``); tracked state
 (``tracefix.track``) so tools can run live after the intervention (else
 ``--allow-live-tools``); ideally an evaluator (``@tracefix.evaluator``) to judge success.
 
