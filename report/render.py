@@ -782,13 +782,31 @@ def render_stored_report(store, session_id: str, fmt: str = "html") -> str:
     return render_stored(store, session_id, fmt, render_markdown if fmt == "md" else render_html)
 
 
+def replay_refusal(store, session_id: str) -> str | None:
+    """Why the session's latest replay job was refused (a session the app did not sign, an
+    entrypoint it did not mark, ...), when it was: the report has no replay result to show."""
+    jobs = store.list_jobs(session_id=session_id, kind="replay")
+    last = jobs[-1] if jobs else None
+    if last is None or last.get("state") != "refused":
+        return None
+    return f"Not replayed: the replay job was refused: {last.get('error') or 'no reason recorded'}"
+
+
+def _with_notice(text: str, fmt: str, notice: str) -> str:
+    if fmt == "md":
+        return f"> **Note.** {notice}\n\n{text}"
+    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
+
+
 def render_stored(store, session_id: str, fmt: str, render: Callable[..., str]) -> str:
     """`render(doc, analysis, replay, children)` of a stored session (`fmt`: the format it
     writes, html or md). Analysis and replay results are stored as their clients posted
     them; one the renderer cannot read must not make the session's report unreachable, so
-    the report is then drawn without them and says so at its top. Raises UnknownSession."""
+    the report is then drawn without them and says so at its top. Without a replay result,
+    a refused replay job says why at the top. Raises UnknownSession."""
     try:
-        return render(*load_report_inputs(store, session_id))
+        inputs = load_report_inputs(store, session_id)
+        text = render(*inputs)
     except Exception as exc:
         doc = store.get_session(session_id)
         if doc is None:
@@ -798,7 +816,6 @@ def render_stored(store, session_id: str, fmt: str, render: Callable[..., str]) 
         log.warning("report of session %s: its stored analysis/replay cannot be rendered: %s", session_id, exc)
         notice = (f"The stored analysis or replay result of this session could not be rendered "
                   f"({type(exc).__name__}: {exc}); this report shows the session without them.")
-    text = render(doc, None, None, {})
-    if fmt == "md":
-        return f"> **Note.** {notice}\n\n{text}"
-    return text.replace("<main>", f'<main><p class="sub"><strong>Note.</strong> {html.escape(notice)}</p>', 1)
+        return _with_notice(render(doc, None, None, {}), fmt, notice)
+    refusal = replay_refusal(store, session_id) if inputs[2] is None else None
+    return _with_notice(text, fmt, refusal) if refusal else text

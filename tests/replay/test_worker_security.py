@@ -290,6 +290,11 @@ def test_a_forged_session_cannot_send_the_workers_llm_calls_to_the_attacker(atta
     assert "TRACEFIX_REPLAY_KEY" in refused["error"] and "--allow-unsigned" in refused["error"]
     assert _requests(listener) == before  # nothing reached the attacker's URL
     assert api.get_replay(session["session_id"]) is None
+    req = urllib.request.Request(f"{url}/api/v1/sessions/{session['session_id']}/report?format=md",
+                                 headers={"Authorization": f"Bearer {API_TOKEN}"})
+    with urllib.request.urlopen(req, timeout=60) as resp:  # the report says why there is no replay
+        assert "Not replayed: the replay job was refused: session" in (text := resp.read().decode())
+    assert "carries no replay signature" in text
 
     # The operator may choose to replay unsigned sessions: then the same job reaches that URL,
     # which is what the refusal above prevented.
