@@ -20,14 +20,28 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from pydantic import (BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt, StringConstraints, ValidationError,
-                      create_model)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StrictBool, StringConstraints,
+                      ValidationError, create_model, model_validator)
 
 from tracefix.collector import contracts
+from tracefix.collector.document import INT64_MAX
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
 from tracefix.errors import TracefixError
 
 JSONValue = Any  # any JSON value: what an agent returned, a tool's result, a tracked object's state
+
+
+def _whole_number(value: Any) -> Any:
+    """15596.0 as the integer 15596: JSON has one number type, and JSON Schema's "integer"
+    (what the published schema says) admits any number without a fraction."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer field, validated as the published schema reads it: a whole number (15596 or
+# 15596.0), never a bool or a string of digits (request bodies are validated strictly).
+# Bounds go before the validator (`Annotated[int, Field(ge=0), BeforeValidator(...)]`):
+# after it, pydantic leaves them out of the JSON Schema's minimum and maximum.
+JSONInt = Annotated[int, BeforeValidator(_whole_number)]
 
 
 class _Closed(BaseModel):
@@ -59,6 +73,8 @@ def derived_model(contract: type, base: type[BaseModel], *, outline: bool = Fals
     hints = get_type_hints(contract)
 
     def convert(tp: Any) -> Any:
+        if tp is int:
+            return JSONInt
         if is_typeddict(tp):
             if outline:
                 return dict[str, JSONValue]
@@ -139,9 +155,11 @@ class InvalidBody(TracefixError, ValueError):
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
-    """`data` (parsed JSON) validated as `model`, or InvalidBody naming what is wrong."""
+    """`data` (parsed JSON) validated as `model`, or InvalidBody naming what is wrong.
+    Strictly: a value is taken only as the JSON type the schema names (`false` is no
+    integer, `"1"` no number), so what is stored as posted is what the schema describes."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=True)
     except ValidationError as exc:
         problems = [{"field": ".".join(str(p) for p in e["loc"]),
                      "problem": "must be a JSON object" if e["type"] in ("model_type", "dict_type") else e["msg"]}
@@ -151,7 +169,7 @@ def parse_body(model: type[BaseModel], data: Any) -> Any:
 
 # --- request bodies --------------------------------------------------------------------------
 
-WorkerName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+WorkerName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"\S"),
                        Field(description="the worker's name (cut to 200 characters)")]
 LeaseSeconds = Annotated[float, Field(strict=True, ge=5, le=3600, description="lease length in seconds")]
 
@@ -163,16 +181,36 @@ class FeedbackRequest(_Closed):
     comment: Optional[str] = None
 
 
+# the shapes of a job request (collector.jobs.replay_request checks them again when queued):
+# neither steps nor an edit; a replay with steps; a replay with an edit at exactly one step
+_JOB_SHAPES = [
+    {"properties": {"steps": {"type": "null"}, "edit": {"type": "null"}}},
+    {"required": ["kind"], "properties": {"kind": {"const": "replay"}, "edit": {"type": "null"}}},
+    {"required": ["kind", "steps", "edit"],
+     "properties": {"kind": {"const": "replay"}, "steps": {"type": "array", "maxItems": 1}, "edit": {"type": "string"}}},
+]
+
+
 class JobRequest(_Closed):
     """Queue a diagnosis, or a replay (optionally of given steps, with a person's own edit)."""
+    model_config = ConfigDict(extra="ignore", defer_build=True, json_schema_extra={"anyOf": _JOB_SHAPES})
+
     session_id: str
     kind: Optional[Literal[JOB_KINDS]] = Field(None, description="default diagnosis")
     reason: Optional[str] = None
-    steps: Optional[Annotated[list[Annotated[StrictInt, Field(ge=0, lt=1 << 31)]],
+    steps: Optional[Annotated[list[Annotated[int, Field(ge=0, lt=1 << 31), BeforeValidator(_whole_number)]],
                               Field(min_length=1, max_length=MAX_REQUESTED_STEPS)]] = Field(
         None, description="replay only: the steps to test instead of the attributed ones")
-    edit: Optional[Annotated[str, Field(min_length=1, max_length=MAX_EDIT_CHARS)]] = Field(
+    edit: Optional[Annotated[str, Field(min_length=1, max_length=MAX_EDIT_CHARS, pattern=r"\S")]] = Field(
         None, description="replay only: the intervention text to test at the one step given")
+
+    @model_validator(mode="after")
+    def _replay_options(self) -> "JobRequest":
+        if (self.steps is not None or self.edit is not None) and self.kind != "replay":
+            raise ValueError("only a replay job takes steps or an edit")
+        if self.edit is not None and (self.steps is None or len(self.steps) != 1):
+            raise ValueError("an 'edit' is tested at exactly one step: give one step with it")
+        return self
 
 
 class ClaimRequest(_Closed):
@@ -198,8 +236,15 @@ class Message(_Open):
     content: JSONValue = None
 
 
+# what the importer reads a session's messages from (collector.imports): one of these lists
+_MESSAGES_OR_STEPS = [{"required": [name], "properties": {name: {"type": "array"}}} for name in ("messages", "steps")]
+
+
 class ImportedSession(_Open):
-    """A message-log session (or a session document whose steps carry messages), contracts §1."""
+    """A message-log session (or a session document whose steps carry messages), contracts §1:
+    it needs a `messages` list or a `steps` list."""
+    model_config = ConfigDict(extra="allow", defer_build=True, json_schema_extra={"anyOf": _MESSAGES_OR_STEPS})
+
     session_id: Optional[str] = None
     messages: Optional[list[dict[str, JSONValue]]] = None
     steps: Optional[list[dict[str, JSONValue]]] = None
@@ -208,6 +253,12 @@ class ImportedSession(_Open):
     outcome: Optional[str] = None
     score: Optional[float] = None
     started_at: Optional[str | float] = None
+
+    @model_validator(mode="after")
+    def _has_messages_or_steps(self) -> "ImportedSession":
+        if self.messages is None and self.steps is None:
+            raise ValueError("an imported session needs a 'messages' list or a 'steps' list")
+        return self
 
 
 class ImportBody(_Closed):
@@ -248,8 +299,8 @@ class SessionListQuery(_Closed):
     parent_session_id: Optional[str] = None
     since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
     until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
-    limit: int = Field(50, ge=0, description="at most 1000 are returned")
-    offset: int = Field(0, ge=0)
+    limit: int = Field(50, ge=0, le=INT64_MAX, description="at most 1000 are returned")
+    offset: int = Field(0, ge=0, le=INT64_MAX)
 
 
 class ReportQuery(_Closed):

@@ -23,17 +23,23 @@ def seeded(collector):
     return sid
 
 
-# JSON bodies as a client could send them: strings float() reads as non-finite, Python's
-# NaN/Infinity tokens, and a literal too large for a double
-NON_FINITE_SCORES = ['"nan"', '"NaN"', '"Infinity"', '"-inf"', "NaN", "-Infinity", "1e400", "-1e400"]
+# JSON bodies as a client could send them: Python's NaN/Infinity tokens and a literal too
+# large for a double (422: a number, not finite), and strings float() reads as non-finite
+# (400: a string is no number, the body is validated strictly)
+NON_FINITE_SCORES = ["NaN", "-Infinity", "1e400", "-1e400"]
+STRING_SCORES = ['"nan"', '"NaN"', '"Infinity"', '"-inf"']
 
 
-@pytest.mark.parametrize("score", NON_FINITE_SCORES)
-def test_non_finite_feedback_is_422_and_writes_nothing(collector, api, seeded, score):
+@pytest.mark.parametrize("score", NON_FINITE_SCORES + STRING_SCORES)
+def test_non_finite_feedback_is_refused_and_writes_nothing(collector, api, seeded, score):
     body = f'{{"session_id": {json.dumps(seeded)}, "score": {score}, "comment": "x"}}'.encode()
     status, resp, _ = http("POST", collector.match["http"] + "/api/v1/feedback", body)
-    assert status == 422, resp
-    assert "finite" in strict_json(resp)["error"]
+    if score in STRING_SCORES:
+        assert status == 400, resp
+        assert strict_json(resp)["detail"][0]["field"] == "score"
+    else:
+        assert status == 422, resp
+        assert "finite" in strict_json(resp)["error"]
     assert api.get_session(seeded)["feedback"] == []
     assert api.list_alerts(seeded) == [] and api.list_jobs(session_id=seeded) == []
     # and the session's routes still answer

@@ -176,7 +176,9 @@ def test_real_answers_match_their_published_schemas(served, spec, webhook):
     bad = check("POST", "/api/v1/feedback", body={"session_id": 5, "score": "very bad"}, expect=400)
     assert bad["code"] == "invalid_body" and {p["field"] for p in bad["detail"]} == {"session_id", "score"}
     assert check("POST", "/api/v1/feedback", body=b"not json", expect=400)["code"] == "bad_request"
-    assert "finite" in check("POST", "/api/v1/feedback", body={"session_id": sid, "score": "nan"}, expect=422)["error"]
+    non_finite = json.dumps({"session_id": sid, "score": float("nan")}).encode()  # NaN: a number, not finite
+    assert "finite" in check("POST", "/api/v1/feedback", body=non_finite, expect=422)["error"]
+    assert check("POST", "/api/v1/feedback", body={"session_id": sid, "score": "nan"}, expect=400)["detail"]
     bad = check("POST", "/api/v1/jobs", body={"session_id": sid, "kind": "replay", "steps": ["1"]}, expect=400)
     assert bad["detail"][0]["field"] == "steps.0"
     assert check("POST", "/api/v1/jobs/claim", body={"worker": " ", "lease_s": True}, expect=400)["detail"]
