@@ -149,20 +149,49 @@ async def read_model(request: Request, model, limit: int):
     return parse_body(model, await read_json(request, limit))
 
 
+def in_request_encoding(request: Request, response: Response) -> Response:
+    """An error answer to a protobuf request (an OTLP/HTTP exporter's) as OTLP/HTTP asks: a
+    protobuf `google.rpc.Status` holding the error's text, and RetryInfo where the answer says
+    when to retry (Retry-After stays too), with the answer's status and other headers. Any
+    other answer, or an answer to any other request, is returned as it is (JSON)."""
+    if response.status_code < 400 or otlp.media_type(request.headers.get("content-type")) != otlp.PROTOBUF:
+        return response
+    answer = json.loads(bytes(response.body))  # error()'s ErrorBody
+    retry_after_s = answer.get("retry_after_s")
+    if retry_after_s is None and response.headers.get("retry-after", "").isdigit():
+        retry_after_s = float(response.headers["retry-after"])
+    headers = {k: v for k, v in response.headers.items() if k not in ("content-type", "content-length")}
+    return Response(otlp.error_status(response.status_code, answer["error"], retry_after_s),
+                    status_code=response.status_code, headers=headers, media_type=otlp.PROTOBUF)
+
+
+def otlp_route(handler):
+    """An OTLP/HTTP route's handler, its error answers in the request's encoding."""
+    async def answered(request: Request) -> Response:
+        return in_request_encoding(request, await handler(request))
+    return answered
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own answers (no such route 404, method not allowed 405) in the error shape."""
     assert isinstance(exc, HTTPException)  # registered for HTTPException only
-    return error(exc.status_code, str(exc.detail), headers=exc.headers)
+    return in_request_encoding(request, error(exc.status_code, str(exc.detail), headers=exc.headers))
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
     """A bug of ours: the error shape, and the security headers, since this answer is written
     outside the middleware that adds them."""
     log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
-    return error(500, f"internal error ({type(exc).__name__})", headers=SECURITY_HEADERS)
+    return in_request_encoding(request, error(500, f"internal error ({type(exc).__name__})",
+                                              headers=SECURITY_HEADERS))
 
 
 STREAM_CHUNK_BYTES = 64 * 1024  # a streamed page is written in chunks of about this size
+
+
+def query_params(request: Request) -> QueryParams:
+    """The request's query parameters as the API reads them: an empty value (`limit=`) is a 422."""
+    return QueryParams(request.query_params, refuse_empty=True)
 
 
 def page_params(query: QueryParams, default_limit: int) -> tuple[int, int]:
@@ -249,7 +278,7 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"db": store.path, "store_id": store_id})
 
     async def list_sessions(request: Request) -> Response:
-        q = QueryParams(request.query_params)
+        q = query_params(request)
         kwargs = {k: q.text(k) for k in ("outcome", "service", "agent", "parent_session_id") if q.text(k)}
         kwargs.update({k: q.time(k) for k in ("since", "until") if q.text(k)})
         if q.text("feedback"):
@@ -261,7 +290,7 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def get_session(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        q = QueryParams(request.query_params)
+        q = query_params(request)
         offset, limit = page_params(q, default_limit=100)
         max_chars = q.integer("max_chars", 2000, low=1, high=1_000_000)
         content = q.choice("content", ("previews", "keys"), default="previews")
@@ -330,7 +359,7 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def get_spans(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        offset, limit = page_params(QueryParams(request.query_params), default_limit=500)
+        offset, limit = page_params(query_params(request), default_limit=500)
 
         def spans(chosen, cur):
             for n, span in enumerate(store.iter_spans(chosen, cur)):
@@ -341,7 +370,7 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def list_messages(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        offset, limit = page_params(QueryParams(request.query_params), default_limit=100)
+        offset, limit = page_params(query_params(request), default_limit=100)
 
         def messages(chosen, cur):
             position = {k: offset + i for i, k in enumerate(chosen)}
@@ -401,14 +430,18 @@ def build_app(collector: "Collector") -> Starlette:
             await write(lambda s: getattr(s, f"save_{kind}")(sid, result))
             return JSONResponse({"session_id": sid, "saved": kind}, status_code=201)
 
-        return get_result, post_result
+        async def result_route(request: Request) -> Response:
+            # one route for every method of the path, so a 405 there lists them all in Allow
+            return await (post_result if request.method in ("POST", "PUT") else get_result)(request)
 
-    get_analysis, post_analysis = result_routes("analysis", AnalysisResult)
-    get_replay, post_replay = result_routes("replay", ReplayResult)
+        return result_route
+
+    analysis_route = result_routes("analysis", AnalysisResult)
+    replay_route = result_routes("replay", ReplayResult)
 
     async def report(request: Request) -> Response:
         sid = request.path_params["session_id"]
-        fmt = QueryParams(request.query_params).choice("format", ("html", "md"), default="html")
+        fmt = query_params(request).choice("format", ("html", "md"), default="html")
         try:
             if collector.pipeline.report is None:
                 raise ImportError("this collector was started without one (run it as `tracefix serve`)")
@@ -442,7 +475,7 @@ def build_app(collector: "Collector") -> Starlette:
     async def training_sessions(request: Request) -> Response:
         # Paged like every read of contents: a store's successful sessions, whole, are more
         # than one answer should hold (a page ends after PAGE_BUDGET_CHARS of documents).
-        q = QueryParams(request.query_params)
+        q = query_params(request)
         criterion = q.choice("criterion", ("success", "positive", "all"), default="success")
         offset, limit = page_params(q, default_limit=100)
         ids = await run_in_threadpool(store.training_session_ids, criterion)
@@ -466,7 +499,7 @@ def build_app(collector: "Collector") -> Starlette:
             if kind == "diagnosis":
                 collector.wake_diagnosis()
             return JSONResponse(job, status_code=201)
-        q = QueryParams(request.query_params)
+        q = query_params(request)
         offset, limit = page_params(q, default_limit=100)
         state, session_id, kind = q.choice("state", JOB_STATES), q.text("session_id"), q.choice("kind", JOB_KINDS)
         job_ids = q.texts("job_id", most=1000)  # only those jobs: how a page polls the jobs it shows
@@ -516,7 +549,7 @@ def build_app(collector: "Collector") -> Starlette:
         return JSONResponse({"job_id": job_id, "finished": True})
 
     async def alerts(request: Request) -> Response:
-        q = QueryParams(request.query_params)
+        q = query_params(request)
         offset, limit = page_params(q, default_limit=100)
         session_id = q.text("session_id")
         newest_first = q.choice("order", LIST_ORDERS, default="oldest") == "newest"
@@ -544,7 +577,8 @@ def build_app(collector: "Collector") -> Starlette:
     routes = [
         Route("/healthz", healthz),
         Route("/openapi.json", guarded(openapi_json)),
-        Route("/v1/traces", collector.metrics.count_http_exports(guarded(traces, INGEST)), methods=["POST"]),
+        Route("/v1/traces", collector.metrics.count_http_exports(otlp_route(guarded(traces, INGEST))),
+              methods=["POST"]),
         Route("/metrics", guarded(metrics)),
         Route("/api/v1/store", guarded(store_info)),
         Route("/api/v1/sessions", guarded(list_sessions)),
@@ -554,10 +588,9 @@ def build_app(collector: "Collector") -> Starlette:
         Route("/api/v1/sessions/{session_id:session_id}/steps/{index}", guarded(get_step)),
         Route("/api/v1/sessions/{session_id:session_id}/messages", guarded(list_messages)),
         Route("/api/v1/sessions/{session_id:session_id}/messages/{key}", guarded(get_message)),
-        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(get_analysis), methods=["GET"]),
-        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(post_analysis), methods=["POST", "PUT"]),
-        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(get_replay), methods=["GET"]),
-        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(post_replay), methods=["POST", "PUT"]),
+        Route("/api/v1/sessions/{session_id:session_id}/analysis", guarded(analysis_route),
+              methods=["GET", "POST", "PUT"]),
+        Route("/api/v1/sessions/{session_id:session_id}/replay", guarded(replay_route), methods=["GET", "POST", "PUT"]),
         Route("/api/v1/sessions/{session_id:session_id}/report", guarded(report)),
         Route("/api/v1/feedback", guarded(feedback, INGEST), methods=["POST"]),
         Route("/api/v1/import", guarded(import_sessions), methods=["POST"]),

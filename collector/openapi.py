@@ -31,6 +31,7 @@ class Operation:
     errors: dict[int, type[BaseModel]] = field(default_factory=dict)  # besides those every route may answer
     scope: str | None = API  # the bearer token it needs (tracefix.collector.auth); None: no token
     description: str = ""
+    error_media: tuple[str, ...] = ()  # what its errors may be besides an ErrorBody (OTLP: a protobuf Status)
 
 
 def _fails(*statuses: int) -> dict[int, type[BaseModel]]:
@@ -45,9 +46,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/openapi.json", "GET"): Operation("This document", {200: (JSON,)}),
     ("/v1/traces", "POST"): Operation(
         "OTLP/HTTP trace export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
-        errors=_fails(400, 408, 413, 415, 429, 503),
+        errors=_fails(400, 408, 413, 415, 429, 503), error_media=("application/x-protobuf",),
         description="An ExportTraceServiceRequest as protobuf or OTLP/JSON (opentelemetry-proto); answered "
-                    "with an ExportTraceServiceResponse in the request's encoding, partial success included."),
+                    "with an ExportTraceServiceResponse in the request's encoding, partial success included. "
+                    "An error answer to a protobuf request is a protobuf google.rpc.Status (its message, and "
+                    "RetryInfo beside Retry-After on 429 and 503); to any other request, an ErrorBody."),
     ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: ("text/plain",)}),
     ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: s.StoreInfo}),
     ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: s.SessionList},
@@ -139,19 +142,21 @@ def _operation(op: Operation, path: str, method: str, refs: dict, query: dict) -
     for status, kind in sorted(op.ok.items()):
         responses[str(status)] = {"description": "success" if kind else "no content", **_media(kind, refs)}
     errors = {**({401: s.ErrorBody} if op.scope else {}), **op.errors}
-    for status, model in sorted(errors.items()):
-        responses[str(status)] = {"description": _ERROR_TEXT.get(status, "error"), **_media(model, refs)}
-    responses["default"] = {"description": "any other error", **_media(s.ErrorBody, refs)}
+    for status, model in [*sorted(errors.items()), ("default", s.ErrorBody)]:
+        answer = _media(model, refs)
+        answer["content"].update({media: {} for media in op.error_media})
+        responses[str(status)] = {"description": _ERROR_TEXT.get(status, "error"), **answer}
     out["responses"] = responses
     out["security"] = [{"bearer": []}] if op.scope else []
     return out
 
 
-_ERROR_TEXT = {400: "the body is not JSON or does not match its schema", 401: "missing or wrong bearer token",
+_ERROR_TEXT: dict[int | str, str] = {400: "the body is not JSON or does not match its schema", 401: "missing or wrong bearer token",
                404: "unknown session, or nothing stored there", 408: "the body arrived too slowly",
                409: "the job is no longer this worker's", 413: "the body is too large",
                415: "unsupported Content-Type", 422: "a query parameter or value the API cannot use",
-               429: "busy: retry after Retry-After", 503: "the collector cannot store now"}
+               429: "busy: retry after Retry-After", 503: "the collector cannot store now",
+               "default": "any other error"}
 
 
 def _slug(path: str) -> str:
@@ -160,9 +165,24 @@ def _slug(path: str) -> str:
 
 def _query_parameters(model: type[BaseModel]) -> list[dict]:
     schema = model.model_json_schema()
-    return [{"name": name, "in": "query", "required": False, "schema": {k: v for k, v in prop.items() if k != "title"},
+    return [{"name": name, "in": "query", "required": False, "schema": _as_query(prop),
              **({"description": prop["description"]} if "description" in prop else {})}
             for name, prop in schema["properties"].items()]
+
+
+def _as_query(prop: dict) -> dict:
+    """A query parameter's schema as the API reads it (url_input.QueryParams): a value or
+    absent, never null, and never empty (`name=` is a 422), a repeated one's values too."""
+    prop = {k: v for k, v in prop.items() if k != "title" and not (k == "default" and v is None)}
+    kept = [branch for branch in prop.pop("anyOf", []) if branch != {"type": "null"}]
+    if len(kept) == 1:
+        prop.update(kept[0])
+    elif kept:
+        prop["anyOf"] = kept
+    for schema in (prop, prop.get("items", {})):
+        if schema.get("type") == "string" and "enum" not in schema:
+            schema.setdefault("minLength", 1)
+    return prop
 
 
 def undescribed(routes: Iterable) -> list[str]:

@@ -10,9 +10,10 @@ import json
 import zlib
 from typing import TYPE_CHECKING, Iterable
 
-from google.protobuf import json_format
+from google.protobuf import any_pb2, duration_pb2, json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -192,3 +193,31 @@ def encode_response(resp: ExportTraceServiceResponse, content_type: str | None) 
         body = json_format.MessageToJson(resp, indent=None).encode()
         return body, JSON
     return resp.SerializeToString(), PROTOBUF
+
+
+# google.rpc.Code of an HTTP error status: OTLP/HTTP leaves Status.code to the server (clients
+# go by the HTTP status), so it is set as gRPC's HTTP mapping names it, for whoever logs it
+_RPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED,
+              404: code_pb2.NOT_FOUND, 405: code_pb2.UNIMPLEMENTED, 408: code_pb2.DEADLINE_EXCEEDED,
+              409: code_pb2.ABORTED, 413: code_pb2.RESOURCE_EXHAUSTED, 415: code_pb2.INVALID_ARGUMENT,
+              422: code_pb2.INVALID_ARGUMENT, 429: code_pb2.RESOURCE_EXHAUSTED, 500: code_pb2.INTERNAL,
+              503: code_pb2.UNAVAILABLE}
+
+
+def retry_info(delay_s: float) -> error_details_pb2.RetryInfo:
+    """`google.rpc.RetryInfo` asking a client to retry after `delay_s` seconds."""
+    seconds = int(delay_s)
+    return error_details_pb2.RetryInfo(
+        retry_delay=duration_pb2.Duration(seconds=seconds, nanos=int((delay_s - seconds) * 1e9)))
+
+
+def error_status(http_status: int, message: str, retry_after_s: float | None = None) -> bytes:
+    """The body of an OTLP/HTTP error answer to a protobuf request: a serialized
+    `google.rpc.Status` (the specification's "Failures"), RetryInfo in its details when the
+    client should retry later (429, 503)."""
+    status = status_pb2.Status(code=_RPC_CODES.get(http_status, code_pb2.UNKNOWN), message=message)
+    if retry_after_s is not None:
+        detail = any_pb2.Any()
+        detail.Pack(retry_info(retry_after_s))
+        status.details.append(detail)
+    return status.SerializeToString()

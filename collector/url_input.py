@@ -40,10 +40,19 @@ class InvalidParameter(TracefixError, ValueError):
 
 
 class QueryParams:
-    """Typed, validated access to a request's query parameters. An empty value counts as absent."""
+    """Typed, validated access to a request's query parameters. An empty value (`limit=`)
+    counts as absent, as an HTML form sends a field left blank (the web UI's filters: "any"),
+    unless `refuse_empty` (the API's routes): then it is refused (422), since a client that
+    sends `limit=` meant some value and would otherwise silently get the default."""
 
-    def __init__(self, query: Mapping[str, str]):
+    def __init__(self, query: Mapping[str, str], *, refuse_empty: bool = False):
         self.query = query
+        self.refuse_empty = refuse_empty
+
+    def _given(self, name: str, value: str | None) -> str | None:
+        if value == "" and self.refuse_empty:
+            raise InvalidParameter(name, "is empty: give a value or leave the parameter out")
+        return value or None
 
     @overload
     def text(self, name: str, default: str) -> str: ...
@@ -51,12 +60,12 @@ class QueryParams:
     def text(self, name: str, default: None = None) -> str | None: ...
 
     def text(self, name: str, default: str | None = None) -> str | None:
-        return self.query.get(name) or default
+        return self._given(name, self.query.get(name)) or default
 
     def texts(self, name: str, most: int) -> list[str] | None:
-        """Every non-empty value of a repeated parameter (`?name=a&name=b`); None when absent."""
+        """Every value of a repeated parameter (`?name=a&name=b`); None when absent."""
         getlist = getattr(self.query, "getlist", None)
-        values = [v for v in (getlist(name) if getlist else [self.query.get(name)]) if v]
+        values = [v for v in (getlist(name) if getlist else [self.query.get(name)]) if self._given(name, v)]
         if len(values) > most:
             raise InvalidParameter(name, f"may be given at most {most} times, not {len(values)}")
         return values or None

@@ -111,3 +111,22 @@ def tracer_provider(collector_proc, protocol: str = "http", token: str | None = 
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
     return provider
+
+
+def otlp_error(body: bytes, content_type: str) -> tuple[str, float | None]:
+    """An OTLP/HTTP error answer's text and retry delay, read as the client reads it: a
+    protobuf `google.rpc.Status` (message, RetryInfo in its details) when the answer is
+    protobuf, as it is to a protobuf request, else the ErrorBody's `error` and `retry_after_s`."""
+    if content_type.split(";")[0].strip() != "application/x-protobuf":
+        answer = strict_json(body)
+        return answer["error"], answer.get("retry_after_s")
+    from google.rpc import error_details_pb2, status_pb2
+
+    status = status_pb2.Status.FromString(body)
+    delays = []
+    for detail in status.details:
+        info = error_details_pb2.RetryInfo()
+        if detail.Unpack(info):
+            delays.append(info.retry_delay.seconds + info.retry_delay.nanos / 1e9)
+    assert len(delays) <= 1, status
+    return status.message, delays[0] if delays else None

@@ -4,7 +4,6 @@ exporter may not retry, and the spans are lost), HTTP 429 with a Retry-After fro
 and a retrying OTLP exporter ends with every span stored."""
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -13,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from collector_support import TOKEN, tracer_provider
+from collector_support import TOKEN, otlp_error, tracer_provider
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -127,7 +126,7 @@ def test_http_429_retry_after_follows_the_same_rule(serve):
     assert busy, "no export met a full queue: the burst proves nothing"
 
     for resp, headers in busy:
-        delay = json.loads(resp)["retry_after_s"]
+        _, delay = otlp_error(resp, "application/x-protobuf")  # RetryInfo in the Status's details
         assert MIN_RETRY_DELAY_S <= delay <= MAX_RETRY_DELAY_S
         retry_after = {k.lower(): v for k, v in headers.items()}["retry-after"]
         assert retry_after == str(math.ceil(delay))

@@ -7,7 +7,7 @@ import uuid
 
 import grpc
 import pytest
-from collector_support import TOKEN, tracer_provider
+from collector_support import TOKEN, otlp_error, tracer_provider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -17,6 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from test_ingest import _otlp_request, post
+
+PROTOBUF = "application/x-protobuf"
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,10 @@ def assert_still_serving(api, sid):
     assert doc is not None and len(doc["steps"]) == 3
 
 
-def _error(body: bytes) -> str:
-    return json.loads(body)["error"]
+def _error(body: bytes, request_type: str = "application/json") -> str:
+    """The answer's error text, decoded as the request's encoding calls for (a protobuf
+    request to /v1/traces is answered a google.rpc.Status)."""
+    return otlp_error(body, request_type)[0]
 
 
 def test_token_is_required_everywhere_but_healthz(collector):
@@ -44,7 +48,7 @@ def test_token_is_required_everywhere_but_healthz(collector):
         assert r.status == 200
     for token in (None, "wrong"):
         status, body, _ = post(http + "/v1/traces", _otlp_request("nope"), token=token)
-        assert status == 401 and "bearer token" in _error(body)
+        assert status == 401 and "bearer token" in _error(body, PROTOBUF)
         req = urllib.request.Request(http + "/api/v1/sessions",
                                      headers={"Authorization": f"Bearer {token}"} if token else {})
         with pytest.raises(urllib.error.HTTPError) as err:
@@ -104,7 +108,7 @@ def test_exporter_without_token_is_refused_and_stores_nothing(collector, api):
 def test_malformed_bodies_get_a_clear_4xx(collector, api, stored, body, ctype, status, needle):
     got, resp, _ = post(collector.match["http"] + "/v1/traces", body, ctype)
     assert got == status
-    assert needle in _error(resp)
+    assert needle in _error(resp, ctype)
     assert_still_serving(api, stored)
 
 
@@ -115,7 +119,7 @@ def test_invalid_utf8_inside_protobuf_string_is_rejected(collector, api, stored)
     pos = raw.index(name)
     raw[pos:pos + 2] = b"\xc3\x28"  # an invalid two-byte sequence in the span name
     got, resp, _ = post(collector.match["http"] + "/v1/traces", bytes(raw))
-    assert got == 400 and "protobuf" in _error(resp)
+    assert got == 400 and "protobuf" in _error(resp, PROTOBUF)
     assert_still_serving(api, stored)
 
 
@@ -131,7 +135,7 @@ def test_oversized_body_gets_413_without_reading_it_all(collector, api, stored):
     conn.putheader("Content-Length", str(100 * 1024 * 1024))  # a 100 MB body, never sent
     conn.endheaders()
     resp = conn.getresponse()  # answered from the headers alone
-    assert resp.status == 413 and "limit" in _error(resp.read())
+    assert resp.status == 413 and "limit" in _error(resp.read(), PROTOBUF)
     conn.close()
     bomb = gzip.compress(b"\x00" * (40 * 1024 * 1024))  # 40 KB on the wire, 40 MB inflated
     got, resp, _ = post(collector.match["http"] + "/v1/traces", bomb, headers={"Content-Encoding": "gzip"})
@@ -152,7 +156,7 @@ def test_absurd_attribute_is_rejected_by_partial_success(collector, api, stored)
     assert "junk" in answer.partial_success.error_message
     del spans[1]  # only the absurd span left: nothing to store at all
     got, resp, _ = post(collector.match["http"] + "/v1/traces", req.SerializeToString())
-    assert got == 400 and "rejected" in _error(resp)
+    assert got == 400 and "rejected" in _error(resp, PROTOBUF)
     assert_still_serving(api, stored)
 
 
@@ -212,7 +216,7 @@ def test_fuzzed_traces_never_break_the_server(collector, body, ctype):
     got, resp, _ = post(collector.match["http"] + "/v1/traces", body, ctype)
     assert got in (200, 400), (got, resp[:200])
     if got == 400:
-        assert _error(resp)
+        assert _error(resp, ctype)
 
 
 def test_server_still_answers_after_the_abuse(collector, api, stored):

@@ -228,3 +228,21 @@ def test_a_message_is_stored_with_fields_of_the_types_readers_take(message):
         assert isinstance(function, dict) and isinstance(function.get("name", ""), str)
         assert isinstance(function.get("arguments", ""), str)
     assert canonical_message(stored) == stored
+
+
+def test_a_method_a_path_does_not_take_is_405_naming_every_method_it_does(collector, routes, seeded):
+    """Allow lists what the path takes, whichever route of the app serves which method (the
+    result routes answered `Allow: GET, HEAD` on paths that take PUT and POST too)."""
+    base = collector.match["http"]
+    taken: dict[str, set[str]] = {}
+    for template, methods in routes:
+        taken.setdefault(template, set()).update(methods)
+    for template, methods in taken.items():
+        path = fill(template, quote(seeded[1], safe="") if "session_id" in template else "0")
+        expected = methods | ({"HEAD"} if "GET" in methods else set())
+        for method in sorted({"DELETE", "PATCH", "PUT", "POST", "GET"} - expected):
+            status, body, headers = http(method, base + path, b"{}" if method != "GET" else None)
+            assert status == 405, (method, template, status, body[:200])
+            allowed = {m.strip() for m in headers["allow"].split(",")}
+            assert allowed == expected, (method, template, allowed)
+            assert strict_json(body)["code"] == "method_not_allowed"

@@ -18,7 +18,7 @@ import uuid
 
 import grpc
 import pytest
-from collector_support import TOKEN, http, strict_json
+from collector_support import TOKEN, http, otlp_error, strict_json
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -91,10 +91,7 @@ def export(collector, request: ExportTraceServiceRequest | bytes, via: str) -> t
         status, resp, _ = post(url, gzip.compress(body) if via == "gzip" else body, headers=headers)
         if status == 200:
             return status, ExportTraceServiceResponse.FromString(resp)
-    try:
-        return status, json.loads(resp)["error"]
-    except ValueError:
-        return status, resp[:300]
+    return status, otlp_error(resp, "application/json" if via == "json" else "application/x-protobuf")[0]
 
 
 def accepted(collector, request, via: str) -> ExportTraceServiceResponse:

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from collector_support import TOKEN
+from collector_support import TOKEN, otlp_error
 from test_backpressure import assert_retry_info, grpc_burst, session_body
 from test_ingest import post
 from test_metrics import burst, scrape, value
@@ -223,9 +223,9 @@ def test_a_spent_spool_budget_answers_429_with_retry_after(tiny_spool_serve):
     body = session_body(f"spool-full-http-{uuid.uuid4().hex[:8]}", 400)
     answers = burst(lambda: post(tiny_spool_serve.match["http"] + "/v1/traces", body), threads=12, rounds=3)
     assert {status for status, _, _ in answers} <= {200, 429}
-    busy = [(json.loads(resp), {k.lower(): v for k, v in headers.items()}) for status, resp, headers in answers
-            if status == 429]
+    busy = [(otlp_error(resp, "application/x-protobuf"), {k.lower(): v for k, v in headers.items()})
+            for status, resp, headers in answers if status == 429]
     assert busy, "the burst never spent the 256 KiB budget: it proves nothing"
-    for answer, headers in busy:
-        assert "budget" in answer["error"]
-        assert headers["retry-after"] == str(math.ceil(answer["retry_after_s"]))
+    for (message, delay), headers in busy:  # a protobuf Status: RetryInfo beside Retry-After
+        assert "budget" in message
+        assert headers["retry-after"] == str(math.ceil(delay))
