@@ -151,12 +151,13 @@ def _operation(op: Operation, path: str, method: str, refs: dict, query: dict) -
     return out
 
 
-_ERROR_TEXT: dict[int | str, str] = {400: "the body is not JSON or does not match its schema", 401: "missing or wrong bearer token",
-               404: "unknown session, or nothing stored there", 408: "the body arrived too slowly",
-               409: "the job is no longer this worker's", 413: "the body is too large",
-               415: "unsupported Content-Type", 422: "a query parameter or value the API cannot use",
-               429: "busy: retry after Retry-After", 503: "the collector cannot store now",
-               "default": "any other error"}
+_ERROR_TEXT: dict[int | str, str] = {
+    400: "the body is not JSON or does not match its schema", 401: "missing or wrong bearer token",
+    404: "unknown session, or nothing stored there", 408: "the body arrived too slowly",
+    409: "the job is no longer this worker's", 413: "the body is too large",
+    415: "unsupported Content-Type", 422: "a query parameter or value the API cannot use",
+    429: "busy: retry after Retry-After", 503: "the collector cannot store now",
+    "default": "any other error"}
 
 
 def _slug(path: str) -> str:

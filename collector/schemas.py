@@ -187,7 +187,8 @@ _JOB_SHAPES = [
     {"properties": {"steps": {"type": "null"}, "edit": {"type": "null"}}},
     {"required": ["kind"], "properties": {"kind": {"const": "replay"}, "edit": {"type": "null"}}},
     {"required": ["kind", "steps", "edit"],
-     "properties": {"kind": {"const": "replay"}, "steps": {"type": "array", "maxItems": 1}, "edit": {"type": "string"}}},
+     "properties": {"kind": {"const": "replay"}, "steps": {"type": "array", "maxItems": 1},
+                    "edit": {"type": "string"}}},
 ]
 
 

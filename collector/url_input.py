@@ -65,7 +65,8 @@ class QueryParams:
     def texts(self, name: str, most: int) -> list[str] | None:
         """Every value of a repeated parameter (`?name=a&name=b`); None when absent."""
         getlist = getattr(self.query, "getlist", None)
-        values = [v for v in (getlist(name) if getlist else [self.query.get(name)]) if self._given(name, v)]
+        values = [given for v in (getlist(name) if getlist else [self.query.get(name)])
+                  if (given := self._given(name, v))]
         if len(values) > most:
             raise InvalidParameter(name, f"may be given at most {most} times, not {len(values)}")
         return values or None
