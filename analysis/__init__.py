@@ -8,13 +8,13 @@
     result = analyze_document(session_document, model=None)   # docs/contracts.md section 3
 
 How (AgentTether section III, adapted to OTel traces):
-  units.py       steps -> transition units (observation, belief, action, feedback; status,
-                 error signature, tool, phase, artifacts, unsupported / misattributed values),
-                 read by:
+  transition_unit.py  the unit type (observation, belief, action, feedback; status, error
+                 signature, tool, phase, artifacts, unsupported / misattributed values)
+  units.py       steps -> transition units (build_units), filled in by the readings:
     values.py      the values a text names, and whether a step's input showed them
     roles.py       who plans and who works; a step's phase
     records.py     tool results as records (JSON objects, text lines, prose fields)
-    reports.py     a report read against its own results (misattributed, omitted, restated)
+    agent_reports.py  a report read against its own results (misattributed, omitted, restated)
     failures.py    errors, failures returned as text, retries got past, rounds handed out again
     conflicts.py   picks that conflict with the task or with the final answer
   graph.py       critical transition graph (temporal, artifact, same-error, loop edges) and its

@@ -5,15 +5,13 @@ names another record (`mark_answer_conflicts`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .agent_reports import CLAUSE
 from .records import Record, record_ids, records_of
-from .reports import CLAUSE
 from .roles import in_words_only
+from .transition_unit import TransitionUnit
 from .values import ID_TOKEN, MIN_NUMBER_LEN, NUMBER, WORD, extract_artifacts, plain_numbers, words_of
-
-if TYPE_CHECKING:
-    from .units import TransitionUnit
 
 
 def mark_answer_conflicts(units: list[TransitionUnit]) -> None:

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tracefix.attributes import from_json_text
 
 from .records import text_result
 from .roles import hub_agents, in_words_only, is_coordinator, single_agent, speaker_of
+from .transition_unit import TransitionUnit
 from .values import WORD, extract_artifacts, normalize_error, values_text
-
-if TYPE_CHECKING:
-    from .units import TransitionUnit
 
 
 def result_error(result: Any) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from .graph import ARTIFACT, DEPENDENCY_TYPES, LOOP, SAME_ERROR, TransitionGraph
 from .roles import hub_agents, in_words_only, is_coordinator, single_agent
-from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 
 FEATURE_NAMES: tuple[str, ...] = (
     # structural

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .units import OUTCOMES, PHASES, STATUSES, TransitionUnit
+from .transition_unit import OUTCOMES, PHASES, STATUSES, TransitionUnit
 
 TEMPORAL, ARTIFACT, SAME_ERROR, LOOP = "temporal", "artifact", "same_error", "loop"
 EDGE_TYPES = (TEMPORAL, ARTIFACT, SAME_ERROR, LOOP)

@@ -18,7 +18,7 @@ from .features import FEATURE_NAMES, repeated_handovers
 from .frontier import union_groups
 from .graph import TransitionGraph
 from .symptoms import find_symptoms
-from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 
 @dataclass(frozen=True)
 class EvidenceWeights:

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 
 from .features import zscores
 from .step_signals import SIGNAL_NAMES, SIGNAL_WORDS, step_signal_matrix
-from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 
 DETECTOR_INPUTS = ("isolation_forest", "isolation_forest_rank", "hgt", "hgt_rank", "heuristic_rank")
 BASE_INPUTS = SIGNAL_NAMES + DETECTOR_INPUTS

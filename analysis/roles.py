@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:
-    from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 
 
 # The speakers of a message log that are people, not agents (the one who asks).

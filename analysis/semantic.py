@@ -45,7 +45,7 @@ from tracefix.collector.document import session_task
 
 from .roles import HUMAN_ROLES, speaker_of
 from .step_signals import text_of
-from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 
 MODEL_PACKAGE = "wordllama"
 WEIGHTS_FILE = "weights/l2_supercat_256.safetensors"

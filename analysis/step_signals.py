@@ -38,7 +38,7 @@ from typing import Any, Sequence
 from tracefix.collector.document import session_task
 
 from .roles import HUMAN_ROLES, coordinating_speaker, is_agent_turn, is_tool_output, speaker_of
-from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 from .values import extract_artifacts
 
 SIGNAL_NAMES = (

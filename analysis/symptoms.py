@@ -28,7 +28,7 @@ from typing import Iterable
 
 from .graph import LOOP, SAME_ERROR, TransitionGraph
 from .roles import hub_agents, in_words_only, is_coordinator, single_agent
-from .units import TransitionUnit
+from .transition_unit import TransitionUnit
 from .values import extract_artifacts, is_identifier
 
 MAX_DEPTH = 12

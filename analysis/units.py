@@ -1,10 +1,11 @@
 """Session steps -> transition units (AgentTether section III-B).
 
-A transition unit bundles one decision: its observation (what the agent newly saw), belief
-(its text), action (text or tool calls with arguments) and feedback (tool results and
-errors), plus derived attributes the graph and the detectors read: status, a normalized
-error signature, tool, phase (plan | instruct | act | answer), the artifacts the step
-produced and consumed, agent and tokens (not how long the step took: features.py says why).
+A transition unit (the type is in transition_unit.py) bundles one decision: its observation
+(what the agent newly saw), belief (its text), action (text or tool calls with arguments)
+and feedback (tool results and errors), plus derived attributes the graph and the detectors
+read: status, a normalized error signature, tool, phase (plan | instruct | act | answer), the
+artifacts the step produced and consumed, agent and tokens (not how long the step took:
+features.py says why).
 
 Works on plain session-document dicts (docs/contracts.md section 1), for instrumented
 sessions (kind "llm") and imported message logs (kind "message"). Pure Python: no numpy,
@@ -13,15 +14,14 @@ so it is cheap to import anywhere.
 `build_units` makes the units and runs the readings, each in a module of its own: the
 values a step names and whether its input showed them (values.py), who plans and who works
 (roles.py), tool results as records (records.py) and a report read against them
-(reports.py), failures read from results and retries (failures.py), and picks that conflict
+(agent_reports.py), failures read from results and retries (failures.py), and picks that conflict
 with the task or the final answer (conflicts.py).
 """
 from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from tracefix.attributes import from_json_text
 from tracefix.collector.document import content_text, session_task
@@ -30,110 +30,16 @@ from .conflicts import clear_misled_picks, conflicts_in, mark_answer_conflicts, 
 from .failures import (is_empty_result, mark_error_shaped_results, mark_failed_rounds, mark_recovered_errors,
                        message_error, off_shape_result, result_error, structured_result_tools)
 from .records import Record, records_of, text_result
-from .reports import (dropped_findings, mark_restated_fields, misattributed_values, mispaired_numbers, misread_listings,
-                      omitted_records)
+from .agent_reports import (dropped_findings, mark_restated_fields, misattributed_values, mispaired_numbers,
+                            misread_listings, omitted_records)
 from .roles import (DELEGATION_TOOL, TOOL_SPEAKER, hub_agents, in_words_only, is_coordinator, mark_coordinating_messages,
                     phase_for_llm, phase_for_message)
+from .transition_unit import TransitionUnit
 from .values import WORD, compact_json, extract_artifacts, normalize_error, unsupported_in, used_values, values_text
 
 
-PHASES = ("plan", "instruct", "act", "answer")
-STATUSES = ("ok", "error", "empty")
-# What came back from the step's tools; "none" when the step called no tool.
-OUTCOMES = ("none", "result", "empty_result", "error_result", "exception")
 _SUCCESS_CLAIM = re.compile(r"\b(?:success(?:fully)?|succeeded|completed|done|confirmed|worked)\b", re.I)
 _FAILURE_CLAIM = re.compile(r"\b(?:fail(?:ed|ure)?|error|unable|could not|couldn't|cannot|can't|not found|invalid|denied|insufficient)\b", re.I)
-
-
-@dataclass
-class TransitionUnit:
-    index: int
-    kind: str  # "llm" | "message"
-    agent: str
-    phase: str
-    status: str
-    outcome: str
-    observation: str
-    belief: str
-    action: dict[str, Any]  # {"text": str, "calls": [{"name", "arguments"}]}
-    feedback: list[dict[str, Any]]  # [{"tool", "result", "error"}]
-    tool: str | None  # first tool called, the unit's acting tool
-    tools: list[str]
-    call_signatures: list[str]  # "tool(canonical args)" per call, for loop detection
-    error_signature: str | None
-    error_text: str | None
-    # produced: values the step hands on (its tool results, its text); consumed: values its
-    # own action carries (call arguments, text); context: values its input showed it.
-    artifacts_produced: set[str] = field(default_factory=set)
-    artifacts_consumed: set[str] = field(default_factory=set)
-    # Values the action carries that neither the task nor the step's input showed it.
-    unsupported: list[str] = field(default_factory=list)
-    # Words a text step attaches to one record that belong to another record of its own
-    # tool results ("item 1 is red" when the result says item 1 is blue, item 2 red).
-    misattributed: list[str] = field(default_factory=list)
-    # Records of its own tool results a text step leaves out while naming their siblings.
-    omitted: list[str] = field(default_factory=list)
-    # Fields a text step restated with another value than its tool result gave them: in a
-    # listing of the record it looked up (misread_listings), or when a later call passed
-    # that value in that field for that record (mark_restated_fields).
-    restated: list[str] = field(default_factory=list)
-    # Ids the action uses whose record (in earlier tool results) differs from its sibling
-    # records only by words the task does not say, while a sibling's words are in the task
-    # (the task asks for the blue item; the step picks the red one). The task's words are
-    # those of its clauses that name a value the action uses, when one does (words_about).
-    task_conflicts: list[str] = field(default_factory=list)
-    # Ids the action picks whose sibling record the final answer names instead (a sibling no
-    # call used, or one the answer pairs with a value the calls paired with the pick): the
-    # answer and the acts disagree on which record (see mark_answer_conflicts).
-    answer_conflicts: list[str] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    output_length: int = 0
-    claims_success: bool = False
-    claims_failure: bool = False
-    # The step closed a round of work (the last word of an agent handed work) that the
-    # agent who handed it over then handed out again: the round failed, whatever the
-    # report's wording (see mark_failed_rounds).
-    round_failed: bool = False
-    # The step that made this error step's failed calls again soon after (its agent or
-    # another) and did not fail the same way (results, or another failure): a failure the
-    # run got past (a timeout, a 503, a rate limit, or one cleared by what happened in
-    # between), not where it went wrong (see mark_recovered_errors). None: not made again,
-    # or failed again.
-    recovered_by: int | None = None
-
-    @property
-    def recovered(self) -> bool:
-        return self.recovered_by is not None
-
-    @property
-    def failed(self) -> bool:
-        """An error step the run did not get past by making the same calls again."""
-        return self.status == "error" and not self.recovered
-
-    def as_written(self, values: Sequence[str]) -> list[str]:
-        """`values` (ids read in lower case) spelled as this step wrote them, in its words, its
-        calls, their results or its error, for a reader: `ACC-7` where the analysis compares `acc-7`."""
-        text = "\n".join([self.action["text"], *(compact_json(c["arguments"]) for c in self.action["calls"]),
-                          *(compact_json(f.get("result")) for f in self.feedback), self.error_text or ""])
-        out = []
-        for value in values:
-            found = (re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", text, re.I)
-                     if any(ch.isalpha() for ch in value) else None)  # a number is written as compared
-            out.append(found.group() if found else value)
-        return out
-
-    def summary(self, width: int = 120) -> str:
-        """One line a person (or an analyst LLM) can read."""
-        if self.action["calls"]:
-            what = "; ".join(f"{c['name']}({compact_json(c['arguments'])})" for c in self.action["calls"])
-        else:
-            what = self.action["text"]
-        text = f"[{self.index}] {self.agent} {self.phase}: {what}"
-        if self.error_text:
-            text += f" -> {self.error_text}"
-        text = " ".join(text.split())
-        return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # How much of a growing prompt is read for the step's context: enough for the current

@@ -1,7 +1,7 @@
 """Artifacts and error signatures know no id format: an id is any token that mixes letters
 and digits, with or without separators, so the silent-failure signals hold on any app."""
 from tracefix.analysis.conflicts import task_conflicts
-from tracefix.analysis.reports import misattributed_values, omitted_records
+from tracefix.analysis.agent_reports import misattributed_values, omitted_records
 from tracefix.analysis.values import extract_artifacts, normalize_error, unsupported_in
 
 
@@ -81,7 +81,7 @@ def test_record_signals_work_with_ids_that_have_no_separator():
 
 def test_the_last_item_of_a_listing_that_runs_on_into_its_parents_fields_is_still_a_sibling():
     from tracefix.analysis.records import text_records
-    from tracefix.analysis.reports import mispaired_numbers
+    from tracefix.analysis.agent_reports import mispaired_numbers
 
     prose = ("lines - price 23.90; item desk lamp; qty 2; sku sku:88b\n"
              "- price 11.50; item cable reel; qty 1; sku sku:12k; paid 59.30; status open; ref ord7")

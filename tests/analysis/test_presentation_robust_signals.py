@@ -5,7 +5,7 @@ from tracefix.analysis.graph import build_graph
 from tracefix.analysis.symptoms import find_symptoms
 from tracefix.analysis.conflicts import task_conflicts
 from tracefix.analysis.records import text_records
-from tracefix.analysis.reports import misattributed_values, omitted_records
+from tracefix.analysis.agent_reports import misattributed_values, omitted_records
 from tracefix.analysis.units import build_units
 
 
@@ -116,7 +116,7 @@ def test_record_signals_work_on_prose_results_as_on_json():
 
 
 def test_a_summary_that_names_what_a_call_looked_at_but_none_of_what_it_found_drops_it():
-    from tracefix.analysis.reports import dropped_findings
+    from tracefix.analysis.agent_reports import dropped_findings
 
     listing = {"shelf": "s1", "boxes": [{"ref": "box7a", "color": "red"}]}
     prose = "boxes - color red; ref box7a; shelf s1"  # the same, laid out as text, keys reversed

@@ -42,7 +42,7 @@ def test_a_value_the_taker_did_act_on_is_not_blamed_on_it():
 
 
 def test_a_summary_that_pairs_a_record_with_its_siblings_number_is_a_misread():
-    from tracefix.analysis.reports import mispaired_numbers
+    from tracefix.analysis.agent_reports import mispaired_numbers
 
     result = {"ref": "ord9", "lines": [{"part": "pt-7a", "count": 2, "price": "64.75"},
                                        {"part": "pt-9c", "count": 1, "price": "23.90"}]}

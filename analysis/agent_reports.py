@@ -8,15 +8,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections import deque
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from .records import (MAX_FIELD_RECORDS, MAX_PHRASE, is_key_value, is_scalar, keyed_records, prose_items, prose_record,
                       record_ids, records_of, result_dicts, same_template)
+from .transition_unit import TransitionUnit
 from .values import (DATETIME, ID_TOKEN, NUMBER, WORD, canonical_number, extract_artifacts, plain_numbers, values_text,
                      words_of)
-
-if TYPE_CHECKING:
-    from .units import TransitionUnit
 
 
 # A report's clauses: a value is read as said of the record its own clause names.
