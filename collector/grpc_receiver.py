@@ -20,8 +20,8 @@ from concurrent import futures
 from typing import TYPE_CHECKING
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
@@ -55,9 +55,7 @@ WAITING_THREADS = 256
 def abort_busy(context, message: str, delay_s: float) -> None:
     """Answer RESOURCE_EXHAUSTED with `google.rpc.RetryInfo` (sent as grpc-status-details-bin),
     which makes OTLP exporters retry after `delay_s` instead of dropping the spans. Raises."""
-    seconds = int(delay_s)
-    retry_info = error_details_pb2.RetryInfo(
-        retry_delay=duration_pb2.Duration(seconds=seconds, nanos=int((delay_s - seconds) * 1e9)))
+    retry_info = otlp.retry_info(delay_s)
     detail = any_pb2.Any()
     detail.Pack(retry_info)
     status = rpc_status.to_status(status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=message,
