@@ -11,7 +11,7 @@ from typing import Any
 
 from .attributes import warn_once
 from .llm import Request, Summary, parsed, rehydrate_model, rehydrate_union, is_given, request_params
-from .replay_mode import normalize_messages, normalize_tools
+from .fingerprints import normalize_messages, normalize_tools
 
 _CONSUMED = ("model", "messages", "system", "tools", "stream", "extra_headers", "extra_query", "extra_body",
              "timeout")

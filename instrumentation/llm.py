@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import runtime, semconv as sc
 from .attributes import canonical_json, dumps, warn_once
 from .context import current_agent, current_session
-from .replay_mode import fingerprint_from_json
+from .fingerprints import fingerprint_from_json
 from .raw_responses import as_raw_response
 from .spans import add_snapshot_event, common_attributes, set_span_attributes
 

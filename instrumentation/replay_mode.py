@@ -17,16 +17,15 @@ and at session end tracked objects are restored to the last recorded snapshot so
 evaluator sees the recorded final state. The report (``report_path``) is written when
 the replayed session ends, or at exit if it never did.
 
-Fingerprints are exposed so the replay worker builds cassettes with the very same
-functions: :func:`fingerprint_request` and :func:`fingerprint_tool`. Every LLM and tool
-span also carries its fingerprint (``tracefix.request.fingerprint`` /
-``tracefix.tool.fingerprint``), so a cassette can copy them instead of recomputing.
+A call is matched to its recording by its fingerprint (``tracefix.fingerprints``: the
+recorder writes it on every LLM and tool span, ``tracefix.request.fingerprint`` /
+``tracefix.tool.fingerprint``, and the replay worker builds cassettes with the same
+functions).
 """
 from __future__ import annotations
 
 import atexit
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -34,77 +33,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .attributes import canonical_json, from_json_text, to_jsonable
+from .attributes import from_json_text, to_jsonable
 
 logger = logging.getLogger("tracefix")
 
 ENV_VAR = "TRACEFIX_REPLAY"
 
 _live_hooks: list[Callable[[int, "str | None", list], list]] = []
-
-
-def _drop_none(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """JSON data with None fields dropped, in one pass (the hot path runs this per LLM call)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return _drop_none(to_jsonable(value))
-
-
-def _given(value: Any) -> bool:
-    """False for None and the SDKs' NOT_GIVEN / Omit sentinels."""
-    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
-
-
-def normalize_messages(messages: Any) -> list:
-    """Messages as plain JSON (pydantic models dumped, None fields dropped), the form that
-    is recorded in gen_ai.input.messages and fingerprinted: a message passed as an SDK
-    object and the same message passed as a dict normalize alike."""
-    if not _given(messages):
-        return []
-    if isinstance(messages, (str, dict)):
-        messages = [messages]
-    return [_plain(m) for m in messages]
-
-
-def normalize_tools(tools: Any) -> list:
-    return _plain(list(tools)) if _given(tools) and tools else []
-
-
-def _sha256(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
-
-
-def fingerprint_request(model: str | None, messages: Any, tools: Any = None) -> str:
-    """sha256 of "model\nmessages\ntools" with messages and tools as canonical JSON
-    (sorted keys, compact); messages/tools as recorded in gen_ai.input.messages /
-    gen_ai.tool.definitions (normalizing them again is idempotent)."""
-    return fingerprint_from_json(model, canonical_json(normalize_messages(messages)),
-                                 canonical_json(normalize_tools(tools)))
-
-
-def fingerprint_from_json(model: str | None, messages_json: str, tools_json: str) -> str:
-    """The same fingerprint from already-canonical JSON strings (the hot path writes the
-    canonical messages JSON as the span attribute and hashes that very string)."""
-    text = f"{model or ''}\n{messages_json}\n{tools_json}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def fingerprint_tool(name: str, arguments: Any) -> str:
-    """sha256 of canonical JSON {name, arguments}; arguments as recorded in
-    gen_ai.tool.call.arguments (a JSON string is decoded first)."""
-    return _sha256({"name": name, "arguments": _drop_none(to_jsonable(from_json_text(arguments)))})
 
 
 def add_live_hook(fn: Callable[[int, "str | None", list], list]) -> None:

@@ -67,8 +67,8 @@ EVALUATION_SCORE = "gen_ai.evaluation.score.value"
 EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 
 # --- added by the instrumentation (issue 3) -----------------------------------------------
-REQUEST_FINGERPRINT = "tracefix.request.fingerprint"  # sha256 of model+messages+tools (replay_mode)
-TOOL_FINGERPRINT = "tracefix.tool.fingerprint"  # sha256 of tool name+arguments (replay_mode)
+REQUEST_FINGERPRINT = "tracefix.request.fingerprint"  # sha256 of model+messages+tools (tracefix.fingerprints)
+TOOL_FINGERPRINT = "tracefix.tool.fingerprint"  # sha256 of tool name+arguments (tracefix.fingerprints)
 GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
 GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"

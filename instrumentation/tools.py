@@ -22,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 from . import runtime, semconv as sc
 from .attributes import dumps, to_jsonable, warn_once
 from .context import current_agent, current_session
+from .fingerprints import fingerprint_tool
 from .spans import common_attributes, set_span_attributes
 
 _OMIT = object()
@@ -91,8 +92,6 @@ class ToolCall:
         `framework`: who ran it ("openai-agents", ...). `servable=False`: a replay matches it
         against the recording but never serves it: framework control flow (a handoff) must
         really happen."""
-        from .replay_mode import fingerprint_tool
-
         self.name = name
         self.framework = framework
         self.session = current_session()

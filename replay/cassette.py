@@ -66,7 +66,7 @@ def tool_definitions(spans: list[dict]) -> dict[int, list[dict]]:
 
 def build(doc: dict, spans: list[dict]) -> dict:
     """The cassette for `doc`; raises CassetteError naming what is missing."""
-    from tracefix import replay_mode  # the instrumentation's hashing, never a copy of it
+    from tracefix import fingerprints  # the instrumentation's hashing, never a copy of it
 
     if not doc.get("entrypoint"):
         raise CassetteError(f"session {doc.get('session_id')} has no recorded entrypoint: it cannot be replayed "
@@ -92,10 +92,10 @@ def build(doc: dict, spans: list[dict]) -> dict:
         recorded = attrs.get(REQUEST_FINGERPRINT)
         steps.append({
             "index": step["index"], "agent": step.get("agent"),
-            "fingerprint": recorded or replay_mode.fingerprint_request(model, messages, tools),
+            "fingerprint": recorded or fingerprints.fingerprint_request(model, messages, tools),
             "response": response,
             "tool_calls": [{"id": c.get("id"), "name": c.get("name"),
-                            "fingerprint": replay_mode.fingerprint_tool(c.get("name"), c.get("arguments")),
+                            "fingerprint": fingerprints.fingerprint_tool(c.get("name"), c.get("arguments")),
                             "result": c.get("result"),
                             "error": c.get("error")}  # "Type: message", as the agent saw it
                            for c in step.get("tool_calls") or []],

@@ -38,8 +38,8 @@ from pathlib import Path
 INTEGRATIONS = {"agents": ("openai",), "autogen": ("openai",), "langgraph": ("langchain_core",),
                 "langchain_openai": ("langchain_core", "openai"), "langchain_anthropic": ("langchain_core", "anthropic")}
 # what every replay child imports before the agent's code
-ALWAYS = ("tracefix", "tracefix.configure", "tracefix.instrumentor", "tracefix.replay_mode", "tracefix.replay.child",
-          "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
+ALWAYS = ("tracefix", "tracefix.configure", "tracefix.instrumentor", "tracefix.replay_mode", "tracefix.fingerprints",
+          "tracefix.replay.child", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
 READY_TIMEOUT_S = 120.0
 
 

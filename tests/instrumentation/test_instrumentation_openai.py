@@ -63,7 +63,7 @@ def test_chat_completion_span_has_genai_attributes_and_full_content(spans, clien
     raw = json.loads(a[sc.RESPONSE_RAW])
     assert openai.types.chat.ChatCompletion.model_validate(raw) == response  # complete enough to replay
     assert a[sc.SESSION_ID] == a[sc.GEN_AI_CONVERSATION_ID] == "s-one" and a[sc.STEP] == 0
-    assert a[sc.REQUEST_FINGERPRINT] == tracefix.replay_mode.fingerprint_request(MODEL, WORKER_MESSAGES,
+    assert a[sc.REQUEST_FINGERPRINT] == tracefix.fingerprints.fingerprint_request(MODEL, WORKER_MESSAGES,
                                                                                  tools_for("AccountAgent"))
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tracefix.attributes import truncate
 from tracefix.openai_chat import OpenAIChat
 from tracefix.redaction import redact_text
-from tracefix.replay_mode import fingerprint_request, normalize_messages
+from tracefix.fingerprints import fingerprint_request, normalize_messages
 
 text = st.text(min_size=0, max_size=60)
 message = st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant", "tool"]),

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import tracefix
 from tracefix import semconv as sc
-from tracefix.replay_mode import fingerprint_request, fingerprint_tool
+from tracefix.fingerprints import fingerprint_request, fingerprint_tool
 
 from instr_support import cassette_from_spans, replay_in_this_process, sim_requests
 
