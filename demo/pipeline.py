@@ -45,7 +45,8 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from tracefix.report.content import brief, plural, replay_hypotheses
+from tracefix.report.content.diagnosis import replay_hypotheses
+from tracefix.report.content.values import brief, plural
 from tracefix.collector.jobs import FINISHED_JOB_STATES
 from tracefix.collector.launcher import SERVE_READY, ProcessDidNotStart, TracefixProcess
 from tracefix.replay.worker import READY as WORKER_READY
@@ -375,8 +376,8 @@ class Demo:
 
     # stage 6
     def write_reports(self) -> Path:
-        from tracefix.report.render import render_index
-        from tracefix.report.content import task_text
+        from tracefix.report.index import render_index
+        from tracefix.report.content.session import task_text
         from tracefix.report.cli import write_report
 
         self.out.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,7 @@ def serve_pipeline() -> Any:
     from tracefix.collector.pipeline import ServePipeline
 
     return ServePipeline(diagnosis=_loader("tracefix.analysis.diagnosis:run_diagnosis"),
-                         report=_loader("tracefix.report.render:render_stored_report"),
+                         report=_loader("tracefix.report.stored:render_stored_report"),
                          web_ui=_loader("tracefix.ui:with_ui"))
 
 

@@ -19,6 +19,7 @@ def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> 
     results it cannot read left out, with a note); returns its path. Raises KeyError for an
     unknown session."""
     from tracefix.report import render as report
+    from tracefix.report.stored import render_stored
 
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,7 +32,7 @@ def write_report(store, session_id: str, out: str | Path, fmt: str = "html") -> 
             image_paths[name] = image.name  # relative: the folder can be moved as a whole
         return report.render_markdown(doc, analysis, replay, children, image_paths=image_paths)
 
-    text = report.render_stored(store, session_id, fmt, markdown if fmt == "md" else report.render_html)
+    text = render_stored(store, session_id, fmt, markdown if fmt == "md" else report.render_html)
     path.write_text(text, encoding="utf-8")
     return path
 

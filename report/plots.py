@@ -1,8 +1,9 @@
 """The two pictures of a root-cause report, as PNG bytes: the critical transition graph
-and the per-step score timeline of both detectors.
+and the per-step score timeline of both detectors (`report_pictures` draws both for one
+report, starring the verified root cause where the replay found one).
 
-Both read only the analysis result (docs/contracts.md §3), as stored: through
-`content.objects`, `fields` and `whole`, so junk inside it is skipped. They draw on a bare
+Both read the analysis result (docs/contracts.md §3) as stored: through
+`content.values.objects`, `fields` and `whole`, so junk inside it is skipped. They draw on a bare
 ``matplotlib.figure.Figure`` with the Agg canvas instead of ``pyplot``: no display, no
 global figure registry, so the collector can render reports from several request threads
 at once.
@@ -10,10 +11,15 @@ at once.
 from __future__ import annotations
 
 import io
+import logging
 import math
 
 from tracefix.analysis.roles import agent_behind
-from tracefix.report.content import fields, listed, objects, whole
+from tracefix.report.content.diagnosis import frontier_of, frontier_steps, replay_hypotheses
+from tracefix.report.content.steps import trials as replay_trials
+from tracefix.report.content.values import fields, hypotheses, listed, objects, whole
+
+log = logging.getLogger("tracefix.report")
 
 # Lanes and colours are part of the report's visual language; the legend repeats them.
 PHASE_COLORS = {
@@ -52,24 +58,28 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _flat_steps(steps) -> list[int]:
-    """A detector's frontier: step numbers, also when grouped in lists (contiguous groups)."""
-    out = []
-    for s in steps or []:
-        if isinstance(s, (list, tuple)):
-            out += _flat_steps(s)
-        elif isinstance(s, (int, float)) or (isinstance(s, str) and s.isdigit()):
-            out.append(int(s))
-    return out
-
-
-def frontier_steps(analysis: dict) -> set[int]:
-    """The union of every detector's frontier (the steps the report highlights)."""
-    return {s for steps in fields(analysis.get("frontier")).values() for s in _flat_steps(steps)}
-
-
-def frontier_of(analysis: dict, detector: str) -> list[int]:
-    return _flat_steps(fields(analysis.get("frontier")).get(detector))
+def report_pictures(analysis: dict | None, replay: dict | None) -> tuple[bytes | None, bytes | None]:
+    """The graph and the score timeline; a picture that cannot be drawn is left out (and
+    logged) rather than costing the reader the rest of the report."""
+    if not analysis:
+        return None, None
+    hyps = hypotheses(analysis)
+    top = whole(hyps[0].get("step")) if hyps else None
+    tested = replay_hypotheses(replay)
+    confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
+    highlight = whole(confirmed[0].get("step")) if confirmed else top
+    label = "verified root cause" if confirmed else "top hypothesis"
+    hyp_steps = [step for h in hyps[:3] if (step := whole(h.get("step"))) is not None]
+    trials = [{"start": t.start} for t in replay_trials({"steps": []}, replay)] if replay else None
+    pictures = []
+    for draw in (lambda: graph_png(analysis, highlight=highlight, highlight_label=label),
+                 lambda: scores_png(analysis, trials=trials, hypothesis_steps=hyp_steps)):
+        try:
+            pictures.append(draw())
+        except Exception:  # odd values from a partial analysis must not cost the whole report
+            log.exception("could not draw a report picture for session %s", analysis.get("session_id"))
+            pictures.append(None)
+    return pictures[0], pictures[1]
 
 
 def graph_png(analysis: dict, *, highlight: int | None = None, highlight_label: str = "top hypothesis") -> bytes | None:

@@ -107,7 +107,7 @@ def test_the_serve_wiring_names_real_callables():
     """tracefix.cli hands `tracefix serve` its upper parts by name: the names must resolve."""
     from tracefix.analysis.diagnosis import run_diagnosis
     from tracefix.cli import serve_pipeline
-    from tracefix.report.render import render_stored_report
+    from tracefix.report.stored import render_stored_report
 
     pipeline = serve_pipeline()
     assert pipeline.diagnosis() is run_diagnosis and pipeline.report() is render_stored_report

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tracefix.analysis.roles import agent_behind
-from tracefix.report.content import FAILURE_READ_FROM_RESULT
+from tracefix.report.content.steps import FAILURE_READ_FROM_RESULT
 
 STEP_W, GAP, LANE_H, BOX_H, LABEL_W, TOP = 14, 3, 30, 20, 150, 6
 NO_AGENT = "(no agent)"

@@ -134,32 +134,32 @@ def got_past_steps(store, session_id: str) -> dict[int, int]:
     """The session's error steps that its analysis read as got past, each with the step that
     made the same calls again (none before an analysis, or without the report part)."""
     try:
-        from tracefix.report import content as rc
+        from tracefix.report.content.diagnosis import got_past_by_step
     except ImportError:
         return {}
-    return rc.got_past_by_step(store.get_analysis(session_id))
+    return got_past_by_step(store.get_analysis(session_id))
 
 
 def tested_hypotheses(store, session_id: str, replay: dict | None) -> list[dict]:
     """Each replayed hypothesis with its runs beside the original from step t (the report's
-    comparison, tracefix.report.content, where the report part is installed)."""
+    comparison, tracefix.report.content.comparison, where the report part is installed)."""
     hypotheses = [h for h in (replay or {}).get("hypotheses") or [] if isinstance(h, dict)]
     if not hypotheses:
         return []
     try:
-        from tracefix.report import content as rc
+        from tracefix.report.content.comparison import child_session_ids, compare_runs
     except ImportError:
         return [{"h": h, "gone": set(), "comparisons": []} for h in hypotheses]
     doc = store.get_session(session_id) or {}
     children = {}
-    for child_id in dict.fromkeys(rc.child_session_ids(replay)):
+    for child_id in dict.fromkeys(child_session_ids(replay)):
         child = store.get_session(child_id) if isinstance(child_id, str) else None
         if child is not None:
             children[child_id] = child
     out = []
     for h in hypotheses:
         try:
-            comparisons = rc.compare_runs(doc, h, children)
+            comparisons = compare_runs(doc, h, children)
         except (TypeError, ValueError, KeyError, AttributeError):  # a partial result: show its runs only
             comparisons = []
         gone = (set.intersection(*(c.dropped_lines for c in comparisons))

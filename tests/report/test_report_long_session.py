@@ -9,7 +9,7 @@ import re
 import pytest
 from report_session import tracefix
 
-from tracefix.report import content as rc
+from tracefix.report.content.steps import TRACE_CONTEXT, TRACE_STEPS_SHOWN, trace_positions
 
 STEPS = 1_500
 
@@ -38,7 +38,7 @@ def long_report(reported, tmp_path_factory):
 def test_a_long_sessions_trace_shows_its_marked_steps_and_ends_and_says_what_it_leaves_out(long_report):
     html, markdown, analysis = long_report
     shown = [int(k) for k in re.findall(r'<details class="step[^"]*" id="step-(\d+)"', html)]
-    assert len(shown) <= rc.TRACE_STEPS_SHOWN + 2 * rc.TRACE_CONTEXT and shown == sorted(shown)
+    assert len(shown) <= TRACE_STEPS_SHOWN + 2 * TRACE_CONTEXT and shown == sorted(shown)
     for h in analysis["hypotheses"]:  # every hypothesis's step is in the trace, in full
         assert h["step"] in shown, h["step"]
     assert {0, STEPS - 1} <= set(shown)  # the first and the last step
@@ -53,12 +53,12 @@ def test_a_long_sessions_trace_shows_its_marked_steps_and_ends_and_says_what_it_
 
 def test_a_session_of_a_few_hundred_steps_is_shown_whole(reported, tmp_path):
     log = tmp_path / "short.json"
-    log.write_text(json.dumps(long_log(rc.TRACE_STEPS_SHOWN)))
+    log.write_text(json.dumps(long_log(TRACE_STEPS_SHOWN)))
     [sid] = json.loads(tracefix("import", str(log), "--server", reported.server, "--json").stdout)
     out = tmp_path / "short.html"
     tracefix("report", sid, "--server", reported.server, "--out", str(out))
     html = out.read_text(encoding="utf-8")
-    assert len(re.findall(r'<details class="step', html)) == rc.TRACE_STEPS_SHOWN
+    assert len(re.findall(r'<details class="step', html)) == TRACE_STEPS_SHOWN
     assert 'class="gap"' not in html and "not shown" not in html
 
 
@@ -67,11 +67,11 @@ def test_the_marks_are_taken_in_a_readers_order_until_the_budget_is_spent():
     steps[700]["error"] = "the archive answered 503"
     analysis = {"hypotheses": [{"rank": 2, "step": 400}, {"rank": 1, "step": 600}]}
     replay = {"hypotheses": [{"step": 900, "verdict": "validated"}]}
-    shown = rc.trace_positions(steps, analysis, replay, limit=40, context=2)
+    shown = trace_positions(steps, analysis, replay, limit=40, context=2)
     around = {k for mark in (400, 600, 700, 900) for k in range(mark - 2, mark + 3)}
     assert around | {0, 1, 2, 997, 998, 999} <= set(shown) and len(shown) == 40
     assert shown[:40 - len(around) - 3] == list(range(40 - len(around) - 3))  # the rest: how the session began
     # a budget too small for every mark keeps the stronger ones: the top hypothesis first
-    few = set(rc.trace_positions(steps, analysis, replay, limit=12, context=2))
+    few = set(trace_positions(steps, analysis, replay, limit=12, context=2))
     assert set(range(598, 603)) <= few and not {700, 900} & few
-    assert rc.trace_positions(steps[:40], analysis, replay, limit=40) == list(range(40))
+    assert trace_positions(steps[:40], analysis, replay, limit=40) == list(range(40))
