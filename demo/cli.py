@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from .faults import FaultConfig, FaultPlanError, load_plan
-from .policy import KINDS
+from .scripted import KINDS
 
 
 def _fault_config(seed: int, faults: str | None, fault_rate: float, fault_kinds: str | None,

@@ -3,16 +3,18 @@ fault injector, `tracefix demo-run --domain` and the benchmarks need to know of 
 tasks, the fault kinds its model can host, its fault-free step picture, its app module
 (`run_task`, `evaluate`, `last_database`) and the model name the sim serves it under.
 
-Modules load lazily: the fault injector asks for a task's domain while the domains' own
-models import it.
+The apps themselves load only when asked for (:meth:`Domain.app`): they bring tracefix's
+instrumentation, which the sim and the fault injector do not need.
 """
 from __future__ import annotations
 
-import functools
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Mapping
+
+from . import policy, tasks, warehouse_model, warehouse_tasks
+from .scripted import KINDS
 
 
 @dataclass(frozen=True)
@@ -29,24 +31,20 @@ class Domain:
         return importlib.import_module(self.app_module)
 
 
-@functools.lru_cache(maxsize=None)
-def domains() -> dict[str, Domain]:
-    from . import faults, policy, tasks, warehouse_model, warehouse_tasks
-
-    return {
-        "bank": Domain("bank", "bank-agent", "tracefix.demo.bank", "bank-demo", tasks.TASKS, policy.KINDS,
-                       faults.fault_free_steps),
-        "warehouse": Domain("warehouse", warehouse_model.MODEL, "tracefix.demo.warehouse", "warehouse-demo",
-                            warehouse_tasks.TICKETS, warehouse_model.KINDS, warehouse_model.fault_free_steps),
-    }
+DOMAINS = {
+    "bank": Domain("bank", "bank-agent", "tracefix.demo.bank", "bank-demo", tasks.TASKS, KINDS,
+                   policy.fault_free_steps),
+    "warehouse": Domain("warehouse", warehouse_model.MODEL, "tracefix.demo.warehouse", "warehouse-demo",
+                        warehouse_tasks.TICKETS, KINDS, warehouse_model.fault_free_steps),
+}
 
 
 def get_domain(name: str) -> Domain:
     try:
-        return domains()[name]
+        return DOMAINS[name]
     except KeyError:
-        raise KeyError(f"unknown demo domain {name!r}; known: {', '.join(domains())}") from None
+        raise KeyError(f"unknown demo domain {name!r}; known: {', '.join(DOMAINS)}") from None
 
 
 def domain_of_task(task_id: str) -> Domain | None:
-    return next((d for d in domains().values() if task_id in d.tasks), None)
+    return next((d for d in DOMAINS.values() if task_id in d.tasks), None)

@@ -14,7 +14,7 @@ for what it *says*:
   results its tools returned, the reports of other agents;
 - whether it says the work is not finished ("not done yet", "do not answer before ...").
 
-What the model *does* with a reading is decided per step in :mod:`tracefix.demo.policy`: a
+What the model *does* with a reading is decided per step in :mod:`tracefix.demo.bank_edits`: a
 stated value is adopted (right or wrong), a slip is repaired only when the reading carries
 what that slip needs (:class:`Need`), anything else is ignored.
 """

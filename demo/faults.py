@@ -6,11 +6,12 @@ Faults
     and/or a rate (per task, with probability R, one fault of a kind the task can host, at a
     step chosen by hash). "A fault at step k" means the model's output AT step k is the
     faulty one. Where step k cannot host that kind (wrong agent or phase), the fault moves to
-    the next step that can, in the task's fault-free run, which the model computes once by
-    playing the whole team in-process (:func:`fault_free_steps`): before the fault a faulty
-    run equals the fault-free one, so that is exactly where the fault lands. At most one
-    fault per session; each injection appends a ground-truth line
-    `{"session", "task", "step", "agent", "kind", "detail", "target", "replay"}`.
+    the next step that can, in the task's fault-free run, which its domain's model computes
+    once by playing the whole team in-process (`Domain.fault_free_steps`,
+    :mod:`tracefix.demo.domains`): before the fault a faulty run equals the fault-free one,
+    so that is exactly where the fault lands. At most one fault per session; each injection
+    appends a ground-truth line `{"session", "task", "step", "agent", "kind", "detail",
+    "target", "replay"}`.
 
 Replays
     A replay of a recorded session sends no request for the steps before its intervention
@@ -34,7 +35,6 @@ Edits
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import threading
@@ -42,12 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .db import BankDB
 from .domains import domain_of_task
-from .policy import KINDS, Decision, decide
-from .tasks import get_task
-from .team import Team
-from .tools import BankTools
+from .scripted import KINDS, Decision
 
 
 class FaultPlanError(ValueError):
@@ -59,31 +55,6 @@ def unit_draw(*parts: Any) -> float:
     one of these, so concurrent sessions never share a random sequence."""
     digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2 ** 64
-
-
-@dataclass(frozen=True)
-class StepInfo:
-    step: int
-    agent: str | None
-    phase: str
-    hosts: dict  # kind -> target names
-
-
-@functools.lru_cache(maxsize=None)
-def fault_free_steps(task_id: str) -> tuple[StepInfo, ...]:
-    """Every LLM step of the task's fault-free run: agent, phase and which faults it can host."""
-    task = get_task(task_id)
-    steps: list[StepInfo] = []
-
-    def llm(agent: str, messages: list, tools: list | None) -> dict:
-        decision = decide(messages, tools)
-        steps.append(StepInfo(len(steps), decision.agent, decision.phase,
-                              {k: tuple(need.target) for k, (_, need) in decision.hosts.items()}))
-        return decision.message
-
-    tools = BankTools(BankDB())
-    Team(llm, tools.call).run(task.instruction)
-    return tuple(steps)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 
 from tracefix.demo.bank import evaluate, gold_db, last_database, run_task
 from tracefix.demo.db import BankDB, InsufficientFunds, MissingArgument, NonZeroBalance, UnknownAccount
-from tracefix.demo.faults import fault_free_steps
+from tracefix.demo.policy import fault_free_steps
 from tracefix.demo.tasks import TASKS
 from tracefix.demo.tools import BankTools
 

@@ -8,8 +8,9 @@ import pytest
 from demo_sims import running_sim
 
 from tracefix.demo.bank import evaluate, last_database, run_task
-from tracefix.demo.faults import FaultConfig, FaultPlanError, fault_free_steps, load_plan, schedule
-from tracefix.demo.policy import KINDS
+from tracefix.demo.faults import FaultConfig, FaultPlanError, load_plan, schedule
+from tracefix.demo.policy import fault_free_steps
+from tracefix.demo.scripted import KINDS
 from tracefix.demo.tasks import TASKS
 
 
