@@ -20,6 +20,7 @@ worker refuses anything else unless ``--allow-unsigned``); tracked state
 Settings: ``TRACEFIX_LLM_BASE_URL`` / ``TRACEFIX_LLM_MODEL`` / ``TRACEFIX_LLM_API_KEY`` for
 the LLM stages (unset: deterministic fallbacks, labelled as such in the result's
 ``stages``); ``TRACEFIX_OTLP_ENDPOINT`` where replay children export when the access object
-does not name its collector. Modules: trials, attribution, interventions, cassette, runner,
+does not name its collector. Modules: trials, attribution, interventions (the edit) and
+intervention_evidence (what the session shows about its step), cassette, runner,
 child, judge, verdicts, memory, guard, prompts, llm, pipeline, cli.
 """

@@ -10,6 +10,8 @@ in the recorded run and what the right value or action is, quoting where the ses
 it (the instruction or task the agent was given, the results its tools returned, the plan).
 It relies on no prefix or keyword: an agent that reads it learns the value, not a code word.
 A value the evidence cannot pin down is pointed to ("take it from your instruction: ...").
+What the session shows (the blamed argument, its value, the plan line, the results read) is
+read by intervention_evidence.py; this module writes the text and the edit from it.
 
 Every intervention also carries ``expect``: what the acting agent should visibly do at or
 after t if it follows the edit. The heuristic fulfilment judge checks the replay against it.
@@ -19,72 +21,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 from tracefix.analysis.roles import is_coordinator
 from tracefix.analysis.values import scalar_values
-from tracefix.collector.document import content_text, session_task
+from tracefix.collector.document import session_task
 from tracefix.replay import prompts
+from tracefix.replay.intervention_evidence import (argument_from_error, context_text, downstream_failing_tool,
+                                                   instruction_tools, is_final_answer, latest_instruction,
+                                                   missing_required, output_text, plan_line_for,
+                                                   results_since_instruction, tool_parameters, unsupported_arguments,
+                                                   value_in_context, value_shape, values_in)
 
 KINDS = ("add_message", "replace_output", "replace_tool_result")
 CATEGORIES = ("orchestrator_instruction", "plan", "correction", "tool_result")
 
-ARGUMENT_PATTERNS = [
-    re.compile(r"required (?:positional |keyword )?argument[s]?:?\s*'([A-Za-z_]\w*)'"),
-    re.compile(r"missing (?:required )?(?:argument|parameter|field)s?:?\s*'?\"?([A-Za-z_]\w*)"),
-    re.compile(r"(?:argument|parameter|field) '([A-Za-z_]\w*)'"),
-    re.compile(r"KeyError: '([A-Za-z_]\w*)'"),
-    re.compile(r"'([A-Za-z_]\w*)' is required"),
-    re.compile(r"(?:invalid|wrong|bad)\s+(?:value\s+(?:for|of)\s+)?'?\"?([A-Za-z_]\w*)"),
-]
-FINAL_ANSWER = re.compile(r"\bfinal answer\b|\bFINAL\b|\banswer\s*:", re.I)
-
 
 def intervention_id(hypothesis_id: str, kind: str, text: str) -> str:
     return "iv-" + hashlib.sha1(f"{hypothesis_id}|{kind}|{text}".encode()).hexdigest()[:10]
-
-
-def argument_from_error(error: str | None, allowed: set[str] | None = None) -> str | None:
-    """The argument an error message blames; restricted to the tool's parameters when known."""
-    for pattern in ARGUMENT_PATTERNS:
-        for m in pattern.finditer(error or ""):
-            name = m.group(1)
-            if name.lower() in {"value", "argument", "the", "a", "an", "input"}:
-                continue
-            if allowed and name not in allowed:
-                continue
-            return name
-    return None
-
-
-def tool_parameters(name: str | None, definitions: list[dict] | None) -> set[str]:
-    for d in definitions or []:
-        fn = d.get("function", d)
-        if fn.get("name") == name:
-            return set(((fn.get("parameters") or {}).get("properties") or {}).keys())
-    return set()
-
-
-def missing_required(call: dict, definitions: list[dict] | None) -> list[str]:
-    """Required parameters of the called tool (from the request's tool definitions) it left out."""
-    for d in definitions or []:
-        fn = d.get("function", d)
-        if fn.get("name") == call.get("name"):
-            required = (fn.get("parameters") or {}).get("required") or []
-            args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-            return [r for r in required if r not in args]
-    return []
-
-
-def _output_text(step: dict) -> str:
-    return ((step.get("output_message") or {}).get("content") or "").strip()
-
-
-def _is_final_answer(step: dict, doc: dict) -> bool:
-    if step.get("tool_calls"):
-        return False
-    last_of_session = step["index"] == (doc.get("steps") or [{}])[-1].get("index")
-    return last_of_session or bool(FINAL_ANSWER.search(_output_text(step)))
 
 
 def _quote(error: str | None) -> str:
@@ -95,78 +48,6 @@ def _quote(error: str | None) -> str:
 def _excerpt(text: str | None, limit: int = 220) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# A value-like token: an identifier with a digit in it, or a number.
-_VALUE = re.compile(r"(?<![\w.-])(?:[A-Za-z][\w]*[-_]?\d[\w-]*|\$?\d[\d,]*(?:\.\d+)?)(?![\w-])")
-
-
-def _values(text: str | None) -> list[str]:
-    return [v.lstrip("$").rstrip(".,") for v in _VALUE.findall(str(text or ""))]
-
-
-def _shape(value: str) -> str:
-    """What kind of value a token is: its letters before the first digit ("" for a number)."""
-    return re.sub(r"\d.*$", "", value).upper()
-
-
-def _latest_instruction(step: dict) -> str | None:
-    """The newest user turn in the step's input: what the acting agent was asked to do."""
-    for m in reversed(step.get("input_messages") or []):
-        text = content_text(m.get("content")) if m.get("role") == "user" else ""
-        if text and text.strip():
-            return text
-    return None
-
-
-def _context_text(step: dict, doc: dict) -> str:
-    """Everything the acting agent had seen at the step: its input messages and the task."""
-    parts = [content_text(m.get("content")) or "" for m in step.get("input_messages") or [] if m.get("role") != "system"]
-    return "\n".join(parts + [str(session_task(doc) or "")])
-
-
-def _value_in_context(argument: str, step: dict, doc: dict) -> tuple[str, str] | None:
-    """(value, where) for an argument the call left out: a tool result's field of that name,
-    else an id-like token or a quoted value right after the argument's words in the
-    instruction or the task."""
-    for m in reversed(step.get("input_messages") or []):
-        if m.get("role") == "tool":
-            found = re.search(rf'"{re.escape(argument)}"\s*:\s*"?([^",}}]+)', content_text(m.get("content")) or "")
-            if found:
-                return found.group(1).strip(), "an earlier tool result"
-    cues = [w for w in argument.lower().split("_") if w not in ("id", "number", "no", "num", "value") and len(w) > 2]
-    for where, text in (("your instruction", _latest_instruction(step)), ("the task", session_task(doc))):
-        # the argument by name with its value ("amount": 20, amount=20, amount: 20)
-        named = re.search(rf"""(?<![\w-])["'`]?{re.escape(argument)}["'`]?\s*[:=]\s*(?:"([^"\n]{{1,80}})"|([^\s",}}\]]+))""",
-                          str(text or ""))
-        if named:
-            return (named.group(1) or named.group(2)).rstrip("."), where
-        for cue in cues:
-            # an id right after the argument's word ("check CHK-5001"), or a quoted value ("named "Ann"")
-            found = re.search(rf"\b{re.escape(cue)}\w*\s+(?:\w+\s+)?(?:([A-Za-z][\w]*[-_]?\d[\w-]*)|\"([^\"]{{1,80}})\")",
-                              str(text or ""), re.I)
-            if found:
-                return found.group(1) or found.group(2), where
-    return None
-
-
-def _unsupported(call: dict, step: dict, doc: dict) -> list[tuple[str, str, str | None]]:
-    """(argument, value, candidate) for each id-like argument value that appears nowhere in
-    what the agent had seen, with the one value of the same shape its instruction gives and
-    no other argument uses, when there is exactly one."""
-    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-    context = _context_text(step, doc)
-    used = {str(v) for v in args.values()}
-    offered = _values(_latest_instruction(step)) or _values(session_task(doc))
-    out = []
-    for name, value in args.items():
-        if not isinstance(value, str) or not re.search(r"\d", value) or not _shape(value):
-            continue
-        if value in context:
-            continue
-        same = [v for v in dict.fromkeys(offered) if _shape(v) == _shape(value) and v not in used]
-        out.append((name, value, same[0] if len(same) == 1 else None))
-    return out
 
 
 def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
@@ -181,7 +62,7 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
     evidence_tool = evidence.get("tool")
     call = failing or next((c for c in calls if c.get("name") == evidence_tool), None) or (calls[0] if calls else None)
     retry = " An earlier, vaguer correction at this point was not enough, so be exact." if memory_notes else ""
-    instruction = _latest_instruction(step)
+    instruction = latest_instruction(step)
     quoted = f' Your instruction says: "{_excerpt(instruction)}"' if instruction else ""
 
     if call is not None:
@@ -194,12 +75,12 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
         failed = f" and failed with `{_quote(error)}`" if error else ""
         if argument and argument not in args:
-            found = _value_in_context(argument, step, doc)
+            found = value_in_context(argument, step, doc)
             fix = (f"Pass {argument} = {found[0]}, as {found[1]} states." if found
                    else f"Take the value of {argument} from your instruction or the earlier tool results.")
             text = f"In the recorded run, the call to `{tool}` at this point left out {argument}{failed}. {fix}{quoted}"
         else:
-            wrong = _unsupported(call, step, doc)
+            wrong = unsupported_arguments(call, step, doc)
             if argument and argument in args:
                 wrong = [w for w in wrong if w[0] == argument] or [(argument, args[argument], None)]
             if wrong:
@@ -208,7 +89,7 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
                                  for name, value, candidate in wrong)
                 # Where the instruction or the task names the right value, say it outright.
                 stated = [(name, found) for name, value, candidate in wrong if candidate is None
-                          for found in [_value_in_context(name, step, doc)] if found and found[0] != str(value)]
+                          for found in [value_in_context(name, step, doc)] if found and found[0] != str(value)]
                 fixes = "".join(f" Pass {name} = {found[0]}, as {found[1]} states." for name, found in stated)
                 argument = argument or wrong[0][0]
                 text = f"In the recorded run, the call to `{tool}` at this point{failed}: {said}.{fixes}{quoted}"
@@ -219,10 +100,10 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         expect = {"agent": agent, "action": "call_tool", "tool": tool, "argument": argument}
         return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
 
-    if _is_final_answer(step, doc):
+    if is_final_answer(step, doc):
         pending = evidence_tool or next((c.get("name") for s in steps.values() if s["index"] < step["index"]
                                          for c in s.get("tool_calls") or [] if c.get("error")), None)
-        plan_line = _plan_line_for(doc, step)
+        plan_line = plan_line_for(doc, step)
         todo = (f' Step "{plan_line}" of your plan has not been carried out yet.' if plan_line
                 else f" The `{pending}` action has not succeeded yet." if pending else "")
         text = (f"The task is not finished, so do not give the final answer yet.{todo} "
@@ -234,18 +115,18 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
     if is_coordinator(agent):
         # An orchestrator's instruction at t: hold it to the plan line it should carry out and
         # to the values the task and the reports give.
-        plan_line = _plan_line_for(doc, step)
-        target = evidence_tool or _downstream_failing_tool(doc, step)
-        original = _output_text(step)
-        context = _context_text(step, doc)
-        strays = [v for v in dict.fromkeys(_values(original)) if _shape(v) and v not in context]
+        plan_line = plan_line_for(doc, step)
+        target = evidence_tool or downstream_failing_tool(doc, step)
+        original = output_text(step)
+        context = context_text(step, doc)
+        strays = [v for v in dict.fromkeys(values_in(original)) if value_shape(v) and v not in context]
         parts = []
         if plan_line:
             parts.append(f'The instruction at this step must carry out step "{plan_line}" of your plan.')
         if strays:
             parts.append(f"In the recorded run it used {', '.join(strays)}, which is wrong: it appears in no report "
                          "and not in the task.")
-        elif not _values(original):
+        elif not values_in(original):
             parts.append("In the recorded run it named no account, amount or identifier, so the worker could not act.")
         parts.append("Give the worker the action and every identifier and amount it needs, each checked against "
                      f'what the workers reported and the task: "{_excerpt(session_task(doc))}"')
@@ -255,7 +136,7 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
 
     # A worker's text at t: either it skipped the tool its instruction asks for, or it
     # misread the result of the tool it just called.
-    asked, called = _instruction_tools(doc, step, definitions)
+    asked, called = instruction_tools(doc, step, definitions)
     skipped = next((t for t in asked if t not in called), None)
     if skipped:
         text = (f"In the recorded run you reported the work as done here, but `{skipped}`, which your instruction "
@@ -272,7 +153,7 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
     # Every result read since the instruction is a suspect; quote them (most recent first).
     read = list(dict.fromkeys(reversed(called))) or ([evidence_tool] if evidence_tool else [])
     tool = read[0] if read else None
-    results = _results_since_instruction(step)
+    results = results_since_instruction(step)
     shown = "; ".join(f"`{name}` returned {_excerpt(content, 300)}" for name, content in results[-2:])
     named = " and ".join(f"`{t}`" for t in read) if read else "your tools"
     text = (f"In the recorded run your report here did not match what {named} returned. "
@@ -280,68 +161,6 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
             + f"Report exactly those values, field by field.{retry}")
     expect = {"agent": agent, "action": "reread", "tool": tool, "argument": None}
     return _finish(doc, hypothesis, step, "add_message", "correction", text, expect, "template")
-
-
-def _results_since_instruction(step: dict) -> list[tuple[str, str]]:
-    """(tool name, result text) of the tool results after the agent's latest instruction."""
-    messages = step.get("input_messages") or []
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    names = {c.get("id"): (c.get("function") or {}).get("name") for m in messages for c in m.get("tool_calls") or []}
-    return [(names.get(m.get("tool_call_id")) or "a tool", content_text(m.get("content")))
-            for m in messages[last_user + 1:] if m.get("role") == "tool"]
-
-
-def _known_tools(doc: dict, definitions: list[dict] | None) -> list[str]:
-    names = [(d.get("function", d)).get("name") for d in definitions or []]
-    names += [c.get("name") for s in doc.get("steps") or [] for c in s.get("tool_calls") or []]
-    return [n for i, n in enumerate(names) if n and n not in names[:i]]
-
-
-def _instruction_tools(doc: dict, step: dict, definitions: list[dict] | None) -> tuple[list[str], list[str]]:
-    """(tools the agent's latest instruction names, tools it called since that instruction)."""
-    messages = step.get("input_messages") or []
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
-    if last_user is None:
-        return [], []
-    instruction = str(messages[last_user].get("content") or "")
-    asked = [t for t in _known_tools(doc, definitions) if re.search(rf"\b{re.escape(t)}\b", instruction)]
-    called = [(c.get("function") or {}).get("name") for m in messages[last_user + 1:] for c in m.get("tool_calls") or []]
-    return asked, [c for c in called if c]
-
-
-PLAN_ITEM = re.compile(r"^\s*(\d+)[.)]\s*(.+)$", re.M)
-
-
-def _plan_line_for(doc: dict, step: dict) -> str | None:
-    """The numbered line of the current plan that the orchestrator's instruction at t should
-    carry out: the plan is the latest planning output before t, and the k-th instruction
-    after it carries out its k-th line."""
-    from tracefix.replay.trials import looks_like_plan
-
-    agent = step.get("agent")
-    plan, instructions = None, 0
-    for s in doc.get("steps") or []:
-        if s["index"] > step["index"]:
-            break
-        if s.get("agent") != agent:
-            continue
-        if looks_like_plan(s, None):
-            plan, instructions = _output_text(s), 0
-        elif not s.get("tool_calls"):
-            instructions += 1
-    if not plan or instructions == 0:
-        return None
-    items = {int(n): line.strip() for n, line in PLAN_ITEM.findall(plan)}
-    return items.get(instructions)
-
-
-def _downstream_failing_tool(doc: dict, step: dict) -> str | None:
-    for s in doc.get("steps") or []:
-        if s["index"] > step["index"]:
-            for c in s.get("tool_calls") or []:
-                if c.get("error"):
-                    return c.get("name")
-    return None
 
 
 def _finish(doc: dict, hypothesis: dict, step: dict, kind: str, category: str, text: str,
