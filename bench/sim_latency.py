@@ -19,7 +19,8 @@ import openai
 
 from tracefix.demo.bank import run_task
 from tracefix.demo.faults import FaultConfig
-from tracefix.demo.sim import SimConfig, SimServer, register_model
+from tracefix.demo.sim import SimConfig, SimServer
+from tracefix.demo.sim_models import register_model
 from tracefix.demo.team import system_prompt, tools_for
 
 

@@ -68,7 +68,8 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
     its tool plan: `1. tool {"arg": 1}`), plus any registered ones.
     """
     from .plan_agent import parse_fault
-    from .sim import MODELS, SimConfig, SimServer
+    from .sim import SimConfig, SimServer
+    from .sim_models import MODELS
 
     if default_model is not None and default_model not in MODELS:
         raise click.BadParameter(f"unknown model {default_model!r} (known: {', '.join(sorted(MODELS))})",

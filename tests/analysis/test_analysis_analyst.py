@@ -26,7 +26,8 @@ def rambling_analyst(body, ctx):
 
 @pytest.fixture(scope="module")
 def sim_base_url():
-    from tracefix.demo.sim import SimConfig, SimServer, register_model
+    from tracefix.demo.sim import SimConfig, SimServer
+    from tracefix.demo.sim_models import register_model
 
     register_model("test-analyst", second_candidate_analyst)
     register_model("rambling-analyst", rambling_analyst)
