@@ -217,29 +217,6 @@ class LakeTransaction:
         return False
 
 
-def lake_statements(migrations) -> list[str]:
-    """The store's schema as DuckLake takes it: the embedded migrations applied to an
-    in-memory DuckDB, then each table re-declared column by column without its keys (the
-    lake has none; the write lock keeps rows unique) and each view as written. One source
-    of truth for both engines."""
-    scratch = duckdb.connect(":memory:")
-    try:
-        from tracefix.collector.store import schema
-
-        schema.migrate(scratch, migrations)
-        out = []
-        for (table,) in scratch.execute("SELECT table_name FROM duckdb_tables() WHERE table_name <> 'schema_version' "
-                                        "ORDER BY table_name").fetchall():
-            cols = scratch.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
-                                   "ORDER BY column_index", [table]).fetchall()
-            out.append(f"CREATE TABLE {table} (" + ", ".join(f"{c} {t}" for c, t in cols) + ")")
-        out += [sql for (sql,) in scratch.execute("SELECT sql FROM duckdb_views() WHERE NOT internal "
-                                                  "ORDER BY view_name").fetchall()]
-        return out
-    finally:
-        scratch.close()
-
-
 def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dict:
     """Merge the small Parquet files many short ingest transactions leave into larger ones,
     flush rows inlined in the catalog to files, expire snapshots older than `older_than_s`

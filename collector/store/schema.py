@@ -133,13 +133,32 @@ def migrate(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, lis
     return current
 
 
+def lake_statements(migrations) -> list[str]:
+    """The store's schema as DuckLake takes it: the embedded migrations applied to an
+    in-memory DuckDB, then each table re-declared column by column without its keys (the
+    lake has none; the write lock keeps rows unique) and each view as written. One source
+    of truth for both engines."""
+    scratch = duckdb.connect(":memory:")
+    try:
+        migrate(scratch, migrations)
+        out = []
+        for (table,) in scratch.execute("SELECT table_name FROM duckdb_tables() WHERE table_name <> 'schema_version' "
+                                        "ORDER BY table_name").fetchall():
+            cols = scratch.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                                   "ORDER BY column_index", [table]).fetchall()
+            out.append(f"CREATE TABLE {table} (" + ", ".join(f"{c} {t}" for c, t in cols) + ")")
+        out += [sql for (sql,) in scratch.execute("SELECT sql FROM duckdb_views() WHERE NOT internal "
+                                                  "ORDER BY view_name").fetchall()]
+        return out
+    finally:
+        scratch.close()
+
+
 def migrate_lake(con: duckdb.DuckDBPyConnection) -> int:
     """The same for a DuckLake store, with the lake's write lock held by the caller: a new
-    lake gets the current schema at once (tracefix.collector.store.lake.lake_statements:
-    the migrations' tables without keys); one made by an older tracefix gets the newer
+    lake gets the current schema at once (lake_statements: the migrations' tables without
+    keys); one made by an older tracefix gets the newer
     migrations, which must therefore be statements DuckLake runs (no keys, no indexes)."""
-    from tracefix.collector.store.lake import lake_statements
-
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, description VARCHAR, applied_ns BIGINT)")
     current = scalar(con.execute("SELECT coalesce(max(version), 0) FROM schema_version"))
     if current == 0:
