@@ -10,11 +10,13 @@ Each injected fault comes back from the sim's ground truth with its session and 
         ok = corpus.run_clean(["t01", "t02"])                       # successful sessions
         bad = corpus.run_faulted([("t03", "wrong_argument", 2)])    # (task, kind, from step)
         docs = corpus.documents(ok + [b["session"] for b in bad])
+        clean_ids, truth, docs, seconds = corpus.record_seed(4, per_kind=3)   # a seed's whole corpus
 
-Used by bench/localization.py and tests/analysis (a test and benchmark helper, not product).
+Used by bench/localization.py, bench/demo_labelled.py and tests/analysis (a test and benchmark helper, not product).
 """
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
@@ -94,6 +96,24 @@ class DemoCorpus:
             _, injected = self._run([task_id], config, seed)
             truth += injected
         return truth
+
+    def record_seed(self, seed: int, per_kind: int) -> tuple[list[str], list[dict], dict[str, dict], float]:
+        """Every task fault-free, then `per_kind` faulted tasks per fault kind, each fault
+        injected from a random step: (clean ids, truth, docs, seconds)."""
+        fault_free_steps, KINDS = self.domain.fault_free_steps, self.domain.kinds
+
+        rng = random.Random(seed)
+        tasks = list(self.domain.tasks)
+        t0 = time.perf_counter()
+        clean_ids = self.run_clean(tasks, seed=seed)
+        plan = []
+        for kind in KINDS:
+            hosts = [t for t in tasks if any(kind in s.hosts for s in fault_free_steps(t))]
+            for task_id in rng.sample(hosts, min(per_kind, len(hosts))):
+                plan.append((task_id, kind, rng.randrange(len(fault_free_steps(task_id)))))
+        truth = self.run_faulted(plan, seed=seed)
+        docs = self.documents(clean_ids + [t["session"] for t in truth])
+        return clean_ids, truth, docs, time.perf_counter() - t0
 
     def documents(self, session_ids: list[str], timeout: float = 60.0) -> dict[str, dict]:
         """The stored session documents, once each has its outcome (its root span arrived)."""

@@ -22,7 +22,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
-from localization import record_seed  # noqa: E402
 
 
 def main() -> None:
@@ -42,7 +41,7 @@ def main() -> None:
         for domain in args.domains.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
                 with DemoCorpus(Path(tmp) / f"{domain}-{seed}", sim_seed=seed, domain=domain) as corpus:
-                    clean_ids, truth, docs, _ = record_seed(corpus, seed, args.per_kind)
+                    clean_ids, truth, docs, _ = corpus.record_seed(seed, args.per_kind)
                     clean = [docs[s] for s in clean_ids if docs[s].get("outcome") == "success"]
                     model, _ = train_on_documents(clean, epochs=args.epochs, out=Path(tmp) / f"model-{domain}-{seed}")
                     for label in truth:

@@ -51,48 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
-
-
-def recency_baseline(units) -> int:
-    errors = [u.index for u in units if u.status == "error"]
-    return errors[-1] if errors else units[-1].index
-
-
-def frequency_baseline(units, window: int = 3) -> int:
-    errors = [1 if u.status == "error" else 0 for u in units]
-    if not any(errors):
-        return units[-1].index
-    best, best_start = -1, 0
-    for start in range(0, max(len(units) - window + 1, 1)):
-        count = sum(errors[start:start + window])
-        if count > best:
-            best, best_start = count, start
-    region = [i for i in range(best_start, min(best_start + window, len(units))) if errors[i]]
-    return region[len(region) // 2]
-
-
-def evaluate(predictions: list[list[int]], truth: int, n: int) -> dict:
-    first = predictions[0] if predictions else -1
-    return {"top1": float(first == truth), "hit3": float(truth in predictions[:3]),
-            "err": abs(first - truth) if first >= 0 else n}
-
-
-def record_seed(corpus: DemoCorpus, seed: int, per_kind: int) -> tuple[list[str], list[dict], dict[str, dict], float]:
-    """Every task fault-free, then `per_kind` faulted tasks per fault kind: (clean ids, truth, docs, seconds)."""
-    fault_free_steps, KINDS = corpus.domain.fault_free_steps, corpus.domain.kinds
-
-    rng = random.Random(seed)
-    tasks = list(corpus.domain.tasks)
-    t0 = time.perf_counter()
-    clean_ids = corpus.run_clean(tasks, seed=seed)
-    plan = []
-    for kind in KINDS:
-        hosts = [t for t in tasks if any(kind in s.hosts for s in fault_free_steps(t))]
-        for task_id in rng.sample(hosts, min(per_kind, len(hosts))):
-            plan.append((task_id, kind, rng.randrange(len(fault_free_steps(task_id)))))
-    truth = corpus.run_faulted(plan, seed=seed)
-    docs = corpus.documents(clean_ids + [t["session"] for t in truth])
-    return clean_ids, truth, docs, time.perf_counter() - t0
+from step_rankings import by_score, evaluate, frequency_baseline, random_hits, recency_baseline  # noqa: E402
 
 
 def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path,
@@ -101,7 +60,7 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
     from tracefix.analysis.units import build_units
 
     rng = random.Random(seed)
-    clean_ids, truth, docs, record_s = record_seed(corpus, seed, per_kind)
+    clean_ids, truth, docs, record_s = corpus.record_seed(seed, per_kind)
 
     train_docs = [docs[s] for s in clean_ids if docs[s].get("outcome") == "success"]
     t0 = time.perf_counter()
@@ -129,7 +88,7 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
                **{name: evaluate(ablation[name], gt, n) for name in ABLATIONS},
                "recency": evaluate([recency_baseline(units)], gt, n),
                "frequency": evaluate([frequency_baseline(units)], gt, n),
-               "random": {"top1": 1 / n, "hit3": min(3, n) / n, "err": abs(rng.randrange(n) - gt)}}
+               "random": {**random_hits(n), "err": abs(rng.randrange(n) - gt)}}
         rows.append(row)
     analyze_s = time.perf_counter() - t0
     print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
@@ -160,14 +119,10 @@ def _ablations(doc: dict, model) -> dict[str, list[int]]:
     X = feature_matrix(graph)
     scores = {"isolation_forest": IsolationForestDetector().fit_score(X), "hgt": model.score(graph)}
     n = len(graph)
-
-    def by_score(values):
-        return sorted(range(n), key=lambda k: (-values[k], k))[:5]
-
     graph_only = rank_hypotheses(graph, scores, frontiers(scores), X, failed=session_failed(doc),
                                  weights=EvidenceWeights(detectors=0.0, frontier=0.0))
-    return {"detectors only": by_score(combined_scores(scores, n)),
-            "if only": by_score(list(scores["isolation_forest"])),
+    return {"detectors only": by_score(combined_scores(scores, n))[:5],
+            "if only": by_score(list(scores["isolation_forest"]))[:5],
             "graph evidence only": [h["step"] for h in graph_only]}
 
 
@@ -218,97 +173,6 @@ def summarize(rows: list[dict], seeds: list[int]) -> None:
           f"better than every baseline: {'yes' if beats else 'NO'}")
 
 
-def both_orders(doc: dict, model) -> tuple[list, list[int], list[int]]:
-    """The shipped ranker's step order and the graph heuristics' (ranker=None) in one pass:
-    analyze_document's own steps, done once instead of once per order."""
-    from tracefix.analysis.detectors import IsolationForestDetector
-    from tracefix.analysis.features import feature_matrix
-    from tracefix.analysis.frontier import frontiers
-    from tracefix.analysis.graph import build_graph
-    from tracefix.analysis.hypotheses import rank_hypotheses
-    from tracefix.analysis.pipeline import session_failed
-    from tracefix.analysis.ranker import ranker_inputs, session_kind, shipped_rankers
-    from tracefix.analysis.units import build_units
-
-    units = build_units(doc)
-    graph = build_graph(units)
-    X = feature_matrix(graph)
-    scores = {"isolation_forest": IsolationForestDetector().fit_score(X)}
-    if model is not None:
-        scores["hgt"] = model.score(graph)
-    failed = session_failed(doc)
-    hypotheses = rank_hypotheses(graph, scores, frontiers(scores), X, failed=failed)
-    heuristic = [h["step"] for h in hypotheses]
-    ranker = shipped_rankers().get(session_kind(doc))
-    if ranker is None or len(units) < 2 or not failed:
-        return units, heuristic, heuristic
-    values = ranker.scores(ranker_inputs(doc, units, scores, hypotheses))
-    return units, sorted(range(len(units)), key=lambda k: (-values[k], k)), heuristic
-
-
-def perturb_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path,
-                 rewrites: dict[str, list[str]]) -> list[dict]:
-    """One recorded corpus, analyzed as recorded and under every rewrite: a row per failed
-    session and rewrite with the ranker's and the heuristics' top-3 and the baselines'."""
-    from perturb import original_steps, perturb
-    from tracefix.analysis.pipeline import analyze_document, train_on_documents
-
-    clean_ids, truth, docs, record_s = record_seed(corpus, seed, per_kind)
-    failed = [t for t in truth if docs[t["session"]].get("outcome") == "failure"]
-    print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
-          f"{len(failed)} failed", flush=True)
-    rows = []
-    for name, steps in {"none": [], **rewrites}.items():
-        t0 = time.perf_counter()
-        view = {sid: perturb(doc, steps, seed=seed) for sid, doc in docs.items()}
-        train_docs = [view[s] for s in clean_ids if view[s].get("outcome") == "success"]
-        model, _ = train_on_documents(train_docs, epochs=epochs, out=model_dir / f"seed{seed}-{name}")
-        for i, label in enumerate(failed):
-            recorded, doc = docs[label["session"]], view[label["session"]]
-            units, ranked, heuristic = both_orders(doc, model)
-            if i == 0:  # the one-pass mirror must agree with the product's entry point
-                product = [h["step"] for h in analyze_document(doc, model)["hypotheses"]]
-                assert product[:3] == ranked[:3], (name, product[:3], ranked[:3])
-            # A rewrite that added steps (retries) is scored on the recorded steps they stand for.
-            origin = original_steps(recorded, doc)
-            ranked, heuristic = (list(dict.fromkeys(origin[k] for k in order)) for order in (ranked, heuristic))
-            n, gt = len(recorded["steps"]), label["step"]
-            rows.append({"seed": seed, "rewrite": name, "kind": label["kind"], "n": n, "truth": gt,
-                         "ranker": evaluate(ranked, gt, n), "heuristics": evaluate(heuristic, gt, n),
-                         "recency": evaluate([origin[recency_baseline(units)]], gt, n),
-                         "random": {"top1": 1 / n, "hit3": min(3, n) / n, "err": 0}})
-        print(f"  {name:<14} trained and analyzed in {time.perf_counter() - t0:.1f}s", flush=True)
-    return rows
-
-
-def summarize_perturbed(rows: list[dict], seeds: list[int], target: float = 0.85) -> None:
-    names = list(dict.fromkeys(r["rewrite"] for r in rows))
-    w = max(len("rewrite"), *map(len, names))
-
-    def mean(subset, method, key):
-        return sum(r[method][key] for r in subset) / len(subset) if subset else float("nan")
-
-    print()
-    print(f"robustness suite, seeds {','.join(map(str, seeds))} (top-1 / hit@3; target top-1 >= {target})")
-    print(f"{'rewrite':<{w}} {'n':>3}  {'ranker':>11}  {'heuristics':>11}  {'recency':>11}  {'random':>11}  "
-          f"{'ranker per seed':<20} target")
-    for name in names:
-        subset = [r for r in rows if r["rewrite"] == name]
-        cells = [f"{mean(subset, m, 'top1'):.2f} / {mean(subset, m, 'hit3'):.2f}"
-                 for m in ("ranker", "heuristics", "recency", "random")]
-        per_seed = "/".join(f"{mean([r for r in subset if r['seed'] == s], 'ranker', 'top1'):.2f}" for s in seeds)
-        ok = "met" if mean(subset, "ranker", "top1") >= target else "MISSED"
-        print(f"{name:<{w}} {len(subset):>3}  " + "  ".join(f"{c:>11}" for c in cells) + f"  {per_seed:<20} {ok}")
-    kinds = sorted({r["kind"] for r in rows})
-    print()
-    print("ranker top-1 per fault kind and rewrite:")
-    print(f"{'rewrite':<{w}} " + " ".join(f"{k[:12]:>12}" for k in kinds))
-    for name in names:
-        subset = [r for r in rows if r["rewrite"] == name]
-        print(f"{name:<{w}} " + " ".join(f"{mean([r for r in subset if r['kind'] == k], 'ranker', 'top1'):>12.2f}"
-                                        for k in kinds))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--domain", default="bank", choices=("bank", "warehouse"),
@@ -326,18 +190,10 @@ def main() -> None:
                          "epochs 10: the HGT is trained once per rewrite)")
     args = ap.parse_args()
     if args.perturb:
-        from perturb import expand
+        from robustness import run_suite
 
-        rewrites = expand(args.perturb)
-        epochs = args.epochs if args.epochs != 30 else 10
-        seeds = [int(s) for s in (args.seeds or "4,5").split(",")]
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp, domain=args.domain) as corpus:
-            for seed in seeds:
-                rows += perturb_seed(corpus, seed, args.per_kind, epochs, Path(tmp) / "models", rewrites)
-                if len(seeds) > 1:  # a long run's seeds so far, should it be cut short
-                    summarize_perturbed([r for r in rows if r["seed"] == seed], [seed])
-        summarize_perturbed(rows, seeds)
+        run_suite(args.domain, args.perturb, [int(s) for s in (args.seeds or "4,5").split(",")], args.per_kind,
+                  args.epochs if args.epochs != 30 else 10)
         return
     seeds = [int(s) for s in (args.seeds or "4,5,6").split(",")]
     ranker: Any = "shipped"

@@ -62,18 +62,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-DATA = Path("/work/shared/data/whowhen-dev")
-SUBSETS = ("Algorithm-Generated", "Hand-Crafted")
-LABEL_KEYS = ("mistake_agent", "mistake_step", "mistake_reason", "mistake_type")
-# Generic failure words only: nothing specific to these tasks or frameworks.
-ERROR_LOOKING = re.compile(r"\b(error|exception|traceback|failed|cannot)\b", re.I)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from step_rankings import by_score, hits  # noqa: E402
+from whowhen_baselines import agent_key, baseline_rankings, error_looking_steps, random_expectation  # noqa: E402
+from whowhen_logs import SUBSETS, hermetic_env, import_logs, load_logs, step_map  # noqa: E402
+
 HGT_EPOCHS = 30
 
 BASELINES = ("random (expected)", "first agent turns", "first error-looking", "recency (last step)",
@@ -92,74 +91,6 @@ TRAINING_SIZES = {"full, trained on 1/2 (2 folds)": (2, CV_SEEDS),
 HGT_ABLATIONS = ("ranker + HGT input", "graph heuristics + HGT", "HGT, without IsolationForest", "HGT only")
 
 
-def load_logs(limit: int | None) -> list[dict]:
-    """The dev split's logs, in file-number order per subset (`limit`: the first N of each)."""
-    logs = []
-    for subset in SUBSETS:
-        files = sorted((DATA / subset).glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else p.stem)
-        for path in files[:limit]:
-            log = json.loads(path.read_text(encoding="utf-8"))
-            logs.append({"subset": subset, "file": f"{subset}/{path.name}", "log": log,
-                         "mistake_step": int(log["mistake_step"]), "mistake_agent": str(log["mistake_agent"])})
-    return logs
-
-
-def hermetic_env(model_dir: Path) -> dict[str, str]:
-    """No LLM analyst, no server or store from the caller's shell, a model folder of our own."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("TRACEFIX_LLM_") and k not in ("TRACEFIX_SERVER", "TRACEFIX_DB", "TRACEFIX_TOKEN")}
-    env["TRACEFIX_MODEL_DIR"] = str(model_dir)
-    return env
-
-
-def import_logs(logs: list[dict], db: Path, env: dict[str, str]) -> list[str]:
-    """`tracefix import FILE --db DB --json` on one JSONL file of all logs, labels removed."""
-    jsonl = db.parent / "whowhen-dev.jsonl"
-    with jsonl.open("w", encoding="utf-8") as f:
-        for item in logs:
-            f.write(json.dumps({k: v for k, v in item["log"].items() if k not in LABEL_KEYS}) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "tracefix.cli", "import", str(jsonl), "--db", str(db), "--json"],
-                          env=env, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise SystemExit(f"tracefix import failed ({proc.returncode}):\n{proc.stderr}")
-    ids = json.loads(proc.stdout)
-    if len(ids) != len(logs):
-        raise SystemExit(f"tracefix import created {len(ids)} sessions for {len(logs)} logs:\n{proc.stderr}")
-    return ids
-
-
-def step_map(history: list[dict], doc: dict) -> tuple[dict[int, int], list[str]]:
-    """Message index -> stored step index, matching speaker and text in order; and what differed."""
-    from tracefix.collector.document import content_text
-
-    steps = doc.get("steps") or []
-    mapping, problems, j = {}, [], 0
-    for k, msg in enumerate(history):
-        speaker = str(msg.get("name") or msg.get("role") or "assistant")
-        text = content_text(msg.get("content"))
-        while j < len(steps) and not (steps[j].get("agent") == speaker and
-                                      (steps[j].get("output_message") or {}).get("content") == text):
-            problems.append(f"stored step {j} matches no message at {k}")
-            j += 1
-        if j == len(steps):
-            problems.append(f"message {k} ({speaker}) not stored")
-            continue
-        mapping[k] = j
-        if j != k or steps[j].get("index") != k:
-            problems.append(f"message {k} stored as step {j} (index {steps[j].get('index')})")
-        j += 1
-    if len(steps) != len(history):
-        problems.append(f"{len(history)} messages, {len(steps)} steps")
-    return mapping, problems
-
-
-def agent_key(speaker: str | None) -> str:
-    """'Orchestrator (-> WebSurfer)' -> 'orchestrator': the agent behind a speaker label."""
-    from tracefix.analysis.roles import speaker_of
-
-    return speaker_of(str(speaker or ""))
-
-
 def ranking(result: dict) -> list[int]:
     """Hypotheses in order, then every other step by combined detector score."""
     from tracefix.analysis.hypotheses import combined_scores
@@ -168,56 +99,17 @@ def ranking(result: dict) -> list[int]:
     n = len(rows)
     combined = combined_scores({d: [r[d] for r in rows] for d in result["detectors"]}, n)
     first = list(dict.fromkeys(h["step"] for h in result["hypotheses"]))
-    rest = sorted((k for k in range(n) if k not in first), key=lambda k: (-combined[k], k))
-    return first + rest
+    return first + [k for k in by_score(combined) if k not in first]
 
 
 def by_detector(result: dict, name: str) -> list[int]:
-    rows = result["scores"]
-    return sorted(range(len(rows)), key=lambda k: (-rows[k][name], k))
-
-
-def error_looking_steps(doc: dict) -> list[int]:
-    from tracefix.collector.document import content_text
-
-    return [k for k, s in enumerate(doc["steps"])
-            if ERROR_LOOKING.search(content_text((s.get("output_message") or {}).get("content")))]
-
-
-def first_worker_turns(doc: dict) -> list[int]:
-    """The turns of the agents a coordinator hands work to, in order (no coordinator: the
-    agents' turns), then the rest: what the ranker learns on a coordinated team, as a rule."""
-    from tracefix.analysis.roles import HUMAN_ROLES, coordinating_speaker
-
-    speakers = [agent_key(s.get("agent")) for s in doc["steps"]]
-    agents = [sp not in HUMAN_ROLES for sp in speakers]
-    hub = coordinating_speaker(speakers, agents)
-    first = [k for k, sp in enumerate(speakers) if agents[k] and sp != hub]
-    return first + [k for k in range(len(speakers)) if k not in set(first)]
-
-
-def baseline_rankings(doc: dict) -> dict[str, list[int]]:
-    from tracefix.analysis.roles import HUMAN_ROLES
-
-    steps = doc["steps"]
-    n = len(steps)
-    first_agent = next((k for k, s in enumerate(steps) if str(s.get("agent")).lower() not in HUMAN_ROLES), 0)
-    return {"first agent turns": list(range(first_agent, n)),
-            "first worker turns": first_worker_turns(doc),
-            "first error-looking": error_looking_steps(doc) or [n - 1],
-            "recency (last step)": list(range(n - 1, -1, -1))}
+    return by_score([row[name] for row in result["scores"]])
 
 
 def score(ranked: list[int], truth: int, truth_agent: str, agents: list[str]) -> dict[str, float]:
     top = ranked[0]
-    return {"top1": float(top == truth), "hit3": float(truth in ranked[:3]),
-            "near2": float(abs(top - truth) <= 2), "agent": float(agent_key(agents[top]) == truth_agent)}
-
-
-def random_expectation(truth: int, truth_agent: str, agents: list[str]) -> dict[str, float]:
-    n = len(agents)
-    return {"top1": 1 / n, "hit3": min(3, n) / n, "near2": sum(abs(k - truth) <= 2 for k in range(n)) / n,
-            "agent": sum(agent_key(a) == truth_agent for a in agents) / n}
+    return {**hits(ranked, truth), "near2": float(abs(top - truth) <= 2),
+            "agent": float(agent_key(agents[top]) == truth_agent)}
 
 
 def prefix_document(doc: dict, mistake_step: int) -> dict:
