@@ -73,6 +73,8 @@ class Config:
     # DuckDB keeps the blocks it read cached up to its memory limit (default 80% of RAM): one
     # read of a session with 400 MB of messages would hold 400 MB for good. Reads fetch a few
     # rows at a time, so a small cache costs them little (docs/contracts.md §1b, bench/read_memory.py).
+    # The writer keeps what waits for a checkpoint within a share of it, and checkpoints run
+    # with DuckDB's own limit (tracefix.collector.store.connection, bench/large_exports.py).
     db_memory_limit: str = "256MB"
     # TLS on both receivers and the API: PEM server certificate chain and its key; with a
     # client CA, every client must present a certificate it signed (mutual TLS)
@@ -125,13 +127,14 @@ class Collector:
         self.pipeline = pipeline or ServePipeline()
         self.tokens = Tokens(config.token, config.ingest_token, config.ui_session_idle_s)
         # checkpoints run beside the writer (tracefix.collector.checkpointer), not in its commits
-        self.store = Store(config.db, threads=config.db_threads, checkpoint_threshold=commit_time_threshold(),
+        self.store = Store(config.db, threads=config.db_threads,
+                           checkpoint_threshold=commit_time_threshold(config.db_memory_limit),
                            memory_limit=config.db_memory_limit, data_path=config.data_path)
-        self.checkpointer = Checkpointer(self.store)
         self.spool = spool_of(config)
         self.metrics = CollectorMetrics(self)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,
                              on_created=self._created, on_commit=self.metrics.commit_seconds.observe)
+        self.checkpointer = Checkpointer(self.store, on_invalidated=self.writer.reopen_soon)
         self.decoder = Decoder(workers=config.decode_workers, max_body_bytes=config.max_body_bytes,
                                max_attribute_chars=config.max_attribute_chars)
         self.ingest = Ingest(self.writer, self.decoder, self.spool, on_spooled=self.metrics.spooled)

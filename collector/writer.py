@@ -12,6 +12,13 @@ The queue is bounded by spans waiting: a full queue raises `QueueFull` at once, 
 request goes to the durable spool (tracefix.collector.spool) or, when that is spent or off,
 is answered 429 / RESOURCE_EXHAUSTED so the exporter retries later (back-pressure instead of
 unbounded memory).
+
+What DuckDB has committed but not checkpointed stays in its memory, so under a memory limit
+the writer keeps the WAL within the store's budget (`Store.wal_budget_bytes`): a transaction
+takes at most half of it, and once the WAL reaches it the writer checkpoints before the next
+one. Should DuckDB give up on the database anyway (a FATAL error), the writer opens it again
+(the WAL replays) and writes the batch once more; `fault` says why the store cannot write
+while it cannot (`/healthz` answers 503 with it).
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from typing import Any, Callable
 
 from tracefix.collector.normalize import Batch, span_label
 from tracefix.collector.store import Store
+from tracefix.collector.store.connection import is_invalidated
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.errors import TracefixError
 
@@ -45,6 +53,10 @@ MAX_ISOLATION_ATTEMPTS = 64
 
 class WriterClosed(TracefixError, RuntimeError):
     http_status = 503  # shutting down: a client retries elsewhere or later
+
+
+class StoreUnavailable(TracefixError, RuntimeError):
+    http_status = 503  # the database cannot be written now (`Writer.fault`): retry later
 
 
 # What a refused exporter is told to wait (gRPC RetryInfo, HTTP Retry-After): long enough for the
@@ -78,6 +90,13 @@ class Writer:
                  on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None,
                  on_commit: Callable[[float], None] | None = None):
         self.store = store
+        # checkpoint before a transaction once the WAL is this large; a transaction merges
+        # requests up to half of it (None: no memory limit of ours, no bound)
+        self.wal_budget_bytes = store.wal_budget_bytes()
+        self.max_transaction_bytes = self.wal_budget_bytes // 2 if self.wal_budget_bytes else None
+        self.fault: str | None = None  # why the store cannot write, while it cannot
+        self.reopens = 0  # times DuckDB gave up on the database and the writer opened it again
+        self._must_reopen = False  # the last reopen failed: the next write tries again first
         self.max_pending_spans = max_pending_spans
         self.max_pending_bytes = max_pending_bytes
         self._pending_bytes = 0
@@ -167,12 +186,13 @@ class Writer:
             if first[0] == "batch":
                 streaming = self._arrivals > 1  # others arrived while the last transaction ran
                 self._arrivals = 0
-                total = first[1].span_count
+                total, size = first[1].span_count, first[1].wire_bytes
                 deadline = time.monotonic() + self.linger_s
-                while total < self.max_transaction_spans:
+                while total < self.max_transaction_spans and not self._transaction_full(size):
                     if self._items and self._items[0][0] == "batch":
                         item = self._items.popleft()
                         total += item[1].span_count
+                        size += item[1].wire_bytes
                         taken.append(item)
                         continue
                     left = deadline - time.monotonic()
@@ -180,6 +200,9 @@ class Writer:
                         break
                     self._cond.wait(left)
             return taken
+
+    def _transaction_full(self, wire_bytes: int) -> bool:
+        return self.max_transaction_bytes is not None and wire_bytes >= self.max_transaction_bytes
 
     def _run(self) -> None:
         name_os_thread("tf-writer")
@@ -190,14 +213,83 @@ class Writer:
             if taken[0][0] == "call":
                 _, fn, fut = taken[0]
                 try:
+                    self._usable_store()
                     fut.set_result(fn(self.store))
                 except BaseException as exc:  # the caller sees the error; the writer lives on
+                    if is_invalidated(exc) and self.store.can_reopen:
+                        self._reopen(exc)
                     fut.set_exception(exc)
                 continue
             self._write_batches(taken)
 
+    # --- the store's health ------------------------------------------------------------------
+    def reopen_soon(self, cause: BaseException) -> None:
+        """Another thread saw DuckDB give up on the database (the background checkpoint): the
+        writer thread, which owns the connection, opens it again."""
+        log.error("DuckDB gave up on the database (%s); opening it again", _first_line(cause))
+        self._must_reopen = True
+        try:
+            self.call(lambda store: None)  # wakes the writer, which reopens before running it
+        except WriterClosed:
+            pass
+
+    def _reopen(self, cause: BaseException | None) -> bool:
+        """Open the store again after `cause`; False, with `fault` saying why, when that fails
+        too (the next write tries again)."""
+        if cause is not None:
+            log.error("DuckDB gave up on the database (%s); opening it again", _first_line(cause))
+        try:
+            self.store.reopen()
+        except Exception as exc:
+            self._must_reopen = True
+            self.fault = self._said(f"the database could not be opened again: {_first_line(exc)}")
+            log.error("%s", self.fault)
+            return False
+        self._must_reopen = False
+        self.reopens += 1
+        log.warning("the database is open again (WAL replayed); writing goes on")
+        return True
+
+    def _said(self, reason: str) -> str:
+        """`reason` fit for /healthz, which anyone may read: the store's path left out (DuckDB
+        names its files in its errors; the store is known by its identity only)."""
+        return reason.replace(str(self.store.path), "<store>")
+
+    def _usable_store(self) -> None:
+        """Raise StoreUnavailable while a reopen is due and fails."""
+        if self._must_reopen and not self._reopen(None):
+            raise StoreUnavailable(self.fault)
+
+    def _keep_wal_within_budget(self) -> None:
+        """Checkpoint here, between transactions (no write of ours can block it), once the WAL
+        reached the budget: the background checkpoints find the writer mid-transaction
+        whenever exports arrive back to back, and then never run."""
+        if self.wal_budget_bytes is None or self.store.wal_bytes() < self.wal_budget_bytes:
+            return
+        try:
+            self.store.checkpoint_beside(self.store.con)
+        except Exception as exc:
+            if is_invalidated(exc) and self.store.can_reopen:
+                self._reopen(exc)
+            else:
+                log.warning("checkpoint at a WAL of %d MB failed: %s", self.store.wal_bytes() >> 20, exc)
+
+    def _ingest(self, batch: Batch) -> dict:
+        """`store.ingest`, and once more after opening the store again when DuckDB gave up on
+        it: the batch is not acknowledged yet, and storing it twice stores it once."""
+        self._usable_store()
+        try:
+            return self.store.ingest(batch, **self.ingest_options)
+        except Exception as exc:
+            if not (is_invalidated(exc) and self.store.can_reopen):
+                raise
+            if not self._reopen(exc):
+                raise StoreUnavailable(self.fault) from exc
+        return self.store.ingest(batch, **self.ingest_options)
+
     def _write_batches(self, taken: list) -> None:
         n_spans = sum(b.span_count for _, b, _ in taken)
+        self._keep_wal_within_budget()
         started = time.perf_counter()
         results: list[tuple[Future, list[Refused] | None, BaseException | None]] = []
         try:
@@ -207,7 +299,7 @@ class Writer:
                 merged = Batch()
                 for _, b, _ in taken:
                     merged.extend(b)
-            created = self.store.ingest(merged, **self.ingest_options)
+            created = self._ingest(merged)
             results = [(fut, [], None) for _, _, fut in taken]
             self._announce(created)
         except Exception as exc:
@@ -230,6 +322,11 @@ class Writer:
             self._pending_bytes -= sum(b.wire_bytes for _, b, _ in taken)
             self._room.notify_all()
         self.transactions += 1
+        failed = next((exc for _, _, exc in results if exc is not None), None)
+        if failed is None:
+            self.fault = None
+        elif not isinstance(failed, StoreUnavailable):  # that one's fault says it already
+            self.fault = self._said(f"writing spans failed: {_first_line(failed)}")
         for (_, b, _), (fut, refused, exc) in zip(taken, results):
             if exc is None:
                 self.committed_spans += b.span_count - sum(n for n, _ in refused)
@@ -249,7 +346,7 @@ class Writer:
             exc = failed if part is batch else None
             if exc is None:
                 try:
-                    self._announce(self.store.ingest(part, **self.ingest_options))
+                    self._announce(self._ingest(part))
                     continue
                 except Exception as part_exc:
                     exc = part_exc
@@ -281,6 +378,11 @@ class Writer:
             self._room.notify_all()
         deadline = time.monotonic() + timeout
         self._thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error in one line (DuckDB's add paragraphs of advice)."""
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
 
 
 def _what(batch: Batch) -> str:

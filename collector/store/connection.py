@@ -2,6 +2,8 @@
 migrations on open, per-thread read cursors, transactions, checkpoints."""
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import re
 import threading
@@ -15,15 +17,46 @@ from tracefix.collector.keyset import KeySet
 from tracefix.collector.store import lake, schema
 from tracefix.collector.store.sql import Transaction, scalar
 
+log = logging.getLogger("tracefix.collector")
+
+
+_UNITS = {None: 1, "B": 1, "BYTES": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+
+
+def size_bytes(text: str, setting: str) -> int:
+    """A size as DuckDB and our variables write it ("16MB", "1GiB", "244.1 MiB", "20000000")
+    in bytes; `setting` names what is wrong when it is no size."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Z]+)?", text.strip().upper().replace(" ", ""))
+    if not match or match.group(2) not in _UNITS:
+        raise ValueError(f"{setting}={text!r}: use a size such as 16MB")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
 
 def checkpoint_threshold_bytes() -> int:
     """TRACEFIX_CHECKPOINT_THRESHOLD ("16MB", "1GiB", "20000000") in bytes; DuckDB's 16 MB default."""
-    text = (os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD") or "16MB").strip().upper().replace(" ", "")
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(B|KB|MB|GB|KIB|MIB|GIB)?", text)
-    if not match:
-        raise ValueError(f"TRACEFIX_CHECKPOINT_THRESHOLD={text!r}: use a size such as 16MB")
-    unit = {None: 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
-    return int(float(match.group(1)) * unit[match.group(2)])
+    return size_bytes(os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD") or "16MB", "TRACEFIX_CHECKPOINT_THRESHOLD")
+
+
+# Committed rows not yet checkpointed stay in DuckDB's memory (their long strings cannot be
+# spilled to the temp directory), about 1.25x the WAL that logs them: the writer checkpoints
+# once the WAL reaches this share of the memory limit, and bounds a transaction to half of it,
+# so what waits for a checkpoint stays under half the limit (bench/large_exports.py).
+WAL_SHARE_OF_MEMORY = 1 / 4
+
+
+def is_invalidated(exc: BaseException) -> bool:
+    """Whether DuckDB gave up on the database instance (a FATAL error, e.g. a checkpoint that ran
+    out of memory): every later statement fails until the database is opened again."""
+    return isinstance(exc, duckdb.FatalException) or "database has been invalidated" in str(exc)
+
+
+
+
+def memory_limit_setting(memory_limit: str | None = None) -> str | None:
+    """The memory limit a store opens with: TRACEFIX_DB_MEMORY_LIMIT, else `memory_limit`, else
+    None (DuckDB's 80% of RAM)."""
+    return os.environ.get("TRACEFIX_DB_MEMORY_LIMIT") or memory_limit
 
 
 def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False, threads: int | None = None,
@@ -32,7 +65,8 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
     (or TRACEFIX_DB_THREADS) caps DuckDB's worker threads; `checkpoint_threshold` (or
     TRACEFIX_CHECKPOINT_THRESHOLD) is the WAL size at which a commit checkpoints;
     TRACEFIX_DB_MEMORY_LIMIT (else `memory_limit`, else DuckDB's 80% of RAM) bounds DuckDB's
-    memory, its cache of blocks read included."""
+    memory, its cache of blocks read included. What does not fit (large sorts, joins) spills
+    to `<db>.tmp` beside the file."""
     target = db_path(path)
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -41,10 +75,62 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
     threshold = checkpoint_threshold or os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD")
     if threshold:
         config["checkpoint_threshold"] = threshold
-    memory_limit = os.environ.get("TRACEFIX_DB_MEMORY_LIMIT") or memory_limit
+    memory_limit = memory_limit_setting(memory_limit)
     if memory_limit:
         config["memory_limit"] = memory_limit
-    return duckdb.connect(target, read_only=read_only, config=config)
+    if target != ":memory:" and not read_only:
+        config["temp_directory"] = f"{target}.tmp"
+    # The rows a WAL logs are held in memory once replayed, and the checkpoint that folds them
+    # in needs more (see `checkpoint_memory_limit`): a WAL left by a process that was stopped
+    # (or that DuckDB gave up on) is replayed and checkpointed with DuckDB's own limit, and
+    # only then does `memory_limit` apply. Without this, a WAL larger than a small limit
+    # keeps the store from writing after every restart.
+    fold_wal = bool(memory_limit) and not read_only and _wal_size(target) > 0
+    if fold_wal:
+        config["memory_limit"] = checkpoint_memory_limit(memory_limit)
+    con = duckdb.connect(target, read_only=read_only, config=config)
+    if fold_wal:
+        try:
+            con.execute("CHECKPOINT")
+            con.execute(f"SET memory_limit = '{_quoted(memory_limit)}'")
+        except BaseException:
+            con.close()
+            raise
+    return con
+
+
+def _wal_size(target: str) -> int:
+    try:
+        return os.path.getsize(target + ".wal") if target != ":memory:" else 0
+    except OSError:
+        return 0
+
+
+def _quoted(text: str | None) -> str:
+    return str(text).replace("'", "''")
+
+
+@functools.cache
+def _duckdb_default_memory_limit() -> int:
+    """DuckDB's own memory limit on this machine (80% of the RAM it may use, cgroups included)."""
+    con = duckdb.connect(":memory:")
+    try:
+        return size_bytes(str(scalar(con.execute("SELECT current_setting('memory_limit')"))), "memory_limit")
+    finally:
+        con.close()
+
+
+def checkpoint_memory_limit(memory_limit: str | None) -> str:
+    """The memory limit a checkpoint runs with. A checkpoint rewrites the last row group of
+    every table it writes to (up to 122,880 rows) and DuckDB holds what it rewrites in memory:
+    with messages of hundreds of KB that is far more than a limit sized for reads (1.3x the
+    row group's bytes, bench/large_exports.py), and a checkpoint that runs out of memory makes
+    DuckDB give up on the database. So checkpoints get DuckDB's own default (80% of RAM), or
+    `memory_limit` when that is larger, and the limit is set back once they are done."""
+    default = _duckdb_default_memory_limit()
+    if memory_limit and size_bytes(memory_limit, "TRACEFIX_DB_MEMORY_LIMIT") > default:
+        return memory_limit
+    return f"{default}B"
 
 
 class StoreConnection:
@@ -67,6 +153,13 @@ class StoreConnection:
         self._call_ids: dict[int, tuple[str, ...]] = {}
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()  # one checkpoint at a time sets the memory limit
+        # what `reopen` opens the file with; `generation` counts the opens (a cursor kept by
+        # another thread belongs to the connection of its generation)
+        self._connect = functools.partial(connect_db, read_only=read_only, threads=threads,
+                                          checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
+        self.generation = 0
+        self.memory_limit: str | None = None  # a file's limit between checkpoints (a lake keeps its own)
         if lake.is_lake(path):
             self.path = str(path)
             # names this store in the jobs it claims; its lock says whether it still runs
@@ -88,8 +181,8 @@ class StoreConnection:
             return
         self.path = db_path(path)
         self.instance = "collector"
-        self.con = connect_db(self.path, read_only=read_only, threads=threads,
-                              checkpoint_threshold=checkpoint_threshold, memory_limit=memory_limit)
+        self.memory_limit = memory_limit_setting(memory_limit)
+        self.con = self._connect(self.path)
         if not read_only:
             self.migrate()
 
@@ -126,15 +219,36 @@ class StoreConnection:
 
     def wal_bytes(self) -> int:
         """Size of the write-ahead log (what a checkpoint folds into the file)."""
-        try:
-            return os.path.getsize(self.path + ".wal")
-        except OSError:
-            return 0
+        return _wal_size(self.path)
+
+    def wal_budget_bytes(self) -> int | None:
+        """The WAL size at which the writer checkpoints before its next transaction: a share of
+        the memory limit (`WAL_SHARE_OF_MEMORY`); None without a limit of ours."""
+        if self.memory_limit is None:
+            return None
+        return int(size_bytes(self.memory_limit, "TRACEFIX_DB_MEMORY_LIMIT") * WAL_SHARE_OF_MEMORY)
 
     def checkpoint_beside(self, cursor: duckdb.DuckDBPyConnection) -> None:
         """CHECKPOINT on a cursor of another thread while the writer goes on committing
         (never FORCE: that would abort the writer's and readers' transactions)."""
-        cursor.execute("CHECKPOINT")
+        self._checkpoint(cursor, "CHECKPOINT")
+
+    def _checkpoint(self, cursor: duckdb.DuckDBPyConnection, statement: str) -> None:
+        """`statement` with the memory a checkpoint needs (`checkpoint_memory_limit`), then the
+        store's own limit again, which evicts what the checkpoint read."""
+        with self._checkpoint_lock:
+            if self.memory_limit is None:
+                cursor.execute(statement)
+                return
+            cursor.execute(f"SET memory_limit = '{_quoted(checkpoint_memory_limit(self.memory_limit))}'")
+            try:
+                cursor.execute(statement)
+            finally:
+                try:
+                    cursor.execute(f"SET memory_limit = '{_quoted(self.memory_limit)}'")
+                except duckdb.Error as exc:  # more is pinned right now: the next checkpoint sets it back
+                    if not is_invalidated(exc):  # then the checkpoint's own error says what happened
+                        log.warning("DuckDB's memory limit stays raised after a checkpoint: %s", exc)
 
     def checkpoint(self) -> None:
         """Fold the WAL into the file (a crash without it is fine: the WAL replays on open).
@@ -143,9 +257,33 @@ class StoreConnection:
             return
         self._close_cursors()
         try:
-            self.con.execute("CHECKPOINT")
-        except duckdb.Error:  # a reader thread still mid-transaction: wait for it instead
-            self.con.execute("FORCE CHECKPOINT")
+            self._checkpoint(self.con, "CHECKPOINT")
+        except duckdb.Error as exc:  # a reader thread still mid-transaction: wait for it instead
+            if is_invalidated(exc):
+                raise
+            self._checkpoint(self.con, "FORCE CHECKPOINT")
+
+    @property
+    def can_reopen(self) -> bool:
+        """Whether `reopen` can bring the store back: a DuckDB file (a lake's connection is
+        the lake's own; an in-memory database is gone with its instance)."""
+        return self.lock is None and self.path != ":memory:"
+
+    def reopen(self) -> None:
+        """Open the file again once DuckDB gave up on the instance (`is_invalidated`): what was
+        committed is in the file or its WAL, which replays (and is checkpointed, see
+        `connect_db`). Every cursor of the old instance is closed; threads get new ones. The
+        caller is the writer thread, the only one that writes."""
+        if not self.can_reopen:
+            raise RuntimeError(f"a {'lake' if self.lock is not None else 'memory'} store cannot be reopened")
+        self._close_cursors()
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass
+        self._message_keys = None  # a commit that failed may have reached the WAL: load what is stored
+        self.con = self._connect(self.path)
+        self.generation += 1
 
     def close(self) -> None:
         self._close_cursors()
