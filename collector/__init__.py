@@ -27,7 +27,8 @@ Store (``tracefix.collector.store``, the only SQL)
 HTTP API (JSON; ``Authorization: Bearer`` on all but /healthz: the API token ``--token`` /
 ``TRACEFIX_TOKEN`` everywhere, the ingest token ``--ingest-token`` / ``TRACEFIX_INGEST_TOKEN`` on
 OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
-    ``GET /healthz`` -> {"status", "store_id", "pending_spans", "committed_spans", "transactions", "checkpoints"}
+    ``GET /healthz`` -> {"status", "reason", "store_id", "pending_spans", "committed_spans", "transactions",
+    "checkpoints", ...}: 503 with status "unhealthy" and the reason while the store cannot write
         (store_id: a hash of the DuckDB file's identity, never its path; see access.store_identity)
     ``GET /api/v1/store`` -> {"db", "store_id"} (the file's path, to token holders only)
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``

@@ -11,6 +11,8 @@
   (the collector process is the only writer of its file; its unauthenticated `/healthz`
   names the file by `store_identity`, never by its path);
 - otherwise the file `db` (or TRACEFIX_DB, default ./.tracefix/tracefix.duckdb) is opened.
+A collector found either way that answers `/healthz` with 503 "unhealthy" (its store cannot
+write) is an AccessError that says why, never a reason to open its file instead.
 `token` (or TRACEFIX_TOKEN) is the collector's bearer token.
 
 The three implementations (HTTP, file, in-process inside `tracefix serve`) have the same
@@ -341,13 +343,29 @@ class StoreAccess(_Base):
         return self.store.list_alerts(session_id, limit=newest, newest_first=bool(newest))
 
 
-def _health(server: str, timeout: float) -> dict | None:
+def collector_health(server: str, timeout: float) -> dict | None:
+    """What a tracefix serve at `server` says on /healthz: its answer, an unhealthy one's 503
+    included (`refuse_unhealthy`); None when nothing there answers as one."""
     context = client_context()  # outside the try: unusable client TLS settings are said, not taken for "no collector"
     try:
         with urllib.request.urlopen(server.rstrip("/") + "/healthz", timeout=timeout, context=context) as resp:
             return json.loads(resp.read()) if resp.status == 200 else None
+    except urllib.error.HTTPError as exc:  # 503: a collector whose store cannot write says so and why
+        try:
+            answer = json.loads(exc.read()) if exc.code == 503 else None
+        except (OSError, ValueError, http.client.HTTPException):
+            return None
+        return answer if isinstance(answer, dict) and answer.get("status") == "unhealthy" else None
     except (OSError, ValueError, http.client.HTTPException):  # HTTPException: a port that speaks no HTTP
         return None
+
+
+def refuse_unhealthy(server: str, health: Mapping[str, Any]) -> None:
+    """Raise AccessError (503) saying why, when the collector that answered `health` cannot write
+    its store. It is still the store's only writer: nobody should open the file instead."""
+    if health.get("status") == "unhealthy":
+        raise AccessError(f"tracefix serve at {server} is unhealthy, its store cannot write: "
+                          f"{health.get('reason') or 'no reason given'}", 503)
 
 
 def store_identity(path: str | os.PathLike) -> str | None:
@@ -371,15 +389,18 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
     """An access object: HTTP to a running collector when one answers, else the DuckDB file."""
     token = token or os.environ.get("TRACEFIX_TOKEN") or None
     explicit = server or os.environ.get("TRACEFIX_SERVER") or None
-    if explicit and _health(explicit, timeout=2.0) is not None:
+    health = collector_health(explicit, timeout=2.0) if explicit else None
+    if explicit and health is not None:
+        refuse_unhealthy(explicit, health)
         return HttpAccess(explicit, token)
     path = db_path(db)
     if explicit:
         logging.getLogger("tracefix.collector.access").warning(
             "no tracefix serve answers at %s%s; using the file %s", explicit, certificate_hint(explicit), path)
     if not explicit:  # a collector on the default port that owns this very file
-        health = _health(DEFAULT_SERVER, timeout=0.3)
-        if serves_file(health, path):
+        health = collector_health(DEFAULT_SERVER, timeout=0.3)
+        if health is not None and serves_file(health, path):
+            refuse_unhealthy(DEFAULT_SERVER, health)
             return HttpAccess(DEFAULT_SERVER, token)
     from tracefix.collector.store import Store
 

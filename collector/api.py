@@ -228,12 +228,14 @@ def build_app(collector: "Collector") -> Starlette:
 
     async def healthz(request: Request) -> Response:
         spool = collector.spool
-        return JSONResponse({"status": "ok", "store_id": store_id, "pending_spans": writer.pending_spans,
+        fault = writer.fault  # why the store cannot write (tracefix.collector.writer), read once
+        return JSONResponse({"status": "unhealthy" if fault else "ok", "reason": fault, "store_id": store_id,
+                             "pending_spans": writer.pending_spans,
                              "committed_spans": writer.committed_spans, "transactions": writer.transactions,
                              "checkpoints": collector.checkpointer.checkpoints,
                              "spooled_requests": spool.pending_requests if spool else 0,
                              "spooled_spans": spool.pending_spans if spool else 0,
-                             "spool_bytes": spool.bytes if spool else 0})
+                             "spool_bytes": spool.bytes if spool else 0}, status_code=503 if fault else 200)
 
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 

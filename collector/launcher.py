@@ -4,7 +4,8 @@
 --db FILE` runs a collector for as long as its replays need one (their children export
 spans over OTLP, and the collector is the only writer of the file). A server prints one
 line with its address once it listens (docs/contracts.md §6); we wait for that line, then
-for its /healthz.
+for its /healthz. A collector that answers 503 "unhealthy" (its store cannot write) ends the
+wait at once, with its reason.
 """
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tracefix.collector.access import AccessError, collector_health, refuse_unhealthy
 from tracefix.errors import TracefixError
 
 SERVE_READY = re.compile(r"tracefix serve: http=(\S+) grpc=\S+")
@@ -73,13 +76,20 @@ class TracefixProcess:
         if not self._seen.wait(timeout) or not self._found:
             raise ProcessDidNotStart(f"{self.name} did not start{where}:\n{self.tail()}")
         url = self._found[0].group(1)
-        health = url.rsplit("/v1", 1)[0] + "/healthz"
+        base = url.rsplit("/v1", 1)[0]
+        health = base + "/healthz"
         deadline = time.monotonic() + timeout
         while True:
             try:
                 with urllib.request.urlopen(health, timeout=2) as r:
                     if r.status == 200:
                         return url
+            except urllib.error.HTTPError as exc:  # 503: a collector whose store cannot write says why
+                answer = collector_health(base, timeout=2) if exc.code == 503 else None
+                try:
+                    refuse_unhealthy(base, answer or {})
+                except AccessError as unhealthy:
+                    raise ProcessDidNotStart(f"{self.name} started, but {unhealthy}{where}:\n{self.tail()}") from None
             except OSError:
                 pass
             if time.monotonic() > deadline or self.popen.poll() is not None:

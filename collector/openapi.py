@@ -42,7 +42,8 @@ SESSION = "/api/v1/sessions/{session_id:session_id}"
 OTLP_MEDIA = ("application/x-protobuf", JSON)  # OTLP/HTTP: the answer in the request's encoding
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("/healthz", "GET"): Operation("Liveness and write progress", {200: s.Health}, scope=None),
+    ("/healthz", "GET"): Operation("Liveness and write progress", {200: s.Health}, scope=None, errors={503: s.Health},
+                                   description="503, with the same body, while the store cannot write"),
     ("/openapi.json", "GET"): Operation("This document", {200: (JSON,)}),
     ("/v1/traces", "POST"): Operation(
         "OTLP/HTTP trace export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,

@@ -331,7 +331,8 @@ class AlertsQuery(PageQuery):
 # --- responses -------------------------------------------------------------------------------
 
 class Health(_Answer):
-    status: Literal["ok"]
+    status: Literal["ok", "unhealthy"] = Field(description="unhealthy (HTTP 503) while the store cannot write")
+    reason: Optional[str] = Field(None, description="why the store cannot write, while it is unhealthy")
     store_id: Optional[str] = Field(description="the store file's identity, not its path (tracefix.collector.access)")
     pending_spans: int
     committed_spans: int
