@@ -84,7 +84,7 @@ Environment
     so a replay worker holding the same key runs only what the app recorded. Keep it from the
     collector; it never needs it.
 ``TRACEFIX_REPLAY=/path/replay.json``
-    Replay mode (see ``tracefix.replay_mode``); ``python -m tracefix.replay_mode`` runs one.
+    Replay mode (see ``tracefix.replay_mode``); ``python -m tracefix.replay_run`` runs one.
 ``TRACEFIX_SERVER`` (default http://127.0.0.1:4318), ``TRACEFIX_INGEST_TOKEN`` (else ``TRACEFIX_TOKEN``)
     Where ``feedback()`` posts, and its bearer token. For spans, give the same token as
     ``OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>`` (or ``init(headers=...)``).
@@ -100,8 +100,6 @@ untouched.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from .api import agent, current_session_id, replay_active, replayable, session, snapshot, track, untrack
 from .configure import TracefixHandle
 from .start import init
@@ -109,6 +107,7 @@ from .context import ContextThreadPoolExecutor, wrap_context
 from .evaluators import evaluator
 from .feedback import FeedbackError, feedback
 from .tools import tool
+from .version import __version__
 
 __all__ = [
     "init", "session", "replayable", "agent", "tool", "track", "untrack", "snapshot", "evaluator", "feedback",

@@ -192,7 +192,7 @@ def start_tracing(endpoint: str | None = None, protocol: str | None = None, head
                 logger.warning("tracefix.init() is already active; %s ignored. Call shutdown() on the first "
                                "handle to reconfigure.", ", ".join(sorted(given)))
             return _handle
-        from . import __version__
+        from .version import __version__
         from .redaction import RedactingSpanExporter, RedactingSpanProcessor, RedactionChain
         from .replay_mode import install_from_env
         from .replay_signing import signer

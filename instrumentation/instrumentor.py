@@ -89,7 +89,7 @@ class TracefixInstrumentor(BaseInstrumentor):
 
         provider = kwargs.get("tracer_provider")
         if provider is not None and runtime._tracer is None:
-            from . import __version__
+            from .version import __version__
 
             runtime.set_tracer(provider.get_tracer("tracefix", __version__))
         elif provider is None and runtime._tracer is None and not _sdk_provider_configured():

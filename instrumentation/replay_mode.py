@@ -1,7 +1,7 @@
 """Replay mode: re-run a recorded session from its cassette, with one intervention (contracts §4).
 
 A child process started with ``TRACEFIX_REPLAY=/path/replay.json`` calls ``tracefix.init()``
-(or runs ``python -m tracefix.replay_mode``), which installs a :class:`ReplayController`.
+(or runs ``python -m tracefix.replay_run``), which installs a :class:`ReplayController`.
 The SDK wrappers and ``@tracefix.tool`` ask it what to do with every call of the replayed
 session:
 
@@ -307,33 +307,3 @@ def run_entrypoint(entrypoint: str, inputs: dict, allowed_modules, allowed_entry
         result = target(**inputs)
         state.set_output(result)
         return result
-
-
-def main() -> int:
-    """``python -m tracefix.replay_mode``: init tracefix (replay mode from TRACEFIX_REPLAY),
-    call the cassette's entrypoint with its recorded inputs, flush, write the report."""
-    import tracefix
-
-    if not os.environ.get(ENV_VAR):
-        print(f"tracefix replay: set {ENV_VAR}=/path/replay.json", flush=True)
-        return 2
-    handle = tracefix.init()
-    from . import runtime
-
-    controller: ReplayController = runtime.replay
-    code = 0
-    try:
-        run_entrypoint(controller.cassette["entrypoint"], dict(controller.cassette.get("inputs") or {}),
-                       controller.allowed_modules, controller.allowed_entrypoints)
-    except Exception as exc:
-        controller._session_error = f"{type(exc).__name__}: {exc}"
-        logger.exception("tracefix replay: the entrypoint raised")
-        code = 1
-    finally:
-        controller.write_report_at_exit()
-        handle.shutdown()
-    return code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,7 +6,8 @@ Every module of every part is read with `ast`, function-local imports and litera
 `importlib.import_module("...")` targets included, so a cycle cannot hide in a function
 body. Composition roots (the modules that wire the parts into one process) may import any
 part; they are listed here and in docs/architecture.md. Inside a part, the same walk finds
-import circles (`import_circles`): a part listed in CIRCLE_FREE_PARTS must have none."""
+import circles at run time (`import_circles`; an import under `if TYPE_CHECKING:` never runs,
+so it closes none): no part may have one."""
 from __future__ import annotations
 
 import ast
@@ -44,11 +45,26 @@ def modules() -> list[tuple[str, Path]]:
     return found
 
 
-def imported_modules(module: str, path: Path) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import in the file, wherever it sits."""
+def type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under `if TYPE_CHECKING:` (imports for annotations only)."""
+    return {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for statement in node.body for inner in ast.walk(statement)}
+
+
+def imported_modules(module: str, path: Path, known: set[str] | frozenset[str] = frozenset(),
+                     run_time_only: bool = False) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file, wherever it sits. With
+    `known` (module names), `from pkg import sub` where every name is a known module names
+    only those modules, not `pkg` itself: the package's __init__ has run by then, so
+    importing a sibling through it closes no circle. `run_time_only` leaves out the imports
+    under `if TYPE_CHECKING:`."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    skipped = type_checking_only(tree) if run_time_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -58,7 +74,9 @@ def imported_modules(module: str, path: Path) -> list[tuple[int, str]]:
                 anchor = anchor[:len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             # `from tracefix import report` names a module too
-            out += [(node.lineno, base)] + [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+            named = [f"{base}.{alias.name}" for alias in node.names]
+            package_too = not known or any(name not in known for name in named)
+            out += [(node.lineno, base)] * package_too + [(node.lineno, name) for name in named]
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             out.append((node.lineno, node.args[0].value))
@@ -84,16 +102,12 @@ def test_no_part_imports_a_part_above_it():
     assert upward_imports() == []
 
 
-# The parts whose modules already import one way inside the part (issue 37 breaks the others'
-# circles part by part; each joins this list once it has none).
-CIRCLE_FREE_PARTS = ("analysis", "replay", "demo")
-
-
 def import_circles(folder: str) -> list[list[str]]:
     """The import circles among one part's modules (function-local imports included): its
     strongly connected components of more than one module, each sorted."""
     ours = {module: path for module, path in modules() if LAYERS[layer_of(module)][0] == folder}
-    graph = {m: sorted({t for _, t in imported_modules(m, p) if t in ours and t != m}) for m, p in ours.items()}
+    graph = {m: sorted({t for _, t in imported_modules(m, p, set(ours), run_time_only=True) if t in ours and t != m})
+             for m, p in ours.items()}
     order: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -124,7 +138,7 @@ def import_circles(folder: str) -> list[list[str]]:
     return sorted(circles)
 
 
-@pytest.mark.parametrize("folder", CIRCLE_FREE_PARTS)
+@pytest.mark.parametrize("folder", [folder for folder, _ in LAYERS])
 def test_no_import_circle_inside_a_part(folder):
     assert import_circles(folder) == []
 
@@ -139,6 +153,23 @@ def test_the_circle_check_sees_a_circle_closed_by_a_function_local_import(tmp_pa
     (folder / "c.py").write_text("from .a import thing\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert import_circles("demo") == [["tracefix.demo.a", "tracefix.demo.b"]]
+
+
+def test_the_circle_check_reads_package_imports_and_type_only_imports_as_python_runs_them(tmp_path, monkeypatch):
+    """`from . import sibling` goes to the sibling, not back through the package's __init__; a
+    name the __init__ itself defines does go through it; an import under `if TYPE_CHECKING:`
+    never runs."""
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("from .a import thing\nfrom .c import other\nVERSION = 1\n")
+    (folder / "a.py").write_text("from . import b\nthing = b.x\n")
+    (folder / "b.py").write_text("x = 1\n")
+    (folder / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .d import D\nother = 2\n")
+    (folder / "d.py").write_text("from .c import other\nclass D: ...\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert import_circles("demo") == []
+    (folder / "b.py").write_text("from . import VERSION\nx = VERSION\n")
+    assert import_circles("demo") == [["tracefix.demo", "tracefix.demo.a", "tracefix.demo.b"]]
 
 
 def test_the_check_sees_function_local_and_relative_imports(tmp_path, monkeypatch):

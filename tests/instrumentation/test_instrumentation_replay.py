@@ -1,5 +1,5 @@
 """Replay mode: a recorded banking-demo session re-run from its cassette in a child process
-(`python -m tracefix.replay_mode`, TRACEFIX_REPLAY), counting requests at the LLM server."""
+(`python -m tracefix.replay_run`, TRACEFIX_REPLAY), counting requests at the LLM server."""
 from __future__ import annotations
 
 import json
@@ -46,7 +46,7 @@ def run_replay_mode(tmp_path: Path, cassette: dict, intervention: dict | None, r
     config_path.write_text(json.dumps(config))
     env = {**os.environ, "TRACEFIX_REPLAY": str(config_path), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
            "OTEL_BSP_SCHEDULE_DELAY": "100"}
-    proc = subprocess.run([sys.executable, "-m", "tracefix.replay_mode"], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "tracefix.replay_run"], env=env, capture_output=True, text=True,
                           timeout=120)
     return proc, report_path
 
