@@ -29,23 +29,13 @@ import threading
 import time
 from pathlib import Path
 
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests"),
+                str(Path(__file__).resolve().parents[1] / "tests" / "collector")]
+from long_prompts import prose as message_text  # noqa: E402  (the text bench/large_exports.py sends too)
+
 TRACEFIX = [sys.executable, "-m", "tracefix.cli"]
 TARGET_MB = 300
-WORDS = ("the account balance transfer customer request pending review approved checked ledger statement "
-         "branch savings checking routing payment invoice amount total limit daily").split()
 AGENTS = ("Orchestrator", "AccountAgent", "PaymentAgent", "Computer_terminal")
-
-
-def message_text(rng: random.Random, chars: int) -> str:
-    """Banking-flavoured prose with ids and numbers in it, as agents and tools write."""
-    out, size = [], 0
-    while size < chars:
-        r = rng.random()
-        word = (f"ACC-{rng.randint(1000, 9999)}" if r < 0.03 else str(rng.randint(10, 99999)) if r < 0.08
-                else rng.choice(WORDS))
-        out.append(word + ("\n" if rng.random() < 0.02 else " "))
-        size += len(word) + 1
-    return "".join(out)[:chars]
 
 
 def write_log(path: Path, steps: int, kb: int, seed: int = 7) -> None:
@@ -153,7 +143,6 @@ print(mb('VmHWM') - idle, len(body))
 def serve(db: Path):
     """`tracefix serve` on the file, through the tests' process harness: stopped on any exit,
     a SIGTERM of this bench included."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import procs
 
     return procs.start_serve(db, "--diagnose", "off", env={"TRACEFIX_TOKEN": ""}, timeout=120)

@@ -23,14 +23,15 @@ WORDS = ("the account balance transfer customer request pending review approved 
 
 
 def prose(rng: random.Random, chars: int) -> str:
+    """Banking-flavoured prose with ids and numbers in it, as agents and tools write."""
     out, size = [], 0
     while size < chars:
         r = rng.random()
         word = (f"ACC-{rng.randint(1000, 9999)}" if r < 0.03 else str(rng.randint(10, 99999)) if r < 0.08
                 else rng.choice(WORDS))
-        out.append(word)
+        out.append(word + ("\n" if rng.random() < 0.02 else " "))
         size += len(word) + 1
-    return " ".join(out)[:chars]
+    return "".join(out)[:chars]
 
 
 def _attribute(key: str, value: str | int) -> KeyValue:
