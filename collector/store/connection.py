@@ -80,23 +80,23 @@ def connect_db(path: str | os.PathLike | None = None, *, read_only: bool = False
         config["memory_limit"] = memory_limit
     if target != ":memory:" and not read_only:
         config["temp_directory"] = f"{target}.tmp"
-    # The rows a WAL logs are held in memory once replayed, and the checkpoint that folds them
-    # in needs more (see `checkpoint_memory_limit`): a WAL left by a process that was stopped
-    # (or that DuckDB gave up on) is replayed and checkpointed with DuckDB's own limit, and
-    # only then does `memory_limit` apply. Without this, a WAL larger than a small limit
-    # keeps the store from writing after every restart.
-    fold_wal = bool(memory_limit) and not read_only and _wal_size(target) > 0
-    if fold_wal:
-        config["memory_limit"] = checkpoint_memory_limit(memory_limit)
-    con = duckdb.connect(target, read_only=read_only, config=config)
-    if fold_wal:
-        try:
-            con.execute("CHECKPOINT")
-            con.execute(f"SET memory_limit = '{_quoted(memory_limit)}'")
-        except BaseException:
-            con.close()
-            raise
-    return con
+    if memory_limit and not read_only and _wal_size(target) > 0:
+        _fold_wal(target, {**config, "memory_limit": checkpoint_memory_limit(memory_limit)})
+    return duckdb.connect(target, read_only=read_only, config=config)
+
+
+def _fold_wal(target: str, config: dict) -> None:
+    """Replay and checkpoint the WAL a process left (stopped, or given up on by DuckDB) with
+    `config`'s larger memory limit, then close. The rows a WAL logs are held in memory once
+    replayed, and the checkpoint that folds them in needs more (`checkpoint_memory_limit`):
+    under a small limit a large WAL kept the store from writing at every restart. Opened again
+    afterwards, not just given the small limit back: DuckDB reads a row of data it
+    checkpointed in this instance a whole vector at a time (~350 MB for one 200 KB message)."""
+    con = duckdb.connect(target, config=config)
+    try:
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
 
 
 def _wal_size(target: str) -> int:

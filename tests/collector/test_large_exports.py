@@ -9,6 +9,7 @@ bench/large_exports.py is the full run (2,000 steps of 200 KB at the default lim
 from __future__ import annotations
 
 import json
+import signal
 import uuid
 
 from long_prompts import LongPrompts, export, export_retrying, get, stored_steps
@@ -52,5 +53,29 @@ def test_long_prompts_at_a_small_memory_limit_keep_the_store_writable_across_a_r
     serve = procs.start_serve(db, "--diagnose", "off", env=env)  # the same limit: no larger one needed
     try:
         _assert_writable_and_complete(serve.match["http"], session.session_id, acknowledged, "after a restart")
+    finally:
+        assert serve.stop(30) == 0, serve.output()[-3000:]
+
+
+def test_a_wal_larger_than_the_memory_limit_is_folded_in_at_start(tmp_path):
+    """A file a collector left with a WAL larger than the limit (killed, or stopped by the bug
+    this file tests, before the fix): the next start replays and checkpoints it with DuckDB's
+    own limit, then writes and reads at the small one. Before the fix the replayed rows sat in
+    the small limit and the next commit or checkpoint ran out of memory, at every restart."""
+    db = tmp_path / "left.duckdb"
+    roomy = {"TRACEFIX_DB_MEMORY_LIMIT": "2GB", "TRACEFIX_CHECKPOINT_THRESHOLD": "1GB", "TRACEFIX_TOKEN": ""}
+    serve = procs.start_serve(db, "--diagnose", "off", env=roomy)
+    session = LongPrompts(f"left-{uuid.uuid4().hex[:8]}", message_kb=200)
+    try:
+        for _ in range(15):  # 90 MB, no checkpoint at these settings
+            assert export_retrying(serve.match["http"], session.request(SPANS_PER_REQUEST))
+    finally:
+        serve.popen.send_signal(signal.SIGKILL)
+        serve.popen.wait()
+    assert (tmp_path / "left.duckdb.wal").stat().st_size > 80 << 20
+
+    serve = procs.start_serve(db, "--diagnose", "off", env={"TRACEFIX_DB_MEMORY_LIMIT": "64MB", "TRACEFIX_TOKEN": ""})
+    try:
+        _assert_writable_and_complete(serve.match["http"], session.session_id, 15 * SPANS_PER_REQUEST, "started")
     finally:
         assert serve.stop(30) == 0, serve.output()[-3000:]
