@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import build_bodies  # noqa: E402
 
-from tracefix.collector.spool import Position, Spool, SpoolFull, SpooledRequest  # noqa: E402
+from tracefix.collector.spool import Spool, SpoolFull, SpooledRequest  # noqa: E402
+from tracefix.collector.spool.segments import Position  # noqa: E402
 from tracefix.collector.writer import WriterClosed  # noqa: E402
 
 

@@ -75,7 +75,7 @@ def _health(serve) -> dict:
 
 def _spool_records(spool_dir) -> int:
     """Requests in the spool's segment files, read as the next start will read them."""
-    from tracefix.collector.spool import Segment, scan_segment
+    from tracefix.collector.spool.segments import Segment, scan_segment
 
     return sum(scan_segment(Segment(int(p.stem), p, sealed=True)).records for p in spool_dir.glob("*.seg"))
 

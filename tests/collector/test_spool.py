@@ -21,7 +21,8 @@ import procs
 
 from tracefix.collector.access import HttpAccess
 from tracefix.collector.grpc_receiver import MAX_CONCURRENT_EXPORTS
-from tracefix.collector.spool import MAGIC, Spool, SpooledRequest
+from tracefix.collector.spool import Spool, SpooledRequest
+from tracefix.collector.spool.segments import MAGIC
 
 
 def request(i: int, size: int = 300) -> SpooledRequest:

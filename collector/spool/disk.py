@@ -1,68 +1,28 @@
-"""The durable ingest spool: bursts the writer cannot take yet wait on disk, not in memory.
+"""`Spool`: the durable queue of requests on disk, an append-only log in segment files.
 
-Receivers hand every decoded export to `Ingest.submit`. While the writer's in-memory queue
-(`--max-queue-spans`) has room and nothing is spooled, the export goes straight to the writer
-and is acknowledged after its commit, as before. Otherwise the raw request (its bytes as
-received, protocol, Content-Type and Content-Encoding) is appended to the spool and
-acknowledged once the append is fsynced, so an acknowledged span survives `kill -9` and a power
-cut. A drain thread reads the spool in order, decodes each request again and feeds the writer
-as it makes room; a segment file is deleted only once every request in it is committed. At
-start-up whatever the last process left is replayed first. Only when the spool's disk budget
-(`--spool-max-mb`) is spent is an export refused (429 / RESOURCE_EXHAUSTED with RetryInfo).
-Exporters that never retry (the OpenTelemetry JS gRPC exporter) lose nothing short of that.
-
-On disk (the OTel Collector's file_storage queue and Kafka's log have the same shape): a
-directory of segment files `<sequence>.seg`, each a magic header then records
-
-    u32 payload length | u32 CRC-32 of the payload | payload
-    payload: u8 format | u8 protocol | u32 spans | u16 len(content type) | u16 len(encoding)
-             | content type | encoding | body
-
-appended by one thread that writes every waiting record and then fsyncs once (group commit).
-A record whose length runs past the end of its file or whose checksum fails is a torn tail
-(the process died mid-append, before the acknowledgement): it and whatever follows in that
-segment are ignored. A process that finds segments at start-up never appends to them again.
-
-A request drained twice (the process died after a commit but before its segment was deleted)
-is stored once: the store ignores spans it holds already (exporters retry the same way).
+One thread appends every waiting record and then fsyncs once (group commit); an append is
+acknowledged once fsynced. One reader, the drain, takes the records in order; a segment file
+is deleted once every request in it is committed to the store. At start-up the segments the
+last process left are read first and never appended to again.
 """
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
-import struct
 import threading
 import time
-import zlib
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
-from tracefix.collector import otlp
-from tracefix.collector.decoding import DecodeFailed
+from tracefix.collector.spool.record import SpooledRequest, read_record, record_size
+from tracefix.collector.spool.segments import (
+    MAGIC, SEGMENT_BYTES, Position, Segment, fsync_directory, lock_directory, scan_segment, write_all)
 from tracefix.collector.threadnames import name_os_thread
-from tracefix.collector.writer import QueueFull, WriterClosed, retry_delay_s
-
-if TYPE_CHECKING:
-    from tracefix.collector.decoding import Decoder
-    from tracefix.collector.normalize import Batch
-    from tracefix.collector.writer import Refused, Writer
+from tracefix.collector.writer import QueueFull, WriterClosed
 
 log = logging.getLogger("tracefix.collector.spool")
 
-MAGIC = b"TFSPOOL\x01"
-RECORD_HEADER = struct.Struct("<II")  # payload length, CRC-32 of the payload
-RECORD_META = struct.Struct("<BBIHH")  # format, protocol, spans, len(content type), len(encoding)
-FORMAT = 1
-PROTOCOLS = ("http", "grpc")
-# A new segment starts past this size, so drained requests free their disk soon after a burst
-# (a segment is deleted whole); one request larger than this has a segment of its own.
-SEGMENT_BYTES = 16 << 20
-# How long the drain keeps going at shutdown before it leaves the rest for the next start.
-DRAIN_ON_STOP_S = 5.0
 # Request bodies whose decoded batches stay in memory until the drain takes them, so a request
 # is decoded once, not again when it leaves the spool (beyond this, the drain decodes from disk).
 MEMO_BYTES = 64 << 20
@@ -70,106 +30,6 @@ MEMO_BYTES = 64 << 20
 
 class SpoolFull(QueueFull):
     """The spool's disk budget is spent: the receiver answers 429 / RESOURCE_EXHAUSTED."""
-
-
-@dataclass
-class SpooledRequest:
-    """One export as it arrived: enough to decode it again (`decoding.decode_body`)."""
-    protocol: str  # "http" or "grpc": which receiver took it
-    content_type: str
-    content_encoding: str | None
-    body: bytes
-    spans: int = 0  # spans it holds (normalized), for the retry delay and the gauges
-    # what the receiver decoded it to; never written: the drain uses it while it is in memory
-    batch: "Batch | None" = field(default=None, repr=False, compare=False)
-
-    def encode(self) -> list[bytes]:
-        """The record: header, then payload in pieces (the body is not copied)."""
-        ctype = self.content_type.encode("latin-1", "replace")[:0xFFFF]
-        encoding = (self.content_encoding or "").encode("latin-1", "replace")[:0xFFFF]
-        meta = RECORD_META.pack(FORMAT, PROTOCOLS.index(self.protocol), self.spans, len(ctype), len(encoding))
-        prefix = meta + ctype + encoding
-        crc = zlib.crc32(self.body, zlib.crc32(prefix))
-        return [RECORD_HEADER.pack(len(prefix) + len(self.body), crc), prefix, self.body]
-
-    @classmethod
-    def decode(cls, payload: bytes) -> "SpooledRequest":
-        fmt, protocol, spans, n_ctype, n_encoding = RECORD_META.unpack_from(payload)
-        if fmt != FORMAT or protocol >= len(PROTOCOLS):
-            raise ValueError(f"unknown spool record format {fmt}/{protocol}")
-        at = RECORD_META.size
-        ctype = payload[at:at + n_ctype].decode("latin-1")
-        at += n_ctype
-        encoding = payload[at:at + n_encoding].decode("latin-1") or None
-        return cls(PROTOCOLS[protocol], ctype, encoding, payload[at + n_encoding:], spans)
-
-
-def record_size(request: SpooledRequest) -> int:
-    """Bytes `request` takes in a segment (what `encode` writes, without computing it)."""
-    ctype = len(request.content_type.encode("latin-1", "replace")[:0xFFFF])
-    encoding = len((request.content_encoding or "").encode("latin-1", "replace")[:0xFFFF])
-    return RECORD_HEADER.size + RECORD_META.size + ctype + encoding + len(request.body)
-
-
-def read_record(fd: int, offset: int, end: int) -> tuple[SpooledRequest, int] | None:
-    """The record at `offset` of an open segment and the offset after it; None when none
-    complete and intact starts there before `end` (a torn tail)."""
-    if offset + RECORD_HEADER.size > end:
-        return None
-    length, crc = RECORD_HEADER.unpack(os.pread(fd, RECORD_HEADER.size, offset))
-    start = offset + RECORD_HEADER.size
-    if length < RECORD_META.size or start + length > end:
-        return None
-    payload = os.pread(fd, length, start)
-    if len(payload) != length or zlib.crc32(payload) != crc:
-        return None
-    try:
-        return SpooledRequest.decode(payload), start + length
-    except (ValueError, struct.error, UnicodeDecodeError):
-        return None
-
-
-@dataclass
-class Segment:
-    seq: int
-    path: Path
-    size: int = len(MAGIC)  # bytes durable on disk (written and fsynced): readers stop here
-    records: int = 0  # durable records
-    spans: int = 0
-    committed: int = 0  # records drained into the store
-    committed_spans: int = 0
-    sealed: bool = False  # no record will be appended any more
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a record sits: its segment and offset."""
-    seq: int
-    offset: int
-    spans: int
-
-
-def scan_segment(segment: Segment) -> Segment | None:
-    """Count a segment's intact records; what follows the first torn one is ignored. None for
-    a file that is no spool segment."""
-    fd = os.open(segment.path, os.O_RDONLY)
-    try:
-        end = os.fstat(fd).st_size
-        if os.pread(fd, len(MAGIC), 0) != MAGIC:
-            log.warning("spool file %s is not a tracefix spool segment: left alone", segment.path)
-            return None
-        offset = len(MAGIC)
-        while (found := read_record(fd, offset, end)) is not None:
-            request, offset = found
-            segment.records += 1
-            segment.spans += request.spans
-        segment.size = offset
-        if offset < end:
-            log.warning("spool segment %s: %d bytes after its last intact request ignored (a write "
-                        "the last process did not finish, never acknowledged)", segment.path, end - offset)
-    finally:
-        os.close(fd)
-    return segment
 
 
 class Spool:
@@ -205,12 +65,7 @@ class Spool:
     # --- opening: what the last process left ---------------------------------------------------
     def open(self) -> "Spool":
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # span contents: the owner's alone
-        self._lock_fd = os.open(self.directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._lock_fd)
-            raise OSError(f"another tracefix serve uses the spool {self.directory}") from None
+        self._lock_fd = lock_directory(self.directory)
         for path in sorted(self.directory.glob("*.seg")):
             try:
                 seq = int(path.stem)
@@ -318,7 +173,7 @@ class Spool:
                     self._sync(written, size, durable)
                     written, size = [], 0
                     self._start_segment()
-                _write_all(self._active_fd, parts)
+                write_all(self._active_fd, parts)
                 self._remember(request, (self._active.seq, self._active.size + size))
                 written.append(request)
                 size += n
@@ -364,9 +219,9 @@ class Spool:
         self._next_seq += 1
         fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         try:
-            _write_all(fd, [MAGIC])
+            write_all(fd, [MAGIC])
             os.fdatasync(fd)
-            _fsync_directory(self.directory)  # the new file's name survives a power cut too
+            fsync_directory(self.directory)  # the new file's name survives a power cut too
         except OSError:
             os.close(fd)
             segment.path.unlink(missing_ok=True)
@@ -508,152 +363,3 @@ class Spool:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
-
-
-def _write_all(fd: int, parts: list[bytes]) -> None:
-    for part in parts:
-        view = memoryview(part)
-        while view:
-            view = view[os.write(fd, view):]
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class Ingest:
-    """The receivers' way to the writer: the in-memory queue while it has room and nothing is
-    spooled (so spooled requests keep their order), the spool otherwise; a drain thread moves
-    spooled requests into the writer as it makes room. Without a spool (`--spool-max-mb 0`,
-    or an in-memory store) a full queue is refused at once."""
-
-    def __init__(self, writer: "Writer", decoder: "Decoder", spool: Spool | None, *,
-                 on_spooled: Callable[[str, int], None] | None = None):
-        self.writer = writer
-        self.decoder = decoder
-        self.spool = spool
-        self.on_spooled = on_spooled  # told (protocol, spans) of every request spooled
-        self._stop = threading.Event()
-        self._drain_deadline = float("inf")
-        self._thread = threading.Thread(target=self._drain, name="tracefix-spool-drain", daemon=True)
-        self.drained_requests = 0
-
-    def start(self) -> "Ingest":
-        if self.spool is not None:
-            if self.spool.unread:
-                log.warning("replaying %d requests (%d spans) spooled by the last process", self.spool.unread,
-                            self.spool.pending_spans)
-            self._thread.start()
-        return self
-
-    def submit(self, batch: "Batch", request: SpooledRequest) -> Future:
-        """Take one decoded export; the future resolves to the spans the store refused
-        ([] for a spooled request, acknowledged once durable). Raises QueueFull (SpoolFull
-        when the spool's budget is spent) or WriterClosed."""
-        if self.spool is None:
-            return self.writer.submit_batch(batch)
-        if not self.spool.unread:
-            try:
-                return self.writer.submit_batch(batch)
-            except QueueFull:
-                pass
-        request.spans, request.batch = batch.span_count, batch
-        fut = self.spool.append(request)
-        if self.on_spooled:
-            self.on_spooled(request.protocol, batch.span_count)
-        return fut
-
-    @property
-    def pending_spans(self) -> int:
-        return self.writer.pending_spans + (self.spool.pending_spans if self.spool else 0)
-
-    def retry_delay_s(self) -> float:
-        """How long a refused exporter should wait: what the writer and the spool hold, at the
-        writer's rate (`writer.retry_delay_s`)."""
-        return retry_delay_s(self.pending_spans, self.writer.drain_spans_per_s)
-
-    # --- the drain thread ----------------------------------------------------------------------
-    def _drain(self) -> None:
-        name_os_thread("tf-spool-drain")
-        spool = self.spool
-        inflight: deque[tuple[Position, "Batch", Future]] = deque()
-        while not (self._stop.is_set() and time.monotonic() > self._drain_deadline):
-            self._settle(inflight, wait=False)
-            found = spool.next(timeout=0.05 if inflight else 0.5)
-            if found is None:
-                if self._stop.is_set() and not spool.unread:
-                    break
-                continue
-            position, request = found
-            batch, request.batch = request.batch or self._decode(request), None
-            if batch is None:  # it cannot be stored, ever: logged, dropped
-                spool.taken()
-                spool.committed(position)
-                continue
-            fut = self._hand_over(batch, inflight)
-            spool.taken()
-            if fut is None:  # the writer closed under us: the record stays for the next start
-                break
-            inflight.append((position, batch, fut))
-        self._settle(inflight, wait=True)
-        if spool.pending_requests:
-            log.warning("%d spooled requests (%d spans) left in %s for the next start", spool.pending_requests,
-                        spool.pending_spans, spool.directory)
-
-    def _decode(self, request: SpooledRequest) -> "Batch | None":
-        while True:
-            try:
-                return self.decoder.decode_blocking(request.body, request.content_type, request.content_encoding)
-            except otlp.OtlpError as exc:  # it decoded when it was accepted: limits changed since
-                log.error("a spooled %s request no longer decodes (%s): dropped", request.protocol, exc.message)
-                return None
-            except DecodeFailed:
-                time.sleep(0.2)  # the decode worker died and is being replaced
-
-    def _hand_over(self, batch: "Batch", inflight: deque) -> Future | None:
-        """Submit to the writer as soon as it has room (settling finished writes meanwhile)."""
-        while True:
-            try:
-                return self.writer.submit_batch(batch)
-            except QueueFull:
-                self._settle(inflight, wait=False)
-                self.writer.wait_for_room(batch.span_count, timeout=0.05)
-            except WriterClosed:
-                return None
-
-    def _settle(self, inflight: deque, *, wait: bool) -> None:
-        """Mark the finished writes at the head as committed, in order; a write that failed
-        (not for its content: those are refused spans) is submitted again after a pause."""
-        while inflight and (wait or inflight[0][2].done()):
-            position, batch, fut = inflight[0]
-            try:
-                refused: list[Refused] = fut.result()
-            except WriterClosed:
-                return
-            except Exception as exc:
-                log.warning("writing %d spooled spans failed (%s); retrying", batch.span_count, exc)
-                time.sleep(0.5)
-                again = self._hand_over(batch, deque())
-                if again is None:
-                    return
-                inflight[0] = (position, batch, again)
-                continue
-            for n, reason in refused:
-                log.warning("%d spooled spans refused by the database: %s", n, reason)
-            inflight.popleft()
-            self.spool.committed(position)
-            self.drained_requests += 1
-
-    def close(self, drain_s: float = DRAIN_ON_STOP_S) -> None:
-        """Once the receivers stopped: drain for up to `drain_s`, then leave the rest on disk."""
-        if self.spool is None:
-            return
-        self._drain_deadline = time.monotonic() + drain_s
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(drain_s + 60)
-        self.spool.close()
