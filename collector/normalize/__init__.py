@@ -6,6 +6,8 @@
 | `batch` | `Batch` (one transaction's worth), content-addressed messages, session field merging |
 | `span_row` | `SpanRow`, one stored span by column name, and the Arrow schema `SPAN_COLUMNS` |
 | `rows` | `normalize_request`: an `ExportTraceServiceRequest` to a `Batch` |
+| `otlp_values` | OTLP protobuf attribute values as Python, held to their size bounds |
+| `rejections` | `SpanRejected`, how an error names a span and why, the batch's bounded notes |
 | `json_text` | fast compact JSON text |
 
 Pure (no I/O, no SQL). Chat messages are content-addressed, so a growing history is stored
@@ -17,7 +19,8 @@ from tracefix.collector.normalize.batch import (Batch, Evaluation, Snapshot, add
                                                 merge_session, message_key)
 from tracefix.collector.normalize.dialects import canonical_message, finite_score, llm_messages, span_kind
 from tracefix.collector.normalize.json_text import dumps_compact, loads_fast
-from tracefix.collector.normalize.rows import SpanRejected, normalize_request, span_label
+from tracefix.collector.normalize.rejections import SpanRejected, span_label
+from tracefix.collector.normalize.rows import normalize_request
 from tracefix.collector.normalize.span_row import SPAN_COLUMNS, SPAN_SCHEMA, SpanRow, spans_table, tuples_table
 
 __all__ = ["SPAN_COLUMNS", "SPAN_SCHEMA", "Batch", "Evaluation", "Snapshot", "SpanRejected", "SpanRow", "add_blob",

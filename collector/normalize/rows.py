@@ -6,10 +6,7 @@ every attribute is held to a size bound; secrets are redacted before anything re
 """
 from __future__ import annotations
 
-import base64
 from typing import Any, NamedTuple
-
-import pyarrow as pa
 
 from tracefix import semconv as sc
 from tracefix.attributes import MAX_JSON_DEPTH, nested_too_deeply
@@ -20,81 +17,11 @@ from tracefix.collector.normalize.dialects import (
     TOOL_NAME_KEYS, TOOL_RESULT_KEYS, finite_score, first_value, graph_node, int_value, langchain_tool_message,
     llm_messages, session_fields, span_kind, text_or_none)
 from tracefix.collector.normalize.json_text import dumps_compact, json_text
+from tracefix.collector.normalize.otlp_values import attributes
+from tracefix.collector.normalize.rejections import (
+    TOO_DEEP, SpanRejected, reason_of, reject, span_label_of, table_of_storable, warn)
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
 from tracefix.collector.redact import redact_label, redact_span
-from tracefix.errors import TracefixError
-
-
-class SpanRejected(TracefixError, ValueError):
-    """One span cannot be stored (reported through OTLP partial success)."""
-
-
-# --- OTLP protobuf -> python ---------------------------------------------------------------
-
-def any_value(v) -> Any:
-    kind = v.WhichOneof("value")
-    if kind == "string_value":
-        return v.string_value
-    if kind == "int_value":
-        return v.int_value
-    if kind == "bool_value":
-        return v.bool_value
-    if kind == "double_value":
-        return v.double_value
-    if kind == "array_value":
-        return [x.string_value or any_value(x) for x in v.array_value.values]  # most hold strings
-    if kind == "kvlist_value":
-        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
-    if kind == "bytes_value":
-        return base64.b64encode(v.bytes_value).decode()
-    return None
-
-
-NO_LIMIT = 1 << 62
-MAX_ATTRIBUTE_ELEMENTS = 10_000  # in one array or key-value list attribute, nested ones included
-
-
-def attributes(kvs, max_chars: int = NO_LIMIT) -> dict:
-    """The attributes as a dict; SpanRejected when a string is longer than `max_chars` or an
-    array / key-value list holds more than MAX_ATTRIBUTE_ELEMENTS values."""
-    out = {}
-    for kv in kvs:  # the scalar cases inline: this loop runs for every attribute of every span
-        v = kv.value
-        text = v.string_value  # "" unless the value is a non-empty string: most attributes are
-        if text:
-            if len(text) > max_chars:
-                raise SpanRejected(f"attribute {kv.key!r} is {len(text)} characters (limit {max_chars})")
-            out[kv.key] = text
-            continue
-        kind = v.WhichOneof("value")
-        if kind == "int_value":
-            out[kv.key] = v.int_value
-        elif kind == "string_value":
-            out[kv.key] = text
-        else:
-            value = out[kv.key] = any_value(v)
-            if type(value) is list or type(value) is dict:
-                _check_container(kv.key, value, max_chars)
-    return out
-
-
-def _check_container(key: str, value: list | dict, max_chars: int) -> None:
-    """The limits of `attributes` inside an array or key-value list (walked without
-    recursion: protobuf already bounds the nesting, this bounds the work)."""
-    count, stack = 0, [value]
-    while stack:
-        items = stack.pop()
-        items = items.values() if type(items) is dict else items
-        count += len(items)
-        if count > MAX_ATTRIBUTE_ELEMENTS:
-            raise SpanRejected(f"attribute {key!r} has more than {MAX_ATTRIBUTE_ELEMENTS} elements")
-        for item in items:
-            if type(item) is str:
-                if len(item) > max_chars:
-                    raise SpanRejected(f"attribute {key!r} holds a string of {len(item)} characters "
-                                       f"(limit {max_chars})")
-            elif type(item) is list or type(item) is dict:
-                stack.append(item)
 
 
 def _error_text(attrs: dict, status_code: int, status_message: str, events: list[dict]) -> str | None:
@@ -142,7 +69,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
         try:
             rows.append(_span_row(batch, span, read, sid, where))
         except Exception as exc:
-            _reject(batch, _span_label(span), _reason(exc))
+            reject(batch, span_label_of(span), reason_of(exc))
             return
         seen.add(key)
 
@@ -155,7 +82,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
         except Exception as exc:  # every span of the resource would carry it
             for ss in rs.scope_spans:
                 for span in ss.spans:
-                    _reject(batch, _span_label(span), f"its resource: {_reason(exc)}")
+                    reject(batch, span_label_of(span), f"its resource: {reason_of(exc)}")
             continue
         for ss in rs.scope_spans:
             where = Origin(service, redact_label(ss.scope.name) or None, resource_json)
@@ -163,7 +90,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
                 try:
                     read = _read_span(span, max_attribute_chars)
                 except Exception as exc:
-                    _reject(batch, _span_label(span), _reason(exc))
+                    reject(batch, span_label_of(span), reason_of(exc))
                     continue
                 sid = read.session_id
                 if sid is None:
@@ -182,29 +109,13 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
         try:
             table = tuples_table(rows)
         except Exception:  # a value Arrow cannot hold: find its rows, keep the others
-            table = _table_of_storable(batch, rows)
+            table = table_of_storable(batch, rows)
         if table.num_rows:
             batch.span_tables = [table]
             batch.table_only_spans = table.num_rows
     return batch
 
 
-MAX_NOTES = 5  # reasons and warnings kept per request: enough to act on, bounded in size
-
-
-def span_label(name: str, span_id: str | None = None, trace_id: str | None = None) -> str:
-    """How an error message names a span: its name (cut short) and its hex ids when known."""
-    name = name if len(name) <= 100 else name[:100] + "..."
-    return f"span {name!r} ({span_id} in trace {trace_id})" if span_id else f"span {name!r}"
-
-
-def _span_label(span) -> str:
-    if len(span.trace_id) == 16 and len(span.span_id) == 8:
-        return span_label(span.name, span.span_id.hex(), span.trace_id.hex())
-    return span_label(span.name)  # its ids are what is wrong with it
-
-
-TOO_DEEP = "a value is nested too deeply"
 # the JSON text attributes read as values (messages, tool arguments and results), by span kind:
 # one nested deeper than MAX_JSON_DEPTH is refused, as every reader would have to walk it
 JSON_VALUE_KEYS = {"llm": (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS),
@@ -217,40 +128,6 @@ def _check_depth(attrs: dict, keys: tuple[str, ...]) -> None:
         if type(value) is str and nested_too_deeply(value):
             raise SpanRejected(f"attribute {key!r}: {TOO_DEEP} (more than {MAX_JSON_DEPTH} arrays and objects "
                                "inside one another)")
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, SpanRejected):
-        return str(exc)
-    if isinstance(exc, RecursionError):
-        return TOO_DEEP
-    text = str(exc)
-    return f"cannot be read ({type(exc).__name__}: {text[:200]}{'...' if len(text) > 200 else ''})"
-
-
-def _reject(batch: Batch, label: str, reason: str) -> None:
-    batch.rejected += 1
-    if len(batch.errors) < MAX_NOTES:
-        batch.errors.append(f"{label}: {reason}")
-
-
-def _warn(batch: Batch, text: str) -> None:
-    if len(batch.warnings) < MAX_NOTES:
-        batch.warnings.append(text)
-
-
-def _table_of_storable(batch: Batch, rows: list[SpanRow]) -> pa.Table:
-    """The Arrow table of the rows that convert, the others rejected (what they added to
-    the batch's sessions and messages stays: harmless without the span)."""
-    kept = []
-    for row in rows:
-        try:
-            tuples_table([row])
-        except Exception as exc:
-            _reject(batch, span_label(row.name, row.span_id, row.trace_id), _reason(exc))
-        else:
-            kept.append(row)
-    return tuples_table(kept)
 
 
 class ReadSpan(NamedTuple):
@@ -389,7 +266,7 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
 
 
 def _note_unscored(batch: Batch, span, key: str, value: Any, what: str) -> None:
-    _warn(batch, f"{_span_label(span)}: {key}={str(value)[:40]} is not a finite number; "
+    warn(batch, f"{span_label_of(span)}: {key}={str(value)[:40]} is not a finite number; "
                  f"{what} is stored as null")
 
 
