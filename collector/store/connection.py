@@ -90,8 +90,8 @@ def _fold_wal(target: str, config: dict) -> None:
     `config`'s larger memory limit, then close. The rows a WAL logs are held in memory once
     replayed, and the checkpoint that folds them in needs more (`checkpoint_memory_limit`):
     under a small limit a large WAL kept the store from writing at every restart. Opened again
-    afterwards, not just given the small limit back: DuckDB reads a row of data it
-    checkpointed in this instance a whole vector at a time (~350 MB for one 200 KB message)."""
+    afterwards, not just given the small limit back: DuckDB reads a row written (or replayed)
+    in the same instance a whole vector at a time (~350 MB for one 200 KB message)."""
     con = duckdb.connect(target, config=config)
     try:
         con.execute("CHECKPOINT")
