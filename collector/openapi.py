@@ -1,5 +1,5 @@
 """`GET /openapi.json`: the API described as OpenAPI 3.1, built from the models of
-`tracefix.collector.schemas` and the table of operations below.
+`tracefix.collector.schemas` (its bodies, queries and answers) and the table of operations below.
 
 `document(routes)` walks the app's own route table, so the document lists every route the
 server answers; each should have an entry in OPERATIONS (`undescribed(routes)` names those
@@ -15,7 +15,7 @@ from typing import Iterable
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from tracefix.collector import schemas as s
+from tracefix.collector.schemas import answers, bodies, queries
 from tracefix.collector.auth import API, INGEST
 
 JSON = "application/json"
@@ -35,14 +35,15 @@ class Operation:
 
 
 def _fails(*statuses: int) -> dict[int, type[BaseModel]]:
-    return {status: s.ErrorBody for status in statuses}
+    return {status: answers.ErrorBody for status in statuses}
 
 
 SESSION = "/api/v1/sessions/{session_id:session_id}"
 OTLP_MEDIA = ("application/x-protobuf", JSON)  # OTLP/HTTP: the answer in the request's encoding
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("/healthz", "GET"): Operation("Liveness and write progress", {200: s.Health}, scope=None, errors={503: s.Health},
+    ("/healthz", "GET"): Operation("Liveness and write progress", {200: answers.Health}, scope=None,
+                                   errors={503: answers.Health},
                                    description="503, with the same body, while the store cannot write"),
     ("/openapi.json", "GET"): Operation("This document", {200: (JSON,)}),
     ("/v1/traces", "POST"): Operation(
@@ -53,56 +54,58 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                     "An error answer to a protobuf request is a protobuf google.rpc.Status (its message, and "
                     "RetryInfo beside Retry-After on 429 and 503); to any other request, an ErrorBody."),
     ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: ("text/plain",)}),
-    ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: s.StoreInfo}),
-    ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: s.SessionList},
-                                           query=s.SessionListQuery, errors=_fails(422)),
-    (SESSION, "GET"): Operation("One page of a session (contracts §1b)", {200: s.SessionPage},
-                                query=s.SessionPageQuery, errors=_fails(404, 422)),
-    (f"{SESSION}/spans", "GET"): Operation("A page of the session's spans (streamed)", {200: s.SpansPage},
-                                           query=s.SpansQuery, errors=_fails(404, 422)),
-    (f"{SESSION}/steps/{{index}}", "GET"): Operation("One step uncut", {200: s.StepAnswer},
+    ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: answers.StoreInfo}),
+    ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: answers.SessionList},
+                                           query=queries.SessionListQuery, errors=_fails(422)),
+    (SESSION, "GET"): Operation("One page of a session (contracts §1b)", {200: answers.SessionPage},
+                                query=queries.SessionPageQuery, errors=_fails(404, 422)),
+    (f"{SESSION}/spans", "GET"): Operation("A page of the session's spans (streamed)", {200: answers.SpansPage},
+                                           query=queries.SpansQuery, errors=_fails(404, 422)),
+    (f"{SESSION}/steps/{{index}}", "GET"): Operation("One step uncut", {200: answers.StepAnswer},
                                                      errors=_fails(404, 422)),
     (f"{SESSION}/messages", "GET"): Operation("A page of the session's stored message texts (streamed)",
-                                              {200: s.MessagesPage}, query=s.PageQuery, errors=_fails(404, 422)),
-    (f"{SESSION}/messages/{{key}}", "GET"): Operation("One message uncut", {200: s.MessageAnswer},
+                                              {200: answers.MessagesPage}, query=queries.PageQuery,
+                                              errors=_fails(404, 422)),
+    (f"{SESSION}/messages/{{key}}", "GET"): Operation("One message uncut", {200: answers.MessageAnswer},
                                                       errors=_fails(404, 422)),
-    (f"{SESSION}/analysis", "GET"): Operation("The session's stored analysis", {200: s.AnalysisResult},
+    (f"{SESSION}/analysis", "GET"): Operation("The session's stored analysis", {200: bodies.AnalysisResult},
                                               errors=_fails(404)),
-    (f"{SESSION}/analysis", "POST"): Operation("Store an analysis", {201: s.ResultSaved}, body=s.AnalysisResult,
-                                               errors=_fails(400, 404, 413)),
-    (f"{SESSION}/analysis", "PUT"): Operation("Store an analysis", {201: s.ResultSaved}, body=s.AnalysisResult,
-                                              errors=_fails(400, 404, 413)),
-    (f"{SESSION}/replay", "GET"): Operation("The session's stored replay result", {200: s.ReplayResult},
+    (f"{SESSION}/analysis", "POST"): Operation("Store an analysis", {201: answers.ResultSaved},
+                                               body=bodies.AnalysisResult, errors=_fails(400, 404, 413)),
+    (f"{SESSION}/analysis", "PUT"): Operation("Store an analysis", {201: answers.ResultSaved},
+                                              body=bodies.AnalysisResult, errors=_fails(400, 404, 413)),
+    (f"{SESSION}/replay", "GET"): Operation("The session's stored replay result", {200: bodies.ReplayResult},
                                             errors=_fails(404)),
-    (f"{SESSION}/replay", "POST"): Operation("Store a replay result", {201: s.ResultSaved}, body=s.ReplayResult,
-                                             errors=_fails(400, 404, 413)),
-    (f"{SESSION}/replay", "PUT"): Operation("Store a replay result", {201: s.ResultSaved}, body=s.ReplayResult,
-                                            errors=_fails(400, 404, 413)),
+    (f"{SESSION}/replay", "POST"): Operation("Store a replay result", {201: answers.ResultSaved},
+                                             body=bodies.ReplayResult, errors=_fails(400, 404, 413)),
+    (f"{SESSION}/replay", "PUT"): Operation("Store a replay result", {201: answers.ResultSaved},
+                                            body=bodies.ReplayResult, errors=_fails(400, 404, 413)),
     (f"{SESSION}/report", "GET"): Operation("The session's report: HTML, or Markdown with format=md",
-                                            {200: ("text/html", "text/markdown")}, query=s.ReportQuery,
+                                            {200: ("text/html", "text/markdown")}, query=queries.ReportQuery,
                                             errors=_fails(404, 422)),
     ("/api/v1/feedback", "POST"): Operation(
-        "Record feedback on a session", {201: s.FeedbackRecorded}, body=s.FeedbackRequest, scope=INGEST,
+        "Record feedback on a session", {201: answers.FeedbackRecorded}, body=bodies.FeedbackRequest, scope=INGEST,
         errors=_fails(400, 404, 422, 429, 503),
         description="A score below the alert threshold raises an alert (webhooks) and queues a diagnosis."),
-    ("/api/v1/import", "POST"): Operation("Import message-log sessions", {201: s.Imported}, body=s.ImportRequest,
-                                          errors=_fails(400, 413)),
-    ("/api/v1/training_sessions", "GET"): Operation("Sessions to train the detectors on", {200: s.TrainingSessions},
-                                                    query=s.TrainingQuery, errors=_fails(422)),
-    ("/api/v1/jobs", "GET"): Operation("Jobs", {200: s.JobList}, query=s.JobsQuery),
-    ("/api/v1/jobs", "POST"): Operation("Queue a diagnosis or a replay", {201: s.Job}, body=s.JobRequest,
+    ("/api/v1/import", "POST"): Operation("Import message-log sessions", {201: answers.Imported},
+                                          body=bodies.ImportRequest, errors=_fails(400, 413)),
+    ("/api/v1/training_sessions", "GET"): Operation("Sessions to train the detectors on",
+                                                    {200: answers.TrainingSessions}, query=queries.TrainingQuery,
+                                                    errors=_fails(422)),
+    ("/api/v1/jobs", "GET"): Operation("Jobs", {200: answers.JobList}, query=queries.JobsQuery),
+    ("/api/v1/jobs", "POST"): Operation("Queue a diagnosis or a replay", {201: answers.Job}, body=bodies.JobRequest,
                                         errors=_fails(400, 404)),
     ("/api/v1/jobs/claim", "POST"): Operation(
-        "A worker claims the oldest queued job of its kind (replay by default)", {200: s.Job, 204: ()}, body=s.ClaimRequest,
-        errors=_fails(400), description="204 (no body) when no job is queued."),
-    ("/api/v1/jobs/{job_id}/lease", "POST"): Operation("Renew a claimed job's lease", {200: s.LeaseRenewed},
-                                                       body=s.LeaseRequest, errors={400: s.ErrorBody,
-                                                                                    409: s.LeaseConflict}),
-    ("/api/v1/jobs/{job_id}/finish", "POST"): Operation("Finish a claimed job", {200: s.JobFinished},
-                                                        body=s.FinishRequest, errors={400: s.ErrorBody,
-                                                                                      409: s.FinishConflict}),
-    ("/api/v1/alerts", "GET"): Operation("Alerts and their webhook deliveries", {200: s.AlertList},
-                                         query=s.AlertsQuery),
+        "A worker claims the oldest queued job of its kind (replay by default)", {200: answers.Job, 204: ()},
+        body=bodies.ClaimRequest, errors=_fails(400), description="204 (no body) when no job is queued."),
+    ("/api/v1/jobs/{job_id}/lease", "POST"): Operation("Renew a claimed job's lease", {200: answers.LeaseRenewed},
+                                                       body=bodies.LeaseRequest,
+                                                       errors={400: answers.ErrorBody, 409: answers.LeaseConflict}),
+    ("/api/v1/jobs/{job_id}/finish", "POST"): Operation("Finish a claimed job", {200: answers.JobFinished},
+                                                        body=bodies.FinishRequest,
+                                                        errors={400: answers.ErrorBody, 409: answers.FinishConflict}),
+    ("/api/v1/alerts", "GET"): Operation("Alerts and their webhook deliveries", {200: answers.AlertList},
+                                         query=queries.AlertsQuery),
 }
 
 UNDESCRIBED = Operation("(not described yet: add it to tracefix.collector.openapi.OPERATIONS)", {200: (JSON,)})
@@ -142,8 +145,8 @@ def _operation(op: Operation, path: str, method: str, refs: dict, query: dict) -
     responses: dict = {}
     for status, kind in sorted(op.ok.items()):
         responses[str(status)] = {"description": "success" if kind else "no content", **_media(kind, refs)}
-    errors = {**({401: s.ErrorBody} if op.scope else {}), **op.errors}
-    for status, model in [*sorted(errors.items()), ("default", s.ErrorBody)]:
+    errors = {**({401: answers.ErrorBody} if op.scope else {}), **op.errors}
+    for status, model in [*sorted(errors.items()), ("default", answers.ErrorBody)]:
         answer = _media(model, refs)
         answer["content"].update({media: {} for media in op.error_media})
         responses[str(status)] = {"description": _ERROR_TEXT.get(status, "error"), **answer}
@@ -204,7 +207,7 @@ def operations(routes: Iterable) -> list[tuple[str, str, Operation]]:
 def document(routes: Iterable, version: str) -> dict:
     """The OpenAPI document of `routes` ((path template, methods) of the app's routes)."""
     chosen = operations(routes)
-    models = {(s.ErrorBody, "serialization")}
+    models = {(answers.ErrorBody, "serialization")}
     for _, _, op in chosen:
         models |= {(m, "serialization") for m in [*op.ok.values(), *op.errors.values()] if not isinstance(m, tuple)}
         if op.body is not None and not isinstance(op.body, tuple):

@@ -27,7 +27,7 @@ def test_unknown_session_is_one_class_with_a_readable_message_and_survives_a_pro
     ("tracefix.collector.normalize", "SpanRejected", ValueError),
     ("tracefix.collector.otlp", "OtlpError", Exception),
     ("tracefix.collector.url_input", "InvalidParameter", ValueError),
-    ("tracefix.collector.schemas", "InvalidBody", ValueError),
+    ("tracefix.collector.schemas.bodies", "InvalidBody", ValueError),
     ("tracefix.collector.writer", "QueueFull", RuntimeError),
     ("tracefix.collector.writer", "WriterClosed", RuntimeError),
     ("tracefix.replay.cassette", "CassetteError", ValueError),

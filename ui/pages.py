@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tracefix.collector import document
-from tracefix.collector.api import read_body
+from tracefix.collector.api.bodies import read_body
 from tracefix.collector.auth import UI_COOKIE
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS
 from tracefix.collector.otlp import OtlpError

@@ -202,7 +202,7 @@ def test_an_unexpected_failure_is_a_500_in_the_error_shape_with_the_security_hea
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from tracefix.collector.api import internal_error
+    from tracefix.collector.api.errors import internal_error
     from tracefix.collector.responses import SecurityHeaders
 
     async def broken(request):

@@ -13,7 +13,7 @@ from google.rpc import code_pb2, status_pb2
 from starlette.requests import Request
 from test_ingest import _otlp_request
 
-from tracefix.collector.api import error, in_request_encoding
+from tracefix.collector.api.errors import error, in_request_encoding
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 

@@ -1,0 +1,48 @@
+"""The HTTP side of `tracefix serve` (starlette): OTLP/HTTP `POST /v1/traces` and the JSON API.
+
+`build_app` assembles one router per resource, each a module whose `routes(api)` lists its
+routes: `service` (health, metrics, this API's description, the store's file), `ingest`
+(OTLP/HTTP), `sessions` (a session's contents), `results` (its analysis, replay result and
+report), `feedback` (feedback and the alerts it raised), `documents` (import, training
+sessions) and `jobs` (the queue and its workers). What they share: `context` (the
+collector, the token check every route but `/healthz` runs, the single writer), `bodies`
+(reading a request's body), `paging` (query parameters and streamed pages) and `errors`.
+
+Reads run on store cursors in the thread pool; every write goes through the single writer.
+JSON leaves through `responses.JSONResponse` (non-finite numbers become null), query
+parameters and session ids in paths are read by `url_input`, request bodies are validated
+by the models of `schemas.bodies` (described, with every answer, in `GET /openapi.json`,
+tracefix.collector.openapi), every 4xx/5xx is `errors.error()`'s one shape, and every
+answer carries the security headers of `responses.SecurityHeaders`.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+
+from tracefix.collector import openapi
+from tracefix.collector.api import documents, feedback, ingest, jobs, results, service, sessions
+from tracefix.collector.api.context import ApiContext
+from tracefix.collector.api.errors import http_error, internal_error
+from tracefix.collector.responses import SecurityHeaders
+from tracefix.collector.url_input import SessionPaths
+
+if TYPE_CHECKING:
+    from tracefix.collector.server import Collector
+
+log = logging.getLogger("tracefix.collector")
+
+
+def build_app(collector: "Collector") -> Starlette:
+    api = ApiContext(collector)
+    routes = [*service.routes(api, lambda: route_table), *ingest.routes(api), *sessions.routes(api),
+              *results.routes(api), *feedback.routes(api), *documents.routes(api), *jobs.routes(api)]
+    route_table = [(r.path, r.methods) for r in routes]
+    if openapi.undescribed(route_table):
+        log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)],
+                     exception_handlers={HTTPException: http_error, Exception: internal_error})

@@ -1,0 +1,66 @@
+"""OTLP/HTTP ingest: `POST /v1/traces` (protobuf or OTLP/JSON), answered in the request's
+encoding, errors included. The body is decoded beside the writer (tracefix.collector.decoding)
+and handed to the ingest path (tracefix.collector.spool), which writes it or spools it."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tracefix.collector import otlp
+from tracefix.collector.api.bodies import read_body
+from tracefix.collector.api.context import ApiContext
+from tracefix.collector.api.errors import error, otlp_route
+from tracefix.collector.auth import INGEST
+from tracefix.collector.decoding import DecodeFailed
+from tracefix.collector.spool import SpooledRequest
+from tracefix.collector.writer import QueueFull
+
+log = logging.getLogger("tracefix.collector")
+
+
+def routes(api: ApiContext) -> list[Route]:
+    collector, cfg = api.collector, api.cfg
+    inflight = {"bytes": 0}  # request bodies being read or decoded right now
+
+    async def traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type", "")
+        mt = otlp.media_type(ctype)
+        if mt not in (otlp.PROTOBUF, otlp.JSON):
+            raise otlp.OtlpError(415, f"unsupported Content-Type {ctype!r}: use {otlp.PROTOBUF} or {otlp.JSON}")
+        # bytes held as they arrive, not as declared: an upload that declares 32 MiB and
+        # stalls holds nothing (and read_body drops it), so it cannot starve the others
+        held = 0
+
+        def hold(n: int) -> None:
+            nonlocal held
+            if inflight["bytes"] > held and inflight["bytes"] + n > cfg.max_inflight_bytes:
+                raise QueueFull(f"{inflight['bytes']} bytes of requests being read or decoded")
+            inflight["bytes"] += n
+            held += n
+
+        try:
+            body = await read_body(request, cfg.max_body_bytes, on_chunk=hold)
+            batch = await collector.decoder.decode(body, ctype, request.headers.get("content-encoding"))
+        except DecodeFailed as exc:
+            return error(503, str(exc))
+        finally:
+            inflight["bytes"] -= held
+        refused = []
+        if batch.span_count:
+            encoding = request.headers.get("content-encoding")
+            fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body))
+            try:
+                refused = await asyncio.wrap_future(fut)
+            except Exception as exc:  # spans it refuses for their content are in `refused`
+                log.warning("export failed to commit: %s", exc)
+                return error(503, f"could not store the spans: {exc}")
+        collector.metrics.exported("http", batch, refused)
+        content, media = otlp.encode_response(otlp.export_response(batch, refused), ctype)
+        return Response(content, media_type=media)
+
+    return [Route("/v1/traces", collector.metrics.count_http_exports(otlp_route(api.guarded(traces, INGEST))),
+                  methods=["POST"])]

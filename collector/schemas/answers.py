@@ -1,0 +1,294 @@
+"""What the API answers: the error shape of every 4xx/5xx (`ErrorBody`) and the documents of
+its successes. They describe and never validate: a route writes its store dicts as they
+are, and `tracefix.collector.openapi` publishes these models as the answers' schemas."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from tracefix.collector import contracts
+from tracefix.collector.jobs import JOB_KINDS
+from tracefix.collector.schemas.derive import ClosedAnswer, JSONValue, OpenDocument, derived_model
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+# `code` by HTTP status, where the route has nothing more precise to say
+ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+               408: "request_timeout", 409: "conflict", 413: "too_large", 415: "unsupported_media_type",
+               422: "invalid_value", 429: "busy", 500: "internal", 503: "unavailable"}
+
+
+class BodyProblem(ClosedAnswer):
+    field: str = Field(description="where in the body, dotted ('steps.0'); empty for the body itself")
+    problem: str
+
+
+class ErrorBody(ClosedAnswer):
+    """The one shape of every 4xx/5xx answer of the API."""
+    error: str = Field(description="what went wrong, for a person")
+    code: str = Field(description="what went wrong, for a program: " + ", ".join(sorted(
+        {*ERROR_CODES.values(), "unknown_session", "invalid_parameter", "invalid_body", "lease_lost"})))
+    parameter: Optional[str] = Field(None, description="the query parameter or path segment at fault (422)")
+    detail: Optional[list[BodyProblem]] = Field(None, description="every problem of a request body (400)")
+    hint: Optional[str] = None
+    retry_after_s: Optional[float] = Field(None, description="back-pressure (429): retry after this many seconds")
+
+
+class LeaseConflict(ErrorBody):
+    """409: the job is no longer this worker's (its lease ran out, or it was finished)."""
+    job_id: str
+    renewed: Literal[False]
+
+
+class FinishConflict(ErrorBody):
+    job_id: str
+    finished: Literal[False]
+
+
+# --- successes -------------------------------------------------------------------------------
+
+class Message(OpenDocument):
+    """A chat message as stored (canonical OpenAI-style JSON)."""
+    role: Optional[str] = None
+    content: JSONValue = None
+
+
+class Health(ClosedAnswer):
+    status: Literal["ok", "unhealthy"] = Field(description="unhealthy (HTTP 503) while the store cannot write")
+    reason: Optional[str] = Field(None, description="why the store cannot write, while it is unhealthy")
+    store_id: Optional[str] = Field(description="the store file's identity, not its path (tracefix.collector.access)")
+    pending_spans: int
+    committed_spans: int
+    transactions: int
+    checkpoints: int
+    spooled_requests: int = Field(description="exports acknowledged into the durable spool, not yet committed")
+    spooled_spans: int = Field(description="their spans")
+    spool_bytes: int = Field(description="disk the spool holds (--spool-max-mb is its budget)")
+
+
+class StoreInfo(ClosedAnswer):
+    db: str
+    store_id: Optional[str]
+
+
+class SessionSummary(ClosedAnswer):
+    session_id: str
+    service: Optional[str]
+    name: Optional[str]
+    entrypoint: Optional[str]
+    outcome: Optional[str]
+    score: Optional[float]
+    started_at: Optional[str]
+    ended_at: Optional[str]
+    duration_ms: Optional[float]
+    parent_session_id: Optional[str]
+    replayable: bool
+    source: Optional[str]
+    steps: int
+    agents: list[str]
+    models: list[str]
+    errors: int
+    spans: int
+    feedback_score: Optional[float]
+    feedback_count: int
+    task: Optional[str]
+
+
+class SessionList(ClosedAnswer):
+    sessions: list[SessionSummary]
+    limit: int
+    offset: int
+
+
+Feedback = derived_model(contracts.Feedback, ClosedAnswer)
+
+
+class FeedbackRecorded(Feedback):
+    session_id: str
+    alert_id: Optional[str] = Field(description="set when the score raised an alert")
+    job_id: Optional[str] = Field(description="the diagnosis job the alert queued")
+
+
+ToolCall = derived_model(contracts.ToolCall, ClosedAnswer, truncated=(Optional[int], Field(
+    None, description="characters cut from arguments and result (pages)")))
+# the steps and the document answer a message as stored (`Message`: open, any content), a tool
+# call with its cut mark (`ToolCall`), feedback as `Feedback`
+_AS_ANSWERED: dict[type, type[BaseModel]] = {contracts.ChatMessage: Message, contracts.ToolCall: ToolCall,
+                                            contracts.Feedback: Feedback}
+_STEP_TEXT = {"kind": "llm, or message in an imported session",
+              "snapshots": "state of tracked objects that changed at this step"}
+
+DocumentStep = derived_model(contracts.Step, ClosedAnswer, name="DocumentStep", models=dict(_AS_ANSWERED),
+                             describe=_STEP_TEXT)
+PageStep = derived_model(
+    contracts.Step, ClosedAnswer, name="PageStep", omit=("input_messages",), models=dict(_AS_ANSWERED), describe=_STEP_TEXT,
+    input_message_keys=(list[str], Field(description="the step's input messages by key, in prompt order")),
+    output_message_key=(Optional[str], ...),
+    truncated=(Optional[int], Field(None, description="characters cut from its tool calls and snapshots")))
+_SessionHeader = derived_model(contracts.SessionDocument, ClosedAnswer, name="_SessionHeader", omit=("steps",),
+                               models=dict(_AS_ANSWERED))
+
+
+class SessionDocument(_SessionHeader):
+    """contracts §1: the whole session (training sessions)."""
+    steps: list[DocumentStep]
+
+
+class PageInfo(ClosedAnswer):
+    offset: int
+    returned: int
+    total: int
+    next_offset: Optional[int] = Field(description="where the next page starts; null after the last")
+
+
+class SessionPageInfo(PageInfo):
+    limit: int
+    max_chars: Optional[int]
+
+
+class PreviewMessage(Message):
+    truncated: Optional[int] = None
+
+
+class SessionPage(_SessionHeader):
+    """contracts §1b: the header, steps [offset, offset + limit), previews of their messages."""
+    steps: list[PageStep]
+    messages: Optional[dict[str, PreviewMessage]] = Field(None, description="absent with content=keys")
+    page: SessionPageInfo
+
+
+class StepAnswer(ClosedAnswer):
+    session_id: str
+    step: PageStep
+
+
+class MessageAnswer(ClosedAnswer):
+    key: str
+    message: Message
+
+
+class SpanStatus(ClosedAnswer):
+    code: Optional[int]
+    message: Optional[str]
+
+
+class Span(ClosedAnswer):
+    trace_id: str
+    span_id: str
+    parent_span_id: Optional[str]
+    session_id: Optional[str]
+    service: Optional[str]
+    name: Optional[str]
+    span_kind: Optional[int]
+    kind: Optional[str]
+    start_time: Optional[str]
+    end_time: Optional[str]
+    start_ns: Optional[int]
+    end_ns: Optional[int]
+    duration_ms: Optional[float]
+    status: SpanStatus
+    attributes: dict[str, JSONValue]
+    events: list[JSONValue]
+    resource: dict[str, JSONValue]
+    scope: Optional[str]
+    message_keys: Optional[dict[str, str | list[str]]] = Field(
+        None, description="attributes held in the messages table, by key (contracts §1b)")
+
+
+class SpansPage(ClosedAnswer):
+    spans: list[Span]
+    page: PageInfo
+
+
+class StoredText(ClosedAnswer):
+    key: str
+    text: str = Field(description="exactly as stored: a message's canonical JSON, tool definitions as sent")
+
+
+class MessagesPage(ClosedAnswer):
+    messages: list[StoredText]
+    page: PageInfo
+
+
+class ResultSaved(ClosedAnswer):
+    session_id: str
+    saved: Literal["analysis", "replay"]
+
+
+class Imported(ClosedAnswer):
+    session_ids: list[str]
+    skipped: list[str] = Field(default_factory=list, description="ids stored already (with skip_stored)")
+
+
+class TrainingSessions(ClosedAnswer):
+    sessions: list[SessionDocument]
+    page: PageInfo
+
+
+class Job(ClosedAnswer):
+    job_id: str
+    session_id: str
+    kind: Literal[JOB_KINDS]
+    state: str = Field(description="queued, running, done, failed or refused")
+    reason: Optional[str] = None
+    attempts: Optional[int] = None
+    error: Optional[str] = None
+    created_at: Optional[str] = None
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    worker: Optional[str] = None
+    lease_until: Optional[str] = None
+    options: Optional[dict[str, JSONValue]] = Field(description="what a person asked a replay to test")
+    diagnose: Optional[Literal["analysis", "full"]] = Field(
+        None, description="a diagnosis job as claimed by a worker: what it runs (the collector's --diagnose)")
+
+
+class JobList(ClosedAnswer):
+    jobs: list[Job]
+    page: PageInfo
+
+
+class LeaseRenewed(ClosedAnswer):
+    job_id: str
+    renewed: Literal[True]
+
+
+class JobFinished(ClosedAnswer):
+    job_id: str
+    finished: Literal[True]
+
+
+class AlertPayload(OpenDocument):
+    """The webhook body (Slack-compatible `text` plus the fields a receiver reads)."""
+    text: str
+    alert_id: str
+    session_id: str
+    score: float
+    task: Optional[str]
+    final_answer: JSONValue
+    comment: Optional[str]
+    link: str
+
+
+class Delivery(ClosedAnswer):
+    webhook: str
+    state: Literal["pending", "delivered", "dead"]
+    attempts: int
+    last_error: Optional[str]
+    delivered_at: Optional[str]
+
+
+class Alert(ClosedAnswer):
+    alert_id: str
+    feedback_id: str
+    session_id: str
+    payload: AlertPayload
+    created_at: Optional[str]
+    deliveries: list[Delivery]
+
+
+class AlertList(ClosedAnswer):
+    alerts: list[Alert]
+    page: PageInfo

@@ -1,0 +1,61 @@
+"""The query parameters of the API's reads, described for `/openapi.json` (url_input.QueryParams
+parses them; the routes say which they read)."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from tracefix.collector.document import INT64_MAX
+from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
+from tracefix.collector.schemas.derive import ClosedRequest
+
+class PageQuery(ClosedRequest):
+    offset: int = Field(0, ge=0, le=1 << 31)
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class SpansQuery(PageQuery):
+    limit: int = Field(500, ge=1, le=1000)
+
+
+class SessionPageQuery(PageQuery):
+    max_chars: int = Field(2000, ge=1, le=1_000_000, description="longer strings are cut and marked")
+    content: Literal["previews", "keys"] = Field("previews", description="keys: message bodies left out")
+
+
+class SessionListQuery(ClosedRequest):
+    feedback: Optional[Literal["negative", "positive", "any"]] = None
+    outcome: Optional[str] = None
+    service: Optional[str] = None
+    agent: Optional[str] = None
+    parent_session_id: Optional[str] = None
+    since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
+    until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
+    limit: int = Field(50, ge=0, le=INT64_MAX, description="at most 1000 are returned")
+    offset: int = Field(0, ge=0, le=INT64_MAX)
+
+
+class ReportQuery(ClosedRequest):
+    format: Literal["html", "md"] = "html"
+
+
+class TrainingQuery(PageQuery):
+    criterion: Literal["success", "positive", "all"] = "success"
+
+
+LIST_ORDERS = ("oldest", "newest")  # a list of jobs or alerts: as they were created, or the last first
+
+
+class JobsQuery(PageQuery):
+    state: Optional[Literal[JOB_STATES]] = None
+    session_id: Optional[str] = None
+    kind: Optional[Literal[JOB_KINDS]] = None
+    job_id: Optional[list[str]] = Field(None, max_length=1000, description="repeatable: only these jobs")
+    order: Literal[LIST_ORDERS] = Field("oldest", description="newest: the last queued first")
+
+
+class AlertsQuery(PageQuery):
+    session_id: Optional[str] = None
+    order: Literal[LIST_ORDERS] = Field("oldest", description="newest: the last raised first")
+
