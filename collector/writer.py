@@ -261,8 +261,8 @@ class Writer:
             raise StoreUnavailable(self.fault)
 
     def _keep_wal_within_budget(self) -> None:
-        """Checkpoint here, between transactions (no write of ours can block it), once the WAL
-        reached the budget: the background checkpoints find the writer mid-transaction
+        """Checkpoint here, between transactions (no write transaction of ours is open), once
+        the WAL reached the budget: the background checkpoints find the writer mid-transaction
         whenever exports arrive back to back, and then never run."""
         if self.wal_budget_bytes is None or self.store.wal_bytes() < self.wal_budget_bytes:
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from tracefix.attributes import from_json_text
-from tracefix.collector import document
+from tracefix.collector import assemble, document
 from tracefix.collector.contracts import JsonDict
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
@@ -142,7 +142,7 @@ class Pages(StoreReads):
         feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
         # the page's own shape (contracts §1b): the document's header, steps as the page shows them
-        doc: JsonDict = dict(document.build(session, spans, links, order, refs, snaps, feedback))
+        doc: JsonDict = dict(assemble.build(session, spans, links, order, refs, snaps, feedback))
 
         if outline:
             return doc
@@ -263,4 +263,4 @@ class Pages(StoreReads):
                     for rowid, *values in self._fetch_by_rowid(cur, "spans", ", ".join(SPAN_DICT_COLUMNS), chunk)}
             for rowid in chunk:
                 if rowid in rows:
-                    yield document.span_dict(rows.pop(rowid), None)
+                    yield assemble.span_dict(rows.pop(rowid), None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracefix.attributes import from_json_text
-from tracefix.collector import document
+from tracefix.collector import assemble, document
 from tracefix.collector.contracts import SessionDocument
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
@@ -96,7 +96,7 @@ class Queries(StoreReads):
         keys |= {r["output_key"] for r in genai if r["output_key"] is not None}
         keys |= {r["tools_key"] for r in rows if r["tools_key"] is not None}
         texts = {document.key_ref(k): t for k, t in self._iter_message_texts(keys, cur)}
-        return [document.span_dict(r, texts) for r in rows]
+        return [assemble.span_dict(r, texts) for r in rows]
 
     def get_session(self, session_id: str) -> SessionDocument | None:
         cur = self._read()
@@ -121,7 +121,7 @@ class Queries(StoreReads):
                             "ORDER BY time_ns, seq", [session_id]).fetchall()
         feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
-        return document.build(session, spans, links, order, messages, snaps, feedback)
+        return assemble.build(session, spans, links, order, messages, snaps, feedback)
 
     def training_sessions(self, criterion: str = "success", limit: int = 10_000) -> list[SessionDocument]:
         """The documents of the sessions to train on (training_session_ids), oldest first."""

@@ -91,11 +91,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ]),
 ]
 
-# The span columns a span dict is made of (document.span_dict).
+# The span columns a span dict is made of (assemble.span_dict).
 SPAN_DICT_COLUMNS = ["trace_id", "span_id", "parent_span_id", "session_id", "service", "name", "span_kind", "kind",
                      "start_ns", "end_ns", "status_code", "status_message", "attributes", "events", "resource",
                      "scope", "message_dialect", "input_keys", "output_key", "tools_key"]
-# The span columns the session document is built from (document.build).
+# The span columns the session document is built from (assemble.build).
 DOCUMENT_SPAN_COLUMNS = ["trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status_code",
                          "step", "call_seq", "agent", "model", "input_tokens", "output_tokens", "finish_reason",
                          "input_keys", "output_key", "tool_name", "tool_call_id", "tool_arguments", "tool_result",

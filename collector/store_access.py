@@ -1,0 +1,91 @@
+"""`StoreAccess`: the store through a `Store` object, the DuckDB file opened by this process
+(a CLI without a server) or, inside `tracefix serve`, writes through its single writer."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tracefix.collector.access_base import AccessBase
+from tracefix.collector.contracts import JsonDict, SessionDocument
+
+
+class StoreAccess(AccessBase):
+    """Access bound to a Store object. With `writer` (inside `tracefix serve`) writes go
+    through the single writer thread; without, the store is written directly (CLI on a file)."""
+
+    kind = "file"
+
+    def __init__(self, store, writer=None, owns_store: bool = False):
+        self.store = store
+        self.writer = writer
+        self.owns_store = owns_store
+        if writer is not None:
+            self.kind = "in-process"
+
+    def _write(self, fn):
+        return self.writer.run(fn, timeout=300) if self.writer is not None else fn(self.store)
+
+    def close(self) -> None:
+        if self.owns_store:
+            self.store.close()
+
+    def list_sessions(self, feedback=None, outcome=None, service=None, agent=None, since=None, until=None,
+                      limit=50, offset=0, parent_session_id=None) -> list[dict]:
+        return self.store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent, since=since,
+                                        until=until, limit=limit, offset=offset, parent_session_id=parent_session_id)
+
+    def get_session(self, session_id: str) -> SessionDocument | None:
+        return self.store.get_session(session_id)
+
+    def get_spans(self, session_id: str) -> list[dict]:
+        return self.store.get_spans(session_id)
+
+    def session_page(self, session_id: str, offset: int = 0, limit: int = 100, max_chars: int = 2000) -> dict | None:
+        return self.store.session_page(session_id, offset, limit, max_chars)
+
+    def add_feedback(self, session_id: str, score: float, comment: str | None = None) -> dict:
+        return self._write(lambda s: s.add_feedback(session_id, score, comment, source="cli"))
+
+    def import_sessions(self, docs: list[dict]) -> list[str]:
+        return self._write(lambda s: s.import_sessions(docs))
+
+    def import_new_sessions(self, docs: list[dict]) -> tuple[list[str], list[str]]:
+        """(ids imported, ids left out as stored already): see Store.import_new_sessions."""
+        return self._write(lambda s: s.import_new_sessions(docs))
+
+    def training_sessions(self, criterion: str = "success") -> list[SessionDocument]:
+        return self.store.training_sessions(criterion)
+
+    def save_analysis(self, session_id: str, result: Mapping[str, Any]) -> None:
+        self._write(lambda s: s.save_analysis(session_id, result))
+
+    def get_analysis(self, session_id: str) -> JsonDict | None:
+        return self.store.get_analysis(session_id)
+
+    def save_replay(self, session_id: str, result: Mapping[str, Any]) -> None:
+        self._write(lambda s: s.save_replay(session_id, result))
+
+    def get_replay(self, session_id: str) -> JsonDict | None:
+        return self.store.get_replay(session_id)
+
+    def list_jobs(self, state: str | None = None, session_id: str | None = None, kind: str | None = None, *,
+                  newest: int | None = None) -> list[dict]:
+        """Every job matching, oldest first; with `newest`, the newest that many, newest first."""
+        return self.store.list_jobs(state, session_id, kind=kind, limit=newest, newest_first=bool(newest))
+
+    def enqueue_job(self, session_id: str, reason: str = "manual", kind: str = "diagnosis",
+                    options: dict | None = None) -> dict:
+        return self._write(lambda s: s.enqueue_job(session_id, reason, kind, options))
+
+    def claim_job(self, kind: str, worker: str, lease_s: float) -> dict | None:
+        return self._write(lambda s: s.claim_job(kind, worker, lease_s))
+
+    def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
+        return self._write(lambda s: s.renew_lease(job_id, worker, lease_s))
+
+    def finish_job(self, job_id: str, *, worker: str, state: str, error: str | None = None) -> bool:
+        return self._write(lambda s: s.finish_job(job_id, error=error, state=state, worker=worker))
+
+    def list_alerts(self, session_id: str | None = None, *, newest: int | None = None) -> list[dict]:
+        """Every alert of the session (None: of all), oldest first; with `newest`, the newest
+        that many, newest first."""
+        return self.store.list_alerts(session_id, limit=newest, newest_first=bool(newest))
