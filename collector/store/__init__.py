@@ -19,6 +19,7 @@ mutating methods; a CLI without a server calls them directly on the file.
 | `queries` | session lists, session documents, spans, training sets |
 | `pages` | bounded reads for the API (docs/contracts.md §1b), the outline of a session |
 | `browse` | the web UI's sessions table: sort, filters, text search, a page at a time |
+| `filters` | the one WHERE clause the session list and the UI's table filter sessions by |
 | `lake` | DuckLake: extensions from their packages, the write lock, the lake's schema, compaction |
 """
 from __future__ import annotations

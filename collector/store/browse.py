@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
+from tracefix.collector.store.filters import session_filter
 from tracefix.collector.store.reads import StoreReads
-from tracefix.collector.store.sql import in_strings, scalar
+from tracefix.collector.store.sql import in_strings, records, scalar
 
 
 class Browse(StoreReads):
@@ -30,26 +31,7 @@ class Browse(StoreReads):
             raise ValueError(f"sort must be one of {', '.join(self.TABLE_SORTS)}")
         if diagnosis is not None and diagnosis not in self.TABLE_DIAGNOSIS:
             raise ValueError(f"diagnosis must be one of {', '.join(self.TABLE_DIAGNOSIS)}")
-        where, params = ["true"], []
-        if search:
-            pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            where.append("(" + " OR ".join(f"s.{c} ILIKE ? ESCAPE '\\'" for c in (
-                "session_id", "service", "name", "entrypoint", "inputs", "metadata", "output")) + ")")
-            params += [pattern] * 7
-        if outcome == "none":
-            where.append("s.outcome IS NULL")
-        elif outcome is not None:
-            where.append("s.outcome = ?")
-            params.append(outcome)
-        if service is not None:
-            where.append("s.service = ?")
-            params.append(service)
-        if feedback in ("negative", "positive"):
-            where.append(f"s.session_id IN (SELECT session_id FROM feedback WHERE score {'<' if feedback == 'negative' else '>'} 0)")
-        elif feedback == "none":
-            where.append("s.session_id NOT IN (SELECT session_id FROM feedback)")
-        elif feedback is not None:
-            raise ValueError("feedback must be 'negative', 'positive' or 'none'")
+        filtered, params = session_filter(search=search, outcome=outcome, service=service, feedback=feedback)
         diagnosis_state = """(SELECT CASE WHEN j.state IN ('queued', 'running') THEN j.state
                                           WHEN j.state IN ('failed', 'refused') THEN 'failed'
                                           WHEN r.session_id IS NOT NULL THEN 'replayed'
@@ -57,13 +39,12 @@ class Browse(StoreReads):
                                           WHEN j.state = 'done' THEN 'analyzed' ELSE 'none' END)"""
         jobs_cte = """last_job AS (SELECT session_id, arg_max(state, created_ns) AS state FROM jobs GROUP BY session_id)"""
         if diagnosis is not None:
-            where.append(f"""s.session_id IN (SELECT s2.session_id FROM sessions s2
+            filtered += f""" AND s.session_id IN (SELECT s2.session_id FROM sessions s2
                                  LEFT JOIN last_job j ON j.session_id = s2.session_id
                                  LEFT JOIN analyses a ON a.session_id = s2.session_id
                                  LEFT JOIN replays r ON r.session_id = s2.session_id
-                                 WHERE {diagnosis_state} = ?)""")
+                                 WHERE {diagnosis_state} = ?)"""
             params.append(diagnosis)
-        filtered = " AND ".join(where)
         order = f"{self.TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'} NULLS LAST, b.session_id"
         needs = {"steps": "agg_steps", "tokens": "agg_tokens", "feedback": "agg_fb"}.get(sort)
         aggregates = {
@@ -80,18 +61,19 @@ class Browse(StoreReads):
             sort_join = f"LEFT JOIN ({agg}) {needs} ON {needs}.session_id = b.session_id"
         cur = self._read()
         # the count rides on the page's own scan (a text search filters 100k rows once, not twice)
-        found = cur.execute(
+        found = records(cur.execute(
             f"""WITH {jobs_cte}, base AS (SELECT session_id, service, outcome, started_ns, ended_ns
                                           FROM sessions s WHERE {filtered})
-                SELECT b.session_id, count(*) OVER () FROM base b {sort_join} ORDER BY {order} LIMIT ? OFFSET ?""",
-            [*params, int(limit), int(offset)]).fetchall()
-        page_ids = [r[0] for r in found]
+                SELECT b.session_id, count(*) OVER () AS total FROM base b {sort_join}
+                ORDER BY {order} LIMIT ? OFFSET ?""",
+            [*params, int(limit), int(offset)]))
+        page_ids = [r["session_id"] for r in found]
         if not page_ids:  # past the last page: the count alone
             total = scalar(cur.execute(f"WITH {jobs_cte} SELECT count(*) FROM sessions s WHERE {filtered}", params))
             return {"rows": [], "total": total}
-        total = found[0][1]
+        total = found[0]["total"]
         in_page, page_params = in_strings(page_ids)
-        rows = cur.execute(
+        rows = records(cur.execute(
             f"""WITH {jobs_cte},
                 page AS (SELECT * FROM sessions WHERE session_id {in_page}),
                 agg AS (SELECT session_id, count(*) FILTER (WHERE kind IN ('llm', 'message')) AS n_steps,
@@ -105,22 +87,27 @@ class Browse(StoreReads):
                        FROM feedback WHERE session_id {in_page} GROUP BY session_id)
                 SELECT s.session_id, s.service, s.name, s.outcome, s.score, s.started_ns, s.ended_ns,
                        s.parent_session_id, agg.n_steps, agg.agents, agg.n_errors, agg.tokens_in, agg.tokens_out,
-                       fb.last_score, fb.n_feedback, {diagnosis_state}, s.metadata, s.inputs
+                       fb.last_score, fb.n_feedback, {diagnosis_state} AS diagnosis, s.metadata, s.inputs
                 FROM page s LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
                 LEFT JOIN last_job j ON j.session_id = s.session_id
                 LEFT JOIN analyses a ON a.session_id = s.session_id
                 LEFT JOIN replays r ON r.session_id = s.session_id""",
-            [*page_params, *page_params, *page_params]).fetchall()
+            [*page_params, *page_params, *page_params]))
         firsts = self._first_messages(cur, page_ids)
         by_id = {}
         for r in rows:
-            by_id[r[0]] = {
-                "session_id": r[0], "service": r[1], "name": r[2], "outcome": r[3], "score": r[4],
-                "started_at": document.iso(r[5]), "ended_at": document.iso(r[6]),
-                "duration_ms": document.duration_ms(r[5], r[6]), "parent_session_id": r[7], "steps": r[8] or 0,
-                "agents": sorted(r[9] or []), "errors": r[10] or 0,
-                "tokens": {"input": int(r[11] or 0), "output": int(r[12] or 0)},
-                "feedback_score": r[13], "feedback_count": r[14] or 0, "diagnosis": r[15],
-                "task": document.task_of(from_json_text(r[16]), from_json_text(r[17]), firsts.get(r[0], [])),
+            sid = r["session_id"]
+            by_id[sid] = {
+                "session_id": sid, "service": r["service"], "name": r["name"], "outcome": r["outcome"],
+                "score": r["score"], "started_at": document.iso(r["started_ns"]),
+                "ended_at": document.iso(r["ended_ns"]),
+                "duration_ms": document.duration_ms(r["started_ns"], r["ended_ns"]),
+                "parent_session_id": r["parent_session_id"], "steps": r["n_steps"] or 0,
+                "agents": sorted(r["agents"] or []), "errors": r["n_errors"] or 0,
+                "tokens": {"input": int(r["tokens_in"] or 0), "output": int(r["tokens_out"] or 0)},
+                "feedback_score": r["last_score"], "feedback_count": r["n_feedback"] or 0,
+                "diagnosis": r["diagnosis"],
+                "task": document.task_of(from_json_text(r["metadata"]), from_json_text(r["inputs"]),
+                                         firsts.get(sid, [])),
             }
         return {"rows": [by_id[sid] for sid in page_ids if sid in by_id], "total": total}

@@ -6,6 +6,7 @@ from typing import Any
 from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import SessionDocument
+from tracefix.collector.store.filters import session_filter
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import first_row, records, scalar
@@ -20,37 +21,11 @@ class Queries(StoreReads):
     def list_sessions(self, feedback: str | None = None, outcome: str | None = None, service: str | None = None,
                       agent: str | None = None, since: Any = None, until: Any = None, limit: int = 50,
                       offset: int = 0, parent_session_id: str | None = None) -> list[dict]:
-        where: list[str] = ["true"]
-        params: list[Any] = []
-        if feedback == "negative":
-            where.append("s.session_id IN (SELECT session_id FROM feedback WHERE score < 0)")
-        elif feedback == "positive":
-            where.append("s.session_id IN (SELECT session_id FROM feedback WHERE score > 0)")
-        elif feedback == "any":
-            where.append("s.session_id IN (SELECT session_id FROM feedback)")
-        elif feedback is not None:
-            raise ValueError("feedback must be 'negative', 'positive' or 'any'")
-        if outcome is not None:
-            where.append("s.outcome = ?")
-            params.append(outcome)
-        if service is not None:
-            where.append("s.service = ?")
-            params.append(service)
-        if agent is not None:
-            where.append("s.session_id IN (SELECT session_id FROM spans WHERE agent = ?)")
-            params.append(agent)
-        if since is not None:
-            where.append("s.started_ns >= ?")
-            params.append(document.to_ns(since))
-        if until is not None:
-            where.append("s.started_ns < ?")
-            params.append(document.to_ns(until))
-        if parent_session_id is not None:
-            where.append("s.parent_session_id = ?")
-            params.append(parent_session_id)
+        filtered, params = session_filter(outcome=outcome, service=service, feedback=feedback, agent=agent,
+                                          since=since, until=until, parent_session_id=parent_session_id)
         cur = self._read()
         rows = records(cur.execute(
-            f"""WITH page AS (SELECT * FROM sessions s WHERE {' AND '.join(where)}
+            f"""WITH page AS (SELECT * FROM sessions s WHERE {filtered}
                               ORDER BY s.started_ns DESC NULLS LAST, s.session_id LIMIT ? OFFSET ?),
                 agg AS (SELECT session_id, count(*) FILTER (WHERE kind IN ('llm', 'message')) AS n_steps,
                                list(DISTINCT agent) FILTER (WHERE agent IS NOT NULL) AS agents,

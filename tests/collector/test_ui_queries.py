@@ -67,6 +67,28 @@ def test_session_table_sorts_filters_searches_and_pages(store):
         store.session_table(diagnosis="exploded")
 
 
+def test_the_session_list_and_the_ui_table_filter_alike(store):
+    """One filter (store/filters.py) for both lists: every filter either takes picks the same
+    sessions in the other, the values only one of them knew included."""
+    rated_up, plain, rated_down = store.import_sessions([log(2, "pay the rent", outcome="success"),
+                                                         log(3, "check the balance"),
+                                                         log(4, "open an account", outcome="failure")])
+    store.add_feedback(rated_up, 1.0)
+    store.add_feedback(rated_down, -0.5)
+    expected = {("feedback", "negative"): {rated_down}, ("feedback", "positive"): {rated_up},
+                ("feedback", "any"): {rated_up, rated_down}, ("feedback", "none"): {plain},
+                ("outcome", "failure"): {rated_down}, ("outcome", "none"): {plain}}
+    for (name, value), ids in expected.items():
+        listed = {r["session_id"] for r in store.list_sessions(**{name: value})}
+        shown = set(ids_of(store.session_table(**{name: value})))
+        assert listed == shown == ids, (name, value, listed, shown)
+    for bad in ({"feedback": "some"}, {"feedback": ""}):
+        with pytest.raises(ValueError, match="feedback must be one of"):
+            store.list_sessions(**bad)
+        with pytest.raises(ValueError, match="feedback must be one of"):
+            store.session_table(**bad)
+
+
 def test_session_outline_has_every_step_of_the_document_without_contents(store):
     store.ingest(normalize_request(ExportTraceServiceRequest.FromString(agent_session("agent-2", 12))))
     doc = store.get_session("agent-2")

@@ -1,0 +1,59 @@
+"""Which sessions a list shows: the one WHERE clause over `sessions s` that the session list
+(`Queries.list_sessions`: the API, the CLI) and the web UI's table (`Browse.session_table`)
+filter by."""
+from __future__ import annotations
+
+from typing import Any
+
+from tracefix.collector import document
+
+FEEDBACK_FILTERS = ("negative", "positive", "any", "none")
+# the session columns a text search reads
+SEARCHED_COLUMNS = ("session_id", "service", "name", "entrypoint", "inputs", "metadata", "output")
+
+
+def session_filter(*, search: str | None = None, outcome: str | None = None, service: str | None = None,
+                   feedback: str | None = None, agent: str | None = None, since: Any = None, until: Any = None,
+                   parent_session_id: str | None = None) -> tuple[str, list[Any]]:
+    """(condition over `sessions s`, its parameters); None filters nothing.
+
+    `search`: a case-insensitive substring of any of SEARCHED_COLUMNS. `outcome="none"`: no
+    outcome recorded (outcomes are "success" and "failure"). `feedback`: "negative" /
+    "positive" (some feedback scored below / above 0), "any" (some feedback), "none" (none).
+    `agent`: some span of the session names it. `since` / `until`: when it started (an ISO
+    time or epoch value, `document.to_ns`), `until` excluded."""
+    where: list[str] = ["true"]
+    params: list[Any] = []
+    if search:
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append("(" + " OR ".join(f"s.{c} ILIKE ? ESCAPE '\\'" for c in SEARCHED_COLUMNS) + ")")
+        params += [pattern] * len(SEARCHED_COLUMNS)
+    if outcome == "none":
+        where.append("s.outcome IS NULL")
+    elif outcome is not None:
+        where.append("s.outcome = ?")
+        params.append(outcome)
+    if service is not None:
+        where.append("s.service = ?")
+        params.append(service)
+    if feedback in ("negative", "positive"):
+        where.append(f"s.session_id IN (SELECT session_id FROM feedback WHERE score {'<' if feedback == 'negative' else '>'} 0)")
+    elif feedback == "any":
+        where.append("s.session_id IN (SELECT session_id FROM feedback)")
+    elif feedback == "none":
+        where.append("s.session_id NOT IN (SELECT session_id FROM feedback)")
+    elif feedback is not None:
+        raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_FILTERS)}")
+    if agent is not None:
+        where.append("s.session_id IN (SELECT session_id FROM spans WHERE agent = ?)")
+        params.append(agent)
+    if since is not None:
+        where.append("s.started_ns >= ?")
+        params.append(document.to_ns(since))
+    if until is not None:
+        where.append("s.started_ns < ?")
+        params.append(document.to_ns(until))
+    if parent_session_id is not None:
+        where.append("s.parent_session_id = ?")
+        params.append(parent_session_id)
+    return " AND ".join(where), params
