@@ -29,9 +29,10 @@ from typing import Any
 from tracefix.collector.document import INT64_MAX, TASK_KEYS, content_text, to_ns
 from tracefix.collector.normalize import Batch, add_messages, canonical_message, merge_session
 from tracefix.collector.redact import redact_document
+from tracefix.errors import TracefixError
 
 
-class ImportFormatError(ValueError):
+class ImportFormatError(TracefixError, ValueError):
     """The input is not a conversation log or session document this importer understands;
     says where and why."""
 

@@ -23,6 +23,7 @@ def test_unknown_session_is_one_class_with_a_readable_message_and_survives_a_pro
     ("tracefix.feedback", "FeedbackError", RuntimeError),
     ("tracefix.collector.access", "AccessError", RuntimeError),
     ("tracefix.collector.decoding", "DecodeFailed", RuntimeError),
+    ("tracefix.collector.imports", "ImportFormatError", ValueError),
     ("tracefix.collector.launcher", "ProcessDidNotStart", RuntimeError),
     ("tracefix.collector.normalize", "SpanRejected", ValueError),
     ("tracefix.collector.otlp", "OtlpError", Exception),
