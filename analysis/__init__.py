@@ -23,8 +23,11 @@ How (AgentTether section III, adapted to OTel traces):
   detectors.py   IsolationForestDetector (run-local) and HGTDetector (normal-behaviour model,
                  self-supervised on successful sessions; versioned model files)
   frontier.py    per-detector frontier: cut at the largest score drop, contiguous groups
-  symptoms.py    errors / failure claims / wrong final answers walked back to their origin
-  hypotheses.py  ranked hypotheses with separate evidence per detector and dependency paths
+  symptoms.py    a symptom (error / failure claim / wrong final answer) walked back to its origin
+  evidence/      the evidence detectors, one module per rule (its docstring: what generic
+                 failure it detects; `evidence(graph)`: per-step evidence), in one REGISTRY
+  hypotheses.py  ranked hypotheses: the registered detectors' evidence added up, with
+                 separate evidence per detector and dependency paths
   analyst.py     optional LLM analyst confirming the turning point (TRACEFIX_LLM_*)
   llm.py         the product's own LLM client (any OpenAI-compatible endpoint), also the replay's
   pipeline.py    analyze_document / analyze_session / train_model

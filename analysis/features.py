@@ -18,8 +18,8 @@ import math
 import re
 from typing import Any, Sequence
 
+from .evidence.unacted_claims import unacted_claims
 from .graph import ARTIFACT, DEPENDENCY_TYPES, LOOP, SAME_ERROR, TransitionGraph
-from .roles import hub_agents, in_words_only, is_coordinator, single_agent
 from .transition_unit import TransitionUnit
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -72,83 +72,6 @@ def macro_blocks(units: list[TransitionUnit]) -> list[tuple[int, int]]:
             blocks.append((start, i))
             start = i
     return blocks
-
-
-def unacted_claims(units: list[TransitionUnit]) -> list[float]:
-    """1.0 for a text step of a worker (an agent that calls tools in this run, or any agent
-    that neither coordinates nor is named like a coordinator) that called no tool since it
-    was last handed work, and that either reports success in so many words or hands the
-    round back as done: its last word to the agent who handed it the work, not a failure
-    report (no failure words, the round not handed out again, not the words of a failed
-    report said again). A claim without an action, whatever its wording. Message logs carry
-    no calls: 0."""
-    hubs = hub_agents([u.agent for u in units if u.kind == "llm"])
-    tool_users = {u.agent for u in units if u.action["calls"]}
-    tool_users |= {u.agent for u in units if u.kind == "llm" and not is_coordinator(u.agent) and u.agent not in hubs}
-    out = [0.0] * len(units)
-    acted: dict[str, bool] = {}
-    failed_reports: set[tuple[str, str]] = set()
-    for i, u in enumerate(units):
-        before = units[i - 1] if i > 0 else None
-        after_own_words = before is not None and before.agent == u.agent and in_words_only(before)
-        if before is not None and (before.agent != u.agent or (after_own_words and not before.claims_success)):
-            # Handed work anew: by another agent, or by its own plan or instruction (a single
-            # agent hands itself each part of the work in words before it acts on it).
-            acted[u.agent] = False
-        # Right after its own claim, an agent sums up what it claimed (a single agent's
-        # answer after its reports): no claim of its own.
-        summing_up = after_own_words and before.claims_success
-        said = (u.agent, " ".join(u.action["text"].split()))
-        if u.claims_failure or u.round_failed:
-            failed_reports.add(said)
-        if u.action["calls"]:
-            acted[u.agent] = True
-        elif u.agent not in tool_users or acted.get(u.agent, False) or u.claims_failure or summing_up:
-            continue
-        elif u.claims_success:
-            out[i] = 1.0
-        elif (u.kind == "llm" and u.action["text"].strip() and not u.round_failed and said not in failed_reports
-              and i + 1 < len(units) and units[i + 1].agent != u.agent and i > 0 and units[i - 1].agent != u.agent):
-            out[i] = 1.0  # answered the hand-over at once, in words only, and the round was taken as done
-    return out
-
-
-def repeated_handovers(units: list[TransitionUnit]) -> dict[int, int]:
-    """{step: earlier step} for a coordinator's hand-over (or a lone agent's words to itself
-    before it acts) that says word for word what it handed the same agent before, when that
-    earlier round went well (a call returned a result, no step failed, the report claims no
-    failure and was not handed out again): the work was done, so saying it again is not a
-    retry but the next request gone wrong (the same item asked twice, the one still to do
-    never asked)."""
-    givers = hub_agents([u.agent for u in units]) | {u.agent for u in units if is_coordinator(u.agent)}
-    alone = single_agent(units)
-    n = len(units)
-    done: dict[tuple[str, str, str], int] = {}  # (giver, taker, words) -> the hand-over whose round went well
-    out: dict[int, int] = {}
-    for k in range(n - 1):
-        u = units[k]
-        if alone:
-            # An agent alone hands itself work in the words-only step it acts on at once;
-            # the round runs through its calls to the report in words that follows them.
-            if not in_words_only(u) or not units[k + 1].action["calls"]:
-                continue
-            end = next((j + 1 for j in range(k + 2, n) if in_words_only(units[j])), n)
-        elif u.kind != "llm" or u.agent not in givers or u.action["calls"] or units[k + 1].agent == u.agent:
-            continue
-        else:
-            end = next((j for j in range(k + 1, n) if units[j].agent == u.agent), n)
-        words = " ".join(u.action["text"].split())
-        if len(words) < 20:
-            continue
-        key = (u.agent, units[k + 1].agent, words)
-        if key in done:
-            out[k] = done[key]
-            continue
-        round_ = units[k + 1:end]
-        if (any(w.outcome == "result" for w in round_) and not any(w.failed for w in round_)
-                and not any(w.claims_failure or w.round_failed for w in round_)):
-            done[key] = k
-    return out
 
 
 def step_features(graph: TransitionGraph) -> list[list[float]]:

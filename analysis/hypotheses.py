@@ -2,10 +2,12 @@
 
 A failure surfaces late (an error, a wrong final answer) but usually starts earlier: the
 step that invented a wrong value, gave a wrong instruction, or misread a result. So besides
-each frontier group's peak step, every symptom is walked back along the transition graph
-(symptoms.py) and its origin proposed, and two silent-failure signals propose steps of their
-own: values a step acts on that its input never showed it (or attaches to the wrong record),
-and a success reported without an action. Each hypothesis keeps its evidence separate per
+each frontier group's peak step, the evidence detectors of evidence/ propose steps: the
+symptom detectors walk every symptom back along the transition graph (symptoms.py) to its
+origin, and the silent ones name steps that went wrong without anything failing there
+(values a step acts on that its input never showed it or attaches to the wrong record, a
+success reported without an action, a hand-over said again). Which detectors count is one
+argument, the registry by default. Each hypothesis keeps its evidence separate per
 detector, the features that made its step stand out, and the dependency path from the
 symptom back to it; `evidence_packet` prunes that to what an analyst needs.
 """
@@ -14,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .features import FEATURE_NAMES, repeated_handovers
+from .evidence import REGISTRY, EvidenceDetector, find_symptoms
+from .features import FEATURE_NAMES
 from .frontier import union_groups
 from .graph import TransitionGraph
-from .symptoms import find_symptoms
 from .transition_unit import TransitionUnit
 
 @dataclass(frozen=True)
@@ -70,13 +72,14 @@ def top_features(features: Any, step: int, k: int = 3) -> dict[str, float]:
 
 def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequence[float]],
                     frontier: dict[str, list[int]], features: Any, failed: bool = True,
-                    limit: int = MAX_HYPOTHESES, weights: EvidenceWeights = DEFAULT_WEIGHTS) -> list[dict[str, Any]]:
+                    limit: int = MAX_HYPOTHESES, weights: EvidenceWeights = DEFAULT_WEIGHTS,
+                    evidence: Sequence[EvidenceDetector] = REGISTRY) -> list[dict[str, Any]]:
     """Ranked hypotheses (docs/contracts.md section 3, `hypotheses`), source "detectors".
 
-    Candidates: each frontier group's peak, each symptom's origin, and steps with the two
-    silent-failure signals (a value nobody showed the step; a success claim without an
-    action). Score: the detectors' combined score plus the weight of each piece of
-    evidence, so a step supported by both the detectors and the dependency graph wins.
+    Candidates: each frontier group's peak, each symptom's origin, and the steps the silent
+    evidence detectors name (`evidence`: the registry, or fewer for an ablation). Score: the
+    detectors' combined score plus the weight of each piece of evidence, so a step
+    supported by both the detectors and the dependency graph wins.
     """
     import numpy as np
 
@@ -94,11 +97,10 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
     for group in union_groups(frontier):
         peak = max(group["steps"], key=lambda s: (base[s], -s))
         candidate(peak)["group"] = group["steps"]
-    symptoms = find_symptoms(graph, failed)
-    unsupported = X[:, FEATURE_NAMES.index("unsupported_values")]
-    unacted = X[:, FEATURE_NAMES.index("unacted_claim")]
-    repeated = repeated_handovers(graph.units) if failed else {}
-    silent_suspects = [k for k in range(n) if unsupported[k] > 0 or unacted[k] > 0 or k in repeated]
+    symptoms = find_symptoms(graph, failed, evidence)
+    # The silent detectors' evidence (a step went wrong without anything failing there).
+    silent = [(d, d.evidence(graph)) for d in evidence if not d.reads_symptoms] if failed else []
+    silent_suspects = {e.step for _, found in silent for e in found}
     origins_seen: list[int] = []
     for symptom in symptoms:
         c = candidate(symptom.origin)
@@ -116,34 +118,14 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
         c["bonus"] += weight
         c["paths"].append(symptom.path)
         c["symptoms"].append({"step": symptom.step, "kind": symptom.kind, "reason": symptom.reason})
-    if failed:
-        for k in range(n):
-            if unsupported[k] > 0:
-                u = graph.units[k]
-                c = candidate(k)
-                c["bonus"] += weights.unsupported
-                if u.unsupported:
-                    c["why"].append(f"uses {', '.join(u.as_written(u.unsupported[:3]))}, which its input never showed it")
-                if u.task_conflicts:
-                    c["why"].append(f"picks {', '.join(u.as_written(u.task_conflicts[:3]))}, whose record does not match the task's wording")
-                if u.answer_conflicts:
-                    c["why"].append(f"picks {', '.join(u.as_written(u.answer_conflicts[:3]))}, where the final answer "
-                                    "names a sibling record instead")
-                if u.omitted:
-                    c["why"].append(f"leaves {', '.join(u.as_written(u.omitted[:3]))} out of its summary of its tool results")
-                if u.misattributed:
-                    c["why"].append(f"attaches {', '.join(u.as_written(u.misattributed[:3]))} to the wrong record of its tool results")
-                if u.restated:
-                    c["why"].append(f"restates {'; '.join(u.restated[:2])}")
-            if unacted[k] > 0:
-                c = candidate(k)
-                c["bonus"] += weights.unacted_claim
-                c["why"].append("reports success without having called a tool")
-            if k in repeated:
-                c = candidate(k)
-                c["bonus"] += weights.unsupported
-                c["why"].append(f"hands over again, word for word, the request of step {repeated[k]}, "
-                                "whose round already got its result")
+    credited: set[tuple[str, int]] = set()  # (group, step): a group's weight counts once per step
+    for detector, found in silent:
+        for e in found:
+            c = candidate(e.step)
+            if (detector.group, e.step) not in credited:
+                credited.add((detector.group, e.step))
+                c["bonus"] += getattr(weights, detector.weight)
+            c["why"].append(e.reason)
 
     flagged = {s for steps in frontier.values() for s in steps}
     for step, c in candidates.items():

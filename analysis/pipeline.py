@@ -17,13 +17,14 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from tracefix.collector.document import session_task
 from tracefix.errors import UnknownSession
 
 from .contracts import AnalysisResult
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
+from .evidence import REGISTRY, EvidenceDetector
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
@@ -137,13 +138,16 @@ def cycle_collection_paused() -> Iterator[None]:
 def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = None,
                      notes: list[str] | None = None, isolation_forest: bool = True,
                      weights: EvidenceWeights = DEFAULT_WEIGHTS,
-                     ranker: StepRanker | str | None = SHIPPED) -> dict[str, Any]:
+                     ranker: StepRanker | str | None = SHIPPED,
+                     evidence: Sequence[EvidenceDetector] = REGISTRY) -> dict[str, Any]:
     """Score every step of one session document and rank failure hypotheses.
 
     The learned ranker (`ranker`, the shipped model by default) orders the hypotheses from
     the detectors' scores, the graph evidence and the generic step signals; `ranker=None`
-    keeps the graph heuristics' own order. `isolation_forest=False`, `weights` and
-    `ranker=None` are for ablations (bench/whowhen.py); the defaults are the product's."""
+    keeps the graph heuristics' own order. `isolation_forest=False`, `weights`, `ranker=None`
+    and `evidence` (the evidence detectors the heuristics read: evidence.without(name) leaves
+    one out) are for ablations (bench/whowhen.py, bench/localization.py); the defaults are
+    the product's."""
     notes = list(notes or [])
     with cycle_collection_paused():
         units = build_units(doc)
@@ -160,7 +164,7 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
         detectors = (["isolation_forest"] if isolation_forest else []) + (["hgt"] if model is not None else [])
         frontier = frontiers(scores)
         failed = session_failed(doc)
-        hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights)
+        hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights, evidence=evidence)
         if ranker == SHIPPED:
             ranker = shipped_rankers().get(session_kind(doc))
         ranker_scores = None

@@ -85,12 +85,15 @@ def labelled_sessions(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
-def session_inputs(doc: dict, model: Any = None) -> tuple[list[list[float]], dict[str, Any]]:
-    """The ranker's inputs for one session, computed exactly as `analyze_document` does."""
+def session_inputs(doc: dict, model: Any = None,
+                   evidence: Sequence[Any] | None = None) -> tuple[list[list[float]], dict[str, Any]]:
+    """The ranker's inputs for one session, computed exactly as `analyze_document` does
+    (with `evidence`, from those evidence detectors only: an ablation)."""
     from .pipeline import analyze_document
     from .units import build_units
 
-    result = analyze_document(doc, model, ranker=None)
+    result = (analyze_document(doc, model, ranker=None) if evidence is None
+              else analyze_document(doc, model, ranker=None, evidence=evidence))
     scores = {name: [row[name] for row in result["scores"]] for name in result["detectors"]}
     return ranker_inputs(doc, build_units(doc), scores, result["hypotheses"]), result
 

@@ -19,7 +19,9 @@ transition graph:
 - a failure claim with an error in the claimant's own work since it was handed the task is
   explained by that error; without one, by what it was handed (the hand-over step), which
   may itself be a failure claim, explained in turn.
-The origin of each symptom is a candidate root cause; the path is its evidence.
+The origin of each symptom is a candidate root cause; the path is its evidence. Which steps
+are symptoms is for the symptom detectors of evidence/ (tool_errors, failure_claims,
+final_answer, unfounded_answer) to say; `explain` walks each back.
 """
 from __future__ import annotations
 
@@ -343,42 +345,3 @@ def reports_a_failure_got_past(units: list[TransitionUnit], k: int) -> bool:
     error of its round was recovered by a later step, so nothing of the run went wrong there."""
     own = _round_errors(units, k, handover_source(units, k))
     return bool(own) and all(units[j].recovered_by is not None and units[j].recovered_by > k for j in own)
-
-
-def answer_carries_no_finding(units: list[TransitionUnit]) -> bool:
-    """Whether the session's last step, an answer in words, names none of the values (ids,
-    amounts) that its tool results showed, though they showed some: it reports nothing the
-    run found ("all done, nothing more to do"), so with nothing failing before it, the
-    answer itself is where the run stopped short of the work."""
-    if not units or not in_words_only(units[-1]):
-        return False
-    shown = {v for u in units[:-1] for v in u.artifacts_produced}
-    return bool(shown) and not extract_artifacts(units[-1].action["text"]) & shown
-
-
-def find_symptoms(graph: TransitionGraph, failed: bool) -> list[Symptom]:
-    """Symptoms in step order, each explained; repeats of a known error are skipped."""
-    out: list[Symptom] = []
-    seen_errors: set[str] = set()
-    units = graph.units
-    for u in units:
-        if u.failed:
-            if u.error_signature in seen_errors:
-                continue
-            seen_errors.add(u.error_signature or "")
-            kind = "error"
-        elif claims_failure(u) and not reports_a_failure_got_past(units, u.index):
-            kind = "failure_claim"
-        else:
-            continue
-        origin, path, reason = explain(graph, u.index)
-        out.append(Symptom(u.index, kind, origin, path, reason))
-    if failed and units:
-        last = units[-1]
-        if not out or out[-1].step != last.index:
-            if not claims_failure(last) and last.status != "error":
-                unfounded = answer_carries_no_finding(units)
-                reason = "the run's final answer" + (", which carries none of the values its tool results showed"
-                                                     if unfounded else "")
-                out.append(Symptom(last.index, "final_answer", last.index, [last.index], reason, unfounded))
-    return out

@@ -2,7 +2,7 @@
 returned as text, a failure report without failure words, and records written as prose
 give the same evidence as a raised error, a "FAILED" report and JSON records."""
 from tracefix.analysis.graph import build_graph
-from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.evidence import find_symptoms
 from tracefix.analysis.conflicts import task_conflicts
 from tracefix.analysis.records import text_records
 from tracefix.analysis.agent_reports import misattributed_values, omitted_records

@@ -1,7 +1,7 @@
 """Signals that hold on an app other than the one the analysis was developed on: read from
 the flow of values and the conversation's shape, never from an app's names or wording."""
 from tracefix.analysis.graph import build_graph
-from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.evidence import find_symptoms
 from tracefix.analysis.units import build_units
 
 
@@ -53,7 +53,7 @@ def test_a_summary_that_pairs_a_record_with_its_siblings_number_is_a_misread():
 
 
 def test_a_worker_that_answers_a_hand_over_in_words_only_claims_work_it_did_not_do():
-    from tracefix.analysis.features import unacted_claims
+    from tracefix.analysis.evidence.unacted_claims import unacted_claims
 
     look = _call("look", {"ref": "box7a"}, {"ref": "box7a", "color": "red"})
     doc = {"steps": [_step(0, "Kestrel", "Wren: look at box7a"), _step(1, "Wren", calls=[look]),
@@ -137,7 +137,7 @@ def _assert_failure_goes_back_to_the_misread_report(doc, report, failure):
 
 
 def test_a_hand_over_said_again_after_its_round_went_well_is_the_suspect():
-    from tracefix.analysis.features import repeated_handovers
+    from tracefix.analysis.evidence.repeated_handovers import repeated_handovers
 
     ask = "Wren: where is parcel pq41 right now?"
     look = _call("look", {"ref": "pq41"}, {"ref": "pq41", "at": "depot"})

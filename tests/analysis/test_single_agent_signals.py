@@ -3,9 +3,9 @@ apps. Its words-only steps end one piece of work and hand it the next, as a coor
 hand-overs do for a team, so the signals read the same faults as they do on a team."""
 import json
 
-from tracefix.analysis.features import unacted_claims
+from tracefix.analysis.evidence.unacted_claims import unacted_claims
 from tracefix.analysis.graph import build_graph
-from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.evidence import find_symptoms
 from tracefix.analysis.units import build_units
 
 
@@ -109,7 +109,7 @@ def test_an_error_about_a_value_the_agent_said_it_would_act_on_goes_back_to_the_
 
 
 def test_an_agent_that_says_again_what_it_already_did_well_asks_the_same_thing_twice():
-    from tracefix.analysis.features import repeated_handovers
+    from tracefix.analysis.evidence.repeated_handovers import repeated_handovers
 
     track = _call("track", {"parcel": "p-41"}, {"parcel": "p-41", "at": "depot"})
     doc = _session("Where are parcels p-41 and p-43?", [

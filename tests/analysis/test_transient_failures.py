@@ -3,10 +3,10 @@ the noise of production, not where a run went wrong: the analysis reads the reco
 the calls themselves, whatever the error says, and still finds the fault that came after."""
 import pytest
 
-from tracefix.analysis.features import repeated_handovers
+from tracefix.analysis.evidence.repeated_handovers import repeated_handovers
 from tracefix.analysis.graph import build_graph
 from tracefix.analysis.pipeline import analyze_document
-from tracefix.analysis.symptoms import find_symptoms
+from tracefix.analysis.evidence import find_symptoms
 from tracefix.analysis.units import build_units
 
 LOOK = {"name": "look", "arguments": {"ref": "box7a"}}
