@@ -33,7 +33,8 @@ Baselines, computed on the same sessions:
 Ablations, on the same sessions: the product with one component taken out (- HGT: no model
 loaded; - IsolationForest; - ranker: the graph heuristics' own order), then parts alone
 (graph evidence only: symptom origins and silent signals, no scores; detectors only: IF + HGT
-combined; IF only).
+combined; IF only), and each evidence detector of analysis/evidence/ left out in turn, from
+the product and from the graph heuristics alone (bench/evidence_ablation.py).
 Targets: hit@3 >= 0.8, top-1 >= 0.85 (issue 13, per domain and rewrite), better than every
 baseline.
 """
@@ -51,6 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
+from evidence_ablation import ablation_summary, evidence_found, leave_one_out, print_ablation  # noqa: E402
 from step_rankings import by_score, evaluate, frequency_baseline, random_hits, recency_baseline  # noqa: E402
 
 
@@ -83,12 +85,17 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
         n = len(units)
         gt = label["step"]
         preds = [h["step"] for h in result["hypotheses"]]
+        # Each evidence detector switched off in turn: the product and the graph heuristics alone.
+        left_out = leave_one_out(lambda evidence: {
+            column: evaluate([h["step"] for h in analyze_document(doc, model, ranker=r, evidence=evidence)["hypotheses"]],
+                             gt, n) for column, r in (("ours", ranker), ("- ranker", None))})
         row = {"seed": seed, "kind": label["kind"], "n": n, "truth": gt, "pred": preds[:3],
                "ours": evaluate(preds, gt, n),
                **{name: evaluate(ablation[name], gt, n) for name in ABLATIONS},
                "recency": evaluate([recency_baseline(units)], gt, n),
                "frequency": evaluate([frequency_baseline(units)], gt, n),
-               "random": {**random_hits(n), "err": abs(rng.randrange(n) - gt)}}
+               "random": {**random_hits(n), "err": abs(rng.randrange(n) - gt)},
+               "left_out": left_out, "evidence_found": evidence_found(doc)}
         rows.append(row)
     analyze_s = time.perf_counter() - t0
     print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
@@ -161,6 +168,11 @@ def summarize(rows: list[dict], seeds: list[int]) -> None:
         print(f"  {m:<20} top-1 {metric(rows, m, 'top1'):.3f}{spread(m, 'top1', rows)}  "
               f"hit@3 {metric(rows, m, 'hit3'):.3f}{spread(m, 'hit3', rows)}  "
               f"median step error {metric(rows, m, 'err'):.1f}")
+    columns = {title: ([r[m] for r in rows], {name: [r["left_out"][name][m] for r in rows] for name in rows[0]["left_out"]})
+               for title, m in (("product", "ours"), ("graph heuristics", "- ranker"))} if rows else {}
+    if columns:
+        print_ablation(ablation_summary([r["evidence_found"] for r in rows], columns), len(rows),
+                       "leave one evidence detector out (same sessions)")
     ours_top1, ours_hit3 = metric(rows, "ours", "top1"), metric(rows, "ours", "hit3")
     print()
     print("ratios vs baselines (ours / baseline):")

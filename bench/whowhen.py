@@ -52,6 +52,10 @@ Ablations (same sessions, same store documents):
                            heuristics with the HGT's score, HGT without IF, and HGT only.
 `--no-hgt` skips the HGT rows.
 
+Leave one evidence detector out (bench/evidence_ablation.py): each detector of
+analysis/evidence/ switched off in turn, the ranker cross-validated as `full` (its
+`heuristic_rank` input computed without the detector) and the graph heuristics alone, overall.
+
 Held out by training size: the full ranker cross-validated with 2 folds (each ranker learns
 from half of the split), with the 5 folds of `full`, and leave-one-out (91 of 92 logs). The
 shipped ranker learns from all 92, so leave-one-out is the closer estimate of its accuracy on
@@ -69,6 +73,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from evidence_ablation import ablation_summary, evidence_found, leave_one_out, print_ablation  # noqa: E402
 from step_rankings import by_score, hits  # noqa: E402
 from whowhen_baselines import agent_key, baseline_rankings, error_looking_steps, random_expectation  # noqa: E402
 from whowhen_logs import SUBSETS, hermetic_env, import_logs, load_logs, step_map  # noqa: E402
@@ -131,7 +136,8 @@ def train_folds(sessions: list[dict], model_root: Path) -> dict[int, tuple[Path,
     return out
 
 
-def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_hgt: bool) -> tuple[list[dict], list[str]]:
+def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path,
+                with_hgt: bool) -> tuple[list[dict], list[str], dict]:
     from tracefix.analysis.hypotheses import EvidenceWeights
     from tracefix.analysis.pipeline import analyze_document, analyze_session, load_model
     from tracefix.analysis.ranker_training import session_inputs
@@ -166,6 +172,13 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_
             raise SystemExit(f"a model was loaded from the fresh folder {model_dir}: the run is not hermetic")
         s["inputs"], full = session_inputs(doc)  # the ranker's inputs and the graph heuristics' result
         s["heuristics"] = full
+
+        def without(evidence, doc=doc):  # (the ranker's inputs, the heuristics' ranking) from these detectors
+            inputs, result = session_inputs(doc, evidence=evidence)
+            return inputs, ranking(result)
+
+        s["left_out"] = leave_one_out(without)  # each evidence detector switched off in turn
+        s["evidence_found"] = evidence_found(doc)
         rankings = {"graph heuristics (no ranker)": ranking(full),
                     "without IsolationForest": ranking(analyze_document(doc, None, isolation_forest=False, ranker=None)),
                     "IsolationForest only": by_detector(full, "isolation_forest"),
@@ -203,7 +216,36 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path, with_
                                            ("signal" if h["evidence"]["signals"] else "frontier")
                                            for h in s["heuristics"]["hypotheses"][:3]],
                      "metrics": metrics})
-    return rows, notes
+    return rows, notes, evidence_ablation(sessions)
+
+
+def evidence_ablation(sessions: list[dict]) -> dict:
+    """Each evidence detector left out in turn: the ranker cross-validated as `full` is (same
+    folds and fold seeds, inputs computed without the detector) and the graph heuristics alone."""
+    from tracefix.analysis.ranker_training import cross_validate
+
+    items = [{"group": s["subset"], "step": s["truth"]} for s in sessions]
+
+    def held_out(per_seed: list[list[list[int]]]) -> list[dict]:  # per session: mean over the fold seeds
+        out = []
+        for s, rankings in zip(sessions, per_seed):
+            each = [score(r, s["truth"], agent_key(s["mistake_agent"]), s["agents"]) for r in rankings]
+            out.append({k: sum(e[k] for e in each) / len(each) for k in ("top1", "hit3")})
+        return out
+
+    def cv(inputs: list) -> list[list[list[int]]]:
+        flat = cross_validate(items, inputs, folds=5, seeds=CV_SEEDS)
+        return [[flat[k * len(sessions) + i] for k in range(len(CV_SEEDS))] for i in range(len(sessions))]
+
+    def heuristics(rankings: list[list[int]]) -> list[dict]:
+        return [score(r, s["truth"], agent_key(s["mistake_agent"]), s["agents"]) for s, r in zip(sessions, rankings)]
+
+    names = list(sessions[0]["left_out"])
+    columns = {"ranker (cross-validated)": (held_out([s["cv"]["full"] for s in sessions]),
+                                            {n: held_out(cv([s["left_out"][n][0] for s in sessions])) for n in names}),
+               "graph heuristics": (heuristics([s["rankings"]["graph heuristics (no ranker)"] for s in sessions]),
+                                    {n: heuristics([s["left_out"][n][1] for s in sessions]) for n in names})}
+    return ablation_summary([s["evidence_found"] for s in sessions], columns)
 
 
 def cross_validated_rankings(sessions: list[dict]) -> None:
@@ -300,7 +342,7 @@ def main() -> None:
 
         access = connect(db=str(db))
         try:
-            rows, notes = analyze_all(logs, ids, access, model_dir, with_hgt=not args.no_hgt)
+            rows, notes, ablation = analyze_all(logs, ids, access, model_dir, with_hgt=not args.no_hgt)
         finally:
             access.close()
     total_s = time.perf_counter() - t0
@@ -323,6 +365,7 @@ def main() -> None:
     by_size = summarize(rows, list(TRAINING_SIZES))
     print_table(by_size, list(TRAINING_SIZES), "held out, by training size")
     print(seed_spread(rows))
+    print_ablation(ablation, len(rows), "leave one evidence detector out, overall")
     for note in notes:
         print(f"note: {note}")
     if args.show:
@@ -331,7 +374,9 @@ def main() -> None:
             print(f"  {r['file']:<28} n={r['n_steps']:>3} truth={r['mistake_step']:>3} ({r['mistake_agent']}) "
                   f"tracefix top3={r['tracefix_top3']} (graph heuristics' top-3 from {r['heuristic_sources']})")
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "by_training_size": by_size, "notes": notes, "sessions": rows}, indent=2))
+        args.json.write_text(json.dumps({"summary": summary, "by_training_size": by_size,
+                                               "evidence_ablation": ablation, "notes": notes, "sessions": rows},
+                                              indent=2))
         print(f"wrote {args.json}")
 
 
