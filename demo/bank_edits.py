@@ -1,32 +1,74 @@
-"""What the `bank-agent` model does with an edit it read (a :class:`~tracefix.demo.edits.Reading`,
-:mod:`tracefix.demo.edits`): values it states go into an instruction (:func:`adopt_ids`) or a
-call (:func:`adopt_arguments`), right or wrong; the Orchestrator passes what it says about a
-worker's action on to the worker (:func:`relays`); and the two repeating habits of the model
-(a worker's failed call, the Orchestrator's instruction after a re-plan) are broken only by
-an edit that carries what the repeated message lacked (:func:`repair_need`, :func:`resend_need`).
+"""What the `bank-agent` model does with an edit it read (an :class:`~tracefix.demo.edit_reader.Asks`,
+read in the bank's words, :data:`VOCABULARY`): values it asks for go into an instruction
+(:func:`adopt_ids`) or a call (:func:`adopt_arguments`), right or wrong, and arguments it says
+to leave out are left out; the Orchestrator passes what it says about a worker's action on
+to the worker (:func:`relays`); and the two repeating habits of the model (a worker's failed
+call, the Orchestrator's instruction after a re-plan) are broken only by an edit that decides
+what the repeated message got wrong (:func:`repairs`, :func:`resends`).
 """
 from __future__ import annotations
 
 import re
 
-from . import edits as edit_reading
-from .bank_instructions import action_words
-from .edits import Need, Reading
+from . import edits as edit_values
+from .edit_reader import Asks, Vocabulary
+from .edit_reader import read_all as read_asks
+from .team import ORCHESTRATOR, WORKERS
 from .tools import required_arguments
 
-# the words an edit uses for an instruction's details, besides the action itself
-INSTRUCTION_DETAILS = r"\b(accounts?|amounts?|identifiers?|ids?|check numbers?)\b"
+# How people may name the bank's actions in an edit (richer than an instruction's wording).
+TOOL_WORDS = {
+    "lookup_customer": r"lookup[_ ]customer|look (?:up|for) (?:the )?customer|find (?:the )?customer|customer lookup|"
+                       r"search for the customer",
+    "get_accounts": r"get[_ ]accounts|list (?:\w+ )?accounts|accounts of|fetch (?:\w+ )?accounts",
+    "get_balance": r"get[_ ]balance|\bbalance\b",
+    "close_account": r"close[_ ]account|\bclos(?:e|ing|ed|ure)\b|\bshut\b",
+    "transfer": r"\btransfer(?:s|red|ring)?\b|\bmov(?:e|ing|ed) (?:the )?(?:money|funds|\$)|\bwire\b|"
+                r"\bsend (?:the )?(?:money|funds|\$)",
+    "deposit_check": r"deposit[_ ]check|\bdeposit(?:s|ed|ing)?\b|\bpay (?:the )?(?:check|cheque) in|\bcash (?:the )?(?:check|cheque)",
+    "get_transactions": r"get[_ ]transactions|\btransactions?\b|transaction history|\bstatement\b",
+}
+ARGUMENT_WORDS = {
+    "name": r"\b(?:full )?name\b",
+    "customer_id": r"customer[_ ]id\b|customer (?:number|identifier)",
+    "from_account": r"from[_ ]account|source(?: account)?|account to debit|\bdebit(?:ed)? account|paying account",
+    "to_account": r"to[_ ]account|destination(?: account)?|recipient(?: account)?|target account|account to credit|"
+                  r"receiving account|\bcredit(?:ed)? account",
+    "account_id": r"account[_ ]id\b|\baccount\b",
+    "amount": r"\bamount\b|\bsum\b|how much",
+    "check_number": r"check[_ ]number|cheque(?: number)?|\bcheck (?:id|no)\b|\bcheck\b(?= CHK)",
+}
+SHAPES = {"customer_id": r"CUST-\d+", "from_account": r"ACC-\d+", "to_account": r"ACC-\d+",
+          "account_id": r"ACC-\d+", "amount": r"[\d.]+", "check_number": r"CHK-\d+"}
+VOCABULARY = Vocabulary(TOOL_WORDS, ARGUMENT_WORDS, (ORCHESTRATOR, *WORKERS), SHAPES)
 
 
-def adopt_ids(text: str, edit: Reading | None) -> str:
-    """An instruction with the account-like ids an edit states put in place: a stated source
+def read(texts: list[str], own_action: str | None = None) -> Asks | None:
+    return read_asks(texts, VOCABULARY, own_action=own_action)
+
+
+def _ids(text: str) -> list[str]:
+    return re.findall(r"[A-Z]+-\d+", text)
+
+
+def adopt_ids(text: str, asks: Asks | None) -> str:
+    """An instruction with the ids and amount an edit asks for put in place: a stated source
     replaces the id after "from", a stated destination (or an id without direction) the last
-    one, which is what the action acts on."""
-    if edit is None:
+    one of its shape, which is what the action acts on."""
+    if asks is None:
         return text
-    ids = re.findall(r"[A-Z]+-\d+", text)
-    for stated in [s for s in edit.ids if not s.negated]:
-        same = [i for i in ids if edit_reading.shape(i) == edit_reading.shape(stated.value)]
+    for argument, value in asks.values.items():
+        if argument == "from_account":
+            m = re.search(r"from (?:account )?(ACC-\d+)", text)
+            if m:
+                text = text.replace(m.group(1), value, 1)
+        elif SHAPES.get(argument, "").startswith(("ACC", "CUST", "CHK")):
+            same = [i for i in _ids(text) if edit_values.shape(i) == edit_values.shape(value)]
+            if same and value not in same:
+                head, _, tail = text.rpartition(same[-1])
+                text = head + value + tail
+    for stated in asks.free:
+        same = [i for i in _ids(text) if edit_values.shape(i) == edit_values.shape(stated.value)]
         if not same or stated.value in same:
             continue
         if stated.direction == "source":
@@ -35,61 +77,62 @@ def adopt_ids(text: str, edit: Reading | None) -> str:
         else:
             head, _, tail = text.rpartition(same[-1])
             text = head + stated.value + tail
-        ids = re.findall(r"[A-Z]+-\d+", text)
-    amounts = [a for a in edit.amounts if not a.negated]
-    if amounts:
-        text = re.sub(r"\$\s*[\d,]+(?:\.\d+)?", f"${float(amounts[0].value):.2f}", text, count=1)
+    amount = asks.values.get("amount") or next((s.value for s in asks.free if re.fullmatch(r"[\d.]+", s.value)), None)
+    if amount:
+        text = re.sub(r"\$\s*[\d,]+(?:\.\d+)?", f"${float(amount):.2f}", text, count=1)
     return text
 
 
-def adopt_arguments(tool: str, args: dict, edit: Reading | None) -> dict:
-    """The call's arguments with the values an edit states put in place (right or wrong): an
-    id goes to the argument holding an id of its shape (by direction when there are two),
-    an amount to `amount`."""
-    if edit is None:
+def adopt_arguments(tool: str, args: dict, asks: Asks | None) -> dict:
+    """The call's arguments as the edit asks (right or wrong): a value for a named argument, a
+    value without one to the argument holding a value of its shape (by direction when there
+    are two), an amount to `amount`; an argument it says to leave out is left out."""
+    if asks is None:
         return args
     args = dict(args)
-    for stated in [s for s in edit.ids if not s.negated]:
-        slots = [k for k, v in args.items() if isinstance(v, str) and edit_reading.shape(v) == edit_reading.shape(stated.value)]
-        if not slots or any(args[k] == stated.value for k in slots):
+    parameters = required_arguments(tool)
+    free = list(asks.free)
+    for argument, value in asks.values.items():
+        if argument in parameters:
+            args[argument] = float(value) if argument == "amount" else value
+        else:  # a value named for an argument this call lacks: placed by its shape
+            free.append(edit_values.Stated(value, "destination" if argument.startswith("to") else None))
+    for stated in free:
+        if re.fullmatch(r"[\d.]+", stated.value):
+            if "amount" in parameters and "amount" not in asks.values:
+                args["amount"] = float(stated.value)
+            continue
+        slots = [k for k in parameters if re.fullmatch(SHAPES.get(k, "$^"), stated.value)]
+        if not slots or any(args.get(k) == stated.value for k in slots) or set(slots) & set(asks.values):
             continue
         if len(slots) > 1:
             wanted = "from" if stated.direction == "source" else "to"
             slots = [k for k in slots if k.startswith(wanted)] or slots[-1:]
         args[slots[0]] = stated.value
-    for argument in required_arguments(tool):
-        if args.get(argument) is None:  # a stated value for an argument the call lacks
-            found = [s for s in edit.ids if not s.negated and edit.mentions_argument(argument)]
-            if found:
-                args[argument] = found[0].value
-    amounts = [a for a in edit.amounts if not a.negated]
-    if "amount" in required_arguments(tool) and amounts:
-        args["amount"] = float(amounts[0].value)
+    for argument in asks.omit:
+        args.pop(argument, None)
     return args
 
 
-def relays(edit: Reading, action: str) -> bool:
+def relays(asks: Asks, action: str) -> bool:
     """Whether the Orchestrator passes an edit on to the worker (as a note under its
-    instruction): when it talks about the worker's action, states values or names one of the
-    action's arguments."""
-    return bool(edit.mentions_any(action_words(action)) or edit.ids or edit.amounts
-                or any(edit.mentions_argument(a) for a in required_arguments(action)))
+    instruction): when it asks something about the worker's action or its arguments."""
+    arguments = set(required_arguments(action))
+    return bool(action in asks.call or action in asks.forbid or asks.free or set(asks.values) & arguments
+                or asks.omit & arguments or asks.include & arguments or set(asks.source) & (arguments | {"*"}))
 
 
-def repair_need(tool: str, repeated: dict, correct: dict) -> Need:
-    """What an edit must carry to make the agent drop a repeated failed call for the right one."""
-    differing = tuple(k for k in set(repeated) | set(correct) if repeated.get(k) != correct.get(k))
-    return Need(values=tuple(correct[k] for k in differing if correct.get(k) is not None),
-                arguments=tuple(k for k in differing if repeated.get(k) is None),
-                related=differing, about=action_words(tool), sources=("instruction", "results"),
-                target=(tool,))
+def repairs(asks: Asks | None, repeated: dict, correct: dict) -> bool:
+    """Whether an edit decides what a repeated failed call got wrong (so the agent stops
+    copying it): every argument it differs in is decided by the edit."""
+    if asks is None:
+        return False
+    differing = [k for k in set(repeated) | set(correct) if repeated.get(k) != correct.get(k)]
+    return bool(differing) and all(asks.decides(k, SHAPES.get(k)) or k in asks.include for k in differing)
 
 
-def resend_need(action: str, fresh: str, earlier: str) -> Need:
-    """What an edit must carry to make the Orchestrator, retrying a sub-task after a re-plan,
-    send the instruction it would write now instead of repeating its earlier one."""
-    fresh_ids = re.findall(r"[A-Z]+-\d+", fresh)
-    earlier_ids = re.findall(r"[A-Z]+-\d+", earlier)
-    return Need(values=tuple(i for i in fresh_ids if i not in earlier_ids),
-                about=action_words(action) + "|" + INSTRUCTION_DETAILS,
-                sources=("reports", "instruction"), action_alone=not earlier_ids)
+def resends(asks: Asks | None, action: str) -> bool:
+    """Whether an edit makes the Orchestrator, retrying a sub-task after a re-plan, write its
+    instruction afresh instead of repeating the earlier one: it says where the values come
+    from, states them, or asks for the action."""
+    return asks is not None and bool(asks.source or asks.values or asks.free or asks.asks_for(action))

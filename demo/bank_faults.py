@@ -1,5 +1,5 @@
 """The faulty variants the `bank-agent` model's steps can host, each with what an edit must
-carry to prevent it (:class:`~tracefix.demo.edits.Need`); the fault injector
+decide to prevent it (:class:`~tracefix.demo.edit_reader.Need`); the fault injector
 (:mod:`tracefix.demo.faults`) picks one or none. The slips are the kinds of
 :data:`~tracefix.demo.scripted.KINDS`, in the bank's wording:
 
@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import re
 
-from .bank_edits import INSTRUCTION_DETAILS
-from .bank_instructions import action_words, instruction_index
+from .bank_edits import SHAPES
+from .bank_instructions import instruction_index
 from .bank_reports import report, result_lines
 from .db import INITIAL_STATE
-from .edits import NOTE_MARK, Need, split_note
+from .edit_reader import Need
+from .edits import NOTE_MARK, split_note
 from .scripted import Call, Hosts, Variant, text_message, tool_call_message, tool_calls
 from .tasks import Subtask
 from .tools import MUTATING_TOOLS, required_arguments
@@ -45,7 +46,6 @@ def instruction_faults(sub: Subtask, instruction: str, fresh_ids: list[str], pro
     """The slips of the Orchestrator's instruction for sub-task `progress` (of `subtasks`);
     `fresh_ids` are the ids the instruction it would write now names."""
     hosts: Hosts = {}
-    about = action_words(sub.action)
     head, note = split_note(instruction)
     ids = re.findall(r"ACC-\d{4}", head)
     if ids:
@@ -56,21 +56,18 @@ def instruction_faults(sub: Subtask, instruction: str, fresh_ids: list[str], pro
             before, _, after = head.rpartition(ids[-1])
             return Variant(text_message(before + wrong_id + after + (NOTE_MARK + note if note else "")),
                            f"instructed {sub.worker} to use {wrong_id} instead of {ids[-1]} for {sub.action}")
-        hosts["wrong_instruction"] = (wrong, Need(
-            values=(ids[-1],), decides=(ids[-1],), about=about + "|" + INSTRUCTION_DETAILS,
-            sources=("reports", "instruction"),
-            target=(sub.worker, sub.action)))
+        hosts["wrong_instruction"] = (wrong, Need("wrong_instruction", sub.action, shape=r"ACC-\d+",
+                                                  target=(sub.worker, sub.action)))
     hosts["vague_instruction"] = (lambda: Variant(
         text_message(f"{sub.worker}: please handle the next part of the customer's request as discussed."),
         f"instruction to {sub.worker} for {sub.action} named no action, account or amount"),
-        Need(values=tuple(fresh_ids), about=about + "|" + INSTRUCTION_DETAILS, action_alone=True,
-             target=(sub.worker, sub.action)))
+        Need("vague_instruction", sub.action, target=(sub.worker, sub.action)))
     if progress == 0:
         return hosts  # an early answer comes after some work was done, not before any
     hosts["early_final_answer"] = (lambda: Variant(
         text_message("FINAL ANSWER: All requested actions for the customer have been completed."),
         f"answered before sub-task {progress + 1} of {subtasks} ({sub.action}) was done"),
-        Need(about=about, action_alone=True, not_done=True, target=("final answer",)))
+        Need("early_final_answer", sub.action, target=("final answer",)))
     return hosts
 
 
@@ -117,14 +114,12 @@ def report_faults(agent: str, calls: list[Call]) -> Hosts:
     wrong_calls, tool, detail, true_values = misread
     return {"misread_tool_result": (
         lambda: Variant(text_message(report(agent, wrong_calls)), detail),
-        Need(values=true_values, about=action_words(tool), sources=("results",), pointer_alone=True,
-             target=(tool,)))}
+        Need("misread_tool_result", tool, values=true_values, target=(tool,)))}
 
 
 def tool_faults(agent: str, messages: list[dict], tool: str, args: dict, call_id: str) -> Hosts:
     """The slips of a worker's call of `tool` with `args` (the correct call, id `call_id`)."""
     hosts: Hosts = {}
-    about = action_words(tool)
     present = [a for a in required_arguments(tool) if args.get(a) is not None]
     if present:
         dropped = present[-1]
@@ -132,9 +127,8 @@ def tool_faults(agent: str, messages: list[dict], tool: str, args: dict, call_id
         def missing() -> Variant:
             return Variant(tool_call_message(tool, {k: v for k, v in args.items() if k != dropped}, call_id),
                            f"{tool} called without '{dropped}'")
-        hosts["missing_argument"] = (missing, Need(
-            values=(args[dropped],), decides=(args[dropped],), arguments=(dropped,), about=about,
-            sources=("instruction",), target=(tool,)))
+        hosts["missing_argument"] = (missing, Need("missing_argument", tool, dropped, SHAPES.get(dropped),
+                                                   target=(tool,)))
     if tool in MUTATING_TOOLS:
         key = {"transfer": "to_account", "deposit_check": "account_id", "close_account": "account_id"}[tool]
         if isinstance(args.get(key), str):
@@ -144,13 +138,11 @@ def tool_faults(agent: str, messages: list[dict], tool: str, args: dict, call_id
             def wrong() -> Variant:
                 return Variant(tool_call_message(tool, {**args, key: wrong_value}, call_id),
                                f"{tool} called with {key}={wrong_value} instead of {args[key]}")
-            hosts["wrong_argument"] = (wrong, Need(
-                values=(args[key],), decides=(args[key],), related=(key,), about=about, sources=("instruction",),
-                target=(tool,)))
+            hosts["wrong_argument"] = (wrong, Need("wrong_argument", tool, key, SHAPES.get(key), target=(tool,)))
         done = [c for c in tool_calls(messages[instruction_index(messages) or 0:]) if not c.error]
 
         def skipped() -> Variant:
             claim = f"- {tool}: done"
             return Variant(text_message(report(agent, done, [claim])), f"reported {tool} as done without calling it")
-        hosts["skipped_action"] = (skipped, Need(about=about, action_alone=True, not_done=True, target=(tool,)))
+        hosts["skipped_action"] = (skipped, Need("skipped_action", tool, target=(tool,)))
     return hosts

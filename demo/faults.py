@@ -23,15 +23,17 @@ Replays
 Edits
     The model reads the edits in front of it (user turns the team's protocol did not send,
     :mod:`tracefix.demo.edits`) with probability follow_prob, drawn per request from (seed,
-    session, step), so the runs of one intervention differ. Reading an edit means acting on its
-    content (:mod:`tracefix.demo.policy`): stated values are adopted, right or wrong. The fault
-    scheduled at this step is prevented only when the edit meets the fault's
-    :class:`~tracefix.demo.edits.Need` (it states the right value or decides the slot itself,
-    names a dropped argument, points to where the right value is in the agent's context, names
-    the skipped or pending action, says the work is not finished); a prevented fault is not
-    injected later in that session. An edit lives in one request: one placed before the fault
-    reaches the faulty step only through what the agents do with it (an orchestrator relays it
-    to the worker in its instruction); one placed after the fault cannot undo it.
+    session, step), so the runs of one intervention differ. Reading an edit means acting on
+    what it asks (:mod:`tracefix.demo.edit_reader`): values are adopted, arguments left out,
+    calls not made, answers given now, right or wrong. The fault scheduled at this step is
+    prevented only when the edit decides what the slip corrupts (its
+    :class:`~tracefix.demo.edit_reader.Need`: the argument's value or source, the call of the
+    skipped or pending action, not answering yet, reporting from the results); the model then
+    does what the edit says there, so the task succeeds only when that is right. A prevented
+    fault is not injected later in that session. An edit lives in one request: one placed
+    before the fault reaches the faulty step only through what the agents do with it (an
+    orchestrator relays it to the worker in its instruction); one placed after the fault
+    cannot undo it.
 """
 from __future__ import annotations
 
@@ -167,7 +169,7 @@ class FaultInjector:
                 return None
             make_variant, need = decision.hosts[fault.kind]
             if need.met_by(decision.edit):
-                state.suppressed = True  # the edit carried what this slip needed
+                state.suppressed = True  # the edit decided what this slip corrupts
                 return None
             variant = make_variant()
             state.injected = True

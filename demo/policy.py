@@ -14,13 +14,15 @@ the orchestrator's first user message, progress and facts from the reports), nev
 hidden state, so a replay that feeds back a recorded prefix gets the same continuation.
 
 `decide()` returns the correct message together with the faulty variants this step could
-host (see :mod:`tracefix.demo.faults`) and, for each, the :class:`~tracefix.demo.edits.Need`
+host (see :mod:`tracefix.demo.faults`) and, for each, the :class:`~tracefix.demo.edit_reader.Need`
 an edit must meet to prevent it; the fault injector picks one or none.
 
 Edits (:mod:`tracefix.demo.edits`) are user turns the team's own protocol did not send. When
-the model reads them (``reads_edits``, drawn per request by the server) it acts on their
-content: values they state are adopted into the call or instruction (right or wrong), a slip
-is avoided only when the edit carries what that slip needs, anything else is ignored. An edit
+the model reads them (``reads_edits``, drawn per request by the server) it acts on what they
+ask (:mod:`tracefix.demo.edit_reader`): values are adopted into the call or instruction, a
+call it is told not to make (or that was already done) is not made, an argument it is told to
+leave out is left out, "answer now" answers now, right or wrong; a slip is avoided only when
+the edit decides what the slip corrupts; what the reader cannot read is ignored. An edit
 lives only in the request it was added to; it reaches later steps only through what the
 agent does with it (an orchestrator relays what it says about a worker's action as a note
 in its instruction). Two behaviours make a single fault cascade realistically instead of
@@ -28,9 +30,9 @@ being silently repaired:
 
 * a worker that sees one of its own tool calls fail retries it once, identically, then
   reports failure; later, asked again, it copies its earlier failed call (in-context
-  repetition), unless an edit in front of it carries what the call needs;
+  repetition), unless an edit in front of it decides what the call got wrong;
 * the orchestrator, retrying a failed sub-task after a REVISED PLAN, re-sends its earlier
-  instruction verbatim unless an edit in front of it carries what the instruction lacked;
+  instruction verbatim unless an edit in front of it decides what the instruction lacked;
   after two re-plans it gives up with a final answer saying so.
 """
 from __future__ import annotations
@@ -38,17 +40,18 @@ from __future__ import annotations
 import functools
 import re
 
-from . import edits as edit_reading
-from .bank_edits import adopt_arguments, adopt_ids, relays, repair_need, resend_need
+from . import bank_edits
+from .bank_edits import adopt_arguments, adopt_ids, relays, repairs, resends
 from .bank_faults import instruction_faults, report_faults, tool_faults
 from .bank_instructions import instruction_index, parse_instruction
 from .bank_reports import Facts, Unresolved, failed, is_report, report
 from .db import BankDB
-from .edits import NOTE_MARK, Reading, split_note
+from .edit_reader import Asks
+from .edits import NOTE_MARK, split_note
 from .scripted import Decision, StepInfo, call_id, fault_free_run, text_message, tool_call_message, tool_calls
 from .tasks import Subtask, Task, get_task, task_for_instruction
 from .team import ORCHESTRATOR, WORKERS, Team, classify_orchestrator_output, role_of
-from .tools import WORKER_TOOLS, BankTools
+from .tools import WORKER_TOOLS, BankTools, required_arguments
 
 MAX_REPLANS = 2
 
@@ -126,7 +129,8 @@ def _orchestrator(messages: list[dict], reads_edits: bool) -> Decision:
                     facts.believe(task.subtasks[progress], said)
                 progress += 1
         last = m
-    edit = edit_reading.combine(pending_edits) if reads_edits else None
+    sub = task.subtasks[progress] if progress < len(task.subtasks) else None
+    edit = bank_edits.read(pending_edits, sub.action if sub else None) if reads_edits else None
 
     if not spoke:
         return Decision(ORCHESTRATOR, "plan", text_message(f"PLAN:\n{_plan_lines(task.subtasks)}"), edit=edit)
@@ -145,7 +149,11 @@ def _orchestrator(messages: list[dict], reads_edits: bool) -> Decision:
             answer = f"I could not complete the request: I never learned {exc}."
         return Decision(ORCHESTRATOR, "final", text_message(f"FINAL ANSWER: {answer}"), edit=edit)
 
-    sub = task.subtasks[progress]
+    assert sub is not None
+    if edit is not None and (edit.stop is True or sub.action in edit.forbid):
+        # the edit says the work is done, or that this action is: the model believes it
+        return Decision(ORCHESTRATOR, "final", text_message(
+            "FINAL ANSWER: All requested actions for the customer have been completed."), edit=edit)
     try:
         fresh = f"{sub.worker}: {facts.resolve(sub.instruction)}"
     except Unresolved as exc:
@@ -154,11 +162,13 @@ def _orchestrator(messages: list[dict], reads_edits: bool) -> Decision:
     instruction = fresh
     if progress in sent:
         # Retrying: the model repeats itself (see module docstring) unless an edit in front
-        # of it carries what the earlier instruction lacked.
+        # of it decides what the earlier instruction got wrong.
         earlier = split_note(sent[progress])[0]
-        if not resend_need(sub.action, fresh, earlier).met_by(edit):
+        if not resends(edit, sub.action):
             instruction = earlier
     instruction = adopt_ids(instruction, edit)
+    if edit is not None and edit.handover in WORKERS and edit.handover != sub.worker:
+        instruction = edit.handover + instruction[instruction.index(":"):]  # sent to whom the edit says
     if edit is not None and relays(edit, sub.action):
         # what the edit says about the worker's action reaches the worker with the instruction
         instruction += NOTE_MARK + " ".join(edit.text.split())
@@ -177,16 +187,22 @@ def _worker(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
         return Decision(agent, "report", text_message(f"REPORT from {agent}: FAILED. I received no instruction."))
     instruction, note = split_note(str(messages[start].get("content") or ""))
     added = [str(m.get("content") or "") for m in messages[start + 1:] if m.get("role") == "user"]
-    edit = edit_reading.combine([note, *added]) if reads_edits else None
+    edit_texts = [note, *added] if reads_edits else []
     before = tool_calls(messages[:start])
     segment = tool_calls([m for m in messages[start + 1:] if m.get("role") != "user"])
     intents, reason = parse_instruction(instruction, own)
-    if reason and edit is not None:
+    if reason and any(t.strip() for t in edit_texts):
         # an instruction it cannot act on, and an edit saying what to do: act on the edit
-        intents, _ = parse_instruction(instruction + " " + edit.text, own)
+        intents, _ = parse_instruction(instruction + " " + " ".join(edit_texts), own)
+    done = {c.name: c.result for c in segment if not c.error}
+    pending = next((i.tool for i in intents if i.tool not in done), None)
+    edit = bank_edits.read(edit_texts, pending) if reads_edits else None
     if not intents:
         return Decision(agent, "report", text_message(
             f"REPORT from {agent}: FAILED. I could not act on this instruction: {reason}."), edit=edit)
+    if edit is not None and edit.handover is not None and edit.handover != agent:
+        return Decision(agent, "report", text_message(
+            f"REPORT from {agent}: FAILED. I was told this is for {edit.handover}, not for me."), edit=edit)
     correct = {i.tool: dict(i.args) for i in intents}
 
     if segment and segment[-1].error:
@@ -194,15 +210,24 @@ def _worker(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
         if sum(1 for c in segment if c.name == last.name and c.error) >= 2:
             return Decision(agent, "report", text_message(
                 f"REPORT from {agent}: FAILED. {last.name} failed twice: {last.error}"), edit=edit)
-        right = _fill(correct.get(last.name), {c.name: c.result for c in segment if not c.error})
-        if right is None or not repair_need(last.name, last.args, right).met_by(edit):
-            # retry as is, with whatever values the edit states
+        right = _fill(correct.get(last.name), done)
+        if right is None or not repairs(edit, last.args, right):
+            # retry as is, with whatever values the edit asks for
             return _tool_decision(agent, messages, last.name, adopt_arguments(last.name, dict(last.args), edit), edit)
 
-    done = {c.name: c.result for c in segment if not c.error}
     for intent in intents:
         if intent.tool in done:
             continue
+        if edit is not None and (intent.tool in edit.forbid or edit.stop is True):
+            # told the action is done or not to do it: the worker reports it done without the call
+            return Decision(agent, "report", text_message(report(agent, segment, [f"- {intent.tool}: done"])),
+                            edit=edit)
+        other = next((t for t in (edit.call if edit else []) if t in own and t not in done and t != intent.tool
+                      and t not in correct), None)
+        if other is not None:
+            # asked for another of its tools first: called with the ids the instruction gives
+            args = adopt_arguments(other, _from_instruction(other, instruction), edit)
+            return _tool_decision(agent, messages, other, args, edit)
         args = _fill(dict(intent.args), done)
         if args is None:
             return Decision(agent, "report", text_message(
@@ -210,13 +235,25 @@ def _worker(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
                 "call get_accounts."), edit=edit)
         # In-context repetition: an earlier failed call to this tool, never since succeeded.
         history = [c for c in before + segment if c.name == intent.tool]
-        if history and history[-1].error and not repair_need(intent.tool, history[-1].args, args).met_by(edit):
+        if history and history[-1].error and not repairs(edit, history[-1].args, args):
             args = dict(history[-1].args)
         return _tool_decision(agent, messages, intent.tool, adopt_arguments(intent.tool, args, edit), edit)
 
     decision = Decision(agent, "report", text_message(report(agent, segment)), edit=edit)
     decision.hosts.update(report_faults(agent, segment))
     return decision
+
+
+def _from_instruction(tool: str, instruction: str) -> dict:
+    """Arguments for a tool the instruction does not ask for: the ids of each argument's
+    shape that the instruction names (the last one for a destination)."""
+    args: dict = {}
+    for argument in required_arguments(tool):
+        shape = r"\$\s*([\d.]+)" if argument == "amount" else bank_edits.SHAPES.get(argument, "$^")
+        found = re.findall(shape, instruction)
+        if found:
+            args[argument] = found[0] if argument == "from_account" else found[-1]
+    return args
 
 
 def _fill(args: dict | None, done: dict) -> dict | None:
@@ -231,7 +268,7 @@ def _fill(args: dict | None, done: dict) -> dict | None:
     return args
 
 
-def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict, edit: Reading | None = None) -> Decision:
+def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict, edit: Asks | None = None) -> Decision:
     cid = call_id(messages, tool)
     decision = Decision(agent, "tool", tool_call_message(tool, args, cid), tool=tool, edit=edit)
     decision.hosts.update(tool_faults(agent, messages, tool, args, cid))

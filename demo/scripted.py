@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .edits import Need, Reading
+from .edit_reader import Asks, Need
 
 KINDS = ("wrong_argument", "missing_argument", "skipped_action", "wrong_instruction",
          "vague_instruction", "misread_tool_result", "early_final_answer")
@@ -38,7 +38,7 @@ class Decision:
     message: dict
     tool: str | None = None
     hosts: Hosts = field(default_factory=dict)  # the faults this step could host
-    edit: Reading | None = None  # the edits this step read, when it read them
+    edit: Asks | None = None  # what the edits this step read ask for, when it read them
 
 
 def text_message(content: str) -> dict:

@@ -1,5 +1,5 @@
 """The faulty variants the `warehouse-crew` model's steps can host, each with what an edit
-must carry to prevent it (:class:`~tracefix.demo.edits.Need`); the fault injector
+must decide to prevent it (:class:`~tracefix.demo.edit_reader.Need`); the fault injector
 (:mod:`tracefix.demo.faults`) picks one or none. The kinds are the bank's
 (:data:`~tracefix.demo.scripted.KINDS`), adapted to this crew:
 
@@ -15,13 +15,17 @@ from __future__ import annotations
 import json
 import re
 
-from .edits import Need
+from .edit_reader import Need
 from .scripted import Call, Hosts, Variant, text_message, tool_call_message
-from .warehouse_notes import ID, about
+from .warehouse_edits import SHAPES
+from .warehouse_notes import ID
 from .warehouse_replies import reply, sentences
 from .warehouse_tasks import Job
 from .warehouse_team import REPLY_MARK
 from .warehouse_world import INITIAL_STATE, MUTATING_TOOLS, required_arguments
+
+
+_ARGUMENT = {"sku": "sku", "parcel": "parcel", "order": "order_ref"}
 
 
 def _kind_of(value: str) -> str:
@@ -51,17 +55,17 @@ def note_faults(job: Job, note: str, progress: int, jobs: int) -> Hosts:
         hosts["wrong_instruction"] = (
             lambda: Variant(text_message(head + wrong + tail),
                             f"told {job.crew} to use {wrong} instead of {ids[-1]} for {job.tool}"),
-            Need(values=(ids[-1],), about=about(job.tool), sources=("reports", "instruction"),
+            Need("wrong_instruction", job.tool, shape=SHAPES[_ARGUMENT[_kind_of(ids[-1])]],
                  target=(job.crew, job.tool)))
     hosts["vague_instruction"] = (
         lambda: Variant(text_message(f"@{job.crew} can you take care of the next bit of this ticket?"),
                         f"note to {job.crew} for {job.tool} named no action, ref or quantity"),
-        Need(values=tuple(ids), about=about(job.tool), action_alone=True, target=(job.crew, job.tool)))
+        Need("vague_instruction", job.tool, target=(job.crew, job.tool)))
     if progress > 0:
         hosts["early_final_answer"] = (
             lambda: Variant(text_message(f"{REPLY_MARK} All sorted on our side, nothing more to do."),
                             f"replied before job {progress + 1} of {jobs} ({job.tool}) was done"),
-            Need(about=about(job.tool), action_alone=True, not_done=True, target=("final answer",)))
+            Need("early_final_answer", job.tool, target=("final answer",)))
     return hosts
 
 
@@ -115,8 +119,7 @@ def reply_faults(agent: str, segment: list[Call]) -> Hosts:
     wrong, detail, hidden = misread
     return {"misread_tool_result": (
         lambda: Variant(text_message(reply(agent, segment[:-1] + [wrong])), detail),
-        Need(values=hidden, about=about(done.name), sources=("results",), pointer_alone=True,
-             target=(done.name,)))}
+        Need("misread_tool_result", done.name, values=hidden, target=(done.name,)))}
 
 
 _WRONG_SLOT = {"reserve": "sku", "book_pickup": "order_ref", "refund": "order_ref"}
@@ -131,8 +134,7 @@ def tool_faults(agent: str, tool: str, args: dict, call_id: str) -> Hosts:
         hosts["missing_argument"] = (
             lambda: Variant(tool_call_message(tool, {k: v for k, v in args.items() if k != dropped}, call_id),
                             f"{tool} called without '{dropped}'"),
-            Need(values=(args[dropped],), arguments=(dropped,), about=about(tool), sources=("instruction",),
-                 target=(tool,)))
+            Need("missing_argument", tool, dropped, SHAPES.get(dropped), target=(tool,)))
     if tool in MUTATING_TOOLS:
         slot = _WRONG_SLOT[tool]
         if isinstance(args.get(slot), str):
@@ -140,12 +142,16 @@ def tool_faults(agent: str, tool: str, args: dict, call_id: str) -> Hosts:
             hosts["wrong_argument"] = (
                 lambda: Variant(tool_call_message(tool, {**args, slot: wrong}, call_id),
                                 f"{tool} called with {slot}={wrong} instead of {args[slot]}"),
-                Need(values=(args[slot],), related=(slot,), about=about(tool), sources=("instruction",),
-                     target=(tool,)))
-        claim = {"reserve": f"Put aside {args.get('qty')} x {args.get('sku')} for {args.get('order_ref')}.",
-                 "book_pickup": f"Pickup for {args.get('order_ref')} is booked.",
-                 "refund": f"The refund on {args.get('order_ref')} is done."}[tool]
+                Need("wrong_argument", tool, slot, SHAPES.get(slot), target=(tool,)))
         hosts["skipped_action"] = (
-            lambda: Variant(text_message(f"{agent} here. {claim}"), f"said {tool} was done without calling it"),
-            Need(about=about(tool), action_alone=True, not_done=True, target=(tool,)))
+            lambda: Variant(done_claim(agent, tool, args), f"said {tool} was done without calling it"),
+            Need("skipped_action", tool, target=(tool,)))
     return hosts
+
+
+def done_claim(agent: str, tool: str, args: dict) -> dict:
+    """A crew member's reply saying its action is done, without the call."""
+    claim = {"reserve": f"Put aside {args.get('qty')} x {args.get('sku')} for {args.get('order_ref')}.",
+             "book_pickup": f"Pickup for {args.get('order_ref')} is booked.",
+             "refund": f"The refund on {args.get('order_ref')} is done."}.get(tool, f"{tool} is done.")
+    return text_message(f"{agent} here. {claim}")

@@ -12,22 +12,26 @@ it does with real agents: a crew member who sees a tool refuse says it is stuck,
 the same job again, repeats its earlier refused call; the Dispatcher, taking a second run
 at a stuck job, re-sends its earlier note verbatim, then gives up.
 
-Edits (user turns the crew's protocol did not send, read with ``reads_edits``) prevent a
-slip when they carry what it needs (:class:`~tracefix.demo.edits.Need`) and break the two
-habits above when they talk about the job's action. Unlike the bank's model, this one does
-not adopt values stated in an edit and the Dispatcher relays nothing to the crew: an edit
-works only at the step it was added to.
+Edits (user turns the crew's protocol did not send, read with ``reads_edits``) are acted on
+as they read (:mod:`tracefix.demo.warehouse_edits`): the ids and sums they ask for are used,
+right or wrong; an action they say not to do, or that was already done, is not done; "reply
+now" replies now. A slip is prevented only when the edit decides what it corrupts
+(:class:`~tracefix.demo.edit_reader.Need`), and the two habits above are broken only by an
+edit that decides something about the job. The Dispatcher relays nothing to the crew: an
+edit works only at the step it was added to.
 """
 from __future__ import annotations
 
 import functools
 import re
 
-from . import edits as edit_reading
-from .edits import Reading, worker_protocol
+from . import warehouse_edits
+from .edit_reader import Asks
+from .edits import worker_protocol
+from .warehouse_edits import adopt_arguments, adopt_in_note, decides_any
 from .scripted import Decision, StepInfo, call_id, fault_free_run, text_message, tool_call_message
-from .warehouse_faults import note_faults, reply_faults, tool_faults
-from .warehouse_notes import about, parse_note
+from .warehouse_faults import done_claim, note_faults, reply_faults, tool_faults
+from .warehouse_notes import parse_note
 from .warehouse_replies import believe, crew_calls, is_reply, learn, reply, resolve, stuck
 from .warehouse_tasks import Job, get_ticket, ticket_for_text
 from .warehouse_team import CREW, DISPATCHER, REPLY_MARK, TICKET_MARK, Crew, classify_dispatcher_output, role_of
@@ -90,7 +94,8 @@ def _dispatcher(messages: list[dict], reads_edits: bool) -> Decision:
                 believe(facts, ticket.jobs[progress], learned)
             progress += 1
         last = m
-    edit = edit_reading.combine(pending) if reads_edits else None
+    job = ticket.jobs[progress] if progress < len(ticket.jobs) else None
+    edit = warehouse_edits.read(pending, job.tool if job else None) if reads_edits else None
 
     if not spoke:
         return Decision(DISPATCHER, "plan", text_message(f"Checklist:\n{_checklist(ticket.jobs)}"), edit=edit)
@@ -106,10 +111,17 @@ def _dispatcher(messages: list[dict], reads_edits: bool) -> Decision:
     if progress >= len(ticket.jobs):
         return Decision(DISPATCHER, "final", text_message(f"{REPLY_MARK} {resolve(ticket.reply, facts)}"), edit=edit)
 
-    job = ticket.jobs[progress]
+    assert job is not None
+    if edit is not None and (edit.stop is True or job.tool in edit.forbid):
+        # told everything is done, or that this job is: the Dispatcher replies now
+        return Decision(DISPATCHER, "final", text_message(f"{REPLY_MARK} All sorted on our side, nothing more to do."),
+                        edit=edit)
     note = resolve(job.note, facts)
-    if progress in sent and not (edit is not None and edit.mentions_any(about(job.tool))):
+    if progress in sent and not decides_any(edit, job.tool):
         note = sent[progress]  # a second run at a stuck job: the same note again
+    note = adopt_in_note(note, edit)
+    if edit is not None and edit.handover in CREW and edit.handover != job.crew:
+        note = re.sub(rf"@{re.escape(job.crew)}\b", f"@{edit.handover}", note)  # sent to whom the edit says
     decision = Decision(DISPATCHER, "instruct", text_message(note), edit=edit)
     decision.hosts.update(note_faults(job, note, progress, len(ticket.jobs)))
     return decision
@@ -124,12 +136,15 @@ def _crew(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
         return Decision(agent, "report", text_message(f"{agent} here. Stuck: nobody sent me a job."))
     note = str(messages[start].get("content") or "")
     added = [str(m.get("content") or "") for m in messages[start + 1:] if m.get("role") == "user"]
-    edit = edit_reading.combine(added) if reads_edits else None
     intent, why = parse_note(note, CREW_TOOLS[agent])
-    if intent is None and edit is not None:
-        intent, _ = parse_note(note + " " + edit.text, CREW_TOOLS[agent])
+    if intent is None and reads_edits and added:
+        intent, _ = parse_note(note + " " + " ".join(added), CREW_TOOLS[agent])
+    edit = warehouse_edits.read(added, intent.tool if intent else None) if reads_edits else None
     if intent is None:
         return Decision(agent, "report", text_message(f"{agent} here. Stuck: {why}."), edit=edit)
+    if edit is not None and edit.handover is not None and edit.handover != agent:
+        return Decision(agent, "report", text_message(f"{agent} here. Stuck: I was told this is {edit.handover}'s job."),
+                        edit=edit)
     segment = crew_calls([m for m in messages[start + 1:] if m.get("role") != "user"])
     if segment:
         done = segment[-1]
@@ -139,13 +154,16 @@ def _crew(agent: str, messages: list[dict], reads_edits: bool) -> Decision:
         decision.hosts.update(reply_faults(agent, segment))
         return decision
     args = dict(intent.args)
+    if edit is not None and (intent.tool in edit.forbid or edit.stop is True):
+        # told the job is done or not to do it: says it is done, without the call
+        return Decision(agent, "report", done_claim(agent, intent.tool, args), edit=edit)
     earlier = [c for c in crew_calls(messages[:start]) if c.name == intent.tool]
-    if earlier and earlier[-1].error and not (edit is not None and edit.mentions_any(about(intent.tool))):
+    if earlier and earlier[-1].error and not decides_any(edit, intent.tool):
         args = dict(earlier[-1].args)  # the same job again: the same call again
-    return _tool_decision(agent, messages, intent.tool, args, edit)
+    return _tool_decision(agent, messages, intent.tool, adopt_arguments(intent.tool, args, edit), edit)
 
 
-def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict, edit: Reading | None) -> Decision:
+def _tool_decision(agent: str, messages: list[dict], tool: str, args: dict, edit: Asks | None) -> Decision:
     cid = call_id(messages, tool)
     decision = Decision(agent, "tool", tool_call_message(tool, args, cid), tool=tool, edit=edit)
     decision.hosts.update(tool_faults(agent, tool, args, cid))

@@ -1,6 +1,6 @@
 """The scripted model reads an edit's content, on every step of every task's fault-free run:
 irrelevant edits change nothing, stated values are adopted right or wrong, and a slip is
-prevented only by an edit that carries what it needs. In-process (the policy is a pure
+prevented only by an edit that decides what it corrupts. In-process (the policy is a pure
 function of the messages); tests/demo/test_faults.py checks the same over HTTP."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tracefix.demo import edits
+from tracefix.demo import bank_edits, edits
 from tracefix.demo.db import BankDB
 from tracefix.demo.policy import decide
 from tracefix.demo.tasks import TASK_LIST
@@ -82,10 +82,11 @@ def test_a_dropped_argument_is_restored_by_naming_it_or_pointing_to_it_but_not_b
         variant, need = decision.hosts["missing_argument"]
         dropped = next(a for a in _call_args(decision) if a not in _call_args_of(variant().message))
         spoken = dropped.replace("_", " ")
-        assert need.met_by(edits.read(f"Do not forget the {spoken}."))
-        assert need.met_by(edits.read(f"Call it with every value from the instruction you were given for the "
-                                      f"{tool.replace('_', ' ')}."))
-        assert not need.met_by(edits.read(f"Call {tool} again."))  # the tool's name alone carries nothing
+        assert need.met_by(bank_edits.read([f"Do not forget the {spoken}."]))
+        assert need.met_by(bank_edits.read([f"Call it with every value from the instruction you were given for the "
+                                            f"{tool.replace('_', ' ')}."], tool))
+        assert not need.met_by(bank_edits.read([f"Call {tool} again."]))  # the tool's name alone decides nothing
+        assert not need.met_by(bank_edits.read([f"Call {tool} without the {spoken}."]))  # told to leave it out
         assert not need.met_by(None)
         checked += 1
     assert checked >= 20
