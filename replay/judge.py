@@ -6,8 +6,10 @@ Each answer says how it was reached (the result's ``judged_by``):
   truth (compared with the replay's output) > an LLM judge against the user's complaint;
 - fulfilled: an LLM judge comparing the original and the new log from step t, or a
   heuristic: did the acting agent, at or after t, do what the intervention's ``expect``
-  names (call the tool, with the argument; continue instead of answering; change the
-  instruction);
+  names (call the tool, with the argument; call no more the tool it was told not to;
+  continue instead of answering; change the instruction). A person's edit is expected to do
+  what it asks (edit_expectation.py); one that reading cannot place is "unknown" without an
+  LLM judge (judged_by "unknown");
 - progress: DoVer's Prog = (A(new) - A(orig)) / K over the evaluator's milestones, or over
   LLM-judged milestones when the session has a ground truth.
 """
@@ -129,6 +131,9 @@ def fulfilled_heuristic(intervention: dict, doc: dict, child_doc: dict) -> bool:
             intervention.get("kind") == "replace_output"
             and _norm((new_t.get("output_message") or {}).get("content")) == _norm(intervention.get("text")))
         return applied and any(s["index"] > t for s in new_steps)
+    if action == "avoid_tool" and tool:
+        # asked not to call a tool: fulfilled when no agent calls it from t on
+        return not any(c.get("name") == tool for c in _calls_from(new_steps, t))
     if _action(new_t) == _action(old_t):
         return False  # the edit changed nothing the agent did
     if action == "call_tool" and tool:
@@ -173,6 +178,7 @@ def judge_fulfilled(intervention: dict, doc: dict, child_doc: dict | None, llm=N
     if child_doc is None or not child_doc.get("steps"):
         return None, "unavailable"
     t = intervention["step"]
+    unreadable = (intervention.get("expect") or {}).get("action") == "unknown"
     if llm is not None:
         try:
             system, user = prompts.fulfilment(intervention, [s for s in doc.get("steps") or [] if s["index"] >= t],
@@ -182,6 +188,8 @@ def judge_fulfilled(intervention: dict, doc: dict, child_doc: dict | None, llm=N
                 return answer["fulfilled"], "llm"
         except Exception:  # fall through to the heuristic
             pass
+    if unreadable:
+        return None, "unknown"  # a person's edit the heuristic cannot read: only an LLM judge can say
     return fulfilled_heuristic(intervention, doc, child_doc), "heuristic"
 
 

@@ -19,7 +19,7 @@ from tracefix.collector.contracts import SessionDocument
 from tracefix import replay_signing
 from tracefix.entrypoints import EntrypointRefused, check as check_entrypoint
 from tracefix.errors import TracefixError, UnknownSession
-from tracefix.replay import attribution, cassette as cassettes, interventions, judge, runner, trials, verdicts
+from tracefix.replay import attribution, cassette as cassettes, edit_expectation, interventions, judge, runner, trials, verdicts
 from tracefix.replay.contracts import ReplayResult
 from tracefix.replay.guard import Guard
 from tracefix.replay.memory import RepairMemory
@@ -150,13 +150,16 @@ def _user_hypotheses(doc: dict, given: list[dict], trials_: list[dict], round_: 
     return out
 
 
-def _user_intervention(doc: dict, h: dict, given: dict) -> dict:
+def _user_intervention(doc: dict, h: dict, given: dict, definitions: list[dict] | None = None) -> dict:
     base = interventions.template(doc, h)
     kind = given.get("kind") or base["kind"]
     text = given.get("text") or base["text"]
     step = next(s for s in doc["steps"] if s["index"] == h["step"])
+    # A person's own text is judged by what it asks, not by what the template would have asked.
+    expect = (edit_expectation.expectation(text, doc, h.get("agent"), definitions) if given.get("text")
+              else base["expect"])
     iv = interventions._finish(doc, h, step, kind, given.get("category") or base["category"], text,
-                               {**base["expect"], **(given.get("expect") or {})}, "user", given.get("tool_call_id"))
+                               {**expect, **(given.get("expect") or {})}, "user", given.get("tool_call_id"))
     return iv
 
 
@@ -348,7 +351,7 @@ def _intervene(h: dict, doc: dict, cassette: dict, definitions: dict, llm, memor
     """Write the hypothesis' intervention and the replay jobs that test it (none if refused)."""
     given = h.pop("_intervention", None)
     if given:
-        iv, label = _user_intervention(doc, h, given), "user"
+        iv, label = _user_intervention(doc, h, given, definitions.get(h["step"])), "user"
     else:
         iv, label, note = interventions.generate(doc, h, llm, definitions=definitions.get(h["step"]),
                                                  memory_notes=memory.notes_for(h["step"]))

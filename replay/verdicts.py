@@ -51,5 +51,7 @@ def verdict(runs: list[dict]) -> tuple[str, str]:
                 f"{succeeded}/{n} succeeded; {len(stalled)}/{n} fulfilled the intervention "
                 f"without progress > {PROGRESS_THRESHOLD:.0%}")
     detail = f"; {len(errors)} run(s) errored (first: {errors[0]})" if errors else ""
+    if runs and all(r.get("fulfilled") is None for r in runs if not r.get("error")):
+        detail += "; whether the edit was carried out is unknown without an LLM judge"
     return ("inconclusive",
             f"{succeeded}/{n} succeeded; only {len(fulfilled)}/{n} fulfilled the intervention{detail}")

@@ -19,7 +19,7 @@ STAGE_NAMES = {
 }
 HOW_WORDS = {"llm": "LLM", "fallback": "deterministic fallback", "template": "deterministic template",
              "evaluator": "the agent's evaluator", "heuristic": "heuristic", "milestones": "milestones",
-             "ground_truth": "ground truth", "none": "not needed"}
+             "ground_truth": "ground truth", "none": "not needed", "unknown": "unknown without an LLM judge"}
 
 
 STEP_PREFIX = re.compile(r"^\s*step \d+ \([^)]*\):\s*", re.I)

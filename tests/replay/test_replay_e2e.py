@@ -317,7 +317,8 @@ EDITS = {
 def test_a_verdict_follows_what_the_edit_says_not_how_it_is_addressed(lab, tmp_path, name):
     """Right content validates without naming the tool; a misleading edit is carried out and
     fails (never validated, with the reason); an irrelevant edit changes nothing the agent
-    does at t, so it is not fulfilled."""
+    does at t, and what it asks is judged by its own reading (issue 36), not the template's:
+    unknown without an LLM judge."""
     hyp = [{"step": lab.fault_step, "intervention": {"text": EDITS[name]}}]
     h = run_diagnose(lab, tmp_path, runs=3, concurrency=2, hypotheses=hyp)["hypotheses"][0]
     assert all(run["error"] is None for run in h["runs"]), h["runs"]
@@ -334,5 +335,8 @@ def test_a_verdict_follows_what_the_edit_says_not_how_it_is_addressed(lab, tmp_p
         if name == "misleading":
             assert at_t["check_number"] == "CHK-5004" and run["fulfilled"] is True  # carried out, still failed
         else:
-            assert at_t == original and run["fulfilled"] is False  # unchanged at t: never "fulfilled"
+            # unchanged at t; what the edit asks cannot be read without an LLM judge, and the verdict says so
+            assert at_t == original and run["fulfilled"] is None and run["judged_by"]["fulfilled"] == "unknown"
     assert h["verdict"] == ("refuted" if name == "misleading" else "inconclusive"), h["verdict_reason"]
+    if name == "irrelevant":
+        assert "unknown without an LLM judge" in h["verdict_reason"]
