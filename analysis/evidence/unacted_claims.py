@@ -45,7 +45,7 @@ def unacted_claims(units: list[TransitionUnit]) -> list[float]:
             acted[u.agent] = False
         # Right after its own claim, an agent sums up what it claimed (a single agent's
         # answer after its reports): no claim of its own.
-        summing_up = after_own_words and before.claims_success
+        summing_up = after_own_words and before is not None and before.claims_success
         said = (u.agent, " ".join(u.action["text"].split()))
         if u.claims_failure or u.round_failed:
             failed_reports.add(said)
