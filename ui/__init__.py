@@ -39,12 +39,14 @@ def with_ui(api_app: Any, collector: "Collector") -> Any:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
+    from tracefix.collector.api.read_room import RetryReadsWithRoom
     from tracefix.collector.responses import SecurityHeaders
     from tracefix.ui.pages import STATIC_PREFIX, routes
 
     ui_routes = routes(collector)
     paths = {r.path for r in ui_routes if not r.path.startswith(STATIC_PREFIX)}
-    ui_app = Starlette(routes=ui_routes, middleware=[Middleware(SecurityHeaders)])
+    ui_app = Starlette(routes=ui_routes, middleware=[Middleware(SecurityHeaders),
+                                                     Middleware(RetryReadsWithRoom, store=collector.store)])
 
     async def app(scope: dict, receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else None

@@ -8,7 +8,8 @@ sessions) and `jobs` (the queue and its workers). What they share: `context` (th
 collector, the token check every route but `/healthz` runs, the single writer), `bodies`
 (reading a request's body), `paging` (query parameters and streamed pages) and `errors`.
 
-Reads run on store cursors in the thread pool; every write goes through the single writer.
+Reads run on store cursors in the thread pool (one that runs out of the store's memory is
+answered again with room: `read_room`); every write goes through the single writer.
 JSON leaves through `responses.JSONResponse` (non-finite numbers become null), query
 parameters and session ids in paths are read by `url_input`, request bodies are validated
 by the models of `schemas.bodies` (described, with every answer, in `GET /openapi.json`,
@@ -28,6 +29,7 @@ from tracefix.collector import openapi
 from tracefix.collector.api import documents, feedback, ingest, jobs, results, service, sessions
 from tracefix.collector.api.context import ApiContext
 from tracefix.collector.api.errors import http_error, internal_error
+from tracefix.collector.api.read_room import RetryReadsWithRoom
 from tracefix.collector.responses import SecurityHeaders
 from tracefix.collector.url_input import SessionPaths
 
@@ -44,5 +46,6 @@ def build_app(collector: "Collector") -> Starlette:
     route_table = [(r.path, r.methods) for r in routes]
     if openapi.undescribed(route_table):
         log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths)],
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths),
+                                                Middleware(RetryReadsWithRoom, store=collector.store)],
                      exception_handlers={HTTPException: http_error, Exception: internal_error})

@@ -154,6 +154,7 @@ class StoreConnection:
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one checkpoint at a time sets the memory limit
+        self._roomy_reads = 0  # reads under way with a checkpoint's memory (widen_reads)
         # what `reopen` opens the file with; `generation` counts the opens (a cursor kept by
         # another thread belongs to the connection of its generation)
         self._connect = functools.partial(connect_db, read_only=read_only, threads=threads,
@@ -245,10 +246,42 @@ class StoreConnection:
                 cursor.execute(statement)
             finally:
                 try:
-                    cursor.execute(f"SET memory_limit = '{_quoted(self.memory_limit)}'")
+                    if not self._roomy_reads:  # else the last of those reads sets it back
+                        cursor.execute(f"SET memory_limit = '{_quoted(self.memory_limit)}'")
                 except duckdb.Error as exc:  # more is pinned right now: the next checkpoint sets it back
                     if not is_invalidated(exc):  # then the checkpoint's own error says what happened
                         log.warning("DuckDB's memory limit stays raised after a checkpoint: %s", exc)
+
+    def widen_reads(self) -> None:
+        """Give reads the memory a checkpoint gets (`checkpoint_memory_limit`) until as many
+        `narrow_reads` have been called: for a read the store's own limit cannot hold. DuckDB
+        reads a row this process wrote a whole vector of its string column at a time (until the
+        file is next opened), so one long message can cost hundreds of MB."""
+        if self.memory_limit is None:
+            return
+        with self._checkpoint_lock:
+            self._roomy_reads += 1
+            if self._roomy_reads == 1:
+                self._set_memory_limit(checkpoint_memory_limit(self.memory_limit))
+
+    def narrow_reads(self) -> None:
+        """The end of a read `widen_reads` made room for; the last one sets the store's limit back."""
+        if self.memory_limit is None:
+            return
+        with self._checkpoint_lock:
+            self._roomy_reads -= 1
+            if self._roomy_reads == 0:
+                try:
+                    self._set_memory_limit(self.memory_limit)
+                except duckdb.Error as exc:  # more is pinned right now: the next checkpoint sets it back
+                    log.warning("DuckDB's memory limit stays raised after a read: %s", exc)
+
+    def _set_memory_limit(self, limit: str) -> None:
+        cursor = self.con.cursor()
+        try:
+            cursor.execute(f"SET memory_limit = '{_quoted(limit)}'")
+        finally:
+            cursor.close()
 
     def checkpoint(self) -> None:
         """Fold the WAL into the file (a crash without it is fine: the WAL replays on open).

@@ -79,3 +79,24 @@ def test_a_wal_larger_than_the_memory_limit_is_folded_in_at_start(tmp_path):
         _assert_writable_and_complete(serve.match["http"], session.session_id, 15 * SPANS_PER_REQUEST, "started")
     finally:
         assert serve.stop(30) == 0, serve.output()[-3000:]
+
+
+def test_reads_of_long_messages_the_running_collector_wrote_answer_at_a_small_limit(tmp_path):
+    """DuckDB reads a row the running process wrote a whole vector of its string column at a
+    time: one 100 KB message of the session list costs far more than a 64MB limit holds (the
+    full run: ~350-500 MB for 200 KB messages against 256MB). Before the retry with room
+    (collector/api/read_room.py), the session's page answered 500 while the collector ran."""
+    db = tmp_path / "reads.duckdb"
+    serve = procs.start_serve(db, "--diagnose", "off", env={"TRACEFIX_DB_MEMORY_LIMIT": "64MB", "TRACEFIX_TOKEN": ""})
+    session = LongPrompts(f"reads-{uuid.uuid4().hex[:8]}", message_kb=MESSAGE_KB)
+    try:
+        for _ in range(30):  # 900 spans, 90 MB of messages
+            assert export_retrying(serve.match["http"], session.request(SPANS_PER_REQUEST))
+        for path in ("/api/v1/sessions", f"/api/v1/sessions/{session.session_id}", "/api/v1/sessions",
+                     f"/session?id={session.session_id}", "/"):  # the web UI reads the same rows
+            status, body = get(serve.match["http"] + path)
+            assert status == 200, f"GET {path} answered {status}: {body[:300]!r}"
+        status, body = export(serve.match["http"], session.request(3))  # the limit is the small one again
+        assert status == 200, body[:300]
+    finally:
+        assert serve.stop(30) == 0, serve.output()[-3000:]
