@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/replay.py [--seeds 1,2,3] [--tasks all] [--fault-rate 0.5] [--runs 3]
                                      [--follow-probs 1.0,0.7] [--rounds 1] [--arms pipeline,oracle,noop,misleading]
+    .venv/bin/python bench/replay.py --edit-classes [--domains bank,warehouse] [--seeds 1] [--follow-probs 1.0,0.8]
+
+`--edit-classes` runs the five edit classes of issue 36 per domain and fault kind instead
+(bench/replay_edit_classes.py: correct, paraphrased, misleading, irrelevant, wrong step).
 
 Per seed: a scripted LLM server (subprocess) injects at most one fault per task (rate and
 kinds from the seed) while the instrumented banking app records every task into a `tracefix
@@ -242,11 +246,26 @@ def main() -> int:
     parser.add_argument("--rounds", default="1", help="repair-memory rounds per session; a list (1,3) "
                         "diagnoses every session once per value, side by side")
     parser.add_argument("--json", dest="json_out", help="also write the per-session rows to this file")
+    parser.add_argument("--edit-classes", action="store_true", help="the five edit classes per domain and fault "
+                        "kind (bench/replay_edit_classes.py) instead of the arms")
+    parser.add_argument("--domains", default="bank,warehouse", help="with --edit-classes: the demo apps")
+    parser.add_argument("--per-kind", type=int, default=1, help="with --edit-classes: faults per kind and domain")
     args = parser.parse_args()
     args.rounds = [int(r) for r in str(args.rounds).split(",") if r.strip()]
     args.follow_probs = [float(p) for p in str(args.follow_probs).split(",") if p.strip()]
     args.arms = [a.strip() for a in str(args.arms).split(",") if a.strip()]
     os.environ.pop("TRACEFIX_LLM_BASE_URL", None)  # the figures are for the fallback pipeline
+    if args.edit_classes:
+        import replay_edit_classes
+
+        args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
+        args.seed = int(args.seeds.split(",")[0])
+        with tempfile.TemporaryDirectory(prefix="tracefix-bench-edits-") as tmp:
+            rows = replay_edit_classes.run(args, Path(tmp), REPLAY_KEY)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(rows, indent=1, default=str))
+        replay_edit_classes.report(rows)
+        return 0
     rows = []
     with tempfile.TemporaryDirectory(prefix="tracefix-bench-replay-") as tmp:
         for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:

@@ -41,6 +41,11 @@ def other_account(account_id: str, avoid: set[str]) -> str:
     return account_id
 
 
+def _value_shapes(tool: str) -> str:
+    """What a value for one of the action's arguments looks like (any of them)."""
+    return "|".join(SHAPES[a] for a in required_arguments(tool) if a in SHAPES) or "$^"
+
+
 def instruction_faults(sub: Subtask, instruction: str, fresh_ids: list[str], progress: int,
                        subtasks: int) -> Hosts:
     """The slips of the Orchestrator's instruction for sub-task `progress` (of `subtasks`);
@@ -61,7 +66,7 @@ def instruction_faults(sub: Subtask, instruction: str, fresh_ids: list[str], pro
     hosts["vague_instruction"] = (lambda: Variant(
         text_message(f"{sub.worker}: please handle the next part of the customer's request as discussed."),
         f"instruction to {sub.worker} for {sub.action} named no action, account or amount"),
-        Need("vague_instruction", sub.action, target=(sub.worker, sub.action)))
+        Need("vague_instruction", sub.action, shape=_value_shapes(sub.action), target=(sub.worker, sub.action)))
     if progress == 0:
         return hosts  # an early answer comes after some work was done, not before any
     hosts["early_final_answer"] = (lambda: Variant(

@@ -44,7 +44,8 @@ _NOT_DONE = re.compile(rf"(?:{_NEG}|\byet to\b|\bstill\b|\bpending\b|\boutstandi
 # asking for an action: an imperative or modal verb of doing
 _DO = re.compile(r"\b(?:call|use|run|do|make|perform|execute|invoke|carry (?:it )?out|retry|try again|redo|repeat|"
                  r"go ahead|proceed|complete|finish|need to|needs to|have to|has to|must|should|please|now|go on|"
-                 r"continue|then|first|instead|pass|with|send|issue|book|place|get|fetch|look up|check)\b", re.I)
+                 r"continue|then|first|instead|pass|with|send|issue|book|place|get|fetch|look up|check|ask for|request|"
+                 r"want|go for)\b", re.I)
 _REPORTING = re.compile(r"\b(?:report|reporting|say|saying|claim|claiming|tell|telling|answer|answering|reply|"
                         r"replying|respond|write|writing|mark|declare)\w*\b", re.I)
 _INSTEAD = re.compile(r"\b(?:instead of|rather than|in place of|not)\b", re.I)
@@ -84,7 +85,8 @@ _SOURCES = {
 }
 _FROM = re.compile(r"\b(?:from|in|per|according to|as|against|match|matches|by|given by|stated (?:in|by)|named (?:in|by)|"
                    r"says|states|shows|gave|given|says so|exactly|re-?read|read (?:it |them )?again|look again|"
-                   r"check|copy|take|the one|what|returns|returned|gives|gave|use|using|that|which|named|listed|found)\b", re.I)
+                   r"check|copy|take|the one|what|returns|returned|give|gives|gave|use|using|that|which|named|listed|found)\b",
+                   re.I)
 _REREAD = re.compile(r"\b(?:re-?read|read (?:\w+ )?(?:again|carefully|properly)|look (?:at )?(?:\w+ )?again|"
                      r"report (?:exactly|precisely|faithfully|correctly|again|what)|exactly (?:those|the|what)|"
                      r"(?:did not|didn't|does not|doesn't) match|as (?:it was |they were )?returned|field by field|"
@@ -313,10 +315,17 @@ def _read_values(clause: str, vocabulary: Vocabulary, asks: Asks, narrative: boo
         best = 10 ** 6
         for argument, pattern in vocabulary.arguments.items():
             shape = vocabulary.shapes.get(argument)
-            if shape and not re.fullmatch(shape, s.value, re.I):
+            named_as = any(re.fullmatch(r"\S*\s+(?:as|for)\s+(?:the\s+|your\s+|its\s+|their\s+)?(?:\w+'s\s+)?",
+                                        clause[position:m.start()], re.I) for m in _mentions(pattern, clause)
+                           if m.start() > position)
+            if shape and not re.fullmatch(shape, s.value, re.I) and not named_as:
                 continue
             for m in _mentions(pattern, clause):
                 distance = position - m.end() if m.end() <= position else (m.start() - position) * 3
+                if m.start() > position and re.fullmatch(
+                        r"\S*\s+(?:as|for|in|into)\s+(?:the\s+|your\s+|its\s+|their\s+)?(?:\w+'s\s+)?",
+                        clause[position:m.start()], re.I):
+                    distance = 0  # "use X as the customer's name": X is the name, whatever it looks like
                 if 0 <= distance < 45 and distance < best:
                     best, bound = distance, argument
         if bound is not None and bound not in asks.omit:
@@ -385,8 +394,9 @@ class Need:
         if self.kind == "wrong_instruction":
             return bool(asks.source) or any(re.fullmatch(self.shape or r"\S+", v, re.I)
                                             for v in [*asks.values.values(), *(s.value for s in asks.free)])
-        if self.kind == "vague_instruction":
-            return bool(asks.source or asks.values or asks.free) or (self.tool is not None and asks.asks_for(self.tool))
+        if self.kind == "vague_instruction":  # the action, where its values are, or a value it takes
+            return bool(asks.source) or (self.tool is not None and asks.asks_for(self.tool)) or any(
+                re.fullmatch(self.shape or "$^", v, re.I) for v in [*asks.values.values(), *(s.value for s in asks.free)])
         if self.kind == "misread_tool_result":
             stated = {str(v).upper() for v in [*asks.values.values(), *(s.value for s in asks.free)]}
             return asks.reread or asks.source.get("*") == "results" or any(

@@ -15,12 +15,13 @@ import re
 from dataclasses import dataclass, field
 
 # A value-like token: letters/digits with a digit inside (ids, check numbers), not a plain number.
-_ID = re.compile(r"(?<![\w$.-])(sku:\d{2}-[a-z]\b|#\d{3,}\b|[A-Za-z][A-Za-z_]*[-_]?\d[\w-]*)")
+_ID = re.compile(r"(?<![\w$.-])(sku:\d{2}-[a-z]\b|#\d{3,}\b|ord_[0-9a-f]{5}\b|[A-Za-z][A-Za-z_]*[-_]?\d[\w-]*)")
 _AMOUNT = re.compile(r"(?:\$\s*|\b(?:amount|sum|of|is|be|=)\s+\$?)([\d,]*\d(?:\.\d{1,2})?)\b|"
                      r"\b(\d[\d,]*\.\d{2})\b|\b(\d[\d,]*(?:\.\d{1,2})?)\s*(?:dollars|usd|bucks)\b")
 _NEGATED_BEFORE = re.compile(r"\b(not|never|instead of|rather than|wrong|incorrect|mistaken|invalid|bad|no longer)"
                              r"\b\W*(?:[\w=]+\W+){0,3}$", re.I)
-_NEGATED_AFTER = re.compile(r"^[^.;:]{0,30}?\b(is|was|were|are)\s+(wrong|incorrect|not|invalid|a mistake)\b|"
+_NEGATED_AFTER = re.compile(r"^[^.;:]{0,30}?\b(is|was|were|are)\s+(?:the |a |an )?(wrong|incorrect|not|invalid|"
+                            r"mistaken|a mistake|bad)\b|"
                             r"^[^.;:]{0,30}?\b(appears nowhere|does not|doesn't|is nowhere)\b", re.I)
 _DIRECTION_WORD = re.compile(r"\b(from|to|into|source|destination|recipient|target|payee)\b", re.I)
 

@@ -60,7 +60,8 @@ def note_faults(job: Job, note: str, progress: int, jobs: int) -> Hosts:
     hosts["vague_instruction"] = (
         lambda: Variant(text_message(f"@{job.crew} can you take care of the next bit of this ticket?"),
                         f"note to {job.crew} for {job.tool} named no action, ref or quantity"),
-        Need("vague_instruction", job.tool, target=(job.crew, job.tool)))
+        Need("vague_instruction", job.tool, shape="|".join(SHAPES[a] for a in required_arguments(job.tool)),
+             target=(job.crew, job.tool)))
     if progress > 0:
         hosts["early_final_answer"] = (
             lambda: Variant(text_message(f"{REPLY_MARK} All sorted on our side, nothing more to do."),

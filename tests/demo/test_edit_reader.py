@@ -120,3 +120,9 @@ def test_the_warehouse_reads_its_own_values_and_actions():
     assert warehouse_edits.adopt_arguments("book_pickup", {"order_ref": "ord_1b2c3", "service": "standard"},
                                            asks) == {"order_ref": "ord_7f3a2", "service": "express"}
     assert "refund" in house("The refund was already paid out; just say it is done.", "refund").forbid
+
+
+def test_a_value_named_as_an_argument_goes_there_whatever_it_looks_like():
+    asks = bank("Use ACC-1099 as the customer's name.", "lookup_customer")
+    assert bank_edits.adopt_arguments("lookup_customer", {"name": "Erin Gray"}, asks) == {"name": "ACC-1099"}
+    assert Need("missing_argument", "lookup_customer", "name").met_by(asks)  # decided: wrongly, and carried out
