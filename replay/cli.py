@@ -152,7 +152,8 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
     from tracefix.entrypoints import EntrypointRefused
     from tracefix.analysis.llm import ProductLLM
     from tracefix.collector.jobs import replay_request
-    from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
+    from tracefix.replay.admission import ReplayError
+    from tracefix.replay.pipeline import diagnose, requested_hypotheses
 
     try:
         request = replay_request(list(steps) if steps else None, edit)

@@ -49,7 +49,8 @@ from tracefix.collector.access import AccessError
 from tracefix.entrypoints import EntrypointRefused
 from tracefix.errors import UnknownSession
 from tracefix.replay import runner
-from tracefix.replay.pipeline import ReplayError, diagnose, requested_hypotheses
+from tracefix.replay.admission import ReplayError
+from tracefix.replay.pipeline import diagnose, requested_hypotheses
 from tracefix.replay.zygote import Zygotes
 
 log = logging.getLogger("tracefix.worker")

@@ -33,8 +33,8 @@ def test_unknown_session_is_one_class_with_a_readable_message_and_survives_a_pro
     ("tracefix.collector.writer", "WriterClosed", RuntimeError),
     ("tracefix.replay.cassette", "CassetteError", ValueError),
     ("tracefix.analysis.llm", "LLMError", RuntimeError),
-    ("tracefix.replay.pipeline", "ReplayError", RuntimeError),
-    ("tracefix.replay.pipeline", "UnsignedSession", PermissionError),
+    ("tracefix.replay.admission", "ReplayError", RuntimeError),
+    ("tracefix.replay.admission", "UnsignedSession", PermissionError),
 ])
 def test_tracefix_errors_share_the_base_and_keep_their_builtin_one(where, name, builtin):
     import importlib

@@ -12,7 +12,8 @@ import pytest
 from replay_lab import sim_requests
 
 from tracefix.analysis.llm import ProductLLM
-from tracefix.replay.pipeline import ReplayError, check_replayable, diagnose
+from tracefix.replay.admission import ReplayError, check_replayable
+from tracefix.replay.pipeline import diagnose
 
 
 def run_diagnose(lab, tmp_path, **kw):
