@@ -73,12 +73,12 @@ def template(doc: dict, hypothesis: dict, definitions: list[dict] | None = None,
         allowed = tool_parameters(tool, definitions) or None
         argument = (missing[0] if missing else None) or argument_from_error(error, allowed)
         args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-        failed = f" and failed with `{_quote(error)}`" if error else ""
+        failed = f" failed with `{_quote(error)}`" if error else ""  # the verb of "the call ... at this point"
         if argument and argument not in args:
             found = value_in_context(argument, step, doc)
             fix = (f"Pass {argument} = {found[0]}, as {found[1]} states." if found
                    else f"Take the value of {argument} from your instruction or the earlier tool results.")
-            text = f"In the recorded run, the call to `{tool}` at this point left out {argument}{failed}. {fix}{quoted}"
+            text = f"In the recorded run, the call to `{tool}` at this point left out {argument}{failed and ' and' + failed}. {fix}{quoted}"
         else:
             wrong = unsupported_arguments(call, step, doc)
             if argument and argument in args:
