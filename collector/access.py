@@ -103,12 +103,26 @@ def connect(server: str | None = None, db: str | os.PathLike | None = None, toke
         if health is not None and serves_file(health, path):
             refuse_unhealthy(DEFAULT_SERVER, health)
             return HttpAccess(DEFAULT_SERVER, token)
+    import duckdb
+
     from tracefix.collector.store import Store
 
     try:
-        return StoreAccess(Store(path), owns_store=True)
+        # a store this process may not write (an archived copy, a read-only mount) is browsed read-only
+        read_only = not _writable(path)
+        return StoreAccess(Store(path, read_only=read_only), owns_store=True, read_only=read_only)
     except Exception as exc:
         if "lock" in str(exc).lower():
             raise AccessError(f"{path} is held by a running tracefix serve; pass --server URL "
                               f"(or TRACEFIX_SERVER) to go through it") from exc
+        if isinstance(exc, (OSError, duckdb.IOException)):
+            raise AccessError(f"cannot open the store {os.path.abspath(path)}: {exc}") from exc
         raise
+
+
+def _writable(path: str) -> bool:
+    """Whether this process may write the store file `path` and the WAL beside it (a file not
+    there yet is created, so counts as writable)."""
+    if not os.path.exists(path):
+        return True
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)

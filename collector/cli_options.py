@@ -7,15 +7,19 @@ given is `tracefix.collector.db_path`.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, TypeVar
 
 import click
 
 from tracefix.collector import DEFAULT_DB, db_path
 
-__all__ = ["db_option", "db_path", "server_option", "store_options", "token_option"]
+__all__ = ["PORT", "db_option", "db_path", "server_option", "store_options", "token_option"]
 
 F = TypeVar("F", bound=Callable)
+
+# a TCP port option's type: 70000 is a usage error naming the option, not an OverflowError at bind
+PORT = click.IntRange(0, 65535)
 
 
 def server_option(required: bool = False) -> Callable[[F], F]:
@@ -27,10 +31,24 @@ def server_option(required: bool = False) -> Callable[[F], F]:
                         help=text)
 
 
+def _db_in_a_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a --db whose nearest existing ancestor is a file (`/etc/hostname/x.duckdb`) before
+    anything is created, instead of failing deep inside with "File exists: '/etc/hostname'"."""
+    if value is None or value == ":memory:":
+        return value
+    parent = Path(value).absolute().parent
+    for folder in (parent, *parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise click.BadParameter(f"{value}: {folder} is a file, not a folder; give a path inside a folder")
+            break
+    return value
+
+
 def db_option(default: str | None = None) -> Callable[[F], F]:
     """`--db PATH` (TRACEFIX_DB): the DuckDB file of the store."""
     return click.option("--db", envvar="TRACEFIX_DB", default=default, show_default=default is not None,
-                        type=click.Path(dir_okay=False), metavar="PATH",
+                        type=click.Path(dir_okay=False), metavar="PATH", callback=_db_in_a_folder,
                         help="DuckDB file of the store" + ("." if default else f" (default {DEFAULT_DB})."))
 
 

@@ -145,6 +145,10 @@ class Decoder:
             raise self._worker_died(pool, exc) from exc
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # waited for, and let go: the pool's queues are freed with it, their semaphores
+            # unlinked; `tracefix serve` leaves with os._exit, which runs no finalizer, and the
+            # resource tracker then warned of "leaked semaphore objects" at every stop
+            pool.shutdown(wait=True, cancel_futures=True)
         self._thread.shutdown(wait=False)

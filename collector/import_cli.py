@@ -26,7 +26,13 @@ def import_(file: str, as_json: bool, server: str | None, db: str | None, token:
     """
     from tracefix.collector.imports import ImportFormatError, documents_from_text
 
-    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    raw = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(
+            f"{file} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): save it as UTF-8, "
+            f"e.g. iconv -f latin1 -t utf-8 {file} > converted.json") from None
     try:
         docs = documents_from_text(text)
     except ImportFormatError as exc:

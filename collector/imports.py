@@ -38,6 +38,8 @@ class ImportFormatError(TracefixError, ValueError):
 
 
 MESSAGE_KEYS = ("messages", "history")
+# how an error counts the items of a file: from 0, as the steps the messages become are numbered
+FROM_0 = "(counting from 0)"
 GROUND_TRUTH_KEYS = ("ground_truth", "groundtruth", "gold_answer", "expected_answer")
 
 
@@ -67,7 +69,7 @@ def parse_conversations(text: str) -> list[dict]:
             return [{"messages": data}]  # a bare list of messages is one conversation
         for i, item in enumerate(data):
             if not isinstance(item, dict):
-                raise ImportFormatError(f"item {i} is a {type(item).__name__}, expected a conversation object")
+                raise ImportFormatError(f"item {i} {FROM_0} is a {type(item).__name__}, expected a conversation object")
         return data
     raise ImportFormatError(f"expected a JSON object, list or JSONL, got {type(data).__name__}")
 
@@ -83,12 +85,12 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
     """One conversation object -> a session document whose steps are its messages."""
     messages = _conversation_messages(conv)
     if messages is None:
-        raise ImportFormatError(f"conversation {position} has no `messages` or `history` list "
+        raise ImportFormatError(f"conversation {position} {FROM_0} has no `messages` or `history` list "
                                 f"(keys: {', '.join(sorted(conv)) or 'none'})")
     steps: list[dict[str, Any]] = []  # §1 steps, but an imported message has no span (span_id None)
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or ("content" not in msg and not msg.get("tool_calls")):
-            raise ImportFormatError(f"conversation {position}, message {i}: expected an object with `content`")
+            raise ImportFormatError(f"conversation {position}, message {i} {FROM_0}: expected an object with `content`")
         role = str(msg.get("role") or "assistant")
         speaker = str(msg.get("name") or role)
         out = {"role": role, "content": content_text(msg.get("content"))}
@@ -165,9 +167,9 @@ def batch_from_documents(docs: list[dict]) -> tuple[Batch, list[str]]:
         try:
             ids.append(_add_document(batch, doc))
         except ImportFormatError as exc:
-            raise ImportFormatError(f"session {position}: {exc}") from None
+            raise ImportFormatError(f"session {position} {FROM_0}: {exc}") from None
         except (TypeError, ValueError, AttributeError) as exc:
-            raise ImportFormatError(f"session {position}: {type(exc).__name__}: {exc}") from exc
+            raise ImportFormatError(f"session {position} {FROM_0}: {type(exc).__name__}: {exc}") from exc
     return batch, ids
 
 

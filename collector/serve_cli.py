@@ -9,7 +9,7 @@ import sys
 import click
 
 from tracefix.collector import DEFAULT_DB
-from tracefix.collector.cli_options import db_option, token_option
+from tracefix.collector.cli_options import PORT, db_option, token_option
 
 
 def _check_webhook_secret(ctx, param, value):
@@ -33,8 +33,8 @@ def _check_webhook_secret(ctx, param, value):
               help="Where a new DuckLake puts its Parquet files (a shared directory or an S3-compatible URL); "
                    "the catalog remembers it.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
-@click.option("--http-port", default=4318, show_default=True, type=int, help="OTLP/HTTP + API port (0: any free port).")
-@click.option("--grpc-port", default=4317, show_default=True, type=int, help="OTLP/gRPC port (0: any free port).")
+@click.option("--http-port", default=4318, show_default=True, type=PORT, help="OTLP/HTTP + API port (0: any free port).")
+@click.option("--grpc-port", default=4317, show_default=True, type=PORT, help="OTLP/gRPC port (0: any free port).")
 @token_option(help="Require 'Authorization: Bearer TOKEN' on every route (the API's and workers' token).")
 @click.option("--ingest-token", envvar="TRACEFIX_INGEST_TOKEN", default=None,
               help="A second token that may only send spans and feedback: give it to instrumented apps.")

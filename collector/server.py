@@ -7,6 +7,7 @@ next start), drain the writer, checkpoint the database, exit 0.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -118,6 +119,31 @@ def spool_of(config: Config) -> Spool | None:
     return Spool(config.spool_dir or f"{config.db}.spool", max_bytes=config.spool_max_bytes)
 
 
+def listening_socket(host: str, port: int, option: str) -> socket.socket:
+    """A TCP socket listening on host:port, or an OSError naming the address and `option`.
+    SO_REUSEADDR only lets a port that the last run left in TIME_WAIT be bound again; on
+    Linux a port another socket listens on stays refused, so two collectors never share one."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        hint = (": another process listens there (a tracefix serve already running?); stop it or pass another "
+                f"{option} (0: any free port)") if exc.errno == errno.EADDRINUSE else ""
+        raise OSError(f"cannot listen on {host}:{port} ({option}): {exc.strerror}{hint}") from None
+    return sock
+
+
+def check_ports_free(config: Config) -> None:
+    """Refuse a fixed port someone listens on before the store is opened (or created): a
+    collector that cannot listen leaves no database files behind."""
+    for option, port in (("--http-port", config.http_port), ("--grpc-port", config.grpc_port)):
+        if port:
+            listening_socket(config.host, port, option).close()
+
+
 class Collector:
     """`pipeline`: the diagnosis and the report renderer, given by the composition root
     (tracefix.collector.pipeline); without them diagnoses fail and the report route answers 404."""
@@ -181,10 +207,7 @@ class Collector:
         self.checkpointer.start()
         self.writer.start()
         self.ingest.start()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((cfg.host, cfg.http_port))
-        sock.listen(2048)
+        sock = listening_socket(cfg.host, cfg.http_port, "--http-port")
         host, port = sock.getsockname()[:2]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.http_url = f"{'https' if cfg.tls else 'http'}://{shown}:{port}"
@@ -255,6 +278,7 @@ def serve_forever(config: Config, pipeline: ServePipeline | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    check_ports_free(config)
     collector = Collector(config, pipeline)
     if collector.tokens.shared:
         log.warning("one token for apps and the API: every instrumented app can read all sessions; "

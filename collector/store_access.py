@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tracefix.collector.access_base import AccessBase
+from tracefix.collector.access_base import AccessBase, AccessError
 from tracefix.collector.contracts import JsonDict, SessionDocument
 
 
@@ -14,14 +14,18 @@ class StoreAccess(AccessBase):
 
     kind = "file"
 
-    def __init__(self, store, writer=None, owns_store: bool = False):
+    def __init__(self, store, writer=None, owns_store: bool = False, read_only: bool = False):
         self.store = store
         self.writer = writer
         self.owns_store = owns_store
+        self.read_only = read_only  # a file this process may only read: browsing works, writes are refused
         if writer is not None:
             self.kind = "in-process"
 
     def _write(self, fn):
+        if self.read_only:
+            raise AccessError(f"the store {self.store.path} is read-only here (this user may not write it or its "
+                              "folder): it can be browsed, not changed; copy it somewhere writable to change it")
         return self.writer.run(fn, timeout=300) if self.writer is not None else fn(self.store)
 
     def close(self) -> None:

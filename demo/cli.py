@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from tracefix.collector.cli_options import PORT
+
 from .faults import FaultConfig, FaultPlanError, load_plan
 from .scripted import KINDS
 
@@ -49,7 +51,7 @@ def fault_options(fn):
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
+@click.option("--port", default=8765, show_default=True, type=PORT, help="0 picks a free port.")
 @fault_options
 @click.option("--latency-ms", default=0.0, show_default=True, type=float, help="Added delay per completion.")
 @click.option("--transcripts", is_flag=True, help="Keep every exchange; serve it at GET /_sim/sessions/SESSION.")

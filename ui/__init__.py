@@ -21,7 +21,8 @@ styles from /static only, no inline script or style), POSTs only from the UI's o
 methods; writes through the collector's single writer, as the API's do.
 
 The UI is an app of its own beside the API's (`with_ui`): the API's route table, its
-OpenAPI document and its JSON error shape stay the API's; only the UI's own paths reach it.
+OpenAPI document and its JSON error shape stay the API's; only the UI's own paths reach it,
+and a browser's GET of a path nobody has (outside /api/ and /v1/) is the UI's HTML 404 page.
 
 Modules: `security` (cookie, CSRF, CSP, the guard of every page), `pages` (the handlers),
 `timeline` (the agent-lane SVG's geometry), `views` (formatting for the templates).
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tracefix.collector.server import Collector
 
+API_PREFIXES = ("/api/", "/v1/")  # the JSON API's and OTLP's paths: their 404 stays the API's
+
 
 def with_ui(api_app: Any, collector: "Collector") -> Any:
     """An ASGI app that answers the UI's paths with the UI and everything else with `api_app`."""
@@ -41,16 +44,28 @@ def with_ui(api_app: Any, collector: "Collector") -> Any:
 
     from tracefix.collector.api.read_room import RetryReadsWithRoom
     from tracefix.collector.responses import SecurityHeaders
-    from tracefix.ui.pages import STATIC_PREFIX, routes
+    from starlette.routing import Match
+
+    from tracefix.ui.pages import STATIC_PREFIX, UNKNOWN_PAGE, routes
 
     ui_routes = routes(collector)
-    paths = {r.path for r in ui_routes if not r.path.startswith(STATIC_PREFIX)}
+    paths = {r.path for r in ui_routes if not r.path.startswith(STATIC_PREFIX) and r.path != UNKNOWN_PAGE}
     ui_app = Starlette(routes=ui_routes, middleware=[Middleware(SecurityHeaders),
                                                      Middleware(RetryReadsWithRoom, store=collector.store)])
 
+    def browsers_unknown_page(scope: dict, path: str) -> bool:
+        """A browser's GET of a path that is no API's (a client of the API keeps its JSON 404)."""
+        if scope["method"] not in ("GET", "HEAD") or path.startswith(API_PREFIXES):
+            return False
+        accept = dict(scope.get("headers") or []).get(b"accept", b"")
+        if b"text/html" not in accept:
+            return False
+        return all(route.matches(scope)[0] == Match.NONE for route in getattr(api_app, "routes", []))
+
     async def app(scope: dict, receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else None
-        if path is not None and (path in paths or path.startswith(STATIC_PREFIX + "/")):
+        if path is not None and (path in paths or path.startswith(STATIC_PREFIX + "/")
+                                 or browsers_unknown_page(scope, path)):
             await ui_app(scope, receive, send)
         else:
             await api_app(scope, receive, send)

@@ -40,6 +40,7 @@ log = logging.getLogger("tracefix.ui")
 
 HERE = Path(__file__).parent
 STATIC_PREFIX = "/static"
+UNKNOWN_PAGE = "/{path:path}"  # a browser's path that neither the UI nor the API has: an HTML 404
 SESSIONS_PER_PAGE = 50
 STEPS_PER_PAGE = 50
 SPANS_PER_PAGE = 50  # a span keeps its attributes whole: a page must stay small
@@ -168,12 +169,15 @@ def routes(collector: "Collector") -> list:
             "service": q.text("service"),
             "feedback": q.choice("feedback", ("negative", "positive", "none")),
             "diagnosis": q.choice("diagnosis", store.TABLE_DIAGNOSIS),
+            # the sessions replays ran hide by default: a diagnosis makes several per session
+            "replays": q.choice("replays", ("shown",)),
         }
         sort = q.choice("sort", tuple(store.TABLE_SORTS), default="time")
         descending = q.choice("dir", ("asc", "desc"), default="desc") == "desc"
         offset = q.integer("offset", 0, high=1 << 31)
         table = store.session_table(sort=sort, descending=descending, limit=SESSIONS_PER_PAGE, offset=offset,
-                                    **filters)
+                                    replay_children=filters["replays"] == "shown",
+                                    **{k: v for k, v in filters.items() if k != "replays"})
         shown = {"q": filters["search"], **{k: v for k, v in filters.items() if k != "search"}}
         state = {k: v for k, v in {**shown, "sort": sort, "dir": "desc" if descending else "asc"}.items() if v}
 
@@ -201,10 +205,15 @@ def routes(collector: "Collector") -> list:
         first = max(0, selected) // STEPS_PER_PAGE * STEPS_PER_PAGE
         offset = q.integer("offset", first, high=1 << 31)
         shown = doc["steps"][offset:offset + STEPS_PER_PAGE]
-        # what each shown step said: its output message, read for this page only
-        keys = {document.key_from_ref(s["output_message_key"]): s for s in shown if s["output_message_key"]}
-        for key, text in store.iter_message_texts(list(keys)):
-            keys[key]["said"] = views.content_text(views.json_message(text))[:400]
+        # what each shown step said: its output message, read for this page only; a message is
+        # stored once by its content, so steps that said the same thing share one key
+        saying: dict[int, list[dict]] = {}
+        for s in shown:
+            if s["output_message_key"]:
+                saying.setdefault(document.key_from_ref(s["output_message_key"]), []).append(s)
+        for key, text in store.iter_message_texts(list(saying)):
+            for s in saying[key]:
+                s["said"] = views.content_text(views.json_message(text))[:400]
         step, inputs = doc.get("full_step"), []
         if selected >= 0:
             if step is None:
@@ -214,7 +223,9 @@ def routes(collector: "Collector") -> list:
             texts = dict(store.iter_message_texts(keys))
             inputs = [views.json_message(texts.get(k)) for k in keys]
         got_past = views.got_past_steps(store, sid)  # errors the run got past: drawn apart, not as failures
-        return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset,
+        voted = {"vote": q.choice("feedback", ("up", "down")), "alert": q.choice("alert", ("raised",)),
+                 "diagnosis": q.choice("diagnosis", ("queued",))}
+        return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset, voted=voted,
                       timeline=layout(doc["steps"], selected if step else None, got_past), got_past=got_past,
                       step=step, inputs=inputs,
                       earlier_inputs=max(0, len(step.get("input_message_keys") or []) - INPUTS_SHOWN) if step else 0,
@@ -246,7 +257,10 @@ def routes(collector: "Collector") -> list:
         fb = write(lambda s: s.add_feedback(sid, 1.0 if vote == "up" else -1.0, comment, source="ui",
                                             **collector.feedback_options()))
         collector.feedback_recorded(fb)
-        return RedirectResponse(views.session_url(sid, feedback="saved"), status_code=303)
+        # the session page says what the vote did (saved; an alert raised; a diagnosis queued)
+        return RedirectResponse(views.session_url(sid, feedback=vote, alert="raised" if fb.get("alert_id") else None,
+                                                  diagnosis="queued" if fb.get("job_id") else None),
+                                status_code=303)
 
     # --- diagnosis -------------------------------------------------------------------------
     def diagnosis(request: Request, form) -> Response:
@@ -300,6 +314,9 @@ def routes(collector: "Collector") -> list:
         return render(request, "jobs.html", jobs=rows, total=total, offset=offset, **filters, job_kinds=JOB_KINDS,
                       job_states=JOB_STATES, **links)
 
+    def unknown(request: Request, form) -> Response:
+        raise NotFound(f"there is no page {request.url.path!r} here")
+
     return [
         Route("/", page(sessions)),
         Route("/login", page(login, public=True), methods=["GET", "POST"]),
@@ -312,4 +329,5 @@ def routes(collector: "Collector") -> list:
         Route("/alerts", page(alerts)),
         Route("/jobs", page(jobs)),
         Mount(STATIC_PREFIX, StaticFiles(directory=HERE / "static"), name="static"),
+        Route(UNKNOWN_PAGE, page(unknown, public=True)),  # last: what no route above answers
     ]

@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import jsonsafe
+from tracefix.report.content.values import words_within
 
 PREVIEW_CHARS = 4000
 
@@ -83,8 +84,9 @@ def content_text(message: Any) -> str:
 
 
 def brief(text: Any, limit: int = 140) -> str:
+    """One line of at most `limit` characters, a long one cut between words with an ellipsis."""
     text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else words_within(text, limit - 1) + "…"
 
 
 def session_url(session_id: str, page: str = "session", **params) -> str:

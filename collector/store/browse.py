@@ -21,17 +21,20 @@ class Browse(StoreReads):
 
     def session_table(self, *, sort: str = "time", descending: bool = True, search: str | None = None,
                       outcome: str | None = None, service: str | None = None, feedback: str | None = None,
-                      diagnosis: str | None = None, limit: int = 50, offset: int = 0) -> dict:
+                      diagnosis: str | None = None, replay_children: bool = True, limit: int = 50,
+                      offset: int = 0) -> dict:
         """One page of sessions for the UI's table: `{"rows": [...], "total": n}`. Each row has the
         `list_sessions` summary fields plus `tokens` ({"input", "output"}) and `diagnosis` (the
         state of its latest job, else whether an analysis or replay is stored, else "none").
         `search` matches (case-insensitive) the id, service, name, entrypoint, inputs, metadata
-        and output of a session; `outcome="none"` means no outcome recorded."""
+        and output of a session; `outcome="none"` means no outcome recorded; `replay_children=False`
+        leaves out the sessions replays ran."""
         if sort not in self.TABLE_SORTS:
             raise ValueError(f"sort must be one of {', '.join(self.TABLE_SORTS)}")
         if diagnosis is not None and diagnosis not in self.TABLE_DIAGNOSIS:
             raise ValueError(f"diagnosis must be one of {', '.join(self.TABLE_DIAGNOSIS)}")
-        filtered, params = session_filter(search=search, outcome=outcome, service=service, feedback=feedback)
+        filtered, params = session_filter(search=search, outcome=outcome, service=service, feedback=feedback,
+                                          replay_children=replay_children)
         diagnosis_state = """(SELECT CASE WHEN j.state IN ('queued', 'running') THEN j.state
                                           WHEN j.state IN ('failed', 'refused') THEN 'failed'
                                           WHEN r.session_id IS NOT NULL THEN 'replayed'

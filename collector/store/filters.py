@@ -14,14 +14,15 @@ SEARCHED_COLUMNS = ("session_id", "service", "name", "entrypoint", "inputs", "me
 
 def session_filter(*, search: str | None = None, outcome: str | None = None, service: str | None = None,
                    feedback: str | None = None, agent: str | None = None, since: Any = None, until: Any = None,
-                   parent_session_id: str | None = None) -> tuple[str, list[Any]]:
+                   parent_session_id: str | None = None, replay_children: bool = True) -> tuple[str, list[Any]]:
     """(condition over `sessions s`, its parameters); None filters nothing.
 
     `search`: a case-insensitive substring of any of SEARCHED_COLUMNS. `outcome="none"`: no
     outcome recorded (outcomes are "success" and "failure"). `feedback`: "negative" /
     "positive" (some feedback scored below / above 0), "any" (some feedback), "none" (none).
     `agent`: some span of the session names it. `since` / `until`: when it started (an ISO
-    time or epoch value, `document.to_ns`), `until` excluded."""
+    time or epoch value, `document.to_ns`), `until` excluded. `replay_children=False`: no
+    session a replay ran (one with a `parent_session_id`)."""
     where: list[str] = ["true"]
     params: list[Any] = []
     if search:
@@ -56,4 +57,6 @@ def session_filter(*, search: str | None = None, outcome: str | None = None, ser
     if parent_session_id is not None:
         where.append("s.parent_session_id = ?")
         params.append(parent_session_id)
+    if not replay_children:
+        where.append("s.parent_session_id IS NULL")
     return " AND ".join(where), params

@@ -58,14 +58,33 @@ def clip(text: str, limit: int) -> str:
     return text[:limit] + f" … ({len(text) - limit} more characters)"
 
 
+def words_within(text: str, limit: int) -> str:
+    """The start of `text`, at most `limit` characters, ended at a word boundary when one is in
+    the second half (a reader takes half a word for a different word); a longer token (an id,
+    a URL) is cut where the limit falls."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    if not text[limit].isspace():
+        space = head.rfind(" ")
+        if space >= limit // 2:
+            head = head[:space]
+    return head.rstrip(" ,;:")
+
+
 def one_line(text, limit: int = 160) -> str:
-    return clip(" ".join(str(text or "").split()), limit)
+    """Text on one line, a long one cut between words, saying how much was cut."""
+    text = " ".join(str(text or "").split())
+    if len(text) <= limit:
+        return text
+    head = words_within(text, limit)
+    return f"{head} … ({len(text) - len(head)} more characters)"
 
 
 def brief(text, limit: int = 160) -> str:
-    """One line for running prose: cut with an ellipsis (the full text is further down)."""
+    """One line for running prose: cut between words with an ellipsis (the full text is further down)."""
     text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+    return text if len(text) <= limit else words_within(text, limit) + "…"
 
 
 def fmt_duration(ms) -> str:

@@ -43,3 +43,20 @@ def ui_server(tmp_path_factory) -> UiServer:
         yield UiServer(url, TOKEN, ids[0], ids[1], folder)
     finally:
         serve.stop()
+
+
+@pytest.fixture(scope="session")
+def quiet_server(tmp_path_factory) -> UiServer:
+    """A collector of its own that runs no job (`--diagnose off`), for tests that queue, claim
+    and finish jobs, raise alerts and add replay sessions without touching `ui_server`'s
+    store; two imported sessions as there."""
+    folder = tmp_path_factory.mktemp("ui-quiet")
+    serve = procs.start_serve(folder / "store.duckdb", "--diagnose", "off", "--token", TOKEN)
+    try:
+        url = serve.match["http"]
+        (folder / "logs.json").write_text(json.dumps([HOSTILE_LOG, CALM_LOG]))
+        ids = json.loads(tracefix("import", str(folder / "logs.json"), "--server", url, "--token", TOKEN,
+                                  "--json").stdout)
+        yield UiServer(url, TOKEN, ids[0], ids[1], folder)
+    finally:
+        serve.stop()
