@@ -64,9 +64,17 @@ def summary_table(failed: list[FailedSession]):
     return table
 
 
-def serve_until_interrupted(console, url: str) -> None:
+def web_ui_line(url: str, serving: bool) -> str:
+    """The summary's line on the web UI: a link to follow only while something answers it (the
+    collector stops with the demo unless it is kept serving)."""
+    if serving:
+        return f"web UI: {url}/ (serving until Ctrl-C)"
+    return (f"web UI: stopped with the demo (it answered at {url}/ while the demo ran; "
+            "--keep from a terminal keeps it serving)")
+
+
+def serve_until_interrupted(console) -> None:
     """Keep the demo's processes (the collector and its web UI) running until Ctrl-C."""
-    console.print(f"serving the web UI at {url}/ until Ctrl-C")
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also where a launcher left SIGINT ignored
     try:
         while True:
@@ -146,11 +154,12 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
                 console.print(f"[red]problem:[/] {escape(p)}")
             code = 1 if problems else 0
             console.print(f"reports: {index}")
-            console.print(f"web UI: {demo_run.serve_url}/")
+            serving = keep and sys.stdin.isatty()  # someone is there to look, and to press Ctrl-C
+            console.print(web_ui_line(demo_run.serve_url, serving))
             console.print(f"demo finished in {time.monotonic() - started:.0f} s"
                           + (f"; store and logs kept in {work}" if keep else ""))
-            if keep and sys.stdin.isatty():  # someone is there to look, and to press Ctrl-C
-                serve_until_interrupted(console, demo_run.serve_url)
+            if serving:
+                serve_until_interrupted(console)
     except (StageFailed, ProcessDidNotStart) as exc:
         console.print(f"[red]demo failed:[/] {escape(str(exc))}")
         code = 1

@@ -141,7 +141,7 @@ class Demo:
         faults = ", ".join(f"{p['task']}:{p['kind']}" for p in plan) or "none"
         self.say(f"[green]✓[/] scripted LLM server: {self.sim_url}")
         self.say(f"[green]✓[/] collector (tracefix serve): {self.serve_url}")
-        self.say(f"[green]✓[/] web UI: {self.serve_url}/")
+        self.say(f"[green]✓[/] web UI (while the demo runs): {self.serve_url}/")
         self.say("[green]✓[/] replay worker (tracefix worker --allow-module tracefix.demo)")
         self.say(f"[green]✓[/] webhook receiver: {receiver.url}")
         self.say(f"  fault plan: {faults}")
