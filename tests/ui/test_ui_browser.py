@@ -93,3 +93,48 @@ def test_click_through_sessions_session_step_feedback_and_diagnosis(ui_server, p
     page.screenshot(path=str(shots / "jobs.png"), full_page=True)
 
     assert page.problems == [], f"console errors or CSP violations: {page.problems}"
+
+
+def test_the_diagnosis_page_shows_what_its_jobs_wrote_once_they_finish(quiet_server, page):
+    """A replay job queued on the page's session: the page polls it, and once a worker has
+    stored its result and finished it, the page shows the result by itself (issue 38: it
+    said "reload the page for its results")."""
+    import httpx
+
+    expect = sync_api.expect
+    api = httpx.Client(base_url=quiet_server.url, headers={"authorization": f"Bearer {quiet_server.token}"},
+                       timeout=30)
+    with api:
+        [sid] = api.post("/api/v1/import", json=[{"messages": [
+            {"role": "user", "content": "Refund order 42."},
+            {"role": "assistant", "name": "Refunder", "content": "Refunded order 24."}]}]).json()["session_ids"]
+        assert api.post("/api/v1/jobs", json={"session_id": sid, "kind": "replay"}).status_code in (200, 201, 202)
+
+        page.goto(f"{quiet_server.url}/login?next=/diagnosis%3Fid%3D{sid}")
+        page.fill("#token", quiet_server.token)
+        page.click("#sign-in")
+        jobs = page.locator("#start table.jobs")
+        expect(jobs.locator(".job-state")).to_have_text("queued")
+        expect(page.locator("#no-replay")).to_be_visible()
+        expect(jobs).to_have_attribute("data-polled", re.compile(r"^[1-9]"))  # it polls while the job waits
+
+        job = api.post("/api/v1/jobs/claim", json={"worker": "browser-test", "kind": "replay"}).json()
+        assert job["session_id"] == sid
+        stored = api.post(f"/api/v1/sessions/{sid}/replay", json={
+            "session_id": sid, "created_at": "2026-11-23T00:00:00Z", "rounds": 1, "stages": {},
+            "hypotheses": [{"id": "h-1", "step": 1, "agent": "Refunder", "verdict": "validated",
+                            "verdict_reason": "1/1 replays succeeded", "reason": "refunded the wrong order",
+                            "intervention": {"id": "iv-1", "step": 1, "kind": "add_message",
+                                             "text": "refund order 42, not 24"},
+                            "runs": [{"child_session_id": None, "success": True}]}]})
+        assert stored.status_code == 201, stored.text
+        finished = api.post(f"/api/v1/jobs/{job['job_id']}/finish", json={"worker": "browser-test", "state": "done"})
+        assert finished.status_code == 200, finished.text
+
+    # no reload by the test: the page's script shows the result
+    expect(page.locator("#replays .verdict-validated")).to_be_visible(timeout=15_000)
+    expect(page.locator("#no-replay")).to_have_count(0)
+    expect(jobs.locator(".job-state")).to_have_text("done")
+    assert "reload the page" not in page.inner_text("body")
+    page.screenshot(path=str(ARTIFACTS / "ui" / "diagnosis-updated.png"), full_page=True)
+    assert page.problems == [], f"console errors or CSP violations: {page.problems}"
