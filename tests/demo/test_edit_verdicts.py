@@ -12,6 +12,7 @@ import secrets
 import subprocess
 import sys
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import procs
 import pytest
@@ -55,18 +56,26 @@ def test_misleading_edits_never_validate_and_paraphrased_fixes_do(recorded):
 
     base_url, server, key, faults, workdir = recorded
     verdicts: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    jobs = []
     with connect(server=server) as access:
         for fault in faults:
-            doc = access.get_session(fault["session"])
             domain = "warehouse" if fault["task"].startswith("w") else "bank"
-            for cls, step, text in suite(fault, doc, domain):
-                # one diagnosis per edit: hypotheses at one step are one hypothesis
-                result = diagnose(access, fault["session"], allowed_modules=["tracefix.demo"], llm=False, runs=1,
-                                  replay_key=key, otlp_endpoint=server, save=False,
-                                  hypotheses=[{"step": step, "intervention": {"text": text}}],
-                                  overrides={"base_url": base_url}, workdir=workdir / "replays")
-                (h,) = result["hypotheses"]
-                verdicts[cls].append((fault["kind"], text, h["verdict"]))
+            jobs += [(fault, *edit) for edit in suite(fault, access.get_session(fault["session"]), domain)]
+
+    def verdict_of(numbered) -> str:
+        # one diagnosis per edit: hypotheses at one step are one hypothesis
+        n, (fault, _, step, text) = numbered
+        with connect(server=server) as access:
+            result = diagnose(access, fault["session"], allowed_modules=["tracefix.demo"], llm=False, runs=1,
+                              replay_key=key, otlp_endpoint=server, save=False,
+                              hypotheses=[{"step": step, "intervention": {"text": text}}],
+                              overrides={"base_url": base_url}, workdir=workdir / f"replay-{n}")
+        (h,) = result["hypotheses"]
+        return h["verdict"]
+
+    with ThreadPoolExecutor(2) as pool:
+        for (fault, cls, _, text), verdict in zip(jobs, pool.map(verdict_of, enumerate(jobs))):
+            verdicts[cls].append((fault["kind"], text, verdict))
     validated = {cls: [v for v in rows if v[2] == "validated"] for cls, rows in verdicts.items()}
     for cls in ("misleading", "irrelevant", "wrong_step"):
         assert not validated[cls], f"{cls} edits validated: {validated[cls]}"
