@@ -127,7 +127,7 @@ def attribute(doc: dict, trials: list[dict], analysis: dict | None, llm=None, *,
                 used_llm = True
                 found = [h] if h else []
             except Exception as exc:  # fall back for this trial, keep going
-                notes.append(f"attribution, trial {trial['index']}: LLM answer unusable ({exc}); used analysis ranking")
+                notes.append(f"attribution, trial {trial['index'] + 1}: LLM answer unusable ({exc}); used analysis ranking")
         if not found:
             found = fallback_hypotheses(doc, trial, analysis, round_, per_trial)
         elif per_trial > 1:  # widen with the analysis' next candidates

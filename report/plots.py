@@ -1,6 +1,6 @@
 """The two pictures of a root-cause report, as PNG bytes: the critical transition graph
 and the per-step score timeline of both detectors (`report_pictures` draws both for one
-report, starring the verified root cause where the replay found one).
+report, starring the summary's root cause: content.diagnosis.ranked_causes' first).
 
 Both read the analysis result (docs/contracts.md §3) as stored: through
 `content.values.objects`, `fields` and `whole`, so junk inside it is skipped. They draw on a bare
@@ -15,9 +15,9 @@ import logging
 import math
 
 from tracefix.analysis.roles import agent_behind
-from tracefix.report.content.diagnosis import frontier_of, frontier_steps, replay_hypotheses
+from tracefix.report.content.diagnosis import cause_label, frontier_of, frontier_steps, ranked_causes
 from tracefix.report.content.steps import trials as replay_trials
-from tracefix.report.content.values import fields, hypotheses, listed, objects, whole
+from tracefix.report.content.values import fields, listed, objects, whole
 
 log = logging.getLogger("tracefix.report")
 
@@ -63,13 +63,10 @@ def report_pictures(analysis: dict | None, replay: dict | None) -> tuple[bytes |
     logged) rather than costing the reader the rest of the report."""
     if not analysis:
         return None, None
-    hyps = hypotheses(analysis)
-    top = whole(hyps[0].get("step")) if hyps else None
-    tested = replay_hypotheses(replay)
-    confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
-    highlight = whole(confirmed[0].get("step")) if confirmed else top
-    label = "verified root cause" if confirmed else "top hypothesis"
-    hyp_steps = [step for h in hyps[:3] if (step := whole(h.get("step"))) is not None]
+    causes = ranked_causes(analysis, replay)  # the order the summary and the ranked table read
+    highlight = causes[0].step if causes else None
+    label = cause_label(causes[0]) if causes else "top hypothesis"
+    hyp_steps = [c.step for c in causes[:3]]
     trials = [{"start": t.start} for t in replay_trials({"steps": []}, replay)] if replay else None
     pictures = []
     for draw in (lambda: graph_png(analysis, highlight=highlight, highlight_label=label),

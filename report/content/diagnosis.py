@@ -4,6 +4,8 @@ hypothesis edits, and its evidence.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from tracefix.report.content.values import fields, fmt_score, hypotheses, listed, objects, one_line, whole
 
 VERDICT_WORDS = {
@@ -15,6 +17,9 @@ VERDICT_WORDS = {
 }
 # Order in which verdicts make a hypothesis the report's headline.
 VERDICT_STRENGTH = {"validated": 0, "partially_validated": 1, "inconclusive": 2, "refuted": 3, "error": 4}
+VERIFIED = ("validated", "partially_validated")
+RANKING_RULE = ("ordered by what the replays showed (a verified fix first, more successful replays first), "
+                "then by the analysis's rank; a step whose replays were all refuted comes last")
 
 EVIDENCE_SHOWN = ("detectors", "features", "path", "tool", "error", "symptoms", "hgt_expected")
 
@@ -74,10 +79,83 @@ def replay_hypotheses(replay: dict | None) -> list[dict]:
 
     def key(h):
         verdict = h.get("verdict")
-        return (VERDICT_STRENGTH.get(verdict, 9) if isinstance(verdict, str) else 9,
-                -sum(1 for r in objects(h.get("runs")) if r.get("success")),
+        return (VERDICT_STRENGTH.get(verdict, 9) if isinstance(verdict, str) else 9, -successes(h),
                 whole(h.get("round"), 0), whole(h.get("step"), 0))
     return sorted(hyps, key=key)
+
+
+def successes(hypothesis: dict) -> int:
+    return sum(1 for r in objects(hypothesis.get("runs")) if r.get("success"))
+
+
+@dataclass
+class Cause:
+    """One suspected step: the analysis's hypothesis on it ({} where only the replay proposed
+    it) and the replay's tests of it, strongest verdict first."""
+    step: int
+    analysed: dict = field(default_factory=dict)
+    tested: list[dict] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str | None:
+        verdict = self.tested[0].get("verdict") if self.tested else None
+        return verdict if isinstance(verdict, str) else None
+
+    @property
+    def verified(self) -> bool:
+        return self.verdict in VERIFIED
+
+    @property
+    def agent(self):
+        return self.analysed.get("agent") or next((t.get("agent") for t in self.tested if t.get("agent")), None)
+
+    @property
+    def why(self):
+        """Why the step is suspected: the verified replay's reason, else the analysis's rationale."""
+        reason = self.tested[0].get("reason") if self.verified else None
+        return reason or self.analysed.get("rationale") or next((t.get("reason") for t in self.tested
+                                                                 if t.get("reason")), None)
+
+
+def ranked_causes(analysis: dict | None, replay: dict | None) -> list[Cause]:
+    """The report's one order of the suspected steps (RANKING_RULE): its headline is the first,
+    the graph stars it, the trace marks them in this order and the ranked table lists them so."""
+    causes: dict[int, Cause] = {}
+    analysis_rank: dict[int, int] = {}
+    for position, h in enumerate(hypotheses(analysis), start=1):
+        if (step := whole(h.get("step"))) is not None and step not in causes:
+            causes[step] = Cause(step, analysed=h)
+            analysis_rank[step] = whole(h.get("rank"), position)
+    for h in replay_hypotheses(replay):
+        if (step := whole(h.get("step"))) is not None:
+            causes.setdefault(step, Cause(step)).tested.append(h)
+    proposed_by_replay = 1 << 30  # after every ranked step, in the replay's order
+
+    def key(cause: Cause) -> tuple:
+        rank = analysis_rank.get(cause.step, proposed_by_replay)
+        if cause.verified:
+            return (0, VERDICT_STRENGTH[cause.verdict or ""], -successes(cause.tested[0]), rank)
+        return (2 if cause.verdict == "refuted" else 1, 0, 0, rank)
+    return sorted(causes.values(), key=key)  # stable: steps only the replay proposed keep its order
+
+
+def cause_label(cause: Cause) -> str:
+    """What the report calls its first cause (the graph's star, its caption)."""
+    return "verified root cause" if cause.verified else "top hypothesis"
+
+
+def tested_in_order(analysis: dict | None, replay: dict | None) -> list[dict]:
+    """The replay's tested hypotheses in the report's one order (`ranked_causes`); one on no
+    readable step last."""
+    stepless = [h for h in replay_hypotheses(replay) if whole(h.get("step")) is None]
+    return [t for cause in ranked_causes(analysis, replay) for t in cause.tested] + stepless
+
+
+def trial_number(hypothesis: dict) -> str:
+    """The trial a tested hypothesis lies in, counted from 1 as the trace's "Trial n" headings
+    are (the stored index counts from 0)."""
+    index = whole(hypothesis.get("trial"))
+    return "?" if index is None else str(index + 1)
 
 
 def tested_step(hypothesis: dict) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tracefix.report.content.diagnosis import replay_hypotheses, verdict_word
+from tracefix.report.content.diagnosis import ranked_causes, replay_hypotheses, verdict_word
 from tracefix.report.content.session import task_text
 from tracefix.report.content.values import brief, fields, hypotheses, listed, objects, plural
 
@@ -40,13 +40,23 @@ def how_word(how) -> str:
     return " + ".join(HOW_WORDS.get(part, part) for part in str(how).split("+"))
 
 
+def ranked_by(analysis: dict) -> str:
+    """What ordered the analysis's hypotheses (docs/contracts.md §3): the LLM analyst, the
+    learned step ranker (`ranker_version`), else the detectors' heuristics."""
+    if analysis.get("llm_used"):
+        return "LLM analyst"
+    if analysis.get("ranker_version"):
+        return f"learned step ranker {analysis['ranker_version']} over the detectors' signals"
+    return "detectors and dependency paths (no ranker, no LLM analyst)"
+
+
 def stage_rows(analysis: dict | None, replay: dict | None) -> list[tuple[str, str]]:
     """(stage, how it ran) for every stage of the diagnosis."""
     rows = []
     if analysis:
         detectors = ", ".join(map(str, listed(analysis.get("detectors")))) or "none"
         rows.append(("anomaly scoring", f"detectors ({detectors}); no LLM"))
-        rows.append(("hypothesis ranking", "LLM analyst" if analysis.get("llm_used") else "deterministic fallback (detector ranking)"))
+        rows.append(("hypothesis ranking", ranked_by(analysis) + ("" if analysis.get("llm_used") else "; no LLM")))
     else:
         rows.append(("analysis", "not run"))
     stages = fields(fields(replay).get("stages"))
@@ -73,32 +83,32 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     parts.append(head + ".")
 
     tested = replay_hypotheses(replay)
-    confirmed = [h for h in tested if h.get("verdict") in ("validated", "partially_validated")]
     refuted = [h for h in tested if h.get("verdict") == "refuted"]
     inconclusive = [h for h in tested if h.get("verdict") == "inconclusive"]
     errored = [h for h in tested if h.get("verdict") == "error"]
-    ranked = hypotheses(analysis)
+    causes = ranked_causes(analysis, replay)  # the one order the table, the graph and the trace show
+    top = causes[0] if causes else None
 
-    if confirmed:
-        best = confirmed[0]
+    if top is not None and top.verified:
+        best = top.tested[0]
         iv = fields(best.get("intervention"))
         parts.append(
-            f"Most likely root cause: step {best.get('step')} ({best.get('agent') or 'unknown agent'})"
-            + (f" — {sentence(best.get('reason'))}" if best.get("reason") else "") + ".")
+            f"Most likely root cause: step {top.step} ({top.agent or 'unknown agent'})"
+            + (f" — {sentence(top.why)}" if top.why else "") + ".")
         parts.append(
             f"Fix {verdict_word(best.get('verdict'))} by replay: {iv.get('category') or iv.get('kind') or 'an edit'} "
-            f"at step {iv.get('step', best.get('step'))}, “{brief(iv.get('text'), 160)}” "
+            f"at step {iv.get('step', top.step)}, “{brief(iv.get('text'), 160)}” "
             f"({best.get('verdict_reason') or 'see runs'}).")
-    elif ranked:
-        top = ranked[0]
+    elif top is not None and top.verdict != "refuted":
         parts.append(
-            f"Most likely root cause (not verified by replay): step {top.get('step')} "
-            f"({top.get('agent') or 'unknown agent'})"
-            + (f" — {sentence(top.get('rationale'))}" if top.get("rationale") else "") + ".")
+            f"Most likely root cause (not verified by replay): step {top.step} ({top.agent or 'unknown agent'})"
+            + (f" — {sentence(top.why)}" if top.why else "") + ".")
         if not tested:
             parts.append("No intervention was replayed, so no fix is verified.")
         else:
             parts.append("No replayed intervention fixed the session.")
+    elif top is not None:
+        parts.append("No root cause is left: the replays refuted every suspected step.")
     else:
         parts.append("No failure hypothesis is available yet (the session was not analyzed).")
     if refuted:
@@ -112,7 +122,7 @@ def summary(doc: dict, analysis: dict | None, replay: dict | None) -> str:
     fallback = [STAGE_NAMES.get(k, k) for k, v in fields(fields(replay).get("stages")).items()
                 if "fallback" in str(v).split("+")]
     if analysis and not analysis.get("llm_used"):
-        fallback.insert(0, "hypothesis ranking")
+        parts.append(f"The hypotheses were ranked by the {ranked_by(analysis)}.")
     if fallback:
         parts.append("Deterministic fallbacks (no LLM) were used for " + ", ".join(fallback) + ".")
     return " ".join(parts)

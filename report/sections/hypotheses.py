@@ -1,10 +1,12 @@
-"""The ranked failure hypotheses of the analysis, each with its evidence and the verdicts of
-the replays that tested it.
+"""The ranked failure hypotheses, each with its evidence and the verdicts of the replays that
+tested it, in the report's one order (content.diagnosis.ranked_causes): its first row is the
+summary's root cause and the graph's star.
 """
 from __future__ import annotations
 
-from tracefix.report.content.diagnosis import evidence_items, evidence_rest, verdict_word
-from tracefix.report.content.values import fields, fmt_score, hypotheses, to_json, whole
+from tracefix.report.content.diagnosis import (RANKING_RULE, evidence_items, evidence_rest, ranked_causes,
+                                                verdict_word)
+from tracefix.report.content.values import fields, fmt_score, to_json
 from tracefix.report.markdown import md
 from tracefix.report.page import esc, pre, verdict_badge
 from tracefix.report.sections.base import Report, Section
@@ -22,40 +24,39 @@ def _evidence_html(evidence: dict) -> str:
 
 
 def _html_hypotheses(r: Report) -> str:
-    analysis, replay = r.analysis, r.replay
-    hyps = hypotheses(analysis)
-    if not hyps:
-        return '<h2>Failure hypotheses</h2><p class="muted">No hypotheses (the session was not analyzed).</p>'
-    verdicts: dict[int | None, list[dict]] = {}
-    for h in hypotheses(replay):
-        verdicts.setdefault(whole(h.get("step")), []).append(h)
+    causes = ranked_causes(r.analysis, r.replay)
+    if not causes:
+        return '<h2>Failure hypotheses, ranked</h2><p class="muted">No hypotheses (the session was not analyzed).</p>'
     rows = []
-    for h in hyps:
+    for position, c in enumerate(causes, start=1):
+        h = c.analysed
         tested = " ".join(f'<a href="#hyp-{esc(t.get("id"))}">{verdict_badge(t.get("verdict"))}</a>'
-                          for t in verdicts.get(whole(h.get("step")), [])) or '<span class="muted">not replayed</span>'
+                          for t in c.tested) or '<span class="muted">not replayed</span>'
+        source = h.get("source") if h else f"replay ({', '.join(sorted({str(t.get('source')) for t in c.tested}))})"
         rows.append(
-            f"<tr><td>{esc(h.get('rank'))}</td><td style=\"white-space:nowrap\"><a href=\"#step-{esc(h.get('step'))}\">step {esc(h.get('step'))}</a></td>"
-            f"<td>{esc(h.get('agent'))}</td><td>{esc(fmt_score(h.get('score')))}</td><td>{esc(h.get('source'))}</td>"
-            f"<td>{esc(h.get('rationale'))}<div class=\"sub\">{_evidence_html(h.get('evidence'))}</div></td>"
+            f"<tr><td>{position}</td><td style=\"white-space:nowrap\"><a href=\"#step-{c.step}\">step {c.step}</a></td>"
+            f"<td>{esc(c.agent)}</td><td>{esc(fmt_score(h.get('score')))}</td><td>{esc(source)}</td>"
+            f"<td>{esc(c.why)}<div class=\"sub\">{_evidence_html(h.get('evidence'))}</div></td>"
             f"<td>{tested}</td></tr>")
-    return ("<h2>Failure hypotheses, ranked</h2><div class=\"card\"><table><tr><th>#</th><th>step</th><th>agent</th>"
+    return (f'<h2>Failure hypotheses, ranked</h2><p class="sub">{esc(RANKING_RULE.capitalize())}.</p>'
+            '<div class="card"><table><tr><th>#</th><th>step</th><th>agent</th>'
             "<th>score</th><th>source</th><th>rationale and evidence</th><th>replay</th></tr>"
             + "".join(rows) + "</table></div>")
 
 
 def _md_hypotheses(r: Report) -> list[str]:
     out = ["", "## Failure hypotheses, ranked", ""]
-    hyps = hypotheses(r.analysis)
-    verdicts: dict = {}
-    for h in hypotheses(r.replay):
-        verdicts.setdefault(whole(h.get("step")), []).append(verdict_word(h.get("verdict")))
-    if hyps:
-        out += ["| # | step | agent | score | source | rationale | evidence | replay |", "|---|---|---|---|---|---|---|---|"]
-        for h in hyps:
+    causes = ranked_causes(r.analysis, r.replay)
+    if causes:
+        out += [f"{md(RANKING_RULE.capitalize())}.", "",
+                "| # | step | agent | score | source | rationale | evidence | replay |", "|---|---|---|---|---|---|---|---|"]
+        for position, c in enumerate(causes, start=1):
+            h = c.analysed
             evidence = "; ".join(f"{label}: {value}" for label, value in evidence_items(h.get("evidence")))
-            out.append(f"| {md(h.get('rank'))} | {md(h.get('step'))} | {md(h.get('agent'))} | "
-                       f"{md(fmt_score(h.get('score')))} | {md(h.get('source'))} | {md(h.get('rationale'))} | "
-                       f"{md(evidence)} | {md(', '.join(verdicts.get(whole(h.get('step')), [])) or 'not replayed')} |")
+            source = h.get("source") if h else "replay"
+            verdicts = ", ".join(verdict_word(t.get("verdict")) for t in c.tested) or "not replayed"
+            out.append(f"| {position} | {c.step} | {md(c.agent)} | {md(fmt_score(h.get('score')))} | {md(source)} | "
+                       f"{md(c.why)} | {md(evidence)} | {md(verdicts)} |")
     else:
         out.append("No hypotheses (the session was not analyzed).")
     return out

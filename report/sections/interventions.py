@@ -5,7 +5,7 @@ after), its replay runs, and each run beside the original session from the edite
 from __future__ import annotations
 
 from tracefix.report.content.comparison import RunComparison, compare_runs
-from tracefix.report.content.diagnosis import after_label, before_label, replay_hypotheses, verdict_word
+from tracefix.report.content.diagnosis import after_label, before_label, tested_in_order, trial_number, verdict_word
 from tracefix.report.content.session import final_answer
 from tracefix.report.content.values import clip, fields, fmt_score, objects, one_line, yes_no
 from tracefix.report.markdown import fence, md
@@ -72,7 +72,7 @@ def _html_runs_table(hypothesis: dict) -> str:
 
 def _html_interventions(r: Report) -> str:
     doc, replay, children = r.doc, r.replay, r.children
-    tested = replay_hypotheses(replay)
+    tested = tested_in_order(r.analysis, replay)
     if not replay:
         return ('<h2>Interventions and replays</h2><p class="muted">No replay has been run for this session '
                 "(<code>tracefix replay</code>), so no hypothesis is verified.</p>")
@@ -90,7 +90,7 @@ def _html_interventions(r: Report) -> str:
         cards.append(
             f'<div class="card" id="hyp-{esc(h.get("id"))}"><h3>{verdict_badge(h.get("verdict"))} '
             f'Step {esc(h.get("step"))} · {esc(h.get("agent") or "?")} '
-            f'<span class="sub">hypothesis {esc(h.get("id"))}, round {esc(h.get("round"))}, trial {esc(h.get("trial"))}, '
+            f'<span class="sub">hypothesis {esc(h.get("id"))}, round {esc(h.get("round"))}, trial {esc(trial_number(h))}, '
             f'source {esc(h.get("source"))}</span></h3>'
             f"<p>{esc(h.get('reason'))}</p>"
             f"<p><b>Verdict:</b> {esc(verdict_word(h.get('verdict')))} — {esc(h.get('verdict_reason'))}</p>"
@@ -109,7 +109,7 @@ def _html_interventions(r: Report) -> str:
 def _md_interventions(r: Report) -> list[str]:
     doc, replay, children = r.doc, r.replay, r.children
     out = ["", "## Interventions and replays", ""]
-    tested = replay_hypotheses(replay)
+    tested = tested_in_order(r.analysis, replay)
     if not replay:
         out.append("No replay has been run for this session, so no hypothesis is verified.")
     elif not tested:

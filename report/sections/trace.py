@@ -5,12 +5,12 @@ picks, with a line for each run of steps left out.
 """
 from __future__ import annotations
 
-from tracefix.report.content.diagnosis import frontier_by_step, recovered_by, score_by_step, tested_step
+from tracefix.report.content.diagnosis import frontier_by_step, ranked_causes, recovered_by, score_by_step, tested_step
 from tracefix.report.content.steps import (
     FAILURE_READ_FROM_RESULT, new_input_messages, step_action, step_errors, trace_gap, trace_note,
     trace_positions, trials)
 from tracefix.report.content.values import (
-    fields, fmt_duration, fmt_score, hypotheses, objects, one_line, plural, to_json, whole)
+    fields, fmt_duration, fmt_score, hypotheses, objects, one_line, plural, to_json)
 from tracefix.report.markdown import md
 from tracefix.report.page import badge, esc, pre, verdict_badge
 from tracefix.report.sections.base import Report, Section
@@ -112,11 +112,8 @@ def _html_trace(r: Report) -> str:
         return '<h2>The trace</h2><p class="muted">The session has no steps.</p>'
     scores = score_by_step(analysis)
     frontier = frontier_by_step(analysis)
-    hyp_rank: dict[int, int] = {}
-    for h in hypotheses(analysis):
-        step = whole(h.get("step"))
-        if step is not None:
-            hyp_rank.setdefault(step, whole(h.get("rank")) or len(hyp_rank) + 1)
+    # "hypothesis #n" as the ranked table numbers them (the report's one order)
+    hyp_rank = {c.step: position for position, c in enumerate(ranked_causes(analysis, replay), start=1)}
     interventions: dict[int, list] = {}
     for h in hypotheses(replay):
         step = tested_step(h)
