@@ -26,7 +26,7 @@ def _access(server: str | None, db: str | None, token: str | None):
     from tracefix.collector.access import connect
 
     try:
-        return connect(server=server, db=db, token=token)
+        return connect(server=server, db=db, token=token, create=False)
     except Exception as exc:
         raise click.ClickException(f"cannot open the store ({exc})") from exc
 

@@ -11,8 +11,9 @@ Per seed: a scripted LLM server (subprocess) injects at most one fault per task 
 kinds from the seed) while the instrumented banking app records every task into a `tracefix
 serve` store. Then, once per follow probability, a second server with the same fault plan
 (so a replay meets the fault where the recording did) serves the replays; its model reads an
-edit with that probability and acts on its content (demo/edits.py: values adopted, a slip
-prevented only by what it needs, anything else ignored). Every failed session is diagnosed
+edit with that probability and carries out what it asks (demo/edit_reader.py: values adopted,
+calls made or not made, arguments left out, answers given now, right or wrong; a slip
+prevented only when the edit decides what it corrupts; what it cannot read ignored). Every failed session is diagnosed
 (no LLM: every stage uses its deterministic fallback) under these arms:
 
 - pipeline: the product as shipped: segmentation, attribution and template interventions;
@@ -20,8 +21,9 @@ prevented only by what it needs, anything else ignored). Every failed session is
   product never has it): how good the edits are once the step is right;
 - noop: an edit that says nothing ("Please continue.") at the true fault step: what a
   replay flips without any content (a baseline: it must be ~0);
-- misleading: an edit stating wrong values at the true fault step: a wrong fix must not be
-  validated (the model adopts the wrong values).
+- misleading: an edit stating wrong values and "everything else is already done" at the true
+  fault step: a wrong fix must not be validated (the model adopts the wrong values, or answers
+  now). `--edit-classes` tries many more kinds of misleading edits.
 
 Prints, per follow probability, arm and fault kind: the flip rate (share of failed sessions
 with a validated intervention) and the verdict mix; and for the pipeline arm the LLM

@@ -5,12 +5,15 @@
         for s in store.list_sessions(feedback="negative"):
             doc = store.get_session(s["session_id"])
 
-`connect(server=None, db=None, token=None)`:
-- `server` (or TRACEFIX_SERVER): talk HTTP to that collector when it answers `/healthz`;
+`connect(server=None, db=None, token=None, create=True)`:
+- `server` (or TRACEFIX_SERVER): talk HTTP to that collector; one that does not answer
+  `/healthz` (or is no http(s) URL) is an AccessError naming it, never a fall back to a file;
 - otherwise a collector on the default port serving the same file is used when one runs
   (the collector process is the only writer of its file; its unauthenticated `/healthz`
-  names the file by `store_identity`, never by its path);
-- otherwise the file `db` (or TRACEFIX_DB, default ./.tracefix/tracefix.duckdb) is opened.
+  names the file by `store_identity`, never by its path), and, for a verb that only reads
+  (`create=False`), also when there is no such file here;
+- otherwise the file `db` (or TRACEFIX_DB, default ./.tracefix/tracefix.duckdb) is opened;
+  with `create=False` a missing file is an AccessError saying where it looked.
 A collector found either way that answers `/healthz` with 503 "unhealthy" (its store cannot
 write) is an AccessError that says why, never a reason to open its file instead.
 `token` (or TRACEFIX_TOKEN) is the collector's bearer token.
@@ -25,9 +28,9 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import logging
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Mapping
 
@@ -38,8 +41,8 @@ from tracefix.collector.http_access import HttpAccess
 from tracefix.collector.store_access import StoreAccess
 
 # the access objects and their error live in modules of their own; callers get them here
-__all__ = ["DEFAULT_SERVER", "AccessError", "HttpAccess", "StoreAccess", "collector_health", "connect",
-           "refuse_unhealthy", "serves_file", "store_identity"]
+__all__ = ["DEFAULT_SERVER", "AccessError", "HttpAccess", "StoreAccess", "checked_server", "collector_health",
+           "collector_url", "connect", "refuse_unhealthy", "serves_file", "store_identity"]
 
 DEFAULT_SERVER = "http://127.0.0.1:4318"
 
@@ -86,23 +89,55 @@ def serves_file(health: dict | None, path: str | os.PathLike) -> bool:
     return isinstance(theirs, str) and theirs == store_identity(path)
 
 
-def connect(server: str | None = None, db: str | os.PathLike | None = None, token: str | None = None):
-    """An access object: HTTP to a running collector when one answers, else the DuckDB file."""
-    token = token or os.environ.get("TRACEFIX_TOKEN") or None
+def checked_server(server: str) -> str:
+    """`server` without its trailing slash when it is an http:// or https:// URL; an AccessError
+    naming it otherwise (`127.0.0.1:4318` without a scheme is no URL a request can go to)."""
+    parts = urllib.parse.urlsplit(server.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise AccessError(f"--server / TRACEFIX_SERVER {server!r} is not a URL: give it with its scheme, "
+                          f"e.g. http://{server.split('://')[-1].strip('/') or '127.0.0.1:4318'}")
+    return server.strip().rstrip("/")
+
+
+def collector_url(server: str | None = None, db: str | os.PathLike | None = None, create: bool = True) -> str | None:
+    """The collector to go through, or None to open the store file itself.
+
+    `server` (or TRACEFIX_SERVER) must answer: one that does not is an AccessError naming it,
+    never a reason to open a local file instead. Without it, the collector on the default port
+    is used when it owns the file `db`, or, unless `create`, when there is no such file (a
+    verb run from another folder than the serve's). With `create` False, no file and no
+    collector is an AccessError that says where it looked and how to point it elsewhere."""
     explicit = server or os.environ.get("TRACEFIX_SERVER") or None
-    health = collector_health(explicit, timeout=2.0) if explicit else None
-    if explicit and health is not None:
-        refuse_unhealthy(explicit, health)
-        return HttpAccess(explicit, token)
-    path = db_path(db)
     if explicit:
-        logging.getLogger("tracefix.collector.access").warning(
-            "no tracefix serve answers at %s%s; using the file %s", explicit, certificate_hint(explicit), path)
-    if not explicit:  # a collector on the default port that owns this very file
-        health = collector_health(DEFAULT_SERVER, timeout=0.3)
-        if health is not None and serves_file(health, path):
-            refuse_unhealthy(DEFAULT_SERVER, health)
-            return HttpAccess(DEFAULT_SERVER, token)
+        url = checked_server(explicit)
+        health = collector_health(url, timeout=2.0)
+        if health is None:
+            raise AccessError(f"no tracefix serve answers at {url} (--server / TRACEFIX_SERVER)"
+                              f"{certificate_hint(url)}")
+        refuse_unhealthy(url, health)
+        return url
+    path = db_path(db)
+    exists = os.path.exists(path)
+    health = collector_health(DEFAULT_SERVER, timeout=0.3)
+    if health is not None and (serves_file(health, path) or not (exists or create)):
+        refuse_unhealthy(DEFAULT_SERVER, health)
+        return DEFAULT_SERVER
+    if not exists and not create:
+        raise AccessError(f"no tracefix serve answers at {DEFAULT_SERVER} and there is no store file "
+                          f"{os.path.abspath(path)}: start `tracefix serve`, or say where the store is with "
+                          "--server URL (TRACEFIX_SERVER) or --db PATH (TRACEFIX_DB)")
+    return None
+
+
+def connect(server: str | None = None, db: str | os.PathLike | None = None, token: str | None = None,
+            create: bool = True):
+    """An access object: HTTP to a running collector when one answers, else the DuckDB file
+    (`collector_url`; with `create` False a missing file is an AccessError, never a new store)."""
+    token = token or os.environ.get("TRACEFIX_TOKEN") or None
+    url = collector_url(server, db, create)
+    if url is not None:
+        return HttpAccess(url, token)
+    path = db_path(db)
     import duckdb
 
     from tracefix.collector.store import Store

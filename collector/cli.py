@@ -25,7 +25,7 @@ def _store_options(fn):
 
 def _connect(db, server, token):
     try:
-        return connect(server=server, db=db, token=token)
+        return connect(server=server, db=db, token=token, create=False)  # a reading verb makes no store
     except AccessError as exc:
         raise click.ClickException(str(exc)) from exc
 

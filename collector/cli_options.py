@@ -22,13 +22,12 @@ F = TypeVar("F", bound=Callable)
 PORT = click.IntRange(0, 65535)
 
 
-def server_option(required: bool = False) -> Callable[[F], F]:
-    """`--server URL` (TRACEFIX_SERVER): the `tracefix serve` to talk to."""
-    text = "URL of a running `tracefix serve`" + ("." if required else
-                                                 " (without it: the store file, through the collector "
-                                                 "running on it when there is one).")
-    return click.option("--server", envvar="TRACEFIX_SERVER", default=None, required=required, metavar="URL",
-                        help=text)
+def server_option(without: str = "the store file, through the collector running on it when there is one, "
+                                   "or the one on the default port when there is no file here") -> Callable[[F], F]:
+    """`--server URL` (TRACEFIX_SERVER): the `tracefix serve` to talk to; `without` says what is
+    used when it is not given."""
+    return click.option("--server", envvar="TRACEFIX_SERVER", default=None, metavar="URL",
+                        help=f"URL of a running `tracefix serve`, which must answer (without it: {without}).")
 
 
 def _db_in_a_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
@@ -148,12 +147,13 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
     The session's recorded entrypoint is imported and run here, so its module must be
     allowed with --allow-module (or confirmed at the terminal), and the app must have signed
     it: give this command the app's key in TRACEFIX_REPLAY_KEY (or pass --allow-unsigned)."""
-    from tracefix.collector.access import connect
+    from tracefix.collector.access import AccessError, collector_url, connect
     from tracefix.entrypoints import EntrypointRefused
     from tracefix.analysis.llm import ProductLLM
     from tracefix.collector.jobs import replay_request
     from tracefix.replay.admission import ReplayError
     from tracefix.replay.pipeline import diagnose, requested_hypotheses
+    from tracefix.replay.verdicts import nothing_replayed
 
     try:
         request = replay_request(list(steps) if steps else None, edit)
@@ -179,26 +179,24 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
                         keep=keep)
 
     try:
-        if server:
-            result = run(server.rstrip("/"))
+        # the collector the other verbs use (--server, else the default port's), else a
+        # temporary one on the store file: the replays export their spans to it
+        url = collector_url(server, db, create=False)
+        if url is not None:
+            result = run(url)
         else:
-            path = db_path(db)
-            if not os.path.exists(path):
-                raise click.ClickException(f"no store at {path}: pass --server URL or --db PATH")
-            with temporary_collector(path) as url:
+            with temporary_collector(db_path(db)) as url:
                 result = run(url)
-    except (ProcessDidNotStart, ReplayError, EntrypointRefused, UnknownSession) as exc:
+    except (AccessError, ProcessDidNotStart, ReplayError, EntrypointRefused, UnknownSession) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
-    ran = [r for h in result["hypotheses"] for r in h.get("runs") or [] if not r.get("error")]
-    if not ran:  # nothing was tested: a script must not read this as a diagnosis
-        raise click.ClickException("no replay ran through: " + (
-            "; ".join(f"step {h['step']}: {h['verdict_reason']}" for h in result["hypotheses"])
-            or "no hypothesis to test"))
+    unrun = nothing_replayed(result)
+    if unrun:  # nothing was tested: a script must not read this as a diagnosis
+        raise click.ClickException(unrun)
 
 
 @click.command("worker")
-@server_option(required=True)
+@server_option(without="the collector on the default port, http://127.0.0.1:4318")
 @token_option()
 @replay_options
 @click.option("--name", default=None, help="This worker's name in the jobs table (default HOST:PID).")
@@ -220,7 +218,7 @@ def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, 
     entrypoint lies outside them, was not marked replayable by the app, or whose entrypoint
     and inputs the app did not sign is refused and the reason stored on the job."""
     from tracefix import replay_signing
-    from tracefix.collector.access import AccessError, HttpAccess
+    from tracefix.collector.access import DEFAULT_SERVER, AccessError, HttpAccess, checked_server
     from tracefix.entrypoints import EntrypointRefused, normalize_allowed, normalize_entrypoints
     from tracefix.analysis.llm import ProductLLM
     from tracefix.replay.worker import KINDS, Worker
@@ -245,7 +243,11 @@ def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, 
     options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
                    allow_live_tools=allow_live_tools, replay_key=replay_key, allow_unsigned=allow_unsigned,
                    timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
-    access = HttpAccess(server.rstrip("/"), token)
+    try:  # no --server: the collector the other verbs find on the default port (the worker waits for it)
+        url = checked_server(server or DEFAULT_SERVER)
+    except AccessError as exc:
+        raise click.BadParameter(str(exc), param_hint="--server") from exc
+    access = HttpAccess(url, token)
     the_worker = Worker(access, allowed, name=name, lease_s=lease, poll_s=poll, replay_options=options, kinds=kinds,
                         allowed_entrypoints=entrypoints)
     try:

@@ -55,3 +55,13 @@ def verdict(runs: list[dict]) -> tuple[str, str]:
         detail += "; whether the edit was carried out is unknown without an LLM judge"
     return ("inconclusive",
             f"{succeeded}/{n} succeeded; only {len(fulfilled)}/{n} fulfilled the intervention{detail}")
+
+
+def nothing_replayed(result: dict) -> str | None:
+    """Why a replay result tested nothing (no run of any hypothesis ran through: every one
+    crashed, was refused or there was no hypothesis), or None when some run did. Such a
+    result is a failure of the replay, never a diagnosis."""
+    if any(not run.get("error") for h in result["hypotheses"] for run in h.get("runs") or []):
+        return None
+    return "no replay ran through: " + ("; ".join(f"step {h['step']}: {h['verdict_reason']}"
+                                                  for h in result["hypotheses"]) or "no hypothesis to test")

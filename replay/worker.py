@@ -15,7 +15,8 @@ virtualenv, with the agent's modules allowed by its operator (``--allow-module``
    ends ``refused`` too, none of its code having run;
 3. otherwise run the DoVer replay (``tracefix.replay.pipeline.diagnose``): its children
    export their spans to the collector, the result is stored through the API;
-4. finish the job (``done``, or ``failed`` with the error).
+4. finish the job (``done``, or ``failed`` with the error; also when no replay ran through,
+   e.g. every run lacked the app's environment, as `verdicts.nothing_replayed` says).
 
 With ``--jobs diagnosis`` (or ``replay,diagnosis``) it also claims diagnosis jobs, leased and
 renewed the same way, and runs the collector's own diagnosis (``tracefix.analysis.diagnosis``)
@@ -51,6 +52,7 @@ from tracefix.errors import UnknownSession
 from tracefix.replay import runner
 from tracefix.replay.admission import ReplayError
 from tracefix.replay.pipeline import diagnose, requested_hypotheses
+from tracefix.replay.verdicts import nothing_replayed
 from tracefix.replay.zygote import Zygotes
 
 log = logging.getLogger("tracefix.worker")
@@ -176,7 +178,8 @@ class Worker:
             log.warning("replay of %s failed:\n%s", session_id, traceback.format_exc(limit=5))
             return "failed", f"{type(exc).__name__}: {exc}"
         log.info("replay of %s: %s", session_id, ", ".join(h["verdict"] for h in result["hypotheses"]) or "nothing tested")
-        return "done", None
+        unrun = nothing_replayed(result)  # every run errored (no credentials, a crash): the job failed, and says why
+        return ("failed", unrun) if unrun else ("done", None)
 
     def _diagnose(self, job: dict) -> tuple[str, str | None]:
         """The collector's diagnosis of the job's session, through the API (what `--diagnose`

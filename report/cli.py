@@ -58,7 +58,7 @@ def report(session_id, out, fmt, server, db, token):
         fmt = "md" if out and Path(out).suffix.lower() in (".md", ".markdown") else "html"
     out = out or f"report-{session_id}.{fmt}"
     try:
-        store = connect(server=server, db=db, token=token)
+        store = connect(server=server, db=db, token=token, create=False)
     except Exception as exc:
         raise click.ClickException(f"cannot open the store ({exc})") from exc
     try:

@@ -134,3 +134,15 @@ def start_worker(server: str, *extra: str, **kw) -> Proc:
 def start_serve(db: str | Path, *extra: str, **kw) -> Proc:
     return start(["serve", "--http-port", "0", "--grpc-port", "0", "--db", str(db), *extra],
                  SERVE_READY, health="{http}/healthz", **kw)
+
+
+def wait_for(read, what: str, timeout: float = 60.0):
+    """`read()`'s first truthy value, polled every 0.2 s; AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.2)

@@ -74,7 +74,7 @@ def test_cli_verbs_use_the_file_when_no_server_runs(tmp_path):
         assert post(serve.match["http"] + "/v1/traces", _otlp_request("offline-1", 2), token=None)[0] == 200
     finally:  # a failed assertion must not leave the server running
         assert serve.stop() == 0
-    nowhere = ["--db", str(db), "--server", "http://127.0.0.1:9"]
+    nowhere = ["--db", str(db)]  # no collector serves it: the file itself
     listed = json.loads(tracefix("sessions", *nowhere, "--json").stdout)
     assert [s["session_id"] for s in listed] == ["offline-1"]
     fb = tracefix("feedback", "offline-1", "--score", "-0.5", "--comment", "meh", *nowhere)
@@ -108,8 +108,7 @@ def test_access_layer_round_trips_results_and_imports_both_ways(collector, tmp_p
     convo = {"session_id": f"imp-{uuid.uuid4().hex[:6]}", "task": "reset my password",
              "messages": [{"role": "user", "content": "reset my password"},
                           {"role": "assistant", "name": "Helper", "content": "done"}], "outcome": "success"}
-    for access in (HttpAccess(collector.match["http"], TOKEN), connect(db=str(tmp_path / "file.duckdb"),
-                                                                        server="http://127.0.0.1:9")):
+    for access in (HttpAccess(collector.match["http"], TOKEN), connect(db=str(tmp_path / "file.duckdb"))):
         with access:
             (sid,) = access.import_sessions([convo])
             doc = access.get_session(sid)
@@ -175,7 +174,7 @@ def test_second_collector_on_the_same_file_refuses_clearly(collector):
 
 def test_a_server_address_that_speaks_no_http_is_no_collector(tmp_path):
     """`--server` pointing at another service (an SSH port answers with its banner): the
-    health check finds no collector and the verb uses the file, instead of a traceback."""
+    health check finds no collector and the verb says so, naming it, instead of a traceback."""
     import socket
     import threading
 
@@ -197,8 +196,10 @@ def test_a_server_address_that_speaks_no_http_is_no_collector(tmp_path):
                           "--server", f"http://127.0.0.1:{listener.getsockname()[1]}")
     finally:
         listener.close()
-    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
-    assert "no tracefix serve answers" in listed.stderr
+    # an explicit --server that is no collector is an error naming it, not a fall back to the file
+    assert listed.returncode == 1 and "Traceback" not in listed.stderr, listed.stderr
+    assert "no tracefix serve answers at http://127.0.0.1:" in listed.stderr
+    assert not (tmp_path / "here.duckdb").exists()
 
 
 def test_an_import_larger_than_the_collectors_body_limit_goes_in_parts_and_again_skips_what_is_stored(tmp_path):

@@ -25,7 +25,9 @@ def test_store_verbs_share_one_server_db_token_option_set():
 
 def test_worker_takes_the_same_server_and_token_without_loading_duckdb():
     opts = _options("worker")
-    assert opts["server"].required and opts["token"].help == _options("sessions")["token"].help
+    # not required: without it the worker takes the collector on the default port, as the other verbs find it
+    assert not opts["server"].required and "http://127.0.0.1:4318" in opts["server"].help
+    assert opts["server"].envvar == "TRACEFIX_SERVER" and opts["token"].help == _options("sessions")["token"].help
     loaded = subprocess.run([sys.executable, "-c", "import sys, tracefix.replay.cli, tracefix.collector.cli_options; "
                              "print('duckdb' in sys.modules)"], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "False"

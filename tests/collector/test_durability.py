@@ -152,7 +152,7 @@ def test_sigterm_drains_and_exits_zero_and_history_is_stored_once(tmp_path):
     assert "stopped" in serve.output()
     from tracefix.collector.access import connect
 
-    with connect(db=str(db), server="http://127.0.0.1:9") as store:  # no server: the file itself
+    with connect(db=str(db)) as store:  # no server: the file itself
         assert store.kind == "file"
         assert len(store.get_spans(sid)) == 5
         doc = store.get_session("growing")

@@ -65,7 +65,7 @@ def test_cli_feedback_refuses_a_non_finite_score_clearly(collector, api, seeded,
         assert post(serve.match["http"] + "/v1/traces", _otlp_request("on-file", 1), token=None)[0] == 200
     finally:
         assert serve.stop() == 0
-    on_file = ["--db", str(db), "--server", "http://127.0.0.1:9"]
+    on_file = ["--db", str(db)]
     for score in ("nan", "inf", "-inf"):
         refused = tracefix("feedback", "on-file", "--score", score, *on_file)
         assert refused.returncode != 0, refused.stdout

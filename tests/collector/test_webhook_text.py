@@ -90,7 +90,7 @@ def test_an_alert_recorded_on_the_file_goes_out_escaped_with_the_collector_link(
     finally:
         assert serve.stop() == 0
     comment = COMMENTS[0]
-    fb = tracefix("feedback", sid, "--down", "--comment", comment, "--db", str(db), "--server", "http://127.0.0.1:9")
+    fb = tracefix("feedback", sid, "--down", "--comment", comment, "--db", str(db))
     assert fb.returncode == 0, fb.stderr
     receiver = WebhookReceiver()
     serve = procs.start_serve(db, "--webhook", receiver.url, "--diagnose", "off")
