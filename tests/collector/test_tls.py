@@ -273,7 +273,7 @@ def test_cli_verbs_trust_the_collector_through_ssl_cert_file(tls_serve, pki, tmp
     env = {**os.environ, "TRACEFIX_TOKEN": TOKEN, "TRACEFIX_SERVER": tls_serve.match["http"]}
 
     def sessions(**extra_env) -> subprocess.CompletedProcess:
-        # in tmp_path: a verb that cannot reach the server falls back to ./.tracefix/tracefix.duckdb
+        # a verb that cannot reach the server says so, naming it (no fall back to a file)
         return subprocess.run([*procs.TRACEFIX, "sessions", "--json"], capture_output=True, text=True, timeout=60,
                               env={**env, **extra_env}, cwd=tmp_path)
 
@@ -294,7 +294,7 @@ def test_cli_verbs_the_worker_and_feedback_present_the_client_certificate_they_a
     client = {"TRACEFIX_TLS_CLIENT_CERT": str(pki.client_cert), "TRACEFIX_TLS_CLIENT_KEY": str(pki.client_key)}
 
     def run(*args: str, **extra_env: str) -> subprocess.CompletedProcess:
-        # in tmp_path: a verb that cannot reach the server falls back to ./.tracefix/tracefix.duckdb
+        # a verb that cannot reach the server says so, naming it (no fall back to a file)
         return subprocess.run([*procs.TRACEFIX, *args], capture_output=True, text=True, timeout=60,
                               env={**env, **extra_env}, cwd=tmp_path)
 
