@@ -2,7 +2,9 @@
 
 ``system`` becomes a leading system message; ``tool_use`` blocks become ``tool_calls``.
 A stream is recorded as the Message it assembles to, thinking and its signature included
-(:class:`MessageAccumulator`), and replayed as the API's events for it (:func:`stream_events`).
+(:class:`MessageAccumulator`), and as the API's events, replayed as recorded; without them
+(too large for TRACEFIX_MAX_PAYLOAD_BYTES, or an older recording) as events made for the
+Message (:func:`stream_events`).
 """
 from __future__ import annotations
 
@@ -142,14 +144,34 @@ class AnthropicMessages:
                 "stop_reason": "end_turn", "stop_sequence": None,
                 "usage": {"input_tokens": 0, "output_tokens": 0}}
 
-    def fake_stream(self, raw: dict, kwargs: dict, is_async: bool) -> Any:
+    def stream_event(self, event: Any) -> dict | None:
+        """An API event as the API sent it (the fields it set, no defaults), to stream again;
+        None for the events `messages.stream()`'s MessageStream derives from them (text,
+        thinking, ...), which it derives again on replay. Its stop events carry a snapshot
+        the API did not send: left out."""
+        kind = event.type
+        if kind not in _API_EVENTS:
+            return None
+        data = event.model_dump(mode="json", exclude_unset=True)
+        if kind == "content_block_stop":
+            data.pop("content_block", None)
+        elif kind == "message_stop":
+            data.pop("message", None)
+        return data
+
+    def fake_stream(self, raw: dict, kwargs: dict, is_async: bool, recorded: list[dict] | None = None) -> Any:
+        """The API events recorded live, in order (`recorded`), else events made from `raw`."""
         from anthropic.types import RawMessageStreamEvent
 
         from .streaming import AsyncRecordedStream, RecordedStream
 
-        events = [rehydrate_union(RawMessageStreamEvent, event) for event in stream_events(raw)]
+        events = [rehydrate_union(RawMessageStreamEvent, event) for event in recorded or stream_events(raw)]
         return AsyncRecordedStream(events) if is_async else RecordedStream(events)
 
+
+# the API's stream events (RawMessageStreamEvent); MessageStream adds its own between them
+_API_EVENTS = frozenset({"message_start", "message_delta", "message_stop", "content_block_start",
+                         "content_block_delta", "content_block_stop"})
 
 # blocks whose `input` streams as input_json_delta (the SDK's TRACKS_TOOL_INPUT)
 _TOOL_INPUT_BLOCKS = ("tool_use", "server_tool_use")

@@ -172,9 +172,10 @@ class LLMCall:
         decision = self.decision
         raw = decision.response if decision.response is not None else \
             self.adapter.synthesize(decision.text, self.request.model)
-        self.finish_raw(raw)
+        recorded = decision.stream if decision.response is not None else None
+        self.finish_raw(raw, stream=recorded)
         if self.request.stream:
-            result = self.adapter.fake_stream(raw, self.kwargs, is_async)
+            result = self.adapter.fake_stream(raw, self.kwargs, is_async, recorded)
         else:
             result = self.adapter.rehydrate(raw, self.kwargs)
         return as_raw_response(result, raw, self.kwargs, is_async)  # .with_raw_response callers
@@ -187,8 +188,10 @@ class LLMCall:
     def deactivate(token: object) -> None:
         otel_context.detach(token)
 
-    def finish_raw(self, raw: dict | None, error: BaseException | None = None, abandoned: bool = False) -> None:
-        """Record the response (raw provider JSON) and end the span; runs once."""
+    def finish_raw(self, raw: dict | None, error: BaseException | None = None, abandoned: bool = False,
+                   stream: list[dict] | None = None) -> None:
+        """Record the response (raw provider JSON) and, for a stream, its events as they came
+        (`stream`), then end the span; runs once."""
         if self.ended:
             return
         self.ended = True
@@ -208,6 +211,7 @@ class LLMCall:
                 if runtime.settings.capture_content:
                     attrs[sc.GEN_AI_OUTPUT_MESSAGES] = dumps(summary.output_messages)
                     attrs[sc.RESPONSE_RAW] = dumps(raw)
+                    attrs[sc.RESPONSE_STREAM] = _within_payload_limit(stream)
                 set_span_attributes(span, attrs, self.session)
             if abandoned:
                 span.set_attribute(sc.STREAM_ABANDONED, True)
@@ -246,6 +250,21 @@ class LLMCall:
                 self.ended = True
                 self.span.end()
         return result
+
+
+def _within_payload_limit(stream: list[dict] | None) -> str | None:
+    """The events' JSON when it fits TRACEFIX_MAX_PAYLOAD_BYTES, else None: cut, it could not
+    be streamed again, and the session stays replayable without it (a replay then streams
+    the recorded response in its own chunks)."""
+    if not stream:
+        return None
+    text = dumps(stream)
+    limit = runtime.settings.max_payload_bytes
+    if limit and len(text.encode("utf-8")) > limit:
+        warn_once("stream-events-size", "tracefix: a stream's events exceed TRACEFIX_MAX_PAYLOAD_BYTES and are "
+                  "not recorded; a replay streams the response in its own chunks")
+        return None
+    return text
 
 
 def _has_global_tracked() -> bool:

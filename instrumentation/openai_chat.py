@@ -1,7 +1,9 @@
 """Adapter for OpenAI `chat.completions.create`: request, response, stream chunks, replay types.
 
-A stream is recorded as the ChatCompletion it assembles to (:class:`ChatAccumulator`) and
-replayed as chunks that assemble to it again (:func:`stream_chunks`). Imports `openai` only
+A stream is recorded as the ChatCompletion it assembles to (:class:`ChatAccumulator`) and as
+its chunks, replayed as recorded; without them (a recording too large for
+TRACEFIX_MAX_PAYLOAD_BYTES, or an older one) as chunks that assemble to it again
+(:func:`stream_chunks`). Imports `openai` only
 inside functions: `import tracefix` stays free of it.
 """
 from __future__ import annotations
@@ -206,12 +208,18 @@ class OpenAIChat:
                              "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
 
-    def fake_stream(self, raw: dict, kwargs: dict, is_async: bool) -> Any:
+    def stream_event(self, chunk: Any) -> dict:
+        """A chunk as the provider sent it (the fields it set, no defaults), to stream again."""
+        return chunk.model_dump(mode="json", exclude_unset=True)
+
+    def fake_stream(self, raw: dict, kwargs: dict, is_async: bool, recorded: list[dict] | None = None) -> Any:
+        """The chunks recorded live, in order (`recorded`), else chunks made from `raw`."""
         from openai.types.chat import ChatCompletionChunk
 
         from .streaming import AsyncRecordedStream, RecordedStream
 
-        objects = [rehydrate_model(ChatCompletionChunk, c) for c in stream_chunks(raw, kwargs)]
+        chunks = recorded if recorded else stream_chunks(raw, kwargs)
+        objects = [rehydrate_model(ChatCompletionChunk, c) for c in chunks]
         return AsyncRecordedStream(objects) if is_async else RecordedStream(objects)
 
 

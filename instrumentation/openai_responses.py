@@ -220,7 +220,7 @@ class OpenAIResponses:
                           "input_tokens_details": {"cached_tokens": 0},
                           "output_tokens_details": {"reasoning_tokens": 0}}}
 
-    def fake_stream(self, raw: dict, kwargs: dict, is_async: bool) -> Any:
+    def fake_stream(self, raw: dict, kwargs: dict, is_async: bool, recorded: list[dict] | None = None) -> Any:
         from openai.types.responses import ResponseStreamEvent
 
         from .streaming import AsyncRecordedStream, RecordedStream

@@ -57,6 +57,7 @@ class Decision:
     """What to do with one intercepted call. Serve when `response` or `text` is set."""
     source: str  # "cassette" | "intervention" | "live"
     response: dict | None = None  # recorded provider response to return (LLM)
+    stream: list | None = None  # the recorded response's stream events, in order, when it streamed
     text: str | None = None  # replace_output: the assistant text to return (LLM)
     extra_messages: list = field(default_factory=list)  # appended to a live LLM call's input
     result: Any = None  # tool result to return
@@ -167,7 +168,8 @@ class ReplayController:
             self.counts["llm_live"] += 1
             return Decision("live", divergence=divergence)
         self.counts["llm_cassette"] += 1
-        return Decision("cassette", response=entry["response"])
+        stream = entry.get("stream")
+        return Decision("cassette", response=entry["response"], stream=stream if isinstance(stream, list) else None)
 
     def _live(self, step: int, agent: str | None, messages: list) -> Decision:
         self.counts["llm_live"] += 1

@@ -50,6 +50,8 @@ STEP = "tracefix.step"  # int, 0-based decision index: increments at each LLM ca
 CALL_SEQ = "tracefix.call.seq"  # int, order of every intercepted call (LLM and tool)
 REQUEST_PARAMS = "tracefix.request.params"  # JSON of the remaining request kwargs
 RESPONSE_RAW = "tracefix.response.raw"  # JSON of the full provider response (for replay)
+# JSON list of a streamed response's events (chunks) as they came, in order: a replay streams these
+RESPONSE_STREAM = "tracefix.response.stream"
 TRUNCATED = "tracefix.truncated"  # bool on a span whose payload was cut
 PARENT_SESSION_ID = "tracefix.parent_session.id"  # on a replayed session
 INTERVENTION_ID = "tracefix.intervention.id"

@@ -12,23 +12,45 @@ from typing import Any
 
 import wrapt
 
+from . import runtime
 from .attributes import warn_once
 
 
 class _StreamState:
-    """Everything the finalizer needs, kept off the proxy so weakref.finalize can hold it."""
-    __slots__ = ("call", "accumulator", "done")
+    """Everything the finalizer needs, kept off the proxy so weakref.finalize can hold it.
+
+    Besides folding each item, the items themselves are kept, in order, when the adapter can
+    write them back as the provider sent them (`stream_event`) and content is captured: a
+    replay streams exactly these (the folded response alone would stream differently). They
+    are written out once, when the stream ends, so reading a chunk costs only an append."""
+    __slots__ = ("call", "accumulator", "items", "done")
 
     def __init__(self, call: Any):
         self.call = call
         self.accumulator = call.adapter.new_accumulator()
+        keeps = runtime.settings.capture_content and hasattr(call.adapter, "stream_event")
+        self.items: list | None = [] if keeps else None
         self.done = False
 
     def add(self, item: Any) -> None:
+        if self.items is not None:
+            self.items.append(item)
         try:
             self.accumulator.add(item)
         except Exception:
             warn_once("stream-chunk", "tracefix: could not read a stream chunk", exc_info=True)
+
+    def recorded_events(self) -> list[dict] | None:
+        """The stream's events as JSON, in order; None when not kept or one cannot be written."""
+        if self.items is None:
+            return None
+        try:
+            events = [self.call.adapter.stream_event(item) for item in self.items]
+        except Exception:
+            warn_once("stream-events", "tracefix: could not record a stream's events; a replay streams "
+                      "the response in its own chunks", exc_info=True)
+            return None
+        return [event for event in events if event is not None]
 
     def finish(self, error: BaseException | None = None, abandoned: bool = False) -> None:
         if self.done:
@@ -39,7 +61,7 @@ class _StreamState:
         except Exception:
             warn_once("stream-raw", "tracefix: could not assemble a streamed response", exc_info=True)
             raw = None
-        self.call.finish_raw(raw, error=error, abandoned=abandoned)
+        self.call.finish_raw(raw, error=error, abandoned=abandoned, stream=self.recorded_events())
 
 
 def _abandoned(state: _StreamState) -> None:

@@ -1,7 +1,7 @@
 """Build a replay cassette (contracts §4) from a stored session document and its spans.
 
 Per step: the request fingerprint and the full provider response (``tracefix.response.raw``
-on the LLM span), and the step's tool calls with their fingerprints and recorded results;
+on the LLM span; for a stream also its events as they came, ``tracefix.response.stream``), and the step's tool calls with their fingerprints and recorded results;
 plus every state snapshot. Fingerprints come from the instrumentation's replay mode, so
 recording and replay hash requests the same way.
 """
@@ -94,6 +94,7 @@ def build(doc: dict, spans: list[dict]) -> dict:
             "index": step["index"], "agent": step.get("agent"),
             "fingerprint": recorded or fingerprints.fingerprint_request(model, messages, tools),
             "response": response,
+            **_recorded_stream(attrs),
             "tool_calls": [{"id": c.get("id"), "name": c.get("name"),
                             "fingerprint": fingerprints.fingerprint_tool(c.get("name"), c.get("arguments")),
                             "result": c.get("result"),
@@ -104,6 +105,14 @@ def build(doc: dict, spans: list[dict]) -> dict:
                  for step in doc.get("steps") or [] for key, state in (step.get("snapshots") or {}).items()]
     return {"session_id": doc["session_id"], "entrypoint": doc["entrypoint"], "inputs": doc["inputs"],
             "steps": steps, "snapshots": snapshots}
+
+
+def _recorded_stream(attrs: dict) -> dict:
+    """`{"stream": [...]}`: a streamed response's events as they came, which a replay streams
+    again event for event; nothing when they were not recorded (a replay then streams the
+    response in chunks of its own)."""
+    events = from_json_text(attrs.get(sc.RESPONSE_STREAM))
+    return {"stream": events} if isinstance(events, list) and events else {}
 
 
 def restored_at(cassette: dict, step: int) -> bool:

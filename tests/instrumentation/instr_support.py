@@ -25,6 +25,8 @@ def cassette_from_spans(finished_spans) -> dict:
             steps[a[sc.STEP]] = {"index": a[sc.STEP], "agent": a.get(sc.GEN_AI_AGENT_NAME),
                                  "fingerprint": a[sc.REQUEST_FINGERPRINT],
                                  "response": json.loads(a[sc.RESPONSE_RAW]), "tool_calls": []}
+            if a.get(sc.RESPONSE_STREAM):
+                steps[a[sc.STEP]]["stream"] = json.loads(a[sc.RESPONSE_STREAM])
         for event in span.events:
             if event.name in (sc.SNAPSHOT_EVENT, sc.SNAPSHOT_FINAL_EVENT):
                 snapshots.append({"step": event.attributes[sc.STEP], "key": event.attributes[sc.SNAPSHOT_KEY],

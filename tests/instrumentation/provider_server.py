@@ -1,6 +1,6 @@
-"""A scripted HTTP server speaking the Anthropic Messages and OpenAI Responses wire formats
-(the demo's scripted server speaks chat completions only), streams event for event as the
-APIs send them. Deterministic: with `tools` in the request and no tool result yet it asks
+"""A scripted HTTP server speaking the Anthropic Messages and OpenAI Responses wire formats,
+and streamed OpenAI chat completions as compatible servers send them (the demo's scripted
+server answers chat completions for its agents), streams event for event as the APIs send them. Deterministic: with `tools` in the request and no tool result yet it asks
 for the first tool, else it answers text; with thinking (Anthropic) or reasoning (OpenAI)
 on, the turn opens with signed/encrypted reasoning and a text answer cites a source."""
 from __future__ import annotations
@@ -155,6 +155,27 @@ def openai_response_events(response: dict) -> list[tuple[str, dict]]:
     return [(event["type"], {**event, "sequence_number": n}) for n, event in enumerate(events)]
 
 
+def openai_chat_chunks(body: dict) -> list[tuple[str, dict]]:
+    """The SSE of a streamed chat completion as some OpenAI-compatible servers send it: the
+    role alone, the answer in pieces, the finish reason, then a usage chunk whether or not
+    the request asked for it (`stream_options.include_usage`), with a provider field."""
+    head = {"id": "chatcmpl-01", "object": "chat.completion.chunk", "created": 1700000000, "model": body["model"],
+            "system_fingerprint": "fp_01"}
+
+    def chunk(delta: dict, finish: str | None = None, **more: Any) -> tuple[str, dict]:
+        return "", {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                    **more}
+
+    words = ANSWER.split(" ")
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": word if i == 0 else f" {word}"}) for i, word in enumerate(words)]
+    chunks.append(chunk({}, "stop"))
+    chunks.append(("", {**head, "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": len(words),
+                                                         "total_tokens": 12 + len(words)},
+                        "provider": "scripted"}))
+    return chunks
+
+
 class ProviderServer:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict]] = []
@@ -171,6 +192,8 @@ class ProviderServer:
                     if body.get("stream"):
                         return self._sse(anthropic_events(message))
                     return self._json(message)
+                if self.path.endswith("/chat/completions") and body.get("stream"):
+                    return self._sse(openai_chat_chunks(body))
                 if self.path.endswith("/responses"):
                     response = openai_response(body)
                     if body.get("stream"):
@@ -189,8 +212,9 @@ class ProviderServer:
                 self.wfile.write(data)
 
             def _sse(self, events: list[tuple[str, dict]]) -> None:
-                data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n" for name, payload in events)
-                if self.path.endswith("/responses"):
+                data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n" if name else
+                               f"data: {json.dumps(payload)}\n\n" for name, payload in events)
+                if not self.path.endswith("/messages"):
                     data += "data: [DONE]\n\n"
                 encoded = data.encode()
                 self.send_response(200)
