@@ -272,7 +272,7 @@ def routes(collector: "Collector") -> list:
         jobs = store.list_jobs(session_id=sid, limit=LISTED, newest_first=True)
         tested = views.tested_hypotheses(store, sid, replay)
         return render(request, "diagnosis.html", sid=sid, doc=head, analysis=analysis, replay=replay,
-                      tested=tested, jobs=jobs, jobs_total=store.count_jobs(session_id=sid), job_kinds=JOB_KINDS,
+                      ranked=views.ranked_hypotheses(analysis, replay), tested=tested, jobs=jobs, jobs_total=store.count_jobs(session_id=sid), job_kinds=JOB_KINDS,
                       max_edit=MAX_EDIT_CHARS)
 
     def start_job(request: Request, form) -> Response:

@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import jsonsafe
+from tracefix.report.content.diagnosis import RANKING_RULE, evidence_items, ranked_causes
 from tracefix.report.content.values import words_within
 
 PREVIEW_CHARS = 4000
@@ -107,7 +108,7 @@ def api_url(session_id: str, suffix: str = "") -> str:
 
 FILTERS = {"when": when, "duration": duration, "count": count, "number": number, "thumbs": thumbs, "compact": compact,
            "pretty": pretty, "content_text": content_text, "brief": brief}
-GLOBALS = {"session_url": session_url, "api_url": api_url}
+GLOBALS = {"session_url": session_url, "api_url": api_url, "ranking_rule": RANKING_RULE}
 
 
 def json_message(text: str | None) -> dict:
@@ -140,6 +141,21 @@ def got_past_steps(store, session_id: str) -> dict[int, int]:
     except ImportError:
         return {}
     return got_past_by_step(store.get_analysis(session_id))
+
+
+def ranked_hypotheses(analysis: dict | None, replay: dict | None) -> list[dict]:
+    """The hypotheses as the report ranks them (tracefix.report.content.diagnosis.ranked_causes:
+    the same first step as the report's headline), each with its evidence in words, the raw
+    packet and the verdicts of the replays that tested it."""
+    rows = []
+    for position, cause in enumerate(ranked_causes(analysis, replay), start=1):
+        h = cause.analysed
+        evidence = h.get("evidence") if isinstance(h.get("evidence"), dict) else {}
+        rows.append({"position": position, "step": cause.step, "agent": cause.agent, "score": h.get("score"),
+                     "source": h.get("source") or "replay", "why": cause.why, "evidence": evidence_items(evidence),
+                     "raw": evidence,
+                     "verdicts": [v if isinstance(v := t.get("verdict"), str) else None for t in cause.tested]})
+    return rows
 
 
 def tested_hypotheses(store, session_id: str, replay: dict | None) -> list[dict]:

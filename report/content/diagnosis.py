@@ -21,7 +21,8 @@ VERIFIED = ("validated", "partially_validated")
 RANKING_RULE = ("ordered by what the replays showed (a verified fix first, more successful replays first), "
                 "then by the analysis's rank; a step whose replays were all refuted comes last")
 
-EVIDENCE_SHOWN = ("detectors", "features", "path", "tool", "error", "symptoms", "hgt_expected")
+EVIDENCE_SHOWN = ("detectors", "scores", "features", "path", "tool", "error", "symptoms", "signals", "ranker",
+                  "hgt_expected")
 
 
 def verdict_word(verdict) -> str:
@@ -172,6 +173,14 @@ def evidence_items(evidence: dict, escape=str) -> list[tuple[str, str]]:
     items = []
     if evidence.get("detectors"):
         items.append(("detectors", ", ".join(escape(d) for d in listed(evidence["detectors"]))))
+    ranker = fields(evidence.get("ranker"))
+    if ranker:
+        in_words = [str(w) for w in listed(ranker.get("in_words")) if w]
+        items.append(("learned ranker", escape(f"score {fmt_score(ranker.get('score'))}"
+                                               + (f": {'; '.join(in_words)}" if in_words else ""))))
+    scores = fields(evidence.get("scores"))
+    if scores:
+        items.append(("detector scores", ", ".join(f"{escape(k)} {escape(fmt_score(v))}" for k, v in scores.items())))
     feats = evidence.get("features") or {}
     if isinstance(feats, dict) and feats:
         items.append(("features", ", ".join(f"{escape(k)}={escape(fmt_score(v))}" for k, v in list(feats.items())[:8])))
@@ -181,6 +190,9 @@ def evidence_items(evidence: dict, escape=str) -> list[tuple[str, str]]:
         items.append(("tool", escape(evidence["tool"])))
     if evidence.get("error"):
         items.append(("error", escape(one_line(evidence["error"], 240))))
+    signals = [str(w) for w in listed(evidence.get("signals")) if isinstance(w, str) and w]
+    if signals:
+        items.append(("signals", escape("; ".join(signals[:6]))))
     symptoms = objects(evidence.get("symptoms"))
     if symptoms:
         items.append(("symptoms", "; ".join(escape(f"step {s.get('step')}: {s.get('reason') or s.get('kind')}")

@@ -147,3 +147,50 @@ def test_one_delivery_attempt_is_one_attempt():
                                                            login_needed=False, path="/alerts")
     counts = re.findall(r"(\d+ attempts?)\b", page)
     assert counts == ["1 attempt", "3 attempts"], counts
+
+
+def test_the_diagnosis_page_writes_evidence_in_words_and_keeps_the_raw_packet_behind_a_toggle(quiet_server, client):
+    """Evidence as the analysis stores it (contracts §3): the page says it in words, as the
+    report does, in the report's order; the packet itself is folded away in <details>."""
+    sid = quiet_server.calm
+    evidence = {"detectors": ["isolation_forest"], "scores": {"isolation_forest": 0.41},
+                "features": {"error": 1.0, "new_values_z": 2.5}, "path": [2, 1], "tool": "ledger_lookup",
+                "error": "KeyError: 'Q3'", "signals": ["the same call failed twice"], "group": [1, 2],
+                "ranker": {"score": 2.31, "reasons": {"new_values_z": 0.8},
+                           "in_words": ["introduces values nobody showed before"]}}
+    analysis = {"session_id": sid, "created_at": "2026-11-23T00:00:00Z", "detectors": ["isolation_forest"],
+                "llm_used": False, "ranker_version": "ranker-1", "notes": [],
+                "hypotheses": [{"rank": 1, "step": 1, "agent": "Writer", "score": 0.93, "source": "detectors",
+                                "rationale": "Step 1 (Writer): read a quarter the ledger lacks", "evidence": evidence},
+                               {"rank": 2, "step": 2, "agent": "Planner", "score": 0.5, "source": "ranker",
+                                "rationale": "Step 2 (Planner): answered anyway", "evidence": {}}]}
+    bearer = {"authorization": f"Bearer {quiet_server.token}"}
+    stored = httpx.post(f"{quiet_server.url}/api/v1/sessions/{quote(sid, safe='')}/analysis", json=analysis,
+                        headers=bearer)
+    assert stored.status_code == 201, stored.text
+    page = client.get(f"/diagnosis?id={quote(sid)}").text
+    table = page[page.index('<table class="hypotheses">'):]
+    table = table[:table.index("</table>")]
+    first_row = table[table.index("<tbody>"):table.index("</tr>", table.index("<tbody>"))]
+    words = first_row[:first_row.index('<details class="raw">')]
+    said = " ".join(html_text.unescape(re.sub(r"<[^>]+>", " ", words)).split())
+    for part in ("dependency path 2 → 1", "tool ledger_lookup", "error KeyError: 'Q3'",
+                 "learned ranker score 2.31: introduces values nobody showed before",
+                 "detector scores isolation_forest 0.41", "signals the same call failed twice"):
+        assert part in said, (part, said)
+    assert "{" not in said and "}" not in said, said  # no JSON outside the toggle
+    raw = first_row[first_row.index('<details class="raw">'):]
+    assert "<summary>raw evidence packet</summary>" in raw and '"group"' in html_text.unescape(raw)
+    # a replay verified step 2: it leads the table, as it leads the report's summary
+    replayed = {"session_id": sid, "created_at": "2026-11-23T00:00:00Z", "rounds": 1, "stages": {},
+                "hypotheses": [{"id": "h-2", "step": 2, "agent": "Planner", "verdict": "validated",
+                                "intervention": {"id": "iv-2", "step": 2, "kind": "add_message", "text": "check Q3"},
+                                "runs": [{"child_session_id": None, "success": True}]}]}
+    assert httpx.post(f"{quiet_server.url}/api/v1/sessions/{quote(sid, safe='')}/replay", json=replayed,
+                      headers=bearer).status_code == 201
+    page = client.get(f"/diagnosis?id={quote(sid)}").text
+    steps = re.findall(r'<td class="num">(\d+)</td>\s*<td class="num"><a href="/session\?id=[^"]*step=(\d+)',
+                       page[page.index('<table class="hypotheses">'):])
+    assert steps[:2] == [("1", "2"), ("2", "1")], steps
+    report = client.get(f"/api/v1/sessions/{quote(sid, safe='')}/report?format=md").text
+    assert "Most likely root cause: step 2 (Planner)" in report
