@@ -1,10 +1,12 @@
 """A real collector for the web UI's tests: `tracefix serve` with an API token, two imported
 message-log sessions (one with hostile text, analyzed by `tracefix analyze`), and diagnosis
-jobs run by the collector itself (`--diagnose analysis`)."""
+jobs run by the collector itself (`--diagnose analysis`); and a second one that runs no job,
+for tests that queue and finish jobs themselves (`quiet_server`)."""
 from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,33 +32,33 @@ class UiServer:
     folder: Path
 
 
-@pytest.fixture(scope="session")
-def ui_server(tmp_path_factory) -> UiServer:
-    folder = tmp_path_factory.mktemp("ui")
-    serve = procs.start_serve(folder / "store.duckdb", "--diagnose", "analysis", "--token", TOKEN)
+@contextmanager
+def serving_two_sessions(folder: Path, diagnose: str, analyzed: bool):
+    """`tracefix serve --diagnose DIAGNOSE` with the hostile and the calm session imported (the
+    hostile one analyzed by `tracefix analyze` when `analyzed`)."""
+    serve = procs.start_serve(folder / "store.duckdb", "--diagnose", diagnose, "--token", TOKEN)
     try:
         url = serve.match["http"]
         (folder / "logs.json").write_text(json.dumps([HOSTILE_LOG, CALM_LOG]))
         ids = json.loads(tracefix("import", str(folder / "logs.json"), "--server", url, "--token", TOKEN,
                                   "--json").stdout)
-        tracefix("analyze", ids[0], "--server", url, "--token", TOKEN)
+        if analyzed:
+            tracefix("analyze", ids[0], "--server", url, "--token", TOKEN)
         yield UiServer(url, TOKEN, ids[0], ids[1], folder)
     finally:
         serve.stop()
+
+
+@pytest.fixture(scope="session")
+def ui_server(tmp_path_factory) -> UiServer:
+    with serving_two_sessions(tmp_path_factory.mktemp("ui"), "analysis", analyzed=True) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def quiet_server(tmp_path_factory) -> UiServer:
     """A collector of its own that runs no job (`--diagnose off`), for tests that queue, claim
     and finish jobs, raise alerts and add replay sessions without touching `ui_server`'s
-    store; two imported sessions as there."""
-    folder = tmp_path_factory.mktemp("ui-quiet")
-    serve = procs.start_serve(folder / "store.duckdb", "--diagnose", "off", "--token", TOKEN)
-    try:
-        url = serve.match["http"]
-        (folder / "logs.json").write_text(json.dumps([HOSTILE_LOG, CALM_LOG]))
-        ids = json.loads(tracefix("import", str(folder / "logs.json"), "--server", url, "--token", TOKEN,
-                                  "--json").stdout)
-        yield UiServer(url, TOKEN, ids[0], ids[1], folder)
-    finally:
-        serve.stop()
+    store; the same two sessions, not analyzed."""
+    with serving_two_sessions(tmp_path_factory.mktemp("ui-quiet"), "off", analyzed=False) as server:
+        yield server
