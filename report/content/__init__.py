@@ -5,7 +5,8 @@ The report's sections (``tracefix.report.sections``) read from here, in both for
     values.py      reading a stored value tolerantly; writing one for display
     session.py     the session at a glance: task, outcome, facts, feedback, milestones
     diagnosis.py   the analysis and the replay read for the report: scores, frontier,
-                   verdicts, tested steps, evidence
+                   verdicts, tested steps, evidence, and the one order of the suspected
+                   steps every section follows (ranked_causes)
     steps.py       a short line per step, its errors, the trials, which steps the trace shows
     comparison.py  each replay run beside the original session from the intervention step on
     summary.py     the one-paragraph summary and how the diagnosis was made (its stages)
