@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import click
 
@@ -24,9 +25,18 @@ def _parse_overrides(pairs: tuple[str, ...]) -> dict:
     return out
 
 
+def _cut(text: str, width: int) -> str:
+    """One line of at most `width` characters, a long one cut between words with an ellipsis
+    (one long token where the width falls)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    return textwrap.shorten(text, width, placeholder=" …") if " " in text[:width // 2 + 1] else text[:width - 1] + "…"
+
+
 def _outcome(run: dict) -> str:
     if run.get("error") and run.get("success") is None:
-        return f"error ({run['error'][:80]})"
+        return f"error ({_cut(run['error'], 80)})"
     success = {True: "success", False: "failure", None: "unjudged"}[run.get("success")]
     fulfilled = {True: "followed", False: "not followed", None: "follow unknown"}[run.get("fulfilled")]
     progress = "" if run.get("progress") is None else f", progress {run['progress']:+.0%}"
@@ -46,7 +56,7 @@ def render(result: dict) -> str:
     for trial in result["trials"]:
         lines.append("")
         plan = f", plan at step {trial['plan_step']}" if trial.get("plan_step") is not None else ""
-        lines.append(f"trial {trial['index']}: steps {trial['start']}-{trial['end']}{plan}"
+        lines.append(f"trial {trial['index'] + 1}: steps {trial['start']}-{trial['end']}{plan}"
                      f"{' (failed)' if trial.get('failed') else ''}")
         for h in [h for h in result["hypotheses"] if h.get("trial") == trial["index"]]:
             lines += _render_hypothesis(h)
