@@ -136,5 +136,6 @@ def test_the_diagnosis_page_shows_what_its_jobs_wrote_once_they_finish(quiet_ser
     expect(page.locator("#no-replay")).to_have_count(0)
     expect(jobs.locator(".job-state")).to_have_text("done")
     assert "reload the page" not in page.inner_text("body")
+    (ARTIFACTS / "ui").mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "ui" / "diagnosis-updated.png"), full_page=True)
     assert page.problems == [], f"console errors or CSP violations: {page.problems}"
