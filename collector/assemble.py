@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
 from tracefix.collector.contracts import SessionDocument, Step
-from tracefix.collector.document import duration_ms, iso, key_ref, task_of
+from tracefix.collector.document import duration_ms, iso, key_ref, task_of, why_not_replayable
 from tracefix.collector.duplicates import duplicate_llm_calls, duplicate_tool_runs
 
 
@@ -177,6 +177,11 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
             steps[idx_pos[at]]["snapshots"][key] = from_json_text(state)
 
     truncated = any(s["truncated"] for s in spans)
+    # what a replay needs of each LLM step is on the span this step is (the cassette's)
+    why_not = why_not_replayable(session["entrypoint"], steps, marked_complete=bool(session["replayable"]),
+                                 truncated=truncated,
+                                 llm_scopes={st["index"]: by_id[st["span_id"]]["scope"]
+                                             for st in steps if st["kind"] == "llm"})
     metadata = from_json_text(session["metadata"]) or {}
     inputs = from_json_text(session["inputs"])
     output = from_json_text(session["output"])
@@ -191,7 +196,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         "ground_truth": metadata.get("ground_truth") if isinstance(metadata, dict) else None,
         "outcome": session["outcome"], "score": session["score"], "output": output,
         "evaluation": from_json_text(session["evaluation"]),
-        "replayable": bool(session["replayable"]) and bool(session["entrypoint"]) and not truncated,
+        "replayable": why_not is None, "replayable_reason": why_not,
         "parent_session_id": session["parent_session_id"], "intervention_id": session["intervention_id"],
         "intervention": from_json_text(session["intervention"]),
         "source": session["source"],

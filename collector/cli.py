@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 import click
 
-from tracefix.collector import document
 from tracefix.collector.access import AccessError, connect
 from tracefix.collector.cli_options import store_options
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
@@ -157,10 +156,8 @@ def _show_pages(store, session_id: str) -> None:
     if doc.get("task"):
         click.echo(f"task: {_short(doc['task'], 200)}")
     click.echo(f"agents: {', '.join(doc['agents'])}  tokens: {doc['tokens']['input']} in / {doc['tokens']['output']} out")
-    page, unrecorded = doc, []
-    last_index = doc["page"]["total"] - 1
+    page = doc
     while True:
-        unrecorded += [n for n in document.unrecorded_tools(page["steps"], last_index) if n not in unrecorded]
         for st in page["steps"]:
             out = st.get("output_message") or {}
             click.echo(f"[Step {st['index']}] {st['agent'] or '-'} ({st['kind']}, {st['model'] or '-'})"
@@ -180,9 +177,8 @@ def _show_pages(store, session_id: str) -> None:
             break
     for fb in doc["feedback"]:
         click.echo(f"feedback {fb['score']:g} at {fb['created_at']}: {fb.get('comment') or ''}")
-    if unrecorded and doc["replayable"]:
-        click.echo(f"replayable with live tools only: {', '.join(unrecorded)} ran without @tracefix.tool, so a "
-                   "replay runs them again for real (tracefix replay --allow-live-tools)")
+    if doc.get("replayable_reason"):
+        click.echo(f"not replayable as is: {doc['replayable_reason']}")
     if doc.get("output") is not None:
         click.echo(f"output: {_short(doc['output'], 300)}")
 

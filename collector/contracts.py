@@ -90,7 +90,8 @@ class SessionDocument(TypedDict):
     score: float | None
     output: Any
     evaluation: Any
-    replayable: bool
+    replayable: bool  # `tracefix replay` runs it as recorded (default options)
+    replayable_reason: str | None  # why not, and what to do (collector.document.why_not_replayable)
     parent_session_id: str | None
     intervention_id: str | None
     intervention: Any

@@ -244,6 +244,50 @@ class MessageRef(dict):
         self.key = key
 
 
+# the instrumentation scope of tracefix's own spans: only they carry what a replay serves
+TRACEFIX_SCOPE = "tracefix"
+# why a session whose app marked its recording incomplete cannot be replayed (the app does
+# not say which of these it was)
+INCOMPLETE_RECORDING = ("its recording is incomplete (content capture was off: TRACEFIX_CAPTURE_CONTENT or "
+                        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT; a payload was truncated: raise "
+                        "TRACEFIX_MAX_PAYLOAD_BYTES; or its entrypoint cannot be imported again)")
+
+
+def why_not_replayable(entrypoint: str | None, steps: list[dict], *, marked_complete: bool = True,
+                       truncated: bool = False, llm_scopes: Mapping[int, str | None] | None = None) -> str | None:
+    """Why `tracefix replay` (default options) refuses this session, and what to do; None
+    when it runs it. `replay.admission.check_replayable` refuses with exactly this reason, so
+    the document's `replayable` is what a replay does. `marked_complete`: the app's own mark
+    (content capture on, entrypoint importable again); `llm_scopes`: who recorded each LLM
+    step's span (step index -> instrumentation scope)."""
+    if not entrypoint:
+        return ("it did not record its entrypoint and inputs; run the agent inside "
+                "tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
+    others = [(index, scope) for index, scope in (llm_scopes or {}).items() if scope != TRACEFIX_SCOPE]
+    if others:
+        index, scope = min(others, key=lambda pair: pair[0])
+        return (f"step {index}'s LLM call was recorded by {scope or 'another instrumentation'} only, not by "
+                "tracefix, so the full response a replay serves is not there; tracefix leaves the calls "
+                "OpenInference or OpenLLMetry trace to them: record with TRACEFIX_DEFER_TO_OTHER_INSTRUMENTORS=0 "
+                "to replay it")
+    if truncated:
+        return "a payload was truncated when it was recorded: raise TRACEFIX_MAX_PAYLOAD_BYTES and record again"
+    if not marked_complete:
+        return INCOMPLETE_RECORDING
+    if not steps:
+        return "it has no steps to replay"
+    live = unrecorded_tools(steps)
+    return live_tools_reason(live) if live else None
+
+
+def live_tools_reason(names: list[str]) -> str:
+    """The reason a session with tools tracefix never saw run is replayable with
+    --allow-live-tools only."""
+    return (f"it is replayable with live tools only: {', '.join(names)} ran without @tracefix.tool, so a replay "
+            "would run them again for real, even before the edited step; decorate them with @tracefix.tool "
+            "and record again, or pass --allow-live-tools")
+
+
 def unrecorded_tools(steps: list[dict], last_index: int | None = None) -> list[str]:
     """Names of the tools an LLM asked for whose run tracefix never saw (no `@tracefix.tool`
     span for that call id) before the session's last step (`last_index`, default the last of

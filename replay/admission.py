@@ -34,21 +34,19 @@ def check_signature(doc: SessionDocument, spans: list[dict], replay_key: bytes |
 
 
 def check_replayable(doc: SessionDocument | None, session_id: str, allow_live_tools: bool = False) -> SessionDocument:
+    """`doc`, when `tracefix replay` may run it: else ReplayError with the document's own
+    reason (`replayable_reason`, collector.document.why_not_replayable); with
+    `allow_live_tools` a session whose only reason is tools tracefix never saw run is run."""
     if doc is None:
         raise UnknownSession(session_id, f"no session {session_id!r} in the store")
-    if not doc.get("entrypoint") or doc.get("inputs") is None:
-        raise ReplayError(f"session {session_id} did not record its entrypoint and inputs, so it cannot be replayed; "
-                          "run the agent inside tracefix.session(entrypoint='pkg.mod:fn', inputs={...})")
-    if doc.get("replayable") is False:
-        raise ReplayError(f"session {session_id} is not replayable: its recording is incomplete (content capture "
-                          "was off: TRACEFIX_CAPTURE_CONTENT or OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT; a "
-                          "payload was truncated: raise TRACEFIX_MAX_PAYLOAD_BYTES; another instrumentation traced its "
-                          "LLM calls; or its entrypoint cannot be imported again)")
-    if not doc.get("steps"):
-        raise ReplayError(f"session {session_id} has no steps to replay")
-    live = document.unrecorded_tools(doc["steps"])
-    if live and not allow_live_tools:
-        raise ReplayError(f"session {session_id} is replayable with live tools only: {', '.join(live)} ran without "
-                          "@tracefix.tool, so a replay would run them again for real, even before the edited step; "
-                          "decorate them with @tracefix.tool and record again, or pass --allow-live-tools")
-    return doc
+    steps = doc.get("steps") or []
+    if "replayable_reason" in doc:
+        reason = doc["replayable_reason"]
+    else:  # a document put together by hand: what can be told from it
+        reason = document.why_not_replayable(doc.get("entrypoint"), steps,
+                                             marked_complete=doc.get("replayable") is not False)
+    if reason is None and (not doc.get("entrypoint") or doc.get("inputs") is None):
+        reason = document.why_not_replayable(None, steps)
+    if reason is None or (allow_live_tools and reason == document.live_tools_reason(document.unrecorded_tools(steps))):
+        return doc
+    raise ReplayError(f"session {session_id} is not replayable: {reason}")

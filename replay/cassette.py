@@ -33,31 +33,19 @@ def span_attributes(span: dict) -> dict:
     return attrs
 
 
-def _span_step(span: dict, attrs: dict) -> int | None:
-    step = span.get("step", attrs.get(sc.STEP))
-    return int(step) if step is not None else None
+def llm_spans_by_step(doc: dict, spans: list[dict]) -> dict[int, dict]:
+    """The LLM span each LLM step of `doc` is (`step.span_id`, the span the collector chose):
+    beside another instrumentation one call has two spans, and only tracefix's carries the
+    full response; their `tracefix.step` numbers need not match the document's indexes."""
+    by_id = {span["span_id"]: span for span in spans}
+    return {step["index"]: by_id[step["span_id"]] for step in doc.get("steps") or []
+            if step.get("kind") == "llm" and step.get("span_id") in by_id}
 
 
-def is_llm_span(span: dict, attrs: dict) -> bool:
-    if span.get("kind") is not None:
-        return span["kind"] == "llm"
-    return attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT
-
-
-def llm_spans_by_step(spans: list[dict]) -> dict[int, dict]:
-    found = {}
-    for span in spans:
-        attrs = span_attributes(span)
-        step = _span_step(span, attrs)
-        if step is not None and is_llm_span(span, attrs):
-            found[step] = span
-    return found
-
-
-def tool_definitions(spans: list[dict]) -> dict[int, list[dict]]:
+def tool_definitions(doc: dict, spans: list[dict]) -> dict[int, list[dict]]:
     """The `tools` offered at each LLM step (used by intervention templates)."""
     out = {}
-    for step, span in llm_spans_by_step(spans).items():
+    for step, span in llm_spans_by_step(doc, spans).items():
         defs = from_json_text(span_attributes(span).get(sc.GEN_AI_TOOL_DEFINITIONS))
         if isinstance(defs, list):
             out[step] = defs
@@ -73,7 +61,7 @@ def build(doc: dict, spans: list[dict]) -> dict:
                             "(record it inside tracefix.session(entrypoint=..., inputs=...))")
     if doc.get("inputs") is None:
         raise CassetteError(f"session {doc.get('session_id')} has no recorded inputs: it cannot be replayed")
-    by_step = llm_spans_by_step(spans)
+    by_step = llm_spans_by_step(doc, spans)
     steps = []
     for step in doc.get("steps") or []:
         if step.get("kind") != "llm":

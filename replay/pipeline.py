@@ -219,7 +219,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
         cassette = cassettes.build(doc, spans)
     except cassettes.CassetteError as exc:
         raise ReplayError(str(exc)) from exc
-    definitions = cassettes.tool_definitions(spans)
+    definitions = cassettes.tool_definitions(doc, spans)
 
     trial_list, segmentation_label, note = trials.segment(doc, analysis, llm)
     notes += [note] if note else []

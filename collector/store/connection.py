@@ -148,9 +148,9 @@ class StoreConnection:
         self.lock = None
         self._local = threading.local()
         self._message_keys = None
-        # the tool-call ids an LLM answer names, by message key: a key is its content's hash,
-        # so what it names never changes (see Pages._paged_document)
-        self._call_ids: dict[int, tuple[str, ...]] = {}
+        # the tool calls (id, tool name) an LLM answer names, by message key: a key is its
+        # content's hash, so what it names never changes (see Pages._paged_document)
+        self._call_ids: dict[int, tuple[tuple[str | None, str | None], ...]] = {}
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one checkpoint at a time sets the memory limit

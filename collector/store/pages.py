@@ -111,11 +111,12 @@ class Pages(StoreReads):
                 refs.setdefault(k, document.MessageRef(k))
             if span["output_key"] is not None:
                 refs.setdefault(span["output_key"], document.MessageRef(span["output_key"]))
-        # Outside the page an output matters only by its tool call ids, which place tool spans on steps.
+        # Outside the page an output matters only by its tool call ids, which place tool spans on steps
+        # and name the calls no tool span recorded (the document's `replayable`: live tools).
         # (an outline reads no message: its tool calls sit on their recorded step, else by time)
         # Read once per answer and kept: every page of a long session needs all of them (a
         # 10,000-step session's first page spent 2.6 s reading them, and each later page again).
-        if not outline and any(s["kind"] == "tool" and s["tool_call_id"] for s in spans):
+        if not outline:
             outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
             # taken out of the shared dict first: another reader may start it over meanwhile
             known = {key: ids for key in outputs if (ids := self._call_ids.get(key)) is not None}
@@ -124,13 +125,13 @@ class Pages(StoreReads):
                 if len(self._call_ids) + len(unread) > MAX_CACHED_ANSWERS:
                     self._call_ids.clear()
                 where = self._message_rowids(unread, cur)
-                for _, key, ids in self._fetch_by_rowid(
-                        cur, "messages", "key, json_extract_string(message, '$.tool_calls[*].id')",
+                for _, key, calls in self._fetch_by_rowid(
+                        cur, "messages", "key, json_extract(message, '$.tool_calls')",
                         sorted(where.values()), chunk=64):
-                    known[key] = self._call_ids[key] = tuple(i for i in ids or () if i is not None)
+                    known[key] = self._call_ids[key] = _ids_and_names(calls)
             for key in outputs:
-                if ids := known.get(key):
-                    refs[key]["tool_calls"] = [{"id": i} for i in ids]
+                if calls := known.get(key):
+                    refs[key]["tool_calls"] = [{"id": i, "name": name} for i, name in calls]
         first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
         if first is not None:
             first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
@@ -264,3 +265,14 @@ class Pages(StoreReads):
             for rowid in chunk:
                 if rowid in rows:
                     yield assemble.span_dict(rows.pop(rowid), None)
+
+
+def _ids_and_names(calls_json: str | None) -> tuple[tuple[str | None, str | None], ...]:
+    """(id, tool name) of each tool call an LLM answer's `tool_calls` (JSON text) names."""
+    calls = from_json_text(calls_json)
+    out = []
+    for call in calls if isinstance(calls, list) else ():
+        if isinstance(call, dict):
+            name = (call.get("function") or {}).get("name") if isinstance(call.get("function"), dict) else None
+            out.append((call.get("id"), name or call.get("name")))
+    return tuple(out)

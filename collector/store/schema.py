@@ -99,7 +99,7 @@ SPAN_DICT_COLUMNS = ["trace_id", "span_id", "parent_span_id", "session_id", "ser
 DOCUMENT_SPAN_COLUMNS = ["trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status_code",
                          "step", "call_seq", "agent", "model", "input_tokens", "output_tokens", "finish_reason",
                          "input_keys", "output_key", "tool_name", "tool_call_id", "tool_arguments", "tool_result",
-                         "error", "replay_source", "truncated"]
+                         "error", "replay_source", "truncated", "scope"]
 # What one API page of a session may hold, in characters of content (docs/contracts.md §1b):
 # reads stay bounded however long the session or its messages are.
 PAGE_BUDGET_CHARS = 4_000_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tracefix.collector.document import session_task, unrecorded_tools
+from tracefix.collector.document import live_tools_reason, session_task, unrecorded_tools
 from tracefix.report.content.values import fields, fmt_duration, fmt_score, objects, plural, to_json
 
 
@@ -51,14 +51,16 @@ def facts(doc: dict) -> list[tuple[str, str]]:
 
 
 def replay_readiness(doc: dict) -> str:
-    """Whether a replay can re-run this session from its recording, in a sentence."""
-    if not doc.get("replayable"):
-        return "not replayable (no entrypoint recorded, or an incomplete recording)"
+    """Whether a replay can re-run this session from its recording, in a sentence (the
+    document's `replayable` and its reason)."""
+    if doc.get("replayable"):
+        return "replayable from the recording"
     live = unrecorded_tools(doc.get("steps") or [])
-    if live:
+    reason = doc.get("replayable_reason") or "no entrypoint recorded, or an incomplete recording"
+    if live and reason == live_tools_reason(live):
         return (f"with live tools only: {', '.join(live)} ran without @tracefix.tool, so a replay runs them "
                 "again for real (tracefix replay --allow-live-tools)")
-    return "replayable from the recording"
+    return f"not replayable: {reason}"
 
 
 def feedback_lines(doc: dict) -> list[str]:
