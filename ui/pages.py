@@ -270,7 +270,7 @@ def routes(collector: "Collector") -> list:
             raise UnknownSession(sid)
         analysis, replay = store.get_analysis(sid), store.get_replay(sid)
         jobs = store.list_jobs(session_id=sid, limit=LISTED, newest_first=True)
-        tested = views.tested_hypotheses(store, sid, replay)
+        tested = views.tested_hypotheses(store, sid, analysis, replay)
         return render(request, "diagnosis.html", sid=sid, doc=head, analysis=analysis, replay=replay,
                       ranked=views.ranked_hypotheses(analysis, replay), tested=tested, jobs=jobs, jobs_total=store.count_jobs(session_id=sid), job_kinds=JOB_KINDS,
                       max_edit=MAX_EDIT_CHARS)

@@ -8,7 +8,7 @@ from urllib.parse import quote, urlencode
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import jsonsafe
-from tracefix.report.content.diagnosis import RANKING_RULE, evidence_items, ranked_causes
+from tracefix.report.content.diagnosis import RANKING_RULE, evidence_items, ranked_causes, tested_in_order
 from tracefix.report.content.values import words_within
 
 PREVIEW_CHARS = 4000
@@ -158,10 +158,11 @@ def ranked_hypotheses(analysis: dict | None, replay: dict | None) -> list[dict]:
     return rows
 
 
-def tested_hypotheses(store, session_id: str, replay: dict | None) -> list[dict]:
-    """Each replayed hypothesis with its runs beside the original from step t (the report's
-    comparison, tracefix.report.content.comparison, where the report part is installed)."""
-    hypotheses = [h for h in (replay or {}).get("hypotheses") or [] if isinstance(h, dict)]
+def tested_hypotheses(store, session_id: str, analysis: dict | None, replay: dict | None) -> list[dict]:
+    """Each replayed hypothesis, in the report's order, with its runs beside the original from
+    step t (the report's comparison, tracefix.report.content.comparison, where the report part
+    is installed)."""
+    hypotheses = tested_in_order(analysis, replay)
     if not hypotheses:
         return []
     try:

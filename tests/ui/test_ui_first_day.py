@@ -181,9 +181,13 @@ def test_the_diagnosis_page_writes_evidence_in_words_and_keeps_the_raw_packet_be
     assert "{" not in said and "}" not in said, said  # no JSON outside the toggle
     raw = first_row[first_row.index('<details class="raw">'):]
     assert "<summary>raw evidence packet</summary>" in raw and '"group"' in html_text.unescape(raw)
-    # a replay verified step 2: it leads the table, as it leads the report's summary
+    # a replay refuted step 1 and verified step 2: step 2 leads the table and the replays, as it
+    # leads the report's summary
     replayed = {"session_id": sid, "created_at": "2026-11-23T00:00:00Z", "rounds": 1, "stages": {},
-                "hypotheses": [{"id": "h-2", "step": 2, "agent": "Planner", "verdict": "validated",
+                "hypotheses": [{"id": "h-1", "step": 1, "agent": "Writer", "verdict": "refuted",
+                                "intervention": {"id": "iv-1", "step": 1, "kind": "add_message", "text": "use Q2"},
+                                "runs": [{"child_session_id": None, "success": False}]},
+                               {"id": "h-2", "step": 2, "agent": "Planner", "verdict": "validated",
                                 "intervention": {"id": "iv-2", "step": 2, "kind": "add_message", "text": "check Q3"},
                                 "runs": [{"child_session_id": None, "success": True}]}]}
     assert httpx.post(f"{quiet_server.url}/api/v1/sessions/{quote(sid, safe='')}/replay", json=replayed,
@@ -192,5 +196,7 @@ def test_the_diagnosis_page_writes_evidence_in_words_and_keeps_the_raw_packet_be
     steps = re.findall(r'<td class="num">(\d+)</td>\s*<td class="num"><a href="/session\?id=[^"]*step=(\d+)',
                        page[page.index('<table class="hypotheses">'):])
     assert steps[:2] == [("1", "2"), ("2", "1")], steps
+    cards = re.findall(r'<article class="hypothesis">\s*<h3>Step (\d+)', page)
+    assert cards == ["2", "1"], cards
     report = client.get(f"/api/v1/sessions/{quote(sid, safe='')}/report?format=md").text
     assert "Most likely root cause: step 2 (Planner)" in report
