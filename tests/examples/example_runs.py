@@ -81,6 +81,22 @@ def record_failure(stack: ExampleStack, example: str, run: subprocess.Popen) -> 
     return summary
 
 
+def session_of_run(url: str, run: subprocess.Popen, tag: str, steps: int) -> dict:
+    """Wait for a run of tests/examples/with_openinference.py (its task ends "(run TAG)");
+    returns its session document once `steps` steps are stored (the last spans of a run may
+    come in a later export)."""
+    try:
+        out, err = run.communicate(timeout=150)
+    finally:
+        run.kill()
+    assert run.returncode == 0, out[-2000:] + err[-3000:]
+    access = HttpAccess(url)
+    [summary] = wait_for(lambda: [s for s in access.list_sessions(limit=200)
+                                  if f"(run {tag})" in (s.get("task") or "")], f"session of {tag}")
+    return wait_for(lambda: (lambda doc: doc if len(doc["steps"]) >= steps else None)(
+        access.get_session(summary["session_id"])), f"steps of {tag}")
+
+
 def diagnose_with_worker(stack: ExampleStack, session_id: str, timeout: float = 120.0) -> dict:
     """Thumbs-down the session, let the collector diagnose it and the worker replay the
     hypotheses; returns the finished replay result."""

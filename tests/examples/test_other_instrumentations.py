@@ -13,9 +13,7 @@ from pathlib import Path
 
 import procs
 import pytest
-from example_runs import EXAMPLES, FAULT, tool_steps, wait_for
-
-from tracefix.collector.access import HttpAccess
+from example_runs import EXAMPLES, FAULT, session_of_run, tool_steps
 
 RUNNER = Path(__file__).with_name("with_openinference.py")
 ORDER = {"order_id": "A-1001"}
@@ -61,22 +59,11 @@ def recorded(tmp_path_factory):
     sim.stop()
 
 
-def _session(url: str, case: str, run: subprocess.Popen) -> dict:
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 0, out[-2000:] + err[-3000:]
-    access = HttpAccess(url)
-    [summary] = wait_for(lambda: [s for s in access.list_sessions(limit=100)
-                                  if f"(run oi-{case})" in (s.get("task") or "")], f"session of {case}")
-    # the last spans of a run may come in a later export: wait until its last step is there
-    return wait_for(lambda: (lambda doc: doc if len(doc["steps"]) >= 4 else None)(
-        access.get_session(summary["session_id"])), f"steps of {case}")
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_agent_turn_llm_call_and_tool_run_is_stored_once(recorded, case):
     url, runs = recorded
     _, mode, _, agents, tools = CASES[case]
-    session = _session(url, case, runs[case])
+    session = session_of_run(url, runs[case], f"oi-{case}", len(agents))
     assert [s["agent"] for s in session["steps"]] == agents, [(s["agent"], s["span_id"]) for s in session["steps"]]
     calls = tool_steps(session)
     assert [c[1] for c in calls] == tools, calls

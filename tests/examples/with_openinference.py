@@ -1,5 +1,7 @@
 """Run an example of examples/ with a framework's OpenInference instrumentor active, as a
 user who already has one would: `python with_openinference.py EXAMPLE both|only RUN_ID`.
+OpenLLMetry's with INSTRUMENTATION=openllmetry; for the plain SDK (and, with OpenLLMetry,
+the frameworks it has no instrumentor of here) the openai SDK's.
 
 * both: `tracefix.init()` (the example's own) and the instrumentor on the same global
   provider, so each agent, tool and LLM call may be described by two spans;
@@ -17,13 +19,17 @@ import os
 import sys
 
 INSTRUMENTORS = {
+    "openai_sdk_refund": ("openinference.instrumentation.openai", "OpenAIInstrumentor"),
     "langgraph_refund": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
     "openai_agents_refund": ("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor"),
     "ag2_refund": ("openinference.instrumentation.ag2", "AG2Instrumentor"),
 }
 
 
-OPENLLMETRY = {"langgraph_refund": ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor")}
+# OpenLLMetry's own for LangGraph; its openai instrumentor (the SDK calls the others make) for the rest
+OPENLLMETRY = {"langgraph_refund": ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor"),
+               **{example: ("opentelemetry.instrumentation.openai", "OpenAIInstrumentor")
+                  for example in ("openai_sdk_refund", "openai_agents_refund", "ag2_refund")}}
 
 
 def instrumentor(example: str):
