@@ -122,7 +122,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
             "index": idx, "kind": s["kind"], "agent": agent, "span_id": span_id, "model": s["model"],
             "started_at": iso(s["start_ns"]), "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
             "input_messages": inputs, "output_message": output, "finish_reason": s["finish_reason"],
-            "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
+            "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"], "cost_usd": s["cost_usd"],
             "tool_calls": [], "error": s["error"], "snapshots": {}, "replay_source": s["replay_source"],
         }
         steps.append(step)
@@ -202,9 +202,26 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         "source": session["source"],
         "started_at": iso(session["started_ns"]), "ended_at": iso(session["ended_ns"]),
         "duration_ms": duration_ms(session["started_ns"], session["ended_ns"]),
-        "agents": agents, "models": models, "tokens": tokens,
+        "agents": agents, "models": models, "tokens": tokens, **costs_of(steps),
         "feedback": [{"feedback_id": feedback_id, "score": score, "comment": comment, "source": source,
                       "created_at": iso(created_ns)}
                      for feedback_id, score, comment, source, created_ns in feedback],
         "steps": steps,
     }
+
+
+def costs_of(steps: list[Step]) -> dict[str, Any]:
+    """The session's cost, per agent and per model: the known costs of its steps added up, None
+    where none is known (an unknown model's cost is unknown, never 0)."""
+    total: float | None = None
+    by_agent: dict[str, float | None] = {}
+    by_model: dict[str, float | None] = {}
+    for step in steps:
+        cost = step["cost_usd"]
+        for key, sums in ((step["agent"], by_agent), (step["model"], by_model)):
+            if key is not None:
+                known = sums.get(key)
+                sums[key] = known if cost is None else (known or 0.0) + cost
+        if cost is not None:
+            total = (total or 0.0) + cost
+    return {"cost_usd": total, "cost_by_agent": by_agent, "cost_by_model": by_model}

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import click
 
+from tracefix.collector import document
 from tracefix.collector.access import AccessError, connect
 from tracefix.collector.cli_options import store_options
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
@@ -48,11 +49,12 @@ def sessions(db, server, token, as_json, feedback, outcome, service, agent, sinc
     def line(r: dict) -> str:
         task = (r.get("task") or "").replace("\n", " ")[:60]
         return (f"{r['session_id'][:38]:<38} {(r['started_at'] or '')[:19]:<20} {r['steps']:>5} "
-                f"{(r['outcome'] or '-'):<8} {_fmt_score(r['feedback_score']):>8}  {task}")
+                f"{(r['outcome'] or '-'):<8} {_fmt_score(r['feedback_score']):>8} "
+                f"{document.usd_text(r.get('cost_usd')):>10}  {task}")
 
     _print_listing(db, server, token, as_json, lambda store: store.list_sessions(
         feedback=feedback, outcome=outcome, service=service, agent=agent, since=since, until=until, limit=limit,
-        offset=offset), "no sessions", f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8}  TASK",
+        offset=offset), "no sessions", f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8} {'COST':>10}  TASK",
         line)
 
 

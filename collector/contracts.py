@@ -61,6 +61,7 @@ class Step(TypedDict):
     finish_reason: str | None
     input_tokens: int | None
     output_tokens: int | None
+    cost_usd: float | None  # the price table's cost of this call (genai-prices); None: unknown model or no usage
     tool_calls: list[ToolCall]
     error: str | None
     snapshots: dict[str, Any]  # tracked key -> its state at the start of this step (changed keys only)
@@ -102,6 +103,9 @@ class SessionDocument(TypedDict):
     agents: list[str]
     models: list[str]
     tokens: dict[str, int]  # {"input": n, "output": n}
+    cost_usd: float | None  # the steps' known costs added up; None when no step has one
+    cost_by_agent: dict[str, float | None]  # agent -> its steps' known costs (None: none known)
+    cost_by_model: dict[str, float | None]  # model -> its steps' known costs (None: not in the price table)
     feedback: list[Feedback]
     steps: list[Step]
 

@@ -62,6 +62,16 @@ def duration_ms(start_ns: int | None, end_ns: int | None) -> float | None:
     return round((end_ns - start_ns) / 1e6, 3)
 
 
+def usd_text(cost: float | None) -> str:
+    """A cost for a person: dollars to three significant digits (LLM calls cost fractions of a
+    cent), "—" when it is unknown (an unknown model is never shown as free)."""
+    if cost is None:
+        return "\u2014"
+    if cost == 0 or cost >= 1:
+        return f"${cost:,.2f}"
+    return f"${cost:.{max(2, 2 - math.floor(math.log10(cost)))}f}"
+
+
 def final_answer(output: Any) -> Any:
     if isinstance(output, dict):
         for key in ("final_answer", "answer", "output", "result"):

@@ -104,7 +104,7 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
             "index": i, "kind": "message", "agent": speaker, "span_id": None, "model": None,
             "started_at": msg.get("timestamp") if isinstance(msg.get("timestamp"), str) else None,
             "duration_ms": None, "input_messages": [], "output_message": out, "finish_reason": None,
-            "input_tokens": None, "output_tokens": None, "tool_calls": [], "error": None,
+            "input_tokens": None, "output_tokens": None, "cost_usd": None, "tool_calls": [], "error": None,
             "snapshots": {}, "replay_source": None,
         })
     task = next((str(conv[k]) for k in TASK_KEYS if conv.get(k)), None)
@@ -126,6 +126,7 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
         "evaluation": None, "replayable": False, "parent_session_id": None,
         "intervention_id": None, "intervention": None, "started_at": None, "ended_at": None,
         "duration_ms": None, "agents": agents, "models": [], "tokens": {"input": 0, "output": 0},
+        "cost_usd": None, "cost_by_agent": {}, "cost_by_model": {},
         "feedback": [], "steps": steps,
     }
 
@@ -205,7 +206,7 @@ def _add_document(batch: Batch, doc: dict) -> str:
             "tool_name": None, "tool_call_id": None, "tool_arguments": None, "tool_result": None,
             "error": None if extra.get("error") is None else str(extra["error"]), "replay_source": None, "truncated": False, "scope": "tracefix.import",
             "resource": json.dumps({"service.name": service}),
-            "attributes": json.dumps({"message.index": i}), "events": None, "tools_key": None,
+            "attributes": json.dumps({"message.index": i}), "events": None, "tools_key": None, "cost_usd": None,
         })
     fields = {
         "service": service, "name": None if doc.get("name") is None else str(doc["name"]),

@@ -48,7 +48,7 @@ INPUTS_SHOWN = 12  # of a step's input messages, the last ones (a prompt repeats
 FORM_BYTES = 64 * 1024
 LISTED = 200  # alerts and jobs shown on a page, newest first
 COLUMNS = [("time", "time"), (None, "session"), ("service", "service"), (None, "task"), (None, "agents"),
-           ("steps", "steps"), ("tokens", "tokens"), ("latency", "latency"), ("outcome", "outcome"),
+           ("steps", "steps"), ("tokens", "tokens"), ("cost", "cost"), ("latency", "latency"), ("outcome", "outcome"),
            ("feedback", "feedback"), (None, "diagnosis")]
 
 

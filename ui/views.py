@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import jsonsafe
+from tracefix.collector.document import usd_text
 from tracefix.report.content.diagnosis import RANKING_RULE, evidence_items, ranked_causes, tested_in_order
 from tracefix.report.content.values import words_within
 
@@ -107,7 +108,7 @@ def api_url(session_id: str, suffix: str = "") -> str:
 
 
 FILTERS = {"when": when, "duration": duration, "count": count, "number": number, "thumbs": thumbs, "compact": compact,
-           "pretty": pretty, "content_text": content_text, "brief": brief}
+           "pretty": pretty, "content_text": content_text, "brief": brief, "usd": usd_text}
 GLOBALS = {"session_url": session_url, "api_url": api_url, "ranking_rule": RANKING_RULE}
 
 

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from tracefix import semconv as sc
 from tracefix.attributes import MAX_JSON_DEPTH, nested_too_deeply
 from tracefix.collector.normalize.batch import Batch, Evaluation, Snapshot, add_blob, add_texts, merge_session
+from tracefix.collector.normalize.cost import span_cost
 from tracefix.collector.normalize.dialects import (
     AGENT_KEYS, CONTENT_ADDRESSED_KEYS, FINISH_REASON_KEYS, INPUT_TOKEN_KEYS, INT32_MAX, INT64_MAX, MODEL_KEYS,
     OUTPUT_TOKEN_KEYS, PROVIDER_KEYS, SESSION_ATTR_KEYS, SESSION_ID_KEYS, TOOL_ARGUMENTS_KEYS, TOOL_CALL_ID_KEYS,
@@ -187,7 +188,7 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
     error = _error_text(attrs, status_code, status_message, events) if status_code == 2 or events else None
     replay_source = text_or_none(attrs.get(sc.REPLAY_SOURCE))
     truncated = bool(attrs.get(sc.TRUNCATED, False))
-    model = provider = input_tokens = output_tokens = finish_reason = None
+    model = provider = input_tokens = output_tokens = finish_reason = cost_usd = None
     input_keys = output_key = dialect = tools_key = None
     tool_name = tool_call_id = tool_arguments = tool_result = None
     if kind in JSON_VALUE_KEYS:
@@ -200,6 +201,7 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
         provider = text_or_none(first_value(attrs, PROVIDER_KEYS))
         input_tokens = int_value(first_value(attrs, INPUT_TOKEN_KEYS))
         output_tokens = int_value(first_value(attrs, OUTPUT_TOKEN_KEYS))
+        cost_usd = span_cost(attrs, model, provider, input_tokens, output_tokens, start_ns)
         fr = first_value(attrs, FINISH_REASON_KEYS)
         if isinstance(fr, (list, tuple)):
             fr = fr[0] if fr else None
@@ -261,7 +263,7 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
         span.kind, kind, start_ns, end_ns, status_code, status_message or None, step, call_seq, agent,
         model, provider, input_tokens, output_tokens, finish_reason, input_keys, output_key, dialect,
         tool_name, tool_call_id, tool_arguments, tool_result, error, replay_source, truncated, scope,
-        resource_json, attrs_json, events_json, tools_key,
+        resource_json, attrs_json, events_json, tools_key, cost_usd,
     )
 
 

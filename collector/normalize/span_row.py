@@ -44,6 +44,7 @@ class SpanRow(NamedTuple):
     attributes: str
     events: str | None
     tools_key: int | None
+    cost_usd: float | None  # the price table's cost of an LLM call (normalize.cost), None if unknown
 
 
 # The spans table's columns, in order. `normalize_request` builds one SpanRow per span in this
@@ -61,6 +62,7 @@ SPAN_COLUMNS = [
     ("tool_result", pa.string()), ("error", pa.string()), ("replay_source", pa.string()),
     ("truncated", pa.bool_()), ("scope", pa.string()), ("resource", pa.string()),
     ("attributes", pa.string()), ("events", pa.string()), ("tools_key", pa.int64()),
+    ("cost_usd", pa.float64()),
 ]
 SPAN_SCHEMA = pa.schema(SPAN_COLUMNS)
 

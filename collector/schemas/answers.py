@@ -91,6 +91,7 @@ class SessionSummary(ClosedAnswer):
     models: list[str]
     errors: int
     spans: int
+    cost_usd: Optional[float] = Field(description="the known costs of its LLM calls (genai-prices' table), USD; null when none is known")
     feedback_score: Optional[float]
     feedback_count: int
     task: Optional[str]

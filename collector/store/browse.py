@@ -15,7 +15,7 @@ class Browse(StoreReads):
     # The sessions table of the web UI (tracefix.ui): sortable by these keys. Keys of the sessions
     # row page first and aggregate the page only; the others aggregate every matching session.
     TABLE_SORTS = {"time": "b.started_ns", "service": "b.service", "latency": "b.ended_ns - b.started_ns",
-                   "outcome": "b.outcome", "steps": "agg_steps.n", "tokens": "agg_tokens.n",
+                   "outcome": "b.outcome", "steps": "agg_steps.n", "tokens": "agg_tokens.n", "cost": "agg_cost.n",
                    "feedback": "agg_fb.last_score"}
     TABLE_DIAGNOSIS = ("none", "queued", "running", "analyzed", "replayed", "failed")
 
@@ -49,11 +49,13 @@ class Browse(StoreReads):
                                  WHERE {diagnosis_state} = ?)"""
             params.append(diagnosis)
         order = f"{self.TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'} NULLS LAST, b.session_id"
-        needs = {"steps": "agg_steps", "tokens": "agg_tokens", "feedback": "agg_fb"}.get(sort)
+        needs = {"steps": "agg_steps", "tokens": "agg_tokens", "cost": "agg_cost", "feedback": "agg_fb"}.get(sort)
         aggregates = {
             "agg_steps": "SELECT session_id, count(*) AS n FROM steps {scope} GROUP BY session_id",
             "agg_tokens": "SELECT session_id, sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS n "
                           "FROM spans WHERE kind IN ('llm', 'message') {and_scope} GROUP BY session_id",
+            "agg_cost": "SELECT session_id, sum(cost_usd) AS n FROM spans WHERE kind = 'llm' {and_scope} "
+                        "GROUP BY session_id",
             "agg_fb": "SELECT session_id, arg_max(score, created_ns) AS last_score FROM feedback {scope} "
                       "GROUP BY session_id",
         }
@@ -82,14 +84,15 @@ class Browse(StoreReads):
                 agg AS (SELECT session_id, count(*) FILTER (WHERE kind IN ('llm', 'message')) AS n_steps,
                                list(DISTINCT agent) FILTER (WHERE agent IS NOT NULL) AS agents,
                                count(*) FILTER (WHERE error IS NOT NULL) AS n_errors,
-                               sum(input_tokens) AS tokens_in, sum(output_tokens) AS tokens_out
+                               sum(input_tokens) AS tokens_in, sum(output_tokens) AS tokens_out,
+                               sum(cost_usd) AS cost_usd
                         FROM spans WHERE start_ns BETWEEN coalesce((SELECT min(started_ns) FROM page), {document.INT64_MIN})
                                  AND coalesce((SELECT max(greatest(started_ns, ended_ns)) FROM page), {document.INT64_MAX})
                         AND session_id {in_page} GROUP BY session_id),
                 fb AS (SELECT session_id, arg_max(score, created_ns) AS last_score, count(*) AS n_feedback
                        FROM feedback WHERE session_id {in_page} GROUP BY session_id)
                 SELECT s.session_id, s.service, s.name, s.outcome, s.score, s.started_ns, s.ended_ns,
-                       s.parent_session_id, agg.n_steps, agg.agents, agg.n_errors, agg.tokens_in, agg.tokens_out,
+                       s.parent_session_id, agg.n_steps, agg.agents, agg.n_errors, agg.tokens_in, agg.tokens_out, agg.cost_usd,
                        fb.last_score, fb.n_feedback, {diagnosis_state} AS diagnosis, s.metadata, s.inputs
                 FROM page s LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
                 LEFT JOIN last_job j ON j.session_id = s.session_id
@@ -108,6 +111,7 @@ class Browse(StoreReads):
                 "parent_session_id": r["parent_session_id"], "steps": r["n_steps"] or 0,
                 "agents": sorted(r["agents"] or []), "errors": r["n_errors"] or 0,
                 "tokens": {"input": int(r["tokens_in"] or 0), "output": int(r["tokens_out"] or 0)},
+                "cost_usd": r["cost_usd"],
                 "feedback_score": r["last_score"], "feedback_count": r["n_feedback"] or 0,
                 "diagnosis": r["diagnosis"],
                 "task": document.task_of(from_json_text(r["metadata"]), from_json_text(r["inputs"]),

@@ -67,7 +67,7 @@ class Pages(StoreReads):
                 self._fill_step(cur, found, None, None, True)
             doc["full_step"] = found
         fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
-                  "finish_reason", "error", "replay_source")
+                  "cost_usd", "finish_reason", "error", "replay_source")
         doc["steps"] = [
             {**{f: step.get(f) for f in fields},
              "output_message_key": (document.key_ref(step["output_message"].key)

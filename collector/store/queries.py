@@ -31,13 +31,13 @@ class Queries(StoreReads):
                                list(DISTINCT agent) FILTER (WHERE agent IS NOT NULL) AS agents,
                                list(DISTINCT model) FILTER (WHERE model IS NOT NULL) AS models,
                                count(*) FILTER (WHERE error IS NOT NULL) AS n_errors,
-                               count(*) AS n_spans
+                               count(*) AS n_spans, sum(cost_usd) AS cost_usd
                         FROM spans WHERE session_id IN (SELECT session_id FROM page) GROUP BY session_id),
                 fb AS (SELECT session_id, arg_max(score, created_ns) AS last_score, count(*) AS n_feedback
                        FROM feedback WHERE session_id IN (SELECT session_id FROM page) GROUP BY session_id)
                 SELECT page.session_id, page.service, page.name, page.entrypoint, page.outcome, page.score,
                        page.started_ns, page.ended_ns, page.parent_session_id, page.replayable, page.source,
-                       agg.n_steps, agg.agents, agg.models, agg.n_errors, agg.n_spans, fb.last_score, fb.n_feedback,
+                       agg.n_steps, agg.agents, agg.models, agg.n_errors, agg.n_spans, agg.cost_usd, fb.last_score, fb.n_feedback,
                        page.metadata, page.inputs
                 FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
                 ORDER BY page.started_ns DESC NULLS LAST, page.session_id""",
@@ -53,6 +53,7 @@ class Queries(StoreReads):
                 "parent_session_id": r["parent_session_id"], "replayable": bool(r["replayable"]),
                 "source": r["source"], "steps": r["n_steps"] or 0, "agents": sorted(r["agents"] or []),
                 "models": sorted(r["models"] or []), "errors": r["n_errors"] or 0, "spans": r["n_spans"] or 0,
+                "cost_usd": r["cost_usd"],
                 "feedback_score": r["last_score"], "feedback_count": r["n_feedback"] or 0,
                 "task": document.task_of(from_json_text(r["metadata"]), from_json_text(r["inputs"]),
                                          firsts.get(r["session_id"], [])),

@@ -89,6 +89,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         # what a person asked a replay job to test (replay_request), JSON
         "ALTER TABLE jobs ADD COLUMN options VARCHAR",
     ]),
+    # what each LLM call cost, priced at ingest (normalize.cost) so the session list sorts by it
+    (7, "the cost of LLM calls", [
+        "ALTER TABLE spans ADD COLUMN cost_usd DOUBLE",
+    ]),
 ]
 
 # The span columns a span dict is made of (assemble.span_dict).
@@ -97,7 +101,7 @@ SPAN_DICT_COLUMNS = ["trace_id", "span_id", "parent_span_id", "session_id", "ser
                      "scope", "message_dialect", "input_keys", "output_key", "tools_key"]
 # The span columns the session document is built from (assemble.build).
 DOCUMENT_SPAN_COLUMNS = ["trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status_code",
-                         "step", "call_seq", "agent", "model", "input_tokens", "output_tokens", "finish_reason",
+                         "step", "call_seq", "agent", "model", "input_tokens", "output_tokens", "cost_usd", "finish_reason",
                          "input_keys", "output_key", "tool_name", "tool_call_id", "tool_arguments", "tool_result",
                          "error", "replay_source", "truncated", "scope"]
 # What one API page of a session may hold, in characters of content (docs/contracts.md §1b):
