@@ -49,6 +49,9 @@ TOOLS = json.dumps([{"type": "function", "function": {
     for name in ("lookup_customer", "get_accounts", "get_balance", "transfer", "close_account")])
 
 
+MODEL = "bank-agent"  # the LLM calls' model (bench/normalize.py --model: a priced one)
+
+
 def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: bool = True,
                   window: int = 6, t0: int | None = None) -> list[Span]:
     """Spans of one agent session. With `growing`, each LLM call resends the whole history
@@ -71,7 +74,7 @@ def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: b
                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "transfer", "arguments": args}}]}
         sent = history if growing else history[:1] + history[-window:]
         raw = json.dumps({"id": f"chatcmpl-{rng.randrange(1 << 60):x}", "object": "chat.completion",
-                          "model": "bank-agent", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": out}],
+                          "model": MODEL, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": out}],
                           "usage": {"prompt_tokens": 40 * len(sent), "completion_tokens": 60}})
         agent_id, chat_id, tool_id = os.urandom(8), os.urandom(8), os.urandom(8)
         common = [_kv("tracefix.session.id", session_id), _kv("gen_ai.conversation.id", session_id),
@@ -80,10 +83,10 @@ def session_spans(session_id: str, steps: int, rng: random.Random, *, growing: b
                           kind=1, start_time_unix_nano=t, end_time_unix_nano=t + 9_000_000,
                           attributes=[_kv("gen_ai.operation.name", "invoke_agent"), _kv("gen_ai.agent.name", agent),
                                       *common]))
-        spans.append(Span(trace_id=trace_id, span_id=chat_id, parent_span_id=agent_id, name="chat bank-agent",
+        spans.append(Span(trace_id=trace_id, span_id=chat_id, parent_span_id=agent_id, name=f"chat {MODEL}",
                           kind=3, start_time_unix_nano=t + 1_000, end_time_unix_nano=t + 5_000_000, attributes=[
                               _kv("gen_ai.operation.name", "chat"), _kv("gen_ai.provider.name", "openai"),
-                              _kv("gen_ai.request.model", "bank-agent"), _kv("gen_ai.response.model", "bank-agent"),
+                              _kv("gen_ai.request.model", MODEL), _kv("gen_ai.response.model", MODEL),
                               _kv("gen_ai.agent.name", agent), *common,
                               _kv("gen_ai.tool.definitions", TOOLS), _kv("tracefix.response.raw", raw),
                               _kv("gen_ai.input.messages", json.dumps(sent)),

@@ -1,7 +1,7 @@
 """CPU cost of OTLP span normalization per span, next to the protobuf parse it follows.
 
     .venv/bin/python bench/normalize.py [--runs 5] [--exporters 6] [--sessions 12] [--steps 100]
-                                        [--against GIT_REV]
+                                        [--against GIT_REV] [--model gpt-4o-mini]
 
 The spans are bench/ingest.py's own (`build_bodies`: 301 spans per session, 1-4 KB of chat
 messages per LLM call). Each run parses every body (`otlp.decode`), then normalizes every
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import agent_spans  # noqa: E402
 from ingest import build_bodies  # noqa: E402
 
 from tracefix.collector import otlp  # noqa: E402
@@ -64,7 +65,10 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=12)
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--against", metavar="GIT_REV", help="also time normalize.py as it was at this revision")
+    ap.add_argument("--model", default=agent_spans.MODEL,
+                    help="the LLM calls' model: one the price table knows (gpt-4o-mini) times their pricing")
     args = ap.parse_args()
+    agent_spans.MODEL = args.model
 
     versions = {"normalize": normalize_request}
     if args.against:
