@@ -1,5 +1,5 @@
 """The faulty variants the `bank-agent` model's steps can host, each with what an edit must
-decide to prevent it (:class:`~tracefix.demo.edit_reader.Need`); the fault injector
+decide to prevent it (:class:`~tracefix.demo.needs.Need`); the fault injector
 (:mod:`tracefix.demo.faults`) picks one or none. The slips are the kinds of
 :data:`~tracefix.demo.scripted.KINDS`, in the bank's wording:
 
@@ -18,7 +18,7 @@ from .bank_edits import SHAPES
 from .bank_instructions import instruction_index
 from .bank_reports import report, result_lines
 from .db import INITIAL_STATE
-from .edit_reader import Need
+from .needs import Need
 from .edits import NOTE_MARK, split_note
 from .scripted import Call, Hosts, Variant, text_message, tool_call_message, tool_calls
 from .tasks import Subtask

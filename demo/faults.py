@@ -27,7 +27,7 @@ Edits
     what it asks (:mod:`tracefix.demo.edit_reader`): values are adopted, arguments left out,
     calls not made, answers given now, right or wrong. The fault scheduled at this step is
     prevented only when the edit decides what the slip corrupts (its
-    :class:`~tracefix.demo.edit_reader.Need`: the argument's value or source, the call of the
+    :class:`~tracefix.demo.needs.Need`: the argument's value or source, the call of the
     skipped or pending action, not answering yet, reporting from the results); the model then
     does what the edit says there, so the task succeeds only when that is right. A prevented
     fault is not injected later in that session. An edit lives in one request: one placed

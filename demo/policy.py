@@ -14,7 +14,7 @@ the orchestrator's first user message, progress and facts from the reports), nev
 hidden state, so a replay that feeds back a recorded prefix gets the same continuation.
 
 `decide()` returns the correct message together with the faulty variants this step could
-host (see :mod:`tracefix.demo.faults`) and, for each, the :class:`~tracefix.demo.edit_reader.Need`
+host (see :mod:`tracefix.demo.faults`) and, for each, the :class:`~tracefix.demo.needs.Need`
 an edit must meet to prevent it; the fault injector picks one or none.
 
 Edits (:mod:`tracefix.demo.edits`) are user turns the team's own protocol did not send. When

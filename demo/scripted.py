@@ -15,7 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .edit_reader import Asks, Need
+from .edit_reader import Asks
+from .needs import Need
 
 KINDS = ("wrong_argument", "missing_argument", "skipped_action", "wrong_instruction",
          "vague_instruction", "misread_tool_result", "early_final_answer")

@@ -1,5 +1,5 @@
 """The faulty variants the `warehouse-crew` model's steps can host, each with what an edit
-must decide to prevent it (:class:`~tracefix.demo.edit_reader.Need`); the fault injector
+must decide to prevent it (:class:`~tracefix.demo.needs.Need`); the fault injector
 (:mod:`tracefix.demo.faults`) picks one or none. The kinds are the bank's
 (:data:`~tracefix.demo.scripted.KINDS`), adapted to this crew:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from .edit_reader import Need
+from .needs import Need
 from .scripted import Call, Hosts, Variant, text_message, tool_call_message
 from .warehouse_edits import SHAPES
 from .warehouse_notes import ID

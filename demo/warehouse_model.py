@@ -16,7 +16,7 @@ Edits (user turns the crew's protocol did not send, read with ``reads_edits``) a
 as they read (:mod:`tracefix.demo.warehouse_edits`): the ids and sums they ask for are used,
 right or wrong; an action they say not to do, or that was already done, is not done; "reply
 now" replies now. A slip is prevented only when the edit decides what it corrupts
-(:class:`~tracefix.demo.edit_reader.Need`), and the two habits above are broken only by an
+(:class:`~tracefix.demo.needs.Need`), and the two habits above are broken only by an
 edit that decides something about the job. The Dispatcher relays nothing to the crew: an
 edit works only at the step it was added to.
 """

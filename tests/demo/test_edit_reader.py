@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tracefix.demo import bank_edits, warehouse_edits
-from tracefix.demo.edit_reader import Need
+from tracefix.demo.needs import Need
 
 
 def bank(text: str, own: str | None = None):
