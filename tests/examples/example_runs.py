@@ -12,11 +12,11 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import procs
+from procs import wait_for
 
 from tracefix.collector.access import HttpAccess
 
@@ -103,17 +103,6 @@ def diagnose_with_worker(stack: ExampleStack, session_id: str, timeout: float = 
     access = HttpAccess(stack.url)
     access.add_feedback(session_id, -1.0, "the order was not refunded")
     return wait_for(lambda: access.get_replay(session_id), "replay result", timeout)
-
-
-def wait_for(read, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} after {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 def tool_steps(session: dict) -> list[tuple[str, str, dict, object, str | None]]:
