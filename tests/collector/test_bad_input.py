@@ -272,7 +272,7 @@ def test_import_with_a_start_the_store_cannot_hold_is_a_400_naming_the_field(col
     body = f'[{{"session_id": "{sid}", "messages": {json.dumps(messages)}, "started_at": {started_at}}}]'
     got, resp, _ = post(collector.match["http"] + "/api/v1/import", body.encode(), "application/json")
     assert got == 400, resp[:300]
-    assert "session 0: 'started_at' must " in _error(resp)
+    assert "session 0 (counting from 0): 'started_at' must " in _error(resp)
     assert api.get_session(sid) is None
 
 
