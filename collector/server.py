@@ -22,6 +22,7 @@ import uvicorn
 
 from tracefix.collector.alerts import AlertDeliverer
 from tracefix.collector.api import build_app
+from tracefix.collector.api.read_room import ReadRoom
 from tracefix.collector.auth import UI_SESSION_IDLE_S, Tokens
 from tracefix.collector.checkpointer import Checkpointer, commit_time_threshold
 from tracefix.collector.decoding import Decoder
@@ -156,6 +157,7 @@ class Collector:
         self.store = Store(config.db, threads=config.db_threads,
                            checkpoint_threshold=commit_time_threshold(config.db_memory_limit),
                            memory_limit=config.db_memory_limit, data_path=config.data_path)
+        self.read_room = ReadRoom(self.store)  # reads the store's memory limit cannot hold run again with room
         self.spool = spool_of(config)
         self.metrics = CollectorMetrics(self)
         self.writer = Writer(self.store, max_pending_spans=config.max_pending_spans,

@@ -42,7 +42,6 @@ def with_ui(api_app: Any, collector: "Collector") -> Any:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
-    from tracefix.collector.api.read_room import RetryReadsWithRoom
     from tracefix.collector.responses import SecurityHeaders
     from starlette.routing import Match
 
@@ -50,8 +49,7 @@ def with_ui(api_app: Any, collector: "Collector") -> Any:
 
     ui_routes = routes(collector)
     paths = {r.path for r in ui_routes if not r.path.startswith(STATIC_PREFIX) and r.path != UNKNOWN_PAGE}
-    ui_app = Starlette(routes=ui_routes, middleware=[Middleware(SecurityHeaders),
-                                                     Middleware(RetryReadsWithRoom, store=collector.store)])
+    ui_app = Starlette(routes=ui_routes, middleware=[Middleware(SecurityHeaders)])
 
     def browsers_unknown_page(scope: dict, path: str) -> bool:
         """A browser's GET of a path that is no API's (a client of the API keeps its JSON 404)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 from urllib.parse import parse_qsl, urlencode
 
+import duckdb
 from jinja2 import Environment, FileSystemLoader
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -101,7 +102,13 @@ def routes(collector: "Collector") -> list:
                 if request.method == "POST":
                     form = await read_form(request)
                     guard.check_post(request, form)
-                response = await run_in_threadpool(handler, request, form)
+                try:
+                    response = await run_in_threadpool(handler, request, form)
+                except duckdb.OutOfMemoryException as exc:  # a long message this process wrote
+                    if request.method != "GET":
+                        raise
+                    response = await collector.read_room.again(
+                        f"GET {request.url.path}", str(exc), lambda: run_in_threadpool(handler, request, form))
             except Forbidden as exc:
                 response = render(request, "error.html", 403, message=str(exc))
             except InvalidParameter as exc:

@@ -47,5 +47,5 @@ def build_app(collector: "Collector") -> Starlette:
     if openapi.undescribed(route_table):
         log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))
     return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(SessionPaths),
-                                                Middleware(RetryReadsWithRoom, store=collector.store)],
+                                                Middleware(RetryReadsWithRoom, room=collector.read_room)],
                      exception_handlers={HTTPException: http_error, Exception: internal_error})
