@@ -20,7 +20,7 @@ from .bank_reports import report, result_lines
 from .db import INITIAL_STATE
 from .needs import Need
 from .edits import NOTE_MARK, split_note
-from .scripted import Call, Hosts, Variant, text_message, tool_call_message, tool_calls
+from .scripted import Call, Hosts, Variant, next_other, text_message, tool_call_message, tool_calls
 from .tasks import Subtask
 from .tools import MUTATING_TOOLS, required_arguments
 
@@ -33,12 +33,7 @@ def other_account(account_id: str, avoid: set[str]) -> str:
     siblings = [a for a in ids if accounts[a]["customer_id"] == owner and a != account_id and a not in avoid]
     if siblings:
         return siblings[0]
-    start = ids.index(account_id) if account_id in ids else -1
-    for offset in range(1, len(ids) + 1):
-        candidate = ids[(start + offset) % len(ids)]
-        if candidate != account_id and candidate not in avoid:
-            return candidate
-    return account_id
+    return next_other(ids, account_id, avoid)
 
 
 def _value_shapes(tool: str) -> str:

@@ -120,3 +120,15 @@ def fault_free_run(decide: Callable[..., Decision], run_team: TeamRun) -> tuple[
 
     run_team(llm)
     return tuple(steps)
+
+
+def next_other(pool: list[str], value: str, avoid: set[str]) -> str:
+    """The id after `value` in `pool` (cyclically; from the start when `value` is not in it) that
+    is neither `value` nor in `avoid`: a plausible wrong id of the same kind. `value` itself when
+    there is none."""
+    start = pool.index(value) if value in pool else -1
+    for offset in range(1, len(pool) + 1):
+        candidate = pool[(start + offset) % len(pool)]
+        if candidate != value and candidate not in avoid:
+            return candidate
+    return value

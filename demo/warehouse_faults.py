@@ -16,7 +16,7 @@ import json
 import re
 
 from .needs import Need
-from .scripted import Call, Hosts, Variant, text_message, tool_call_message
+from .scripted import Call, Hosts, Variant, next_other, text_message, tool_call_message
 from .warehouse_edits import SHAPES
 from .warehouse_notes import ID
 from .warehouse_replies import reply, sentences
@@ -36,13 +36,7 @@ def other_id(value: str, avoid: set[str]) -> str:
     """A plausible wrong id: the next known id of the same kind."""
     pools = {"order": sorted(INITIAL_STATE["orders"]), "sku": sorted(INITIAL_STATE["stock"]),
              "parcel": sorted(INITIAL_STATE["parcels"])}
-    pool = pools[_kind_of(value)]
-    start = pool.index(value) if value in pool else -1
-    for offset in range(1, len(pool) + 1):
-        candidate = pool[(start + offset) % len(pool)]
-        if candidate != value and candidate not in avoid:
-            return candidate
-    return value
+    return next_other(pools[_kind_of(value)], value, avoid)
 
 
 def note_faults(job: Job, note: str, progress: int, jobs: int) -> Hosts:
