@@ -106,6 +106,10 @@ def _wal_size(target: str) -> int:
         return 0
 
 
+def _set_memory_limit(cursor: duckdb.DuckDBPyConnection, limit: str) -> None:
+    cursor.execute(f"SET memory_limit = '{_quoted(limit)}'")
+
+
 def _quoted(text: str | None) -> str:
     return str(text).replace("'", "''")
 
@@ -241,13 +245,13 @@ class StoreConnection:
             if self.memory_limit is None:
                 cursor.execute(statement)
                 return
-            cursor.execute(f"SET memory_limit = '{_quoted(checkpoint_memory_limit(self.memory_limit))}'")
+            _set_memory_limit(cursor, checkpoint_memory_limit(self.memory_limit))
             try:
                 cursor.execute(statement)
             finally:
                 try:
                     if not self._roomy_reads:  # else the last of those reads sets it back
-                        cursor.execute(f"SET memory_limit = '{_quoted(self.memory_limit)}'")
+                        _set_memory_limit(cursor, self.memory_limit)
                 except duckdb.Error as exc:  # more is pinned right now: the next checkpoint sets it back
                     if not is_invalidated(exc):  # then the checkpoint's own error says what happened
                         log.warning("DuckDB's memory limit stays raised after a checkpoint: %s", exc)
@@ -262,7 +266,7 @@ class StoreConnection:
         with self._checkpoint_lock:
             self._roomy_reads += 1
             if self._roomy_reads == 1:
-                self._set_memory_limit(checkpoint_memory_limit(self.memory_limit))
+                self._set_memory_limit_aside(checkpoint_memory_limit(self.memory_limit))
 
     def narrow_reads(self) -> None:
         """The end of a read `widen_reads` made room for; the last one sets the store's limit back."""
@@ -272,14 +276,15 @@ class StoreConnection:
             self._roomy_reads -= 1
             if self._roomy_reads == 0:
                 try:
-                    self._set_memory_limit(self.memory_limit)
+                    self._set_memory_limit_aside(self.memory_limit)
                 except duckdb.Error as exc:  # more is pinned right now: the next checkpoint sets it back
                     log.warning("DuckDB's memory limit stays raised after a read: %s", exc)
 
-    def _set_memory_limit(self, limit: str) -> None:
+    def _set_memory_limit_aside(self, limit: str) -> None:
+        """Set DuckDB's limit on a cursor of its own: a read's retry calls it from any thread."""
         cursor = self.con.cursor()
         try:
-            cursor.execute(f"SET memory_limit = '{_quoted(limit)}'")
+            _set_memory_limit(cursor, limit)
         finally:
             cursor.close()
 
