@@ -98,12 +98,15 @@ class DemoCorpus:
         return truth
 
     def record_seed(self, seed: int, per_kind: int) -> tuple[list[str], list[dict], dict[str, dict], float]:
-        """Every task fault-free, then `per_kind` faulted tasks per fault kind, each fault
-        injected from a random step: (clean ids, truth, docs, seconds)."""
+        """Every task on this seed's world (t03@SEED: demo/variants.py) fault-free, then `per_kind`
+        faulted tasks per fault kind, each fault injected from a random step: (clean ids, truth,
+        docs, seconds)."""
         fault_free_steps, KINDS = self.domain.fault_free_steps, self.domain.kinds
 
+        from tracefix.demo.variants import variant_id
+
         rng = random.Random(seed)
-        tasks = list(self.domain.tasks)
+        tasks = [variant_id(t, seed) for t in self.domain.tasks]  # the seed's own customers, ids and amounts
         t0 = time.perf_counter()
         clean_ids = self.run_clean(tasks, seed=seed)
         plan = []

@@ -3,13 +3,17 @@ the sim injected its fault at, as JSONL of {"session": <session document>, "mist
 "kind", "domain", "hgt": [per-step surprise]}.
 
     .venv/bin/python bench/demo_labelled.py OUT.jsonl [--domains bank,warehouse] [--seeds 1,2]
-                                            [--per-kind 4] [--epochs 30]
+                                            [--per-kind 4] [--epochs 30] [--fingerprints PATH]
 
 Per domain and seed it records what bench/localization.py records (every task fault-free, then
 `--per-kind` faulted tasks per fault kind), trains the HGT on that seed's successful sessions as
 a user's `tracefix train` would, and stores its surprise for each failed session's steps, so the
 ranker learns what the HGT adds beside the other inputs. `tracefix train --ranker --labelled
-OUT.jsonl` trains on these beside labelled message logs. Use other seeds for the benchmarks.
+OUT.jsonl` trains on these beside labelled message logs. Use other seeds for the benchmarks: each
+seed draws its own customers, ids and amounts (demo/variants.py), and the benchmarks drop any
+test session whose content fingerprint is one of these (bench/fresh_sessions.py), which this
+writes to --fingerprints (default analysis/models/ranker_sessions.txt, shipped beside the
+ranker trained on OUT.jsonl).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
+from fresh_sessions import TRAINED_ON, content_fingerprint, write_fingerprints  # noqa: E402
 
 
 def main() -> None:
@@ -31,12 +36,14 @@ def main() -> None:
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--per-kind", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--fingerprints", type=Path, default=TRAINED_ON,
+                    help="where the content fingerprints of the labelled sessions go")
     args = ap.parse_args()
     from tracefix.analysis.graph import build_graph
     from tracefix.analysis.pipeline import train_on_documents
     from tracefix.analysis.units import build_units
 
-    written = 0
+    written, fingerprints = 0, []
     with tempfile.TemporaryDirectory(prefix="demo-labelled-") as tmp, args.out.open("w") as out:
         for domain in args.domains.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
@@ -52,9 +59,12 @@ def main() -> None:
                         out.write(json.dumps({"session": doc, "mistake_step": label["step"], "kind": label["kind"],
                                               "domain": domain, "hgt": hgt}, default=str) + "\n")
                         written += 1
+                        fingerprints.append(content_fingerprint(doc))
                 print(f"{domain} seed {seed}: {len(clean)} successful sessions trained the HGT; "
                       f"{written} labelled failed sessions so far", file=sys.stderr, flush=True)
-    print(f"wrote {written} labelled failed sessions to {args.out}")
+    write_fingerprints(fingerprints, args.fingerprints)
+    print(f"wrote {written} labelled failed sessions to {args.out} ({len(set(fingerprints))} distinct contents, "
+          f"fingerprints in {args.fingerprints})")
 
 
 if __name__ == "__main__":

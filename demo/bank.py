@@ -17,6 +17,8 @@ fingerprints see only what a real app would send.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+import functools
 import os
 import threading
 import uuid
@@ -24,10 +26,13 @@ from typing import Any
 
 import tracefix
 
+from .bank_content import content
 from .db import BankDB
-from .tasks import get_task
+from .policy import fault_free_outcome
+from .tasks import Task, get_task
 from .team import Team
 from .tools import BankTools
+from .variants import outputs_at_same_place, split_id
 
 MODEL = os.environ.get("TRACEFIX_DEMO_MODEL", "bank-agent")
 ENTRYPOINT = "tracefix.demo.bank:run_task"
@@ -117,7 +122,7 @@ def run_task(task_id: str, *, base_url: str, seed: int = 0) -> dict:
     import openai  # the demo extra; kept out of module import so `tracefix.demo.bank` loads cheaply
 
     task = get_task(task_id)
-    db = BankDB()
+    db = fresh_db(task_id)
     tracefix.track("db", db)
     _last.db = db
     token = _bank.set(BankTools(db))
@@ -157,11 +162,31 @@ def _state_of(db: Any) -> BankDB:
     raise TypeError(f"expected a BankDB or its state, got {type(db).__name__}")
 
 
+def fresh_db(task_id: str) -> BankDB:
+    """The database a run of this task starts from: its seed's bank (:mod:`tracefix.demo.bank_content`)."""
+    return BankDB(content(split_id(task_id)[1]).state)
+
+
+@functools.lru_cache(maxsize=None)
+def scored_task(task_id: str) -> Task:
+    """The task with what its reward checks. A variant (t03@5) is scored as its hand-written
+    task is: the database changes of its fault-free run (for the hand-written tasks these equal
+    their gold actions: tests/demo/test_variants.py) and the required outputs read at their
+    place in that run's answer."""
+    task = get_task(task_id)
+    base, seed = split_id(task_id)
+    if not seed:
+        return task
+    fixture, (answer, changes) = get_task(base), fault_free_outcome(task_id)
+    outputs = outputs_at_same_place(fault_free_outcome(base)[0], answer, fixture.required_outputs)
+    return dataclasses.replace(task, gold_actions=changes, required_outputs=outputs)
+
+
 def gold_db(task_id: str) -> BankDB:
     """A fresh database with the task's gold actions applied."""
-    db = BankDB()
+    db = fresh_db(task_id)
     tools = BankTools(db)
-    for name, args in get_task(task_id).gold_actions:
+    for name, args in scored_task(task_id).gold_actions:
         tools.call(name, dict(args))
     return db
 
@@ -185,7 +210,7 @@ def _milestone(db: BankDB, name: str, args: dict) -> tuple[str, bool]:
 def evaluate(task_id: str, db: Any, final_answer: str | None) -> dict:
     """tau-bench style reward: database hash equals the gold one AND the answer states every
     required output. Milestones (one per gold action and required output) give progress."""
-    task = get_task(task_id)
+    task = scored_task(task_id)
     actual = _state_of(db)
     answer = final_answer or ""
     db_match = actual.hash() == gold_db(task_id).hash()

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import re
 
+from .bank_content import accounts_beside
 from .bank_edits import SHAPES
 from .bank_instructions import instruction_index
 from .bank_reports import report, result_lines
-from .db import INITIAL_STATE
 from .needs import Need
 from .edits import NOTE_MARK, split_note
 from .scripted import Call, Hosts, Variant, next_other, text_message, tool_call_message, tool_calls
@@ -27,7 +27,7 @@ from .tools import MUTATING_TOOLS, required_arguments
 
 def other_account(account_id: str, avoid: set[str]) -> str:
     """A plausible wrong account: the same customer's other account, else the next one."""
-    accounts = INITIAL_STATE["accounts"]
+    accounts = accounts_beside(account_id)
     owner = accounts.get(account_id, {}).get("customer_id")
     ids = sorted(accounts)
     siblings = [a for a in ids if accounts[a]["customer_id"] == owner and a != account_id and a not in avoid]

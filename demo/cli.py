@@ -100,15 +100,16 @@ def sim(host, port, seed, faults, fault_rate, fault_kinds, follow_prob, ground_t
 
 
 def _select_tasks(spec: str, domain: str = "bank") -> list[str]:
-    from .domains import get_domain
+    from .domains import domain_of_task, get_domain
 
     known = list(get_domain(domain).tasks)
     if spec == "all":
         return known
     chosen = [t.strip() for t in spec.split(",") if t.strip()]
-    unknown = [t for t in chosen if t not in known]
+    unknown = [t for t in chosen if domain_of_task(t) is not get_domain(domain)]
     if unknown:
-        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(known)}", param_hint="--tasks")
+        raise click.BadParameter(f"unknown tasks {unknown}; known: {', '.join(known)}, each also as TASK@SEED "
+                                 "(its template on seed SEED's world)", param_hint="--tasks")
     return chosen
 
 
@@ -127,7 +128,8 @@ DEFAULT_GROUND_TRUTH = "demo-ground-truth.jsonl"  # where a faulty demo-run keep
               "when no --base-url is given).")
 @click.option("--domain", default="bank", show_default=True, type=click.Choice(["bank", "warehouse"]),
               help="Which demo app: the banking team (tasks t01..) or the warehouse crew (tickets w01..).")
-@click.option("--tasks", "task_spec", default="all", show_default=True, metavar="all|t01,t02")
+@click.option("--tasks", "task_spec", default="all", show_default=True, metavar="all|t01,t02",
+              help="Which tasks; t03@5 is t03 on seed 5's world (other customers, ids and amounts).")
 @fault_options
 @click.option("--otlp-endpoint", default=None, help="Trace the runs to this OTLP endpoint "
               "(also on when OTEL_EXPORTER_OTLP_ENDPOINT is set).")

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from . import policy, tasks, warehouse_model, warehouse_tasks
 from .scripted import KINDS
+from .variants import split_id
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,10 @@ class Domain:
     model: str  # the sim model that plays its agents
     app_module: str  # run_task, evaluate, last_database
     service: str  # service.name of its traces
-    tasks: Mapping[str, Any]
+    tasks: Mapping[str, Any]  # the hand-written ones; TASK@SEED is one on a seed's world (demo/variants.py)
     kinds: tuple[str, ...]
     fault_free_steps: Callable[[str], tuple]
+    task: Callable[[str], Any]  # the task of an id, a variant's text drawn (what its model then recognizes)
 
     def app(self) -> ModuleType:
         return importlib.import_module(self.app_module)
@@ -33,9 +35,9 @@ class Domain:
 
 DOMAINS = {
     "bank": Domain("bank", "bank-agent", "tracefix.demo.bank", "bank-demo", tasks.TASKS, KINDS,
-                   policy.fault_free_steps),
+                   policy.fault_free_steps, tasks.get_task),
     "warehouse": Domain("warehouse", warehouse_model.MODEL, "tracefix.demo.warehouse", "warehouse-demo",
-                        warehouse_tasks.TICKETS, KINDS, warehouse_model.fault_free_steps),
+                        warehouse_tasks.TICKETS, KINDS, warehouse_model.fault_free_steps, warehouse_tasks.get_ticket),
 }
 
 
@@ -47,4 +49,9 @@ def get_domain(name: str) -> Domain:
 
 
 def domain_of_task(task_id: str) -> Domain | None:
-    return next((d for d in DOMAINS.values() if task_id in d.tasks), None)
+    """The domain of a task id (t03, or a variant t03@5); None for an id no domain knows."""
+    try:
+        base, _ = split_id(task_id)
+    except KeyError:
+        return None
+    return next((d for d in DOMAINS.values() if base in d.tasks), None)

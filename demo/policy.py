@@ -41,6 +41,7 @@ import functools
 import re
 
 from . import bank_edits
+from .bank_content import content
 from .bank_edits import adopt_arguments, adopt_ids, relays, repairs, resends
 from .bank_faults import instruction_faults, report_faults, tool_faults
 from .bank_instructions import instruction_index, parse_instruction
@@ -51,7 +52,8 @@ from .edits import NOTE_MARK, split_note
 from .scripted import Decision, StepInfo, call_id, fault_free_run, text_message, tool_call_message, tool_calls
 from .tasks import Subtask, Task, get_task, task_for_instruction
 from .team import ORCHESTRATOR, WORKERS, Team, classify_orchestrator_output, role_of
-from .tools import WORKER_TOOLS, BankTools, required_arguments
+from .tools import MUTATING_TOOLS, WORKER_TOOLS, BankTools, required_arguments
+from .variants import split_id
 
 MAX_REPLANS = 2
 
@@ -73,7 +75,27 @@ def decide(messages: list[dict], tools: list | None = None, reads_edits: bool = 
 def fault_free_steps(task_id: str) -> tuple[StepInfo, ...]:
     """Every LLM step of the task's fault-free run: agent, phase and which faults it can host."""
     task = get_task(task_id)
-    return fault_free_run(decide, lambda llm: Team(llm, BankTools(BankDB()).call).run(task.instruction))
+    return fault_free_run(decide, lambda llm: Team(llm, BankTools(_fresh_db(task_id)).call).run(task.instruction))
+
+
+def _fresh_db(task_id: str) -> BankDB:
+    return BankDB(content(split_id(task_id)[1]).state)
+
+
+@functools.lru_cache(maxsize=None)
+def fault_free_outcome(task_id: str) -> tuple[str, tuple[tuple[str, dict], ...]]:
+    """The task's fault-free run played in-process: its final answer and the database changes
+    it made ((tool, arguments) of each successful mutating call), what a variant is scored by."""
+    tools, changes = BankTools(_fresh_db(task_id)), []
+
+    def call(name: str, arguments: dict):
+        result = tools.call(name, arguments)
+        if name in MUTATING_TOOLS:
+            changes.append((name, dict(arguments)))
+        return result
+    answer = Team(lambda agent, messages, offered: decide(messages, offered).message, call).run(
+        get_task(task_id).instruction)
+    return answer, tuple(changes)
 
 
 # --- Orchestrator ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import analyst
+from .domains import domain_of_task
 from .faults import FaultInjector, unit_draw
 from .plan_agent import MODEL as PLAN_MODEL, plan_agent
 from .policy import decide
@@ -50,6 +51,9 @@ def scripted_team(decide_next: Callable[..., Any]) -> ModelHandler:
     the next message with the faults it could host; the injector picks one or none."""
     def handle(body: dict, ctx: RequestContext) -> dict:
         messages = [{**m, "content": _text(m.get("content"))} for m in body["messages"]]
+        domain = domain_of_task(ctx.task) if ctx.task else None
+        if domain is not None:
+            domain.task(ctx.task)  # a variant's text is drawn from its id: the model knows it from then on
         reads_edits = ctx.injector.follow_draw(ctx.session, ctx.step)
         decision = decide_next(messages, body.get("tools"), reads_edits)
         faulty = ctx.injector.apply(decision, messages, task=ctx.task, session=ctx.session,

@@ -10,7 +10,12 @@ instructions and into the final answer, as it would with a real LLM.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass, field
+
+from .bank_content import content, task_words
+from .variants import split_id, swap, variant_id
 
 
 @dataclass(frozen=True)
@@ -211,10 +216,30 @@ _BY_INSTRUCTION = {t.instruction: t for t in TASK_LIST}
 
 
 def get_task(task_id: str) -> Task:
-    try:
-        return TASKS[task_id]
-    except KeyError:
-        raise KeyError(f"unknown demo task {task_id!r}; known: {', '.join(TASKS)}") from None
+    """The task of this id: a hand-written one (t03), or its template on a seed's world (t03@5,
+    :mod:`tracefix.demo.variants`), whose gold actions and required outputs the app's reward
+    derives (:func:`tracefix.demo.bank.scored_task`): here they are left empty."""
+    base, seed = split_id(task_id)
+    if base not in TASKS:
+        raise KeyError(f"unknown demo task {task_id!r}; known: {', '.join(TASKS)} (or TASK@SEED)")
+    return _variant(base, seed) if seed else TASKS[base]
+
+
+@functools.lru_cache(maxsize=None)
+def _variant(base: str, seed: int) -> Task:
+    fixture = TASKS[base]
+    words = {**content(seed).words, **task_words(seed, base, " ".join(
+        [fixture.instruction, fixture.answer] + [s.instruction + " " + s.summary for s in fixture.subtasks]))}
+
+    def swapped(text: str) -> str:
+        return swap(text, words)
+    subtasks = tuple(dataclasses.replace(s, instruction=swapped(s.instruction), summary=swapped(s.summary),
+                                         reads=None if s.reads is None else swapped(s.reads))
+                     for s in fixture.subtasks)
+    task = Task(variant_id(base, seed), swapped(fixture.instruction), subtasks, swapped(fixture.answer))
+    # the scripted model recognizes a variant's instruction once the variant was asked for
+    _BY_INSTRUCTION.setdefault(task.instruction, task)
+    return task
 
 
 def task_for_instruction(text: str) -> Task | None:

@@ -15,6 +15,8 @@ The scripted model is told who calls in headers (`X-Demo-Task`, `X-Demo-Step`,
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+import functools
 import os
 import threading
 import uuid
@@ -22,7 +24,10 @@ from typing import Any
 
 import tracefix
 
-from .warehouse_tasks import get_ticket
+from .variants import outputs_at_same_place, split_id
+from .warehouse_content import content
+from .warehouse_model import fault_free_outcome
+from .warehouse_tasks import Ticket, get_ticket
 from .warehouse_team import Crew
 from .warehouse_world import WarehouseTools, WarehouseWorld
 
@@ -109,7 +114,7 @@ def run_task(task_id: str, *, base_url: str, seed: int = 0) -> dict:
     import openai  # the demo extra; kept out of module import
 
     ticket = get_ticket(task_id)
-    world = WarehouseWorld()
+    world = fresh_world(task_id)
     tracefix.track("world", world)
     _last.world = world
     token = _tools.set(WarehouseTools(world))
@@ -139,10 +144,28 @@ def run_task(task_id: str, *, base_url: str, seed: int = 0) -> dict:
     return {"final_answer": answer, "task_id": task_id, "llm_calls": steps, "replans": crew.retakes}
 
 
+def fresh_world(task_id: str) -> WarehouseWorld:
+    """The world a run of this ticket starts from: its seed's warehouse (:mod:`tracefix.demo.warehouse_content`)."""
+    return WarehouseWorld(content(split_id(task_id)[1]).state)
+
+
+@functools.lru_cache(maxsize=None)
+def scored_ticket(task_id: str) -> Ticket:
+    """The ticket with what its reward checks; a variant (w03@5) is scored as its hand-written
+    ticket is, like the bank's (:func:`tracefix.demo.bank.scored_task`)."""
+    ticket = get_ticket(task_id)
+    base, seed = split_id(task_id)
+    if not seed:
+        return ticket
+    fixture, (reply, changes) = get_ticket(base), fault_free_outcome(task_id)
+    outputs = outputs_at_same_place(fault_free_outcome(base)[0], reply, fixture.required_outputs)
+    return dataclasses.replace(ticket, gold_actions=changes, required_outputs=outputs)
+
+
 def gold_world(task_id: str) -> WarehouseWorld:
-    world = WarehouseWorld()
+    world = fresh_world(task_id)
     tools = WarehouseTools(world)
-    for name, args in get_ticket(task_id).gold_actions:
+    for name, args in scored_ticket(task_id).gold_actions:
         tools.call(name, dict(args))
     return world
 
@@ -150,7 +173,7 @@ def gold_world(task_id: str) -> WarehouseWorld:
 def evaluate(task_id: str, world: Any, final_answer: str | None) -> dict:
     """World hash equals the gold one AND the reply states every required output; one
     milestone per gold action (done as in gold) and per required output."""
-    ticket = get_ticket(task_id)
+    ticket = scored_ticket(task_id)
     actual = world if isinstance(world, WarehouseWorld) else WarehouseWorld(world)
     answer = final_answer or ""
     world_match = actual.hash() == gold_world(task_id).hash()

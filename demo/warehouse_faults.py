@@ -17,12 +17,13 @@ import re
 
 from .needs import Need
 from .scripted import Call, Hosts, Variant, next_other, text_message, tool_call_message
+from .warehouse_content import world_beside
 from .warehouse_edits import SHAPES
 from .warehouse_notes import ID
 from .warehouse_replies import reply, sentences
 from .warehouse_tasks import Job
 from .warehouse_team import REPLY_MARK
-from .warehouse_world import INITIAL_STATE, MUTATING_TOOLS, required_arguments
+from .warehouse_world import MUTATING_TOOLS, required_arguments
 
 
 _ARGUMENT = {"sku": "sku", "parcel": "parcel", "order": "order_ref"}
@@ -34,8 +35,8 @@ def _kind_of(value: str) -> str:
 
 def other_id(value: str, avoid: set[str]) -> str:
     """A plausible wrong id: the next known id of the same kind."""
-    pools = {"order": sorted(INITIAL_STATE["orders"]), "sku": sorted(INITIAL_STATE["stock"]),
-             "parcel": sorted(INITIAL_STATE["parcels"])}
+    world = world_beside(value)
+    pools = {"order": sorted(world["orders"]), "sku": sorted(world["stock"]), "parcel": sorted(world["parcels"])}
     return next_other(pools[_kind_of(value)], value, avoid)
 
 

@@ -32,10 +32,12 @@ from .warehouse_edits import adopt_arguments, adopt_in_note, decides_any
 from .scripted import Decision, StepInfo, call_id, fault_free_run, text_message, tool_call_message
 from .warehouse_faults import done_claim, note_faults, reply_faults, tool_faults
 from .warehouse_notes import parse_note
-from .warehouse_replies import believe, crew_calls, is_reply, learn, reply, resolve, stuck
+from .warehouse_replies import believe, crew_calls, is_reply, learn, refusal, reply, resolve, stuck
 from .warehouse_tasks import Job, get_ticket, ticket_for_text
 from .warehouse_team import CREW, DISPATCHER, REPLY_MARK, TICKET_MARK, Crew, classify_dispatcher_output, role_of
-from .warehouse_world import CREW_TOOLS, WarehouseTools, WarehouseWorld
+from .variants import split_id
+from .warehouse_content import content
+from .warehouse_world import CREW_TOOLS, MUTATING_TOOLS, WarehouseTools, WarehouseWorld
 
 MODEL = "warehouse-crew"
 MAX_RETAKES = 1
@@ -56,7 +58,27 @@ def decide(messages: list[dict], tools: list | None = None, reads_edits: bool = 
 def fault_free_steps(ticket_id: str) -> tuple[StepInfo, ...]:
     """Every LLM step of the ticket's fault-free run: agent, phase, the faults it can host."""
     ticket = get_ticket(ticket_id)
-    return fault_free_run(decide, lambda llm: Crew(llm, WarehouseTools(WarehouseWorld()).call).run(ticket.text))
+    return fault_free_run(decide, lambda llm: Crew(llm, WarehouseTools(_fresh_world(ticket_id)).call).run(ticket.text))
+
+
+def _fresh_world(ticket_id: str) -> WarehouseWorld:
+    return WarehouseWorld(content(split_id(ticket_id)[1]).state)
+
+
+@functools.lru_cache(maxsize=None)
+def fault_free_outcome(ticket_id: str) -> tuple[str, tuple[tuple[str, dict], ...]]:
+    """The ticket's fault-free run played in-process: its reply and the world changes it made
+    ((tool, arguments) of each mutating call the tools accepted), what a variant is scored by."""
+    tools, changes = WarehouseTools(_fresh_world(ticket_id)), []
+
+    def call(name: str, arguments: dict):
+        result = tools.call(name, arguments)
+        if name in MUTATING_TOOLS and refusal(result) is None:
+            changes.append((name, dict(arguments)))
+        return result
+    reply = Crew(lambda agent, messages, offered: decide(messages, offered).message, call).run(
+        get_ticket(ticket_id).text)
+    return reply, tuple(changes)
 
 
 # --- Dispatcher -----------------------------------------------------------------------------------

@@ -10,7 +10,12 @@ travels into later notes and into the reply, as it would with a real LLM.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
+
+from .variants import split_id, swap, variant_id
+from .warehouse_content import content
 
 
 @dataclass(frozen=True)
@@ -141,10 +146,28 @@ _BY_TEXT = {t.text: t for t in TICKET_LIST}
 
 
 def get_ticket(ticket_id: str) -> Ticket:
-    try:
-        return TICKETS[ticket_id]
-    except KeyError:
-        raise KeyError(f"unknown warehouse ticket {ticket_id!r}; known: {', '.join(TICKETS)}") from None
+    """The ticket of this id: a hand-written one (w03), or its template on a seed's world (w03@5,
+    :mod:`tracefix.demo.variants`), whose gold actions and required outputs the app's reward
+    derives (:func:`tracefix.demo.warehouse.scored_ticket`): here they are left empty."""
+    base, seed = split_id(ticket_id)
+    if base not in TICKETS:
+        raise KeyError(f"unknown warehouse ticket {ticket_id!r}; known: {', '.join(TICKETS)} (or TICKET@SEED)")
+    return _variant(base, seed) if seed else TICKETS[base]
+
+
+@functools.lru_cache(maxsize=None)
+def _variant(base: str, seed: int) -> Ticket:
+    fixture, words = TICKETS[base], content(seed).words
+
+    def swapped(text: str) -> str:
+        return swap(text, words)
+    jobs = tuple(dataclasses.replace(j, note=swapped(j.note), line=swapped(j.line),
+                                     reads=None if j.reads is None else (j.reads[0], swapped(j.reads[1])))
+                 for j in fixture.jobs)
+    ticket = Ticket(variant_id(base, seed), swapped(fixture.text), jobs, swapped(fixture.reply))
+    # the scripted model recognizes a variant's text once the variant was asked for
+    _BY_TEXT.setdefault(ticket.text, ticket)
+    return ticket
 
 
 def ticket_for_text(text: str) -> Ticket | None:
