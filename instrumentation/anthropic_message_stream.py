@@ -86,14 +86,15 @@ class _TracedManagerBase:
     `stream` method, called only for a live call (with the kwargs a replay intervention may
     have extended), so a replayed call never builds a request."""
 
-    def __init__(self, adapter: Any, open_helper: Callable[..., Any], kwargs: dict) -> None:
+    def __init__(self, adapter: Any, open_helper: Callable[..., Any], kwargs: dict, client: Any = None) -> None:
         self._adapter = adapter
+        self._client = client  # the resource whose SDK client says server.address
         self._open_helper = open_helper
         self._kwargs = kwargs
         self._stream: Any = None
 
     def _begin(self) -> LLMCall | None:
-        return begin(self._adapter, {**self._kwargs, "stream": True})
+        return begin(self._adapter, {**self._kwargs, "stream": True}, self._client)
 
     def _replayed(self, call: LLMCall, is_async: bool) -> Any:
         """The SDK's MessageStream over the recorded events; None when they cannot be served."""
@@ -167,12 +168,12 @@ class AsyncTracedMessageStreamManager(_TracedManagerBase):
 def wrap_message_stream(adapter: Any):
     """A wrapt wrapper for `Messages.stream`."""
     def tracefix_message_stream_wrapper(wrapped, instance, args, kwargs):
-        return TracedMessageStreamManager(adapter, lambda **kw: wrapped(*args, **kw), kwargs)
+        return TracedMessageStreamManager(adapter, lambda **kw: wrapped(*args, **kw), kwargs, instance)
     return tracefix_message_stream_wrapper
 
 
 def wrap_async_message_stream(adapter: Any):
     """A wrapt wrapper for `AsyncMessages.stream` (a plain method returning an async manager)."""
     def tracefix_async_message_stream_wrapper(wrapped, instance, args, kwargs):
-        return AsyncTracedMessageStreamManager(adapter, lambda **kw: wrapped(*args, **kw), kwargs)
+        return AsyncTracedMessageStreamManager(adapter, lambda **kw: wrapped(*args, **kw), kwargs, instance)
     return tracefix_async_message_stream_wrapper

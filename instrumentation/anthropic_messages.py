@@ -94,10 +94,12 @@ class AnthropicMessages:
         if is_given(system) and system:
             messages.append({"role": "system", "content": system if isinstance(system, str)
                              else normalize_messages(system)})
+        separate_system = bool(messages)
         messages.extend(normalize_messages(kwargs.get("messages")))
         return Request(model=kwargs.get("model"), messages=messages, tools=normalize_tools(kwargs.get("tools")),
                        params=request_params(kwargs, _CONSUMED),
-                       stream=bool(kwargs.get("stream")) and is_given(kwargs.get("stream")))
+                       stream=bool(kwargs.get("stream")) and is_given(kwargs.get("stream")),
+                       separate_system=separate_system)
 
     def add_messages(self, kwargs: dict, extra: list) -> dict:
         # Anthropic has no system role inside `messages`: added messages speak as the user

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
+import urllib.parse
 
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from . import runtime, semconv as sc
+from . import message_parts, runtime, semconv as sc
 from .attributes import canonical_json, dumps, warn_once
 from .context import current_agent, current_session
 from .fingerprints import fingerprint_from_json
@@ -44,6 +45,9 @@ class Request:
     tools: list
     params: dict
     stream: bool = False
+    # the leading system message came from a parameter of its own (Anthropic's `system`, a
+    # Response's `instructions`): written as gen_ai.system_instructions, not as a message
+    separate_system: bool = False
 
 
 @dataclass
@@ -109,7 +113,7 @@ def request_params(kwargs: dict, consumed: tuple[str, ...]) -> dict:
 
 
 class LLMCall:
-    def __init__(self, adapter: Any, kwargs: dict):
+    def __init__(self, adapter: Any, kwargs: dict, client: Any = None):
         self.adapter = adapter
         self.kwargs = kwargs
         self.session = session = current_session()
@@ -143,8 +147,14 @@ class LLMCall:
             value = request.params.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attrs[name] = value
+        server = server_of(client)
+        if server is not None:
+            attrs[sc.SERVER_ADDRESS], attrs[sc.SERVER_PORT] = server
         if capture:
-            attrs[sc.GEN_AI_INPUT_MESSAGES] = messages_json
+            system, messages = message_parts.input_messages(request.messages, request.separate_system)
+            attrs[sc.GEN_AI_INPUT_MESSAGES] = dumps(messages)
+            if system:
+                attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = dumps(system)
             if request.tools:
                 attrs[sc.GEN_AI_TOOL_DEFINITIONS] = tools_json
             if request.params:
@@ -209,7 +219,8 @@ class LLMCall:
                     sc.GEN_AI_USAGE_OUTPUT_TOKENS: summary.output_tokens,
                 }
                 if runtime.settings.capture_content:
-                    attrs[sc.GEN_AI_OUTPUT_MESSAGES] = dumps(summary.output_messages)
+                    attrs[sc.GEN_AI_OUTPUT_MESSAGES] = dumps(message_parts.output_messages(
+                        summary.output_messages, summary.finish_reasons))
                     attrs[sc.RESPONSE_RAW] = dumps(raw)
                     attrs[sc.RESPONSE_STREAM] = _within_payload_limit(stream)
                 set_span_attributes(span, attrs, self.session)
@@ -273,9 +284,26 @@ def _has_global_tracked() -> bool:
     return bool(_global_tracked)
 
 
-def begin(adapter: Any, kwargs: dict) -> LLMCall | None:
+@functools.lru_cache(maxsize=64)
+def _server(base_url: str) -> tuple[str, int] | None:
     try:
-        return LLMCall(adapter, kwargs)
+        parts = urllib.parse.urlsplit(base_url)
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:  # a port out of range: the call still runs, traced without it
+        return None
+    return (parts.hostname, port) if parts.hostname and port else None
+
+
+def server_of(client: Any) -> tuple[str, int] | None:
+    """(server.address, server.port) of the SDK client behind a resource (`instance._client`
+    of the wrapped method: OpenAI's and Anthropic's both keep their base URL there)."""
+    base_url = getattr(getattr(client, "_client", None), "base_url", None)
+    return _server(str(base_url)) if base_url is not None else None
+
+
+def begin(adapter: Any, kwargs: dict, client: Any = None) -> LLMCall | None:
+    try:
+        return LLMCall(adapter, kwargs, client)
     except Exception:
         warn_once(f"begin:{adapter.operation}", "tracefix: could not trace an LLM call; it runs untraced",
                   exc_info=True)
@@ -285,7 +313,7 @@ def begin(adapter: Any, kwargs: dict) -> LLMCall | None:
 def wrap_sync(adapter: Any):
     """A wrapt wrapper for a synchronous SDK method."""
     def tracefix_sync_wrapper(wrapped, instance, args, kwargs):
-        call = begin(adapter, kwargs)
+        call = begin(adapter, kwargs, instance)
         if call is None:
             return wrapped(*args, **kwargs)
         if call.serves:
@@ -308,7 +336,7 @@ def wrap_sync(adapter: Any):
 def wrap_async(adapter: Any):
     """A wrapt wrapper for an `async def` SDK method."""
     async def tracefix_async_wrapper(wrapped, instance, args, kwargs):
-        call = begin(adapter, kwargs)
+        call = begin(adapter, kwargs, instance)
         if call is None:
             return await wrapped(*args, **kwargs)
         if call.serves:

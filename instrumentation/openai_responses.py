@@ -157,9 +157,11 @@ class OpenAIResponses:
     operation = "chat"
 
     def parse_request(self, kwargs: dict) -> Request:
+        instructions = kwargs.get("instructions")
         return Request(model=kwargs.get("model"), messages=input_messages(kwargs),
                        tools=normalize_tools(kwargs.get("tools")), params=request_params(kwargs, _CONSUMED),
-                       stream=bool(kwargs.get("stream")) and is_given(kwargs.get("stream")))
+                       stream=bool(kwargs.get("stream")) and is_given(kwargs.get("stream")),
+                       separate_system=bool(instructions) and is_given(instructions))
 
     def add_messages(self, kwargs: dict, extra: list) -> dict:
         items = kwargs.get("input")

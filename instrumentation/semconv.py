@@ -7,6 +7,10 @@ changes here or nowhere.
 """
 
 # --- OpenTelemetry GenAI semantic conventions -------------------------------------------
+# The version followed (the last semantic-conventions release that holds the GenAI documents;
+# they moved to open-telemetry/semantic-conventions-genai after it). Names equal
+# opentelemetry-semantic-conventions' own (tests/instrumentation/test_message_parts.py checks).
+GENAI_SEMCONV_VERSION = "1.41.0"
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"  # "chat" | "execute_tool" | "invoke_agent"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"  # "openai" | "anthropic"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
@@ -15,9 +19,11 @@ GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # JSON string, OpenAI chat message list
-GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # JSON string, list with one assistant message
-GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+# JSON strings in the conventions' parts shape (tracefix.message_parts); a reader also takes
+# the OpenAI chat shape older tracefix versions and other producers write
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # [{"role", "parts": [...], "name"?}]
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # the same, each with its "finish_reason"
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"  # [parts]: a system prompt given apart from the messages
 GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"  # JSON string, the request's `tools`
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
@@ -26,6 +32,8 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"  # JSON string
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"  # = tracefix.session.id
 ERROR_TYPE = "error.type"
+SERVER_ADDRESS = "server.address"  # the SDK client's base URL host, on every LLM span
+SERVER_PORT = "server.port"
 
 OP_CHAT = "chat"
 OP_EXECUTE_TOOL = "execute_tool"

@@ -50,8 +50,8 @@ def test_banking_app_end_to_end_over_otlp_http(sim_url, otlp_receiver):
     assert all(c["attributes"][sc.GEN_AI_CONVERSATION_ID] == session_id for c in chats)
     assert all(sc.RESPONSE_RAW in c["attributes"] for c in chats)
     # every tool span is linked to the tool call of the LLM span of its own step
-    calls_by_step = {c["attributes"][sc.STEP]: {tc["id"] for m in json.loads(c["attributes"][sc.GEN_AI_OUTPUT_MESSAGES])
-                                                 for tc in m.get("tool_calls", [])} for c in chats}
+    calls_by_step = {c["attributes"][sc.STEP]: {p["id"] for m in json.loads(c["attributes"][sc.GEN_AI_OUTPUT_MESSAGES])
+                                                 for p in m["parts"] if p["type"] == "tool_call"} for c in chats}
     assert tools and all(t["attributes"][sc.GEN_AI_TOOL_CALL_ID] in calls_by_step[t["attributes"][sc.STEP]]
                          for t in tools)
     snapshots = [e for s in chats for e in s["events"] if e["name"] == sc.SNAPSHOT_EVENT]

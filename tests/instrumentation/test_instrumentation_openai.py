@@ -16,6 +16,7 @@ import tracefix
 from tracefix import semconv as sc
 from tracefix.demo.team import system_prompt, tools_for
 
+from genai_schema import check_inference_span
 from instr_support import by_name
 
 MODEL = "bank-agent"
@@ -56,10 +57,15 @@ def test_chat_completion_span_has_genai_attributes_and_full_content(spans, clien
     assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == response.usage.completion_tokens
     assert a[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.2 and a[sc.GEN_AI_REQUEST_SEED] == 3
     assert json.loads(a[sc.REQUEST_PARAMS]) == {"temperature": 0.2, "seed": 3}
-    assert json.loads(a[sc.GEN_AI_INPUT_MESSAGES]) == WORKER_MESSAGES
+    check_inference_span(a)
+    assert json.loads(a[sc.GEN_AI_INPUT_MESSAGES]) == [
+        {"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in WORKER_MESSAGES]
     assert json.loads(a[sc.GEN_AI_TOOL_DEFINITIONS]) == tools_for("AccountAgent")
     out = json.loads(a[sc.GEN_AI_OUTPUT_MESSAGES])
-    assert out[0]["tool_calls"][0]["id"] == response.choices[0].message.tool_calls[0].id
+    call = response.choices[0].message.tool_calls[0]
+    assert out[0]["finish_reason"] == "tool_call"
+    assert out[0]["parts"][-1] == {"type": "tool_call", "id": call.id, "name": call.function.name,
+                                   "arguments": call.function.arguments}
     raw = json.loads(a[sc.RESPONSE_RAW])
     assert openai.types.chat.ChatCompletion.model_validate(raw) == response  # complete enough to replay
     assert a[sc.SESSION_ID] == a[sc.GEN_AI_CONVERSATION_ID] == "s-one" and a[sc.STEP] == 0
@@ -85,7 +91,7 @@ def test_steps_number_llm_calls_and_tools_link_to_the_call_that_asked(spans, cli
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
     chats = sorted(by_name(spans, "chat "), key=lambda s: s.attributes[sc.STEP])
     assert [c.attributes[sc.STEP] for c in chats] == [0, 1]
-    first_call = json.loads(chats[0].attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["tool_calls"][0]
+    first_call = json.loads(chats[0].attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][-1]
     (tool_span,) = by_name(spans, "execute_tool lookup_customer")
     assert tool_span.attributes[sc.GEN_AI_TOOL_CALL_ID] == first_call["id"]
     assert tool_span.attributes[sc.STEP] == 0
@@ -93,7 +99,7 @@ def test_steps_number_llm_calls_and_tools_link_to_the_call_that_asked(spans, cli
     assert [c.attributes[sc.CALL_SEQ] for c in chats] == [0, 2] and tool_span.attributes[sc.CALL_SEQ] == 1
     # the SDK message object in the second request is recorded as plain JSON
     second_input = json.loads(chats[1].attributes[sc.GEN_AI_INPUT_MESSAGES])
-    assert second_input[2]["tool_calls"][0]["id"] == first_call["id"]
+    assert second_input[2]["parts"][-1] == first_call
 
 
 def test_stream_span_records_the_accumulated_completion_and_final_usage(spans, client):
@@ -157,7 +163,8 @@ def test_async_calls_and_async_streams_are_traced(spans, aclient):
     chats = sorted(by_name(spans, "chat "), key=lambda s: s.attributes[sc.STEP])
     assert [c.attributes[sc.STEP] for c in chats] == [0, 1, 2]
     assert all(c.attributes[sc.SESSION_ID] == "s-async-llm" for c in chats)
-    assert json.loads(chats[1].attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["content"] == text
+    assert json.loads(chats[1].attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["parts"] == [{"type": "text",
+                                                                                      "content": text}]
 
 
 def test_api_error_is_recorded_and_the_sdk_exception_reraised(spans, client):
@@ -284,7 +291,7 @@ def test_parse_and_the_stream_helper_are_traced_and_parse_replays_as_parsed(span
         final = stream.get_final_completion()
     chats = by_name(spans, "chat ")
     assert len(chats) == 2
-    assert {json.loads(c.attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["content"] for c in chats} == \
+    assert {json.loads(c.attributes[sc.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"] for c in chats} == \
         {parsed.choices[0].message.content, final.choices[0].message.content}
     raw = json.loads(chats[0].attributes[sc.RESPONSE_RAW])
     assert isinstance(OpenAIChatParse().rehydrate(raw, {}), ParsedChatCompletion)

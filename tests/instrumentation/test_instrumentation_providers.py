@@ -12,6 +12,7 @@ from tracefix import semconv as sc
 from tracefix.anthropic_messages import AnthropicMessages
 from tracefix.openai_responses import OpenAIResponses
 
+from genai_schema import check_inference_span
 from instr_support import by_name
 from provider_server import ANSWER, ProviderServer
 
@@ -52,7 +53,19 @@ def test_anthropic_messages_are_traced_and_tools_linked(spans, provider):
     assert len(chats) == 2
     a0, a1 = chats[0].attributes, chats[1].attributes
     assert a0[sc.GEN_AI_PROVIDER_NAME] == "anthropic"
-    assert json.loads(a0[sc.GEN_AI_INPUT_MESSAGES])[0] == {"role": "system", "content": "You are a bank agent."}
+    # `system` is a parameter of its own: the conventions' system instructions, not a message
+    assert json.loads(a0[sc.GEN_AI_SYSTEM_INSTRUCTIONS]) == [{"type": "text", "content": "You are a bank agent."}]
+    assert json.loads(a0[sc.GEN_AI_INPUT_MESSAGES]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "What is the balance of ACC-1?"}]}]
+    # the second request's tool_use and tool_result blocks as a tool call and its response
+    history = json.loads(a1[sc.GEN_AI_INPUT_MESSAGES])
+    assert history[1]["parts"] == [{"type": "tool_call", "id": "toolu_01", "name": "get_balance",
+                                    "arguments": {"account_id": "ACC-1"}}]
+    assert history[2] == {"role": "user", "parts": [{"type": "tool_call_response", "id": "toolu_01",
+                                                     "response": json.dumps(result)}]}
+    assert [json.loads(a[sc.GEN_AI_OUTPUT_MESSAGES])[0]["finish_reason"] for a in (a0, a1)] == ["tool_call", "stop"]
+    for a in (a0, a1):
+        check_inference_span(a)
     assert a0[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
     assert (a0[sc.GEN_AI_USAGE_INPUT_TOKENS], a0[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (21, 9)
     (tool_span,) = by_name(spans, "execute_tool get_balance")
@@ -78,12 +91,21 @@ def test_openai_responses_are_traced_with_streams_and_tool_links(spans, provider
     assert final.output_text == ANSWER
     chats = sorted(by_name(spans, "chat gpt-test"), key=lambda s: s.attributes[sc.STEP])
     a0, a1 = chats[0].attributes, chats[1].attributes
-    assert json.loads(a0[sc.GEN_AI_INPUT_MESSAGES]) == [{"role": "system", "content": "Be brief."},
-                                                        {"role": "user", "content": "Balance of ACC-1?"}]
+    assert json.loads(a0[sc.GEN_AI_SYSTEM_INSTRUCTIONS]) == [{"type": "text", "content": "Be brief."}]
+    assert json.loads(a0[sc.GEN_AI_INPUT_MESSAGES]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "Balance of ACC-1?"}]}]
     out0 = json.loads(a0[sc.GEN_AI_OUTPUT_MESSAGES])[0]
-    assert out0["tool_calls"][0]["id"] == "call_r1" and out0["tool_calls"][0]["function"]["name"] == "get_balance"
+    assert out0["parts"] == [{"type": "tool_call", "id": "call_r1", "name": "get_balance",
+                              "arguments": call.arguments}] and out0["finish_reason"] == "tool_call"
+    # the second request's function call and its output, Responses input items without a role
+    assert json.loads(a1[sc.GEN_AI_INPUT_MESSAGES])[1:] == [
+        {"role": "assistant", "parts": [out0["parts"][0]]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_r1", "response": json.dumps(result)}]}]
+    for a in (a0, a1):
+        check_inference_span(a)
     assert by_name(spans, "execute_tool get_balance")[0].attributes[sc.GEN_AI_TOOL_CALL_ID] == "call_r1"
-    assert json.loads(a1[sc.GEN_AI_OUTPUT_MESSAGES]) == [{"role": "assistant", "content": ANSWER}]
+    assert json.loads(a1[sc.GEN_AI_OUTPUT_MESSAGES]) == [{"role": "assistant", "parts": [
+        {"type": "text", "content": ANSWER}], "finish_reason": "stop"}]
     assert (a1[sc.GEN_AI_USAGE_INPUT_TOKENS], a1[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (30, 7)
 
 

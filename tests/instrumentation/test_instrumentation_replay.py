@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import tracefix
 from tracefix import semconv as sc
-from tracefix.fingerprints import fingerprint_request, fingerprint_tool
+from tracefix.fingerprints import fingerprint_tool
 
 from instr_support import cassette_from_spans, replay_in_this_process, sim_requests
 
@@ -61,14 +61,13 @@ def steps_with_tools(cassette: dict) -> list[int]:
     return [s["index"] for s in cassette["steps"] if s["tool_calls"]]
 
 
-def test_cassette_fingerprints_are_reproducible_from_recorded_attributes(recorded):
+def test_tool_fingerprints_are_reproducible_from_recorded_attributes(recorded):
+    # (a chat span's fingerprint hashes the request as the SDK sent it, which its
+    # gen_ai.input.messages, the conventions' parts shape, cannot give back:
+    # test_instrumentation_openai reproduces it from the request itself)
     _, _, spans = recorded
     for span in spans:
         a = span.attributes
-        if a.get(sc.GEN_AI_OPERATION_NAME) == "chat":
-            tools = json.loads(a[sc.GEN_AI_TOOL_DEFINITIONS]) if sc.GEN_AI_TOOL_DEFINITIONS in a else None
-            assert fingerprint_request(a[sc.GEN_AI_REQUEST_MODEL], json.loads(a[sc.GEN_AI_INPUT_MESSAGES]),
-                                       tools) == a[sc.REQUEST_FINGERPRINT]
         if a.get(sc.GEN_AI_OPERATION_NAME) == "execute_tool":
             assert a[sc.GEN_AI_TOOL_CALL_ID], "every demo tool call is linked to its LLM call"
             assert fingerprint_tool(a[sc.GEN_AI_TOOL_NAME], a[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == a[sc.TOOL_FINGERPRINT]
@@ -120,7 +119,8 @@ def test_add_message_at_step_t_serves_the_past_and_runs_live_after(recorded, sim
     at_t = next(s for s in spans if s["attributes"].get(sc.GEN_AI_OPERATION_NAME) == "chat"
                 and s["attributes"][sc.STEP] == t)
     assert at_t["attributes"][sc.REPLAY_SOURCE] == "intervention"
-    assert json.loads(at_t["attributes"][sc.GEN_AI_INPUT_MESSAGES])[-1]["content"] == intervention["text"]
+    assert json.loads(at_t["attributes"][sc.GEN_AI_INPUT_MESSAGES])[-1]["parts"] == [
+        {"type": "text", "content": intervention["text"]}]
     # tracked state restored to the latest snapshot at or before t, recorded on the step-t span
     expected = max((s for s in cassette["snapshots"] if s["step"] <= t), key=lambda s: s["step"])["state"]
     restored = [e for e in at_t["events"] if e["name"] == sc.SNAPSHOT_EVENT]
@@ -269,8 +269,8 @@ def test_live_hooks_add_messages_to_live_calls_after_t_only(recorded, sim_url, t
     assert seen and all(step > t for step, _, _ in seen)  # never before or at t
     assert seen[0][1] is not None  # the hook knows which agent is speaking
     for step, span in chats.items():
-        last = json.loads(span.attributes[sc.GEN_AI_INPUT_MESSAGES])[-1]["content"]
-        assert (last == f"GUARD: step {step} checked") == (step > t)
+        last = json.loads(span.attributes[sc.GEN_AI_INPUT_MESSAGES])[-1]["parts"]
+        assert (last == [{"type": "text", "content": f"GUARD: step {step} checked"}]) == (step > t)
 
 
 def test_raw_and_streaming_response_shapes_replay_from_the_cassette(sim_url, tmp_path, monkeypatch):
