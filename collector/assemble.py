@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from tracefix import semconv as sc
 from tracefix.attributes import from_json_text
-from tracefix.collector.contracts import SessionDocument, Step
+from tracefix.collector.contracts import SessionDocument, Step, StepAnnotation
 from tracefix.collector.document import duration_ms, iso, key_ref, task_of, why_not_replayable
 from tracefix.collector.duplicates import duplicate_llm_calls, duplicate_tool_runs
+from tracefix.collector.marks import annotation_dict
 
 
 def span_dict(row: Mapping[str, Any], texts: dict[str, str] | None) -> dict:
@@ -93,7 +94,8 @@ def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
 
 
 def build(session: dict, spans: list[dict], links: dict[str, str | None], order: list[tuple[str, int]],
-          messages: Mapping[int, Any], snapshots: list[tuple], feedback: list[tuple]) -> SessionDocument:
+          messages: Mapping[int, Any], snapshots: list[tuple], feedback: list[tuple],
+          annotations: list[tuple] = ()) -> SessionDocument:
     by_id = {s["span_id"]: s for s in spans}
     agent_of = _agent_resolver(by_id, links)
     # one call two instrumentations described: the step is the span the store numbered; the
@@ -206,6 +208,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         "feedback": [{"feedback_id": feedback_id, "score": score, "comment": comment, "source": source,
                       "created_at": iso(created_ns)}
                      for feedback_id, score, comment, source, created_ns in feedback],
+        "annotations": annotations_of(annotations, session["session_id"], steps),
         "steps": steps,
     }
 
@@ -225,3 +228,9 @@ def costs_of(steps: list[Step]) -> dict[str, Any]:
         if cost is not None:
             total = (total or 0.0) + cost
     return {"cost_usd": total, "cost_by_agent": by_agent, "cost_by_model": by_model}
+
+
+def annotations_of(rows: Sequence[tuple], session_id: str, steps: list[Step]) -> list[StepAnnotation]:
+    """The marks on a session's steps (store.annotations rows), each on the step its span is."""
+    step_of_span = {s["span_id"]: s["index"] for s in steps}
+    return [annotation_dict(r, session_id, step_of_span) for r in rows]  # type: ignore[misc]

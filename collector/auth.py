@@ -2,7 +2,8 @@
 
 - **ingest** (`--ingest-token`, TRACEFIX_INGEST_TOKEN): what every instrumented app holds.
   It may write spans (OTLP/HTTP `/v1/traces`, OTLP/gRPC) and feedback
-  (`POST /api/v1/feedback`), nothing else: it cannot read sessions or drive workers.
+  (`POST /api/v1/feedback`) and marks on steps (`POST /api/v1/sessions/{id}/annotations`),
+  nothing else: it cannot read sessions or drive workers.
 - **api** (`--token`, TRACEFIX_TOKEN): people, `tracefix` commands and `tracefix worker`.
   It may do everything, ingest included (replay children export their spans with it).
 

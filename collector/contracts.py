@@ -76,6 +76,20 @@ class Feedback(TypedDict):
     created_at: str | None
 
 
+class StepAnnotation(TypedDict):
+    """A person's mark on one step (label, score, comment), as Phoenix annotates a span and
+    Langfuse scores an observation; `negative`: collector.marks.is_negative."""
+    annotation_id: str
+    session_id: str
+    step: int
+    label: str | None
+    score: float | None
+    comment: str | None
+    source: str | None
+    negative: bool
+    created_at: str | None
+
+
 class SessionDocument(TypedDict):
     """A session whole: its header fields and its steps."""
     session_id: str
@@ -107,6 +121,7 @@ class SessionDocument(TypedDict):
     cost_by_agent: dict[str, float | None]  # agent -> its steps' known costs (None: none known)
     cost_by_model: dict[str, float | None]  # model -> its steps' known costs (None: not in the price table)
     feedback: list[Feedback]
+    annotations: list[StepAnnotation]  # people's marks on its steps, oldest first
     steps: list[Step]
 
 

@@ -127,7 +127,7 @@ def conversation_to_document(conv: dict, position: int = 0) -> dict:
         "intervention_id": None, "intervention": None, "started_at": None, "ended_at": None,
         "duration_ms": None, "agents": agents, "models": [], "tokens": {"input": 0, "output": 0},
         "cost_usd": None, "cost_by_agent": {}, "cost_by_model": {},
-        "feedback": [], "steps": steps,
+        "feedback": [], "annotations": [], "steps": steps,
     }
 
 

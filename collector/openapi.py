@@ -15,6 +15,7 @@ from typing import Iterable
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from tracefix.collector.charts import CHARTS
 from tracefix.collector.schemas import answers, bodies, queries
 from tracefix.collector.auth import API, INGEST
 
@@ -87,6 +88,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Record feedback on a session", {201: answers.FeedbackRecorded}, body=bodies.FeedbackRequest, scope=INGEST,
         errors=_fails(400, 404, 422, 429, 503),
         description="A score below the alert threshold raises an alert (webhooks) and queues a diagnosis."),
+    (f"{SESSION}/annotations", "POST"): Operation(
+        "Mark one step of a session (label, score, comment)", {201: answers.AnnotationRecorded},
+        body=bodies.AnnotationRequest, scope=INGEST, errors=_fails(400, 404, 422, 429, 503),
+        description="A negative mark (a score below the alert threshold, or a negative label alone) raises an alert "
+                    "and queues a diagnosis, as a session's thumbs-down does; the diagnosis ranks the step first. "
+                    "422: no step of that number, or a non-finite score."),
+    (f"{SESSION}/annotations", "GET"): Operation("The marks on a session's steps, oldest first",
+                                                 {200: answers.AnnotationList}, errors=_fails(404)),
+    ("/api/v1/dashboard/{chart}", "GET"): Operation(
+        "One dashboard chart over time, per service, model, agent or tool", {200: answers.DashboardChart},
+        query=queries.DashboardQuery, errors=_fails(422),
+        description="Read from the stored sessions and spans (the sessions replays ran left out), one query per chart."),
     ("/api/v1/import", "POST"): Operation("Import message-log sessions", {201: answers.Imported},
                                           body=bodies.ImportRequest, errors=_fails(400, 413)),
     ("/api/v1/training_sessions", "GET"): Operation("Sessions to train the detectors on",
@@ -115,6 +128,7 @@ PATH_PARAMETERS = {
     "index": ({"type": "string", "pattern": "^[0-9]{1,10}$"}, "a step number"),
     "key": ({"type": "string", "pattern": "^[0-9a-f]{16}$"}, "a message key: 16 lowercase hex digits"),
     "job_id": ({"type": "string"}, "the job's id"),
+    "chart": ({"type": "string", "enum": list(CHARTS)}, "which chart"),
 }
 
 

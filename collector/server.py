@@ -182,8 +182,10 @@ class Collector:
                 "public_url": self.config.public_url or self.http_url}
 
     def feedback_recorded(self, fb: dict) -> None:
-        if fb.get("alert_id"):
-            log.warning("ALERT %s: negative feedback %g on session %s%s", fb["alert_id"], fb["score"],
+        if fb.get("alert_id"):  # a session's feedback, or a person's mark on one of its steps
+            what = (f"mark {fb.get('label') or ''} {'' if fb['score'] is None else format(fb['score'], 'g')} on step "
+                    f"{fb['step']} of" if fb.get("step") is not None else f"feedback {fb['score']:g} on")
+            log.warning("ALERT %s: negative %s session %s%s", fb["alert_id"], " ".join(what.split()),
                         fb["session_id"], f" ({fb['comment']})" if fb.get("comment") else "")
             self.alerts.wake()
         if fb.get("job_id"):

@@ -61,8 +61,9 @@ replay_key=None)``
 ``evaluator("pkg.mod:function")``
     Registers ``fn(inputs, output, tracked) -> bool | float | dict`` judging that
     entrypoint's sessions: ``tracefix.session.outcome / score / evaluation``.
-``feedback(session_id, score, comment=None, server=None, token=None)``
-    POSTs user feedback to the collector (``/api/v1/feedback``); raises ``FeedbackError``.
+``feedback(session_id, score, comment=None, server=None, token=None, *, step=None, label=None)``
+    POSTs user feedback to the collector (``/api/v1/feedback``), or with ``step=N`` a mark on
+    that step (label, score or both: ``/api/v1/sessions/{id}/annotations``); raises ``FeedbackError``.
 ``current_session_id()``, ``replay_active()``
 ``wrap_context(fn)``, ``ContextThreadPoolExecutor``
     Threads do not inherit contextvars: run work for a session through these (asyncio tasks

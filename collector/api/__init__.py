@@ -3,7 +3,8 @@
 `build_app` assembles one router per resource, each a module whose `routes(api)` lists its
 routes: `service` (health, metrics, this API's description, the store's file), `ingest`
 (OTLP/HTTP), `sessions` (a session's contents), `results` (its analysis, replay result and
-report), `feedback` (feedback and the alerts it raised), `documents` (import, training
+report), `feedback` (feedback and the alerts it raised), `step_annotations` (people's marks on
+steps), `dashboard` (charts over time), `documents` (import, training
 sessions) and `jobs` (the queue and its workers). What they share: `context` (the
 collector, the token check every route but `/healthz` runs, the single writer), `bodies`
 (reading a request's body), `paging` (query parameters and streamed pages) and `errors`.
@@ -26,7 +27,8 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
 from tracefix.collector import openapi
-from tracefix.collector.api import documents, feedback, ingest, jobs, results, service, sessions
+from tracefix.collector.api import dashboard, documents, feedback, ingest, jobs, results, service, sessions
+from tracefix.collector.api import step_annotations
 from tracefix.collector.api.context import ApiContext
 from tracefix.collector.api.errors import http_error, internal_error
 from tracefix.collector.api.read_room import RetryReadsWithRoom
@@ -42,7 +44,8 @@ log = logging.getLogger("tracefix.collector")
 def build_app(collector: "Collector") -> Starlette:
     api = ApiContext(collector)
     routes = [*service.routes(api, lambda: route_table), *ingest.routes(api), *sessions.routes(api),
-              *results.routes(api), *feedback.routes(api), *documents.routes(api), *jobs.routes(api)]
+              *results.routes(api), *feedback.routes(api), *step_annotations.routes(api), *dashboard.routes(api),
+              *documents.routes(api), *jobs.routes(api)]
     route_table = [(r.path, r.methods) for r in routes]
     if openapi.undescribed(route_table):
         log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))

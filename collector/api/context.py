@@ -4,7 +4,7 @@ answer to each error a handler may raise) and `write`, which runs a change on th
 writer.
 
 Bearer tokens, when configured, are required on every route but `/healthz`: the ingest
-token opens `/v1/traces` and `POST /api/v1/feedback`, the API token every route
+token opens `/v1/traces`, `POST /api/v1/feedback` and `POST .../annotations`, the API token every route
 (tracefix.collector.auth).
 """
 from __future__ import annotations

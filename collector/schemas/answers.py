@@ -8,6 +8,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, Field
 
 from tracefix.collector import contracts
+from tracefix.collector.charts import GROUPINGS
 from tracefix.collector.jobs import JOB_KINDS
 from tracefix.collector.schemas.derive import ClosedAnswer, JSONValue, OpenDocument, derived_model
 
@@ -112,12 +113,27 @@ class FeedbackRecorded(Feedback):
     job_id: Optional[str] = Field(description="the diagnosis job the alert queued")
 
 
+StepAnnotation = derived_model(contracts.StepAnnotation, ClosedAnswer, describe={
+    "negative": "the mark says the step went wrong (a score below 0, or a negative label alone): the diagnosis "
+                "ranks that step first", "step": "the step's number in the session document"})
+
+
+class AnnotationRecorded(StepAnnotation):
+    alert_id: Optional[str] = Field(description="set when the mark raised an alert (as a session's thumbs-down does)")
+    job_id: Optional[str] = Field(description="the diagnosis job the alert queued")
+
+
+class AnnotationList(ClosedAnswer):
+    session_id: str
+    annotations: list[StepAnnotation]
+
+
 ToolCall = derived_model(contracts.ToolCall, ClosedAnswer, truncated=(Optional[int], Field(
     None, description="characters cut from arguments and result (pages)")))
 # the steps and the document answer a message as stored (`Message`: open, any content), a tool
 # call with its cut mark (`ToolCall`), feedback as `Feedback`
 _AS_ANSWERED: dict[type, type[BaseModel]] = {contracts.ChatMessage: Message, contracts.ToolCall: ToolCall,
-                                            contracts.Feedback: Feedback}
+                                            contracts.Feedback: Feedback, contracts.StepAnnotation: StepAnnotation}
 _STEP_TEXT = {"kind": "llm, or message in an imported session",
               "snapshots": "state of tracked objects that changed at this step"}
 
@@ -266,11 +282,13 @@ class AlertPayload(OpenDocument):
     text: str
     alert_id: str
     session_id: str
-    score: float
+    score: Optional[float] = Field(description="null: a step's mark given by its label alone")
     task: Optional[str]
     final_answer: JSONValue
     comment: Optional[str]
     link: str
+    step: Optional[int] = Field(None, description="set when a person's mark on this step raised the alert")
+    label: Optional[str] = Field(None, description="that mark's label")
 
 
 class Delivery(ClosedAnswer):
@@ -283,7 +301,7 @@ class Delivery(ClosedAnswer):
 
 class Alert(ClosedAnswer):
     alert_id: str
-    feedback_id: str
+    feedback_id: str = Field(description="the feedback, or the step annotation (annotation_id), that raised it")
     session_id: str
     payload: AlertPayload
     created_at: Optional[str]
@@ -293,3 +311,28 @@ class Alert(ClosedAnswer):
 class AlertList(ClosedAnswer):
     alerts: list[Alert]
     page: PageInfo
+
+
+class ChartPoint(ClosedAnswer):
+    bucket: int = Field(description="which interval, from 0 at `since`")
+    t: Optional[str] = Field(description="when the interval starts")
+    value: Optional[float] = Field(description="null: nothing in it had a value (a cost of unknown prices)")
+
+
+class ChartSeries(ClosedAnswer):
+    group: str = Field(description="the service, model, agent or tool; '(other)': the groups beyond the first six")
+    total: int = Field(description="sessions or calls the series aggregates")
+    points: list[ChartPoint] = Field(description="one per interval that holds sessions or calls")
+
+
+class DashboardChart(ClosedAnswer):
+    """One chart of the dashboards, aggregated by the store in one query."""
+    chart: str
+    title: str
+    unit: Literal["count", "share", "tokens", "usd", "ms"]
+    by: Literal[GROUPINGS]
+    since: Optional[str]
+    until: Optional[str]
+    bucket_s: float = Field(description="the width of one interval, in seconds")
+    buckets: int
+    series: list[ChartSeries]

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StrictBool, StringConstraints,
                       ValidationError, model_validator)
 
-from tracefix.collector import contracts
+from tracefix.collector import contracts, marks
 from tracefix.collector.jobs import FINISHED_JOB_STATES, JOB_KINDS, MAX_EDIT_CHARS, MAX_REQUESTED_STEPS
 from tracefix.collector.schemas.derive import ClosedRequest, JSONValue, OpenDocument, derived_model, whole_number
 from tracefix.errors import TracefixError
@@ -52,6 +52,25 @@ class FeedbackRequest(ClosedRequest):
     score: float = Field(description="finite: e.g. -1 thumbs down, 1 thumbs up; below the alert threshold "
                                      "it raises an alert and queues a diagnosis (non-finite: 422)")
     comment: Optional[str] = None
+
+
+class AnnotationRequest(ClosedRequest):
+    """A person's mark on one step: a label, a score, or both, and an optional comment."""
+    step: Annotated[int, Field(ge=0, lt=1 << 31), BeforeValidator(whole_number)] = Field(
+        description="the step's number in the session document (from 0); a session without it: 422")
+    label: Optional[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                                     max_length=marks.MAX_LABEL_CHARS)]] = Field(
+        None, description="a name for the mark ('wrong tool', 'hallucination', 'correct'); alone, one of "
+                          + ", ".join(sorted(marks.NEGATIVE_LABELS)) + " makes it negative")
+    score: Optional[float] = Field(None, description="finite (non-finite: 422); below 0 the mark is negative: it "
+                                                     "raises an alert, queues a diagnosis and ranks the step first")
+    comment: Optional[Annotated[str, Field(max_length=marks.MAX_COMMENT_CHARS)]] = None
+
+    @model_validator(mode="after")
+    def _label_or_score(self) -> "AnnotationRequest":
+        if self.label is None and self.score is None:
+            raise ValueError("a step annotation needs a 'label' or a 'score'")
+        return self
 
 
 # the shapes of a job request (collector.jobs.replay_request checks them again when queued):

@@ -6,6 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
+from tracefix.collector.charts import GROUPINGS, MAX_BUCKETS, RANGES
 from tracefix.collector.document import INT64_MAX
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
 from tracefix.collector.schemas.derive import ClosedRequest
@@ -59,3 +60,12 @@ class AlertsQuery(PageQuery):
     session_id: Optional[str] = None
     order: Literal[LIST_ORDERS] = Field("oldest", description="newest: the last raised first")
 
+
+
+class DashboardQuery(ClosedRequest):
+    by: Literal[GROUPINGS] = Field("service", description="one series per group")
+    range: Literal[tuple(RANGES)] = Field(  # type: ignore[valid-type]
+        "all", description="back from now; all: from the first stored session to the last")
+    since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds (instead of the range's start)")
+    until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds (instead of the range's end)")
+    buckets: int = Field(24, ge=1, le=MAX_BUCKETS, description="equal intervals between since and until")

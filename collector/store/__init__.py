@@ -13,12 +13,14 @@ mutating methods; a CLI without a server calls them directly on the file.
 | `connection` | `connect_db`, the connection, read cursors, transactions, checkpoints |
 | `ingest` | batches in: messages, sessions, spans, snapshots, steps; imported message logs |
 | `outbox` | feedback, alerts and their webhook deliveries |
+| `annotations` | a person's marks on steps (label, score, comment), and the alert a negative one raises |
 | `jobs` | the job queue (diagnosis jobs, replay jobs leased to workers) |
 | `results` | analysis and replay results |
 | `reads` | what every read shares: time ranges, messages fetched by key |
 | `queries` | session lists, session documents, spans, training sets |
 | `pages` | bounded reads for the API (docs/contracts.md §1b), the outline of a session |
 | `browse` | the web UI's sessions table: sort, filters, text search, a page at a time |
+| `dashboard` | the dashboards' charts over time, per service, model, agent or tool, one query each |
 | `filters` | the one WHERE clause the session list and the UI's table filter sessions by |
 | `lake` | DuckLake: extensions from their packages, the write lock, the lake's schema, compaction |
 """
@@ -26,8 +28,10 @@ from __future__ import annotations
 
 from tracefix.collector import DEFAULT_DB
 from tracefix.collector.normalize import SPAN_COLUMNS, Batch, spans_table
+from tracefix.collector.store.annotations import StepAnnotations, UnknownStep
 from tracefix.collector.store.browse import Browse
 from tracefix.collector.store.connection import StoreConnection, checkpoint_threshold_bytes, connect_db
+from tracefix.collector.store.dashboard import Dashboard
 from tracefix.collector.store.ingest import Ingest, numbered_steps
 from tracefix.collector.store.jobs import JobQueue
 from tracefix.collector.store.outbox import check_score
@@ -38,10 +42,10 @@ from tracefix.collector.store.schema import MIGRATIONS, PAGE_BUDGET_CHARS
 from tracefix.errors import UnknownSession
 
 __all__ = ["DEFAULT_DB", "MIGRATIONS", "PAGE_BUDGET_CHARS", "SPAN_COLUMNS", "Batch", "Store", "StoreConnection",
-           "UnknownSession", "check_score", "checkpoint_threshold_bytes", "connect_db", "numbered_steps",
+           "UnknownSession", "UnknownStep", "check_score", "checkpoint_threshold_bytes", "connect_db", "numbered_steps",
            "spans_table"]
 
 
-class Store(Ingest, JobQueue, Results, Queries, Pages, Browse):
+class Store(Ingest, StepAnnotations, JobQueue, Results, Queries, Pages, Browse, Dashboard):
     """The store of one DuckDB file: `Store(path)` opens (and migrates) it; `read_only=True`
     opens it beside a running writer's file for reads only."""

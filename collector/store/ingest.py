@@ -287,7 +287,7 @@ class Ingest(FeedbackOutbox):
         for trace_id, sid in adopted.items():
             con.execute(f"UPDATE spans SET session_id = ? WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} "
                         "AND session_id = ? AND trace_id = ?", [sid, trace_id, trace_id])
-            for table in ("snapshots", "feedback", "alerts", "jobs"):
+            for table in ("snapshots", "feedback", "step_annotations", "alerts", "jobs"):
                 con.execute(f"UPDATE {table} SET session_id = ? WHERE session_id = ?", [sid, trace_id])
             con.execute("DELETE FROM steps WHERE session_id = ?", [trace_id])
             con.execute("DELETE FROM sessions WHERE session_id = ?", [trace_id])

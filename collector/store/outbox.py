@@ -38,7 +38,13 @@ def alert_text(alert: dict) -> str:
     task come from whoever holds the ingest token, so they are escaped; the report link is the
     collector's own."""
     comment, task = alert.get("comment"), alert.get("task")
-    return (f":thumbsdown: tracefix: negative feedback ({alert['score']:g}) on session "
+    if alert.get("step") is not None:  # a person's mark on one step (label, score or both)
+        what = ", ".join([*([slack_escape(alert["label"])] if alert.get("label") else []),
+                          *([f"{alert['score']:g}"] if alert.get("score") is not None else [])])
+        head = f"negative mark ({what}) on step {alert['step']} of session"
+    else:
+        head = f"negative feedback ({alert['score']:g}) on session"
+    return (f":thumbsdown: tracefix: {head} "
             f"{slack_escape(alert['session_id'])}" + (f": {slack_escape(comment)}" if comment else "")
             + (f"\nTask: {slack_escape(task)}" if task else "") + f"\nReport: {alert['link']}")
 
@@ -75,25 +81,34 @@ class FeedbackOutbox(StoreReads):
               "source": source, "created_at": document.iso(created_ns)}
         out = {"feedback": [fb], "alerts": [], "jobs": []}
         if score < alert_threshold:
-            alert_id = f"al-{uuid.uuid4().hex[:16]}"
-            task = self._task_of(con, session_id)
-            final_answer = document.final_answer(from_json_text(output))
-            link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
-            payload = {
-                "alert_id": alert_id, "session_id": session_id, "score": score, "task": task,
-                "final_answer": final_answer, "comment": comment, "link": link,
-            }
-            payload = redact_value("alert", payload)  # a session stored before the rules knew its secret
-            payload = {"text": alert_text(payload), **payload}
-            con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
-                        [alert_id, feedback_id, session_id, jsonsafe.dumps(payload), bool(public_url), created_ns])
-            for url in dict.fromkeys(webhooks):
-                con.execute("INSERT INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
-                            [alert_id, url, created_ns])
-            job_id = insert_job(con, session_id, "diagnosis", f"feedback {feedback_id}", created_ns)
-            out["alerts"].append({"alert_id": alert_id, "payload": payload})
-            out["jobs"].append({"job_id": job_id, "session_id": session_id})
+            self._raise_alert(con, out, session_id, feedback_id, score, comment, output=output,
+                              created_ns=created_ns, webhooks=webhooks, public_url=public_url)
         return out
+
+    def _raise_alert(self, con, out: dict, session_id: str, cause_id: str, score: float | None, comment: str | None,
+                     *, output, created_ns: int, webhooks, public_url: str | None, step: int | None = None,
+                     label: str | None = None) -> None:
+        """The alert of a negative mark (a session's feedback, or a step's annotation: `step`),
+        its webhook deliveries and a diagnosis job, added to `out`'s alerts and jobs."""
+        alert_id = f"al-{uuid.uuid4().hex[:16]}"
+        task = self._task_of(con, session_id)
+        final_answer = document.final_answer(from_json_text(output))
+        link = f"{(public_url or '').rstrip('/')}/api/v1/sessions/{quote(session_id, safe='')}/report"
+        payload = {
+            "alert_id": alert_id, "session_id": session_id, "score": score, "task": task,
+            "final_answer": final_answer, "comment": comment, "link": link,
+            **({"step": step, "label": label} if step is not None else {}),
+        }
+        payload = redact_value("alert", payload)  # a session stored before the rules knew its secret
+        payload = {"text": alert_text(payload), **payload}
+        con.execute("INSERT INTO alerts VALUES (?, ?, ?, ?, ?, ?)",
+                    [alert_id, cause_id, session_id, jsonsafe.dumps(payload), bool(public_url), created_ns])
+        for url in dict.fromkeys(webhooks):
+            con.execute("INSERT INTO deliveries VALUES (?, ?, 'pending', 0, ?, NULL, NULL)",
+                        [alert_id, url, created_ns])
+        job_id = insert_job(con, session_id, "diagnosis", f"feedback {cause_id}", created_ns)
+        out["alerts"].append({"alert_id": alert_id, "payload": payload})
+        out["jobs"].append({"job_id": job_id, "session_id": session_id})
 
     def fan_out_alerts(self, webhooks: list[str], public_url: str) -> int:
         """Give alerts recorded without a server (CLI on the file) a delivery per webhook."""

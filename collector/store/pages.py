@@ -7,6 +7,7 @@ from typing import Iterator
 from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import JsonDict
+from tracefix.collector.store.annotations import annotation_rows
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import first_row, in_strings
@@ -143,7 +144,8 @@ class Pages(StoreReads):
         feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
         # the page's own shape (contracts §1b): the document's header, steps as the page shows them
-        doc: JsonDict = dict(assemble.build(session, spans, links, order, refs, snaps, feedback))
+        doc: JsonDict = dict(assemble.build(session, spans, links, order, refs, snaps, feedback,
+                                            annotation_rows(cur, session_id)))
 
         if outline:
             return doc

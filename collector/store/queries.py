@@ -6,6 +6,7 @@ from typing import Any
 from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import SessionDocument
+from tracefix.collector.store.annotations import annotation_rows
 from tracefix.collector.store.filters import session_filter
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
@@ -97,7 +98,8 @@ class Queries(StoreReads):
                             "ORDER BY time_ns, seq", [session_id]).fetchall()
         feedback = cur.execute("SELECT feedback_id, score, comment, source, created_ns FROM feedback "
                                "WHERE session_id = ? ORDER BY created_ns", [session_id]).fetchall()
-        return assemble.build(session, spans, links, order, messages, snaps, feedback)
+        return assemble.build(session, spans, links, order, messages, snaps, feedback,
+                              annotation_rows(cur, session_id))
 
     def training_sessions(self, criterion: str = "success", limit: int = 10_000) -> list[SessionDocument]:
         """The documents of the sessions to train on (training_session_ids), oldest first."""

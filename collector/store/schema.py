@@ -93,6 +93,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (7, "the cost of LLM calls", [
         "ALTER TABLE spans ADD COLUMN cost_usd DOUBLE",
     ]),
+    # a person's mark on one step (label, score, comment): Phoenix's span annotations, Langfuse's
+    # scores on observations; the step's span id keeps it on its step if the steps are renumbered
+    (8, "step annotations", [
+        """CREATE TABLE step_annotations (annotation_id VARCHAR, session_id VARCHAR, step INTEGER,
+            span_id VARCHAR, label VARCHAR, score DOUBLE, comment VARCHAR, source VARCHAR, created_ns BIGINT)""",
+    ]),
 ]
 
 # The span columns a span dict is made of (assemble.span_dict).

@@ -141,6 +141,12 @@ def test_real_answers_match_their_published_schemas(served, spec, webhook):
     webhook.wait_for(lambda j: j.get("alert_id") == recorded["alert_id"])
     alerts = check("GET", "/api/v1/alerts", query=f"session_id={quote(sid, safe='')}")
     assert alerts["alerts"][0]["deliveries"]
+    mark = check("POST", f"{s}/annotations", f"{one}/annotations", body={"step": 3, "label": "wrong"}, expect=201)
+    assert mark["negative"] and mark["score"] is None and mark["alert_id"]
+    assert check("GET", f"{s}/annotations", f"{one}/annotations")["annotations"][0]["label"] == "wrong"
+    assert check("GET", s, one)["annotations"][0]["step"] == 3
+    chart = check("GET", "/api/v1/dashboard/{chart}", "/api/v1/dashboard/thumbs_down_rate", query="by=agent")
+    assert chart["series"] and chart["series"][0]["points"]
 
     analysis = {"session_id": sid, "created_at": "2026-01-01T00:00:00Z", "model_version": None,
                 "detectors": ["isolation_forest"], "notes": [], "llm_used": False,
