@@ -29,6 +29,7 @@ from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
 from .hypotheses import DEFAULT_WEIGHTS, EvidenceWeights, evidence_packet, rank_hypotheses, rerank_hypotheses
+from .marks import apply_marks
 from .ranker import StepRanker, load_rankers, ranker_inputs, session_kind, shipped_rankers
 from .units import build_units
 
@@ -184,6 +185,7 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
                      f"scores, the dependency evidence and the step signals (no LLM analyst configured)")
     elif hypotheses:
         notes.append("hypotheses ranked by detectors and dependency paths (no LLM analyst configured)")
+    hypotheses = apply_marks(doc, graph, hypotheses, notes)  # a person's mark outranks every model
 
     rows = []
     for u in units:

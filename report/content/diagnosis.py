@@ -21,8 +21,21 @@ VERIFIED = ("validated", "partially_validated")
 RANKING_RULE = ("ordered by what the replays showed (a verified fix first, more successful replays first), "
                 "then by the analysis's rank; a step whose replays were all refuted comes last")
 
-EVIDENCE_SHOWN = ("detectors", "scores", "features", "path", "tool", "error", "symptoms", "signals", "ranker",
-                  "hgt_expected")
+# why a step a person marked wrong heads the analysis's ranking (analysis.marks), as the report says it
+PERSON_SOURCE = "person"
+PERSON_RULE = ("A person marked step {steps} wrong: the analysis ranks a step a person marked first. The mark "
+               "is evidence outside the learned ranker, since no labelled data teaches the ranker what such a "
+               "mark is worth")
+
+
+def person_marked(analysis: dict | None) -> list[int]:
+    """The steps the analysis put first because a person marked them wrong."""
+    return [step for h in hypotheses(analysis) if h.get("source") == PERSON_SOURCE
+            and (step := whole(h.get("step"))) is not None]
+
+
+EVIDENCE_SHOWN = ("marks", "detectors", "scores", "features", "path", "tool", "error", "symptoms", "signals",
+                  "ranker", "hgt_expected")
 
 
 def verdict_word(verdict) -> str:
@@ -171,6 +184,12 @@ def evidence_items(evidence: dict, escape=str) -> list[tuple[str, str]]:
     applied to every piece of recorded text (the HTML renderer passes html.escape)."""
     evidence = fields(evidence)
     items = []
+    marks = objects(evidence.get("marks"))
+    if marks:  # a person's marks on the step (analysis.marks): what puts it first
+        items.append(("marked by a person", "; ".join(escape(", ".join(
+            [*([f"label {m['label']!r}"] if m.get("label") else []),
+             *([f"score {fmt_score(m['score'], 1)}"] if m.get("score") is not None else [])])
+            + (f": {one_line(m['comment'], 240)}" if m.get("comment") else "")) for m in marks[:4])))
     if evidence.get("detectors"):
         items.append(("detectors", ", ".join(escape(d) for d in listed(evidence["detectors"]))))
     ranker = fields(evidence.get("ranker"))

@@ -1,4 +1,4 @@
-"""The session at a glance: its task, outcome, final answer, facts, feedback and milestones
+"""The session at a glance: its task, outcome, final answer, facts, feedback, marks on steps and milestones
 (the session document, docs/contracts.md §1).
 """
 from __future__ import annotations
@@ -71,6 +71,18 @@ def feedback_lines(doc: dict) -> list[str]:
         comment = f": “{fb['comment']}”" if fb.get("comment") else ""
         when = f" ({fb['created_at']})" if fb.get("created_at") else ""
         out.append(f"{thumb} (score {fmt_score(score, 1)}){comment}{when}")
+    return out
+
+
+def mark_lines(doc: dict) -> list[str]:
+    """People's marks on steps (Phoenix's span annotations, Langfuse's scores), one line each."""
+    out = []
+    for mark in objects(doc.get("annotations")):
+        said = ", ".join([*([f"“{mark['label']}”"] if mark.get("label") else []),
+                          *([f"score {fmt_score(mark['score'], 1)}"] if mark.get("score") is not None else [])])
+        comment = f": “{mark['comment']}”" if mark.get("comment") else ""
+        wrong = " (marked wrong)" if mark.get("negative") else ""
+        out.append(f"step {mark.get('step')}{wrong}: {said}{comment}")
     return out
 
 

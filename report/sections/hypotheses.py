@@ -4,8 +4,8 @@ summary's root cause and the graph's star.
 """
 from __future__ import annotations
 
-from tracefix.report.content.diagnosis import (RANKING_RULE, evidence_items, evidence_rest, ranked_causes,
-                                                verdict_word)
+from tracefix.report.content.diagnosis import (PERSON_RULE, RANKING_RULE, evidence_items, evidence_rest,
+                                                person_marked, ranked_causes, verdict_word)
 from tracefix.report.content.values import fields, fmt_score, to_json
 from tracefix.report.markdown import md
 from tracefix.report.page import esc, pre, verdict_badge
@@ -21,6 +21,12 @@ def _evidence_html(evidence: dict) -> str:
     if rest:
         items.append(f"<details><summary>full evidence packet</summary>{pre(to_json(rest), 3000)}</details>")
     return "<br>".join(items)
+
+
+def _person_rule(r: Report) -> list[str]:
+    """Why the first step is first when a person marked it (empty otherwise)."""
+    steps = person_marked(r.analysis)
+    return [PERSON_RULE.format(steps=" and ".join(map(str, steps)))] if steps else []
 
 
 def _html_hypotheses(r: Report) -> str:
@@ -39,7 +45,8 @@ def _html_hypotheses(r: Report) -> str:
             f"<td>{esc(c.why)}<div class=\"sub\">{_evidence_html(h.get('evidence'))}</div></td>"
             f"<td>{tested}</td></tr>")
     return (f'<h2>Failure hypotheses, ranked</h2><p class="sub">{esc(RANKING_RULE.capitalize())}.</p>'
-            '<div class="card"><table><tr><th>#</th><th>step</th><th>agent</th>'
+            + "".join(f'<p class="marked-first"><b>{esc(rule)}.</b></p>' for rule in _person_rule(r))
+            + '<div class="card"><table><tr><th>#</th><th>step</th><th>agent</th>'
             "<th>score</th><th>source</th><th>rationale and evidence</th><th>replay</th></tr>"
             + "".join(rows) + "</table></div>")
 
@@ -48,8 +55,9 @@ def _md_hypotheses(r: Report) -> list[str]:
     out = ["", "## Failure hypotheses, ranked", ""]
     causes = ranked_causes(r.analysis, r.replay)
     if causes:
-        out += [f"{md(RANKING_RULE.capitalize())}.", "",
-                "| # | step | agent | score | source | rationale | evidence | replay |", "|---|---|---|---|---|---|---|---|"]
+        out += [f"{md(RANKING_RULE.capitalize())}.", ""]
+        out += [line for rule in _person_rule(r) for line in (f"**{md(rule)}.**", "")]
+        out += ["| # | step | agent | score | source | rationale | evidence | replay |", "|---|---|---|---|---|---|---|---|"]
         for position, c in enumerate(causes, start=1):
             h = c.analysed
             evidence = "; ".join(f"{label}: {value}" for label, value in evidence_items(h.get("evidence")))

@@ -3,7 +3,7 @@ summary, and the session at a glance (its facts, feedback and milestones).
 """
 from __future__ import annotations
 
-from tracefix.report.content.session import facts, feedback_lines, milestones, task_text
+from tracefix.report.content.session import facts, feedback_lines, mark_lines, milestones, task_text
 from tracefix.report.content.summary import summary
 from tracefix.report.content.values import clip, one_line
 from tracefix.report.markdown import md
@@ -28,6 +28,8 @@ def _html_facts(r: Report) -> str:
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(clip(v, 1200))}</td></tr>" for k, v in facts(doc))
     fb = feedback_lines(doc)
     rows += "<tr><th>User feedback</th><td>" + ("<br>".join(esc(x) for x in fb) or '<span class="muted">none</span>') + "</td></tr>"
+    if marks := mark_lines(doc):
+        rows += "<tr><th>Marks on steps</th><td>" + "<br>".join(esc(x) for x in marks) + "</td></tr>"
     ms = milestones(doc)
     if ms:
         rows += "<tr><th>Milestones</th><td>" + " ".join(
@@ -51,6 +53,8 @@ def _md_facts(r: Report) -> list[str]:
     out = ["## The session", "", "| | |", "|---|---|"]
     out += [f"| {md(k)} | {md(clip(v, 600))} |" for k, v in facts(doc)]
     out.append(f"| User feedback | {md('; '.join(feedback_lines(doc)) or 'none')} |")
+    if marks := mark_lines(doc):
+        out.append(f"| Marks on steps | {md('; '.join(marks))} |")
     ms = milestones(doc)
     if ms:
         out.append("| Milestones | " + ", ".join(("✓ " if ok else "✗ ") + md(n) for n, ok in ms) + " |")
