@@ -217,3 +217,33 @@ class HttpAccess(AccessBase):
         except (AccessError, AttributeError):
             return None
         return db if isinstance(db, str) and db != ":memory:" else None
+
+    # --- datasets of sessions, regression results (collector/api/datasets.py) ----------------
+    def add_to_dataset(self, dataset: str, session_ids: list[str]) -> dict:
+        return self._request("POST", "/api/v1/datasets/items", {"dataset": dataset, "session_ids": session_ids})
+
+    def import_dataset_items(self, dataset: str | None, items: list[dict]) -> dict:
+        return self._request("POST", "/api/v1/datasets/import", {"dataset": dataset, "items": items})
+
+    def list_datasets(self) -> list[dict]:
+        return self._request("GET", "/api/v1/datasets")["datasets"]
+
+    def dataset_items(self, dataset: str | None = None, *, full: bool = False, service: str | None = None,
+                      since: Any = None, kind: str | None = None, session_ids: list[str] | None = None) -> list[dict]:
+        out: list[dict] = []
+        for session_id in session_ids if session_ids is not None else [None]:  # the API takes one id a query here
+            res = self._paged("/api/v1/datasets/items", "items", self.PAGE_ITEMS,
+                              query={"dataset": dataset, "service": service, "since": since, "kind": kind,
+                                     "session_id": session_id, "full": "true" if full else None})
+            out += res[1] if res else []
+        return out
+
+    def save_regress_result(self, run_id: str, session_id: str, result: Mapping[str, Any]) -> None:
+        self._request("POST", "/api/v1/regress", {"run_id": run_id, "session_id": session_id, "result": result})
+
+    def regress_results(self, run_id: str) -> list[dict]:
+        return self._request("GET", "/api/v1/regress", query={"run_id": run_id, "limit": 1000})["results"]
+
+    def queue_regress(self, run_id: str, entries: list[tuple[str, str]], options: dict) -> list[str]:
+        return self._request("POST", "/api/v1/regress/queue",
+                             {"run_id": run_id, "items": [list(e) for e in entries], **options})["job_ids"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# diagnosis: the analysis (in the collector or a worker); replay: claimed by a `tracefix worker`
-JOB_KINDS = ("diagnosis", "replay")
+# diagnosis: the analysis (in the collector or a worker); replay: claimed by a `tracefix worker`;
+# regress: one dataset item run again (`tracefix regress --queue`), claimed by `tracefix worker --jobs regress`
+JOB_KINDS = ("diagnosis", "replay", "regress")
 FINISHED_JOB_STATES = ("done", "failed", "refused")
 JOB_STATES = ("queued", "running", *FINISHED_JOB_STATES)
 MAX_JOB_ATTEMPTS = 3

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from tracefix.collector.charts import CHARTS
-from tracefix.collector.schemas import answers, bodies, queries
+from tracefix.collector.schemas import answers, bodies, datasets, queries
 from tracefix.collector.auth import API, INGEST
 
 JSON = "application/json"
@@ -119,6 +119,20 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                                                         errors={400: answers.ErrorBody, 409: answers.FinishConflict}),
     ("/api/v1/alerts", "GET"): Operation("Alerts and their webhook deliveries", {200: answers.AlertList},
                                          query=queries.AlertsQuery),
+    ("/api/v1/datasets", "GET"): Operation("Datasets of sessions", {200: datasets.DatasetList}),
+    ("/api/v1/datasets/items", "GET"): Operation("Dataset items (contracts §8)", {200: datasets.DatasetItems},
+                                                 query=datasets.DatasetItemsQuery, errors=_fails(422)),
+    ("/api/v1/datasets/items", "POST"): Operation("Add stored sessions to a dataset", {201: datasets.DatasetChanged},
+                                                  body=datasets.DatasetAddRequest, errors=_fails(400, 404)),
+    ("/api/v1/datasets/import", "POST"): Operation("Import exported dataset items", {201: datasets.DatasetChanged},
+                                                   body=datasets.DatasetImportRequest, errors=_fails(400, 413)),
+    ("/api/v1/regress", "GET"): Operation("Regression runs, or one run's results", {200: datasets.RegressAnswer},
+                                          query=datasets.RegressQuery, errors=_fails(422)),
+    ("/api/v1/regress", "POST"): Operation("Store one item's regression result", {201: datasets.RegressSaved},
+                                           body=datasets.RegressResultRequest, errors=_fails(400)),
+    ("/api/v1/regress/queue", "POST"): Operation("Queue a regression run's items as regress jobs",
+                                                 {201: datasets.RegressQueued}, body=datasets.RegressQueueRequest,
+                                                 errors=_fails(400)),
 }
 
 UNDESCRIBED = Operation("(not described yet: add it to tracefix.collector.openapi.OPERATIONS)", {200: (JSON,)})

@@ -93,3 +93,41 @@ class StoreAccess(AccessBase):
         """Every alert of the session (None: of all), oldest first; with `newest`, the newest
         that many, newest first."""
         return self.store.list_alerts(session_id, limit=newest, newest_first=bool(newest))
+
+    # --- datasets of sessions, regression results (collector.datasets) ------------------------
+    def add_to_dataset(self, dataset: str, session_ids: list[str]) -> dict:
+        from tracefix.collector.store import datasets as store_datasets
+
+        return self._write(lambda s: store_datasets.add_to_dataset(s, dataset, session_ids))
+
+    def import_dataset_items(self, dataset: str | None, items: list[dict]) -> dict:
+        from tracefix.collector.store import datasets as store_datasets
+
+        return self._write(lambda s: store_datasets.import_items(s, dataset or store_datasets.DEFAULT_DATASET, items))
+
+    def list_datasets(self) -> list[dict]:
+        from tracefix.collector.store import datasets as store_datasets
+
+        return store_datasets.list_datasets(self.store)
+
+    def dataset_items(self, dataset: str | None = None, *, full: bool = False, **filters) -> list[dict]:
+        """The items (summaries; `full`: whole, as exported) of `dataset`, else of all, filtered
+        by `service`, `since`, `kind`, `session_ids`."""
+        from tracefix.collector import datasets
+
+        return (datasets.export_items if full else datasets.list_items)(self.store, dataset, **filters)
+
+    def save_regress_result(self, run_id: str, session_id: str, result: Mapping[str, Any]) -> None:
+        from tracefix.collector.store import datasets as store_datasets
+
+        self._write(lambda s: store_datasets.save_regress_result(s, run_id, session_id, result))
+
+    def regress_results(self, run_id: str) -> list[dict]:
+        from tracefix.collector.store import datasets as store_datasets
+
+        return store_datasets.regress_results(self.store, run_id)
+
+    def queue_regress(self, run_id: str, entries: list[tuple[str, str]], options: dict) -> list[str]:
+        from tracefix.collector.store import datasets as store_datasets
+
+        return self._write(lambda s: store_datasets.queue_regress(s, run_id, entries, options))

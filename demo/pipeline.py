@@ -18,6 +18,9 @@ from a terminal the demo keeps serving it (and the store) until Ctrl-C.
    claims and runs;
 5. waits for the jobs, writes one HTML report per failed session and an index page, and
    prints a summary table beside the injected faults.
+6. with `--regress`, runs `tracefix regress` on the failed sessions (each a dataset item
+   since its thumbs-down) with the team's version 2 and, as a control, version 1
+   (:mod:`tracefix.demo.regress_stage`).
 
 The injected fault of each session comes from the sim's ground-truth file: the demo reads
 it to show how the diagnosis compares with the truth; the product itself never does. The
@@ -43,6 +46,7 @@ from rich.markup import escape
 
 from tracefix.collector.launcher import ProcessDidNotStart
 
+from .regress_stage import regress_stage, regress_table
 from .stages import Demo, FailedSession, StageFailed
 
 
@@ -102,7 +106,11 @@ def serve_until_interrupted(console) -> None:
 @click.option("--follow-prob", default=0.8, show_default=True, type=click.FloatRange(0, 1),
               help="Probability that the scripted model follows a correction (testbed setting).")
 @click.option("--time-limit", default=540, show_default=True, type=float, help="Seconds before the demo gives up.")
-def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_limit):
+@click.option("--regress", "regress", is_flag=True,
+              help="Then run `tracefix regress` on the failed sessions with the team's version 2 (it re-asks for a "
+                   "tool call's missing argument), and as a control on version 1: missing-argument failures must "
+                   "come out fixed, the others still failing, none fixed on version 1.")
+def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_limit, regress):
     """Run the whole pipeline end to end on the banking demo.
 
     Starts the scripted LLM server and `tracefix serve`, runs the banking tasks traced
@@ -141,10 +149,14 @@ def demo(n_tasks, fault_rate, seed, out, keep, epochs, llm, follow_prob, time_li
                     demo_run.train()
                     demo_run.thumbs_down()
                     demo_run.wait_for_diagnosis()
+                    if regress:
+                        regress_stage(demo_run)
                 else:
                     demo_run.say("no session failed (--fault-rate 0): nothing to diagnose")
                 index = demo_run.write_reports()
             console.print(summary_table(demo_run.failed))
+            if regress and demo_run.failed:
+                console.print(regress_table(demo_run))
             validated = sum(1 for f in demo_run.failed if f.best and f.best.get("verdict") == "validated")
             hits = sum(1 for f in demo_run.failed if f.fault and f.fault["step"] in f.top3)
             console.print(f"injected fault step in the top 3 hypotheses: {hits}/{len(demo_run.failed)}; "

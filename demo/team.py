@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from typing import Any, Callable, ContextManager
 
-from .tools import WORKER_TOOLS, tool_spec
+from .tools import WORKER_TOOLS, required_arguments, tool_spec
 
 ORCHESTRATOR = "Orchestrator"
 WORKERS = tuple(WORKER_TOOLS)
@@ -26,6 +27,38 @@ LLM = Callable[[str, list, "list | None"], dict]
 RunTool = Callable[[str, dict], Any]
 
 _ROLE_RE = re.compile(r"You are (?:the )?(Orchestrator|[A-Z][A-Za-z]*Agent)\b")
+
+# The app's second version (`tracefix demo --regress` regresses version 1's failures on it):
+# it checks a worker's tool call for its required arguments before running it, and re-asks the
+# worker for a call that lacks one. Nothing else differs: the model and its faults do not change.
+VERSION_ENV = "TRACEFIX_DEMO_AGENT_VERSION"
+
+
+def agent_version() -> int:
+    """The app's version this process runs: TRACEFIX_DEMO_AGENT_VERSION (1 when unset)."""
+    raw = os.environ.get(VERSION_ENV, "").strip()
+    if raw not in ("", "1", "2"):
+        raise ValueError(f"{VERSION_ENV} is 1 or 2, not {raw!r}")
+    return int(raw or 1)
+
+
+def missing_arguments(function: dict) -> list[str]:
+    """The required arguments a tool call leaves out (none when its arguments cannot be read:
+    the tool says what is wrong with those)."""
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        return []
+    if not isinstance(arguments, dict) or function.get("name") not in {t for ts in WORKER_TOOLS.values() for t in ts}:
+        return []
+    return [a for a in required_arguments(function["name"]) if arguments.get(a) in (None, "")]
+
+
+def re_ask(name: str, missing: list[str]) -> str:
+    """Version 2's request for a complete call, in the words a person would use."""
+    words = " and ".join(f"the {a.replace('_', ' ')}" for a in missing)
+    return (f"Your call of {name} left out {' and '.join(repr(a) for a in missing)}: include {words}, "
+            f"from your instruction, and call {name} again.")
 
 
 def system_prompt(agent: str) -> str:
@@ -91,11 +124,13 @@ class Team:
     """One run of the Orchestrator and its workers on one task instruction."""
 
     def __init__(self, llm: LLM, run_tool: RunTool,
-                 agent_scope: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()):
+                 agent_scope: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
+                 version: int | None = None):
         self.llm = llm
         self.run_tool = run_tool
         self.agent_scope = agent_scope
         self.replans = 0
+        self.version = version if version is not None else agent_version()
 
     def run(self, instruction: str) -> str:
         orchestrator = [{"role": "system", "content": system_prompt(ORCHESTRATOR)},
@@ -130,10 +165,15 @@ class Team:
                     return content if content.startswith("REPORT") else f"REPORT from {worker}: {content}"
                 if calls >= MAX_WORKER_TOOL_CALLS:
                     return f"REPORT from {worker}: FAILED. I gave up after {calls} tool calls."
+                asks = []
                 for call in message["tool_calls"]:
-                    messages.append({"role": "tool", "tool_call_id": call["id"],
-                                     "content": self._tool_content(call["function"])})
+                    missing = missing_arguments(call["function"]) if self.version >= 2 else []
+                    content = (json.dumps({"error": f"not run: missing {', '.join(missing)}"}) if missing
+                               else self._tool_content(call["function"]))
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                    asks += [re_ask(call["function"]["name"], missing)] if missing else []
                     calls += 1
+                messages += [{"role": "user", "content": text} for text in asks]
 
     def _tool_content(self, function: dict) -> str:
         try:

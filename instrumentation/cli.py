@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tracefix.analysis.cli:train", "Train the normal-behaviour HGT on successful sessions (--ranker: the step ranker)."),
     "replay": ("tracefix.replay.cli:replay", "Test failure hypotheses by replaying a session with interventions."),
     "worker": ("tracefix.replay.cli:worker", "Run the replay jobs of a collector beside the agent's own code."),
+    "dataset": ("tracefix.collector.dataset_cli:dataset", "Datasets of sessions to run again: add, list, show, export, import (JSONL)."),
+    "regress": ("tracefix.replay.regress_cli:regress", "Run dataset items again on the agent code installed now; non-zero exit on a failing item."),
     "report": ("tracefix.report.cli:report", "Write the root-cause report of a session (HTML or Markdown)."),
     "demo": ("tracefix.demo.pipeline:demo", "Run the whole pipeline end to end on the banking demo."),
 }

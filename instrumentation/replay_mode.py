@@ -95,6 +95,9 @@ class ReplayController:
         self._owned_id: str | None = None
         self._tool_override: dict | None = None
         self._used_tool_entries: set[int] = set()
+        # a regression run's cassette (tracefix.replay.regress) has no steps, and its recorded tool
+        # calls here: a live call with the fingerprint of one not yet served gets its recording
+        self.recorded_tools: list[dict] = list(cassette.get("recorded_tools") or [])
         self._report_written = False
         self._lock = threading.RLock()
         self._session_error: str | None = None
@@ -213,6 +216,10 @@ class ReplayController:
                 self.counts["tool_intervention"] += 1
                 return Decision("intervention", result=from_json_text(override.get("text", "")))
             if self.live or step is None or step >= self.t:
+                recorded = self._recorded_tool(fingerprint)
+                if recorded is not None:
+                    self.counts["tool_cassette"] += 1
+                    return Decision("cassette", result=recorded.get("result"), error=recorded.get("error"))
                 self.counts["tool_live"] += 1
                 return Decision("live")
             entry = self._find_tool_entry(step, call_id, fingerprint)
@@ -225,6 +232,14 @@ class ReplayController:
                 return Decision("live", divergence=divergence)
             self.counts["tool_cassette"] += 1
             return Decision("cassette", result=entry.get("result"), error=entry.get("error"))
+
+    def _recorded_tool(self, fingerprint: str) -> dict | None:
+        """The first recorded call with this fingerprint not served yet (a regression run's)."""
+        for entry in self.recorded_tools:
+            if id(entry) not in self._used_tool_entries and entry.get("fingerprint") == fingerprint:
+                self._used_tool_entries.add(id(entry))
+                return entry
+        return None
 
     def _find_tool_entry(self, step: int, call_id: str | None, fingerprint: str) -> dict | None:
         calls = (self.steps.get(step) or {}).get("tool_calls") or []

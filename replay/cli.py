@@ -78,6 +78,18 @@ def _render_hypothesis(h: dict) -> list[str]:
     return out
 
 
+def on_a_collector(server: str | None, db: str | None, run):
+    """`run(url)` on the collector the other verbs use (--server, else the default port's), else
+    on a temporary one on the store file: replay children export their spans to it."""
+    from tracefix.collector.access import collector_url
+
+    url = collector_url(server, db, create=False)
+    if url is not None:
+        return run(url)
+    with temporary_collector(db_path(db)) as url:
+        return run(url)
+
+
 def replay_options(fn):
     """The options of a replay run, shared by `tracefix replay` and `tracefix worker`."""
     options = [
@@ -157,7 +169,7 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
     The session's recorded entrypoint is imported and run here, so its module must be
     allowed with --allow-module (or confirmed at the terminal), and the app must have signed
     it: give this command the app's key in TRACEFIX_REPLAY_KEY (or pass --allow-unsigned)."""
-    from tracefix.collector.access import AccessError, collector_url, connect
+    from tracefix.collector.access import AccessError, connect
     from tracefix.entrypoints import EntrypointRefused
     from tracefix.analysis.llm import ProductLLM
     from tracefix.collector.jobs import replay_request
@@ -189,14 +201,7 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
                         keep=keep)
 
     try:
-        # the collector the other verbs use (--server, else the default port's), else a
-        # temporary one on the store file: the replays export their spans to it
-        url = collector_url(server, db, create=False)
-        if url is not None:
-            result = run(url)
-        else:
-            with temporary_collector(db_path(db)) as url:
-                result = run(url)
+        result = on_a_collector(server, db, run)
     except (AccessError, ProcessDidNotStart, ReplayError, EntrypointRefused, UnknownSession) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(result, indent=2, default=str) if as_json else render(result))
@@ -215,10 +220,11 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
 @click.option("--lease", default=60.0, show_default=True, type=click.FloatRange(5, 3600),
               help="Seconds a claimed job stays this worker's without a renewal (renewed while it runs).")
 @click.option("--once", is_flag=True, help="Exit when the queue is empty instead of waiting for more jobs (and exit 1 when the collector cannot be reached instead of waiting for it).")
-@click.option("--jobs", "jobs", default="replay", show_default=True, metavar="replay|diagnosis|replay,diagnosis",
+@click.option("--jobs", "jobs", default="replay", show_default=True, metavar="replay|diagnosis|regress|replay,diagnosis",
               help="The kinds of job this worker claims. Diagnosis jobs (the analysis of a thumbs-down session, then "
                    "its replay job queued under --diagnose full) run no agent code and need no --allow-module; "
-                   "`tracefix serve --diagnosis-workers 0` leaves them all to such workers.")
+                   "`tracefix serve --diagnosis-workers 0` leaves them all to such workers. Regress jobs (`tracefix regress "
+                   "--queue`) run dataset items again under the same rules as replays.")
 def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, runs, concurrency, preload, rounds,
            guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, name, poll, lease, once, jobs):
     """Run replay (and diagnosis) jobs queued by `tracefix serve`, beside the agent's own code.
@@ -235,14 +241,15 @@ def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, 
 
     kinds = tuple(dict.fromkeys(k.strip() for k in jobs.split(",") if k.strip()))
     if not kinds or any(k not in KINDS for k in kinds):
-        raise click.BadParameter(f"{jobs!r}: give replay, diagnosis or replay,diagnosis", param_hint="--jobs")
+        raise click.BadParameter(f"{jobs!r}: give replay, diagnosis, regress or a list of them (replay,diagnosis)",
+                                 param_hint="--jobs")
     allowed = list(normalize_allowed(allowed_modules))
     try:
         entrypoints = list(normalize_entrypoints(allowed_entrypoints))
     except EntrypointRefused as exc:
         raise click.BadParameter(str(exc), param_hint="--allow-entrypoint") from exc
     replay_key = replay_signing.key_from_env()
-    if "replay" in kinds:
+    if {"replay", "regress"} & set(kinds):  # both run the agent's code
         if not allowed and not entrypoints:
             raise click.UsageError("give at least one --allow-module PKG or --allow-entrypoint PKG.MOD:FUNCTION: "
                                    "what this worker may replay")

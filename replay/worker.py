@@ -18,6 +18,8 @@ virtualenv, with the agent's modules allowed by its operator (``--allow-module``
 4. finish the job (``done``, or ``failed`` with the error; also when no replay ran through,
    e.g. every run lacked the app's environment, as `verdicts.nothing_replayed` says).
 
+With ``--jobs regress`` it claims the dataset items a ``tracefix regress --queue`` queued
+(``tracefix.replay.regress_worker``: the same trust rules, the result stored under the run).
 With ``--jobs diagnosis`` (or ``replay,diagnosis``) it also claims diagnosis jobs, leased and
 renewed the same way, and runs the collector's own diagnosis (``tracefix.analysis.diagnosis``)
 through the API: the session is read, the analysis result saved and, when the collector runs
@@ -52,6 +54,7 @@ from tracefix.errors import UnknownSession
 from tracefix.replay import runner
 from tracefix.replay.admission import ReplayError
 from tracefix.replay.pipeline import diagnose, requested_hypotheses
+from tracefix.replay.regress_worker import run_regress_job
 from tracefix.replay.verdicts import nothing_replayed
 from tracefix.replay.zygote import Zygotes
 
@@ -60,7 +63,7 @@ log = logging.getLogger("tracefix.worker")
 # the line a starting worker prints (group 1: the collector it serves), for launchers
 READY = re.compile(r"tracefix worker: \S+ takes \S+ jobs from (\S+)")
 
-KINDS = ("replay", "diagnosis")
+KINDS = ("replay", "diagnosis", "regress")
 
 
 class Worker:
@@ -81,7 +84,8 @@ class Worker:
         self.zygotes: Zygotes | None = None
 
     def _start_zygotes(self, warm: bool) -> None:
-        if "replay" not in self.kinds or not self.replay_options.get("preload", True) or not hasattr(os, "fork"):
+        if not {"replay", "regress"} & set(self.kinds) or not self.replay_options.get("preload", True) \
+                or not hasattr(os, "fork"):
             return
         folder = tempfile.mkdtemp(prefix="tracefix-zygotes-")
         self.zygotes = Zygotes(env=runner.child_env(), folder=folder)
@@ -100,7 +104,7 @@ class Worker:
         returns how many jobs this worker finished."""
         self._handle_signals()
         allowed = ""
-        if "replay" in self.kinds:
+        if {"replay", "regress"} & set(self.kinds):
             allowed = f" (allowed modules: {', '.join(self.allowed_modules) or 'none'}" + (
                 f"; entrypoints: {', '.join(self.allowed_entrypoints)})" if self.allowed_entrypoints else ")")
         print(f"tracefix worker: {self.name} takes {','.join(self.kinds)} jobs from {self.access.server}{allowed}",
@@ -149,6 +153,10 @@ class Worker:
         try:
             if job.get("kind") == "diagnosis":
                 state, error = self._diagnose(job)
+            elif job.get("kind") == "regress":  # a dataset item run again (tracefix.replay.regress_worker)
+                state, error = run_regress_job(self.access, job, allowed_modules=self.allowed_modules,
+                                               allowed_entrypoints=self.allowed_entrypoints,
+                                               replay_options=self.replay_options, zygotes=self.zygotes)
             else:
                 state, error = self._replay(job["session_id"], job.get("options"))
         finally:

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
 from tracefix.collector import openapi
-from tracefix.collector.api import dashboard, documents, feedback, ingest, jobs, results, service, sessions
+from tracefix.collector.api import dashboard, datasets, documents, feedback, ingest, jobs, results, service, sessions
 from tracefix.collector.api import step_annotations
 from tracefix.collector.api.context import ApiContext
 from tracefix.collector.api.errors import http_error, internal_error
@@ -45,7 +45,8 @@ def build_app(collector: "Collector") -> Starlette:
     api = ApiContext(collector)
     routes = [*service.routes(api, lambda: route_table), *ingest.routes(api), *sessions.routes(api),
               *results.routes(api), *feedback.routes(api), *step_annotations.routes(api), *dashboard.routes(api),
-              *documents.routes(api), *jobs.routes(api)]
+              *documents.routes(api), *jobs.routes(api),
+              *datasets.routes(api)]
     route_table = [(r.path, r.methods) for r in routes]
     if openapi.undescribed(route_table):
         log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))

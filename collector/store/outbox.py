@@ -12,6 +12,7 @@ from urllib.parse import quote
 from tracefix.attributes import from_json_text
 from tracefix.collector import document, jsonsafe
 from tracefix.collector.redact import redact_text, redact_value
+from tracefix.collector.store.datasets import DEFAULT_DATASET, insert_item
 from tracefix.collector.store.jobs import insert_job
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.sql import records, scalar
@@ -83,6 +84,7 @@ class FeedbackOutbox(StoreReads):
         if score < alert_threshold:
             self._raise_alert(con, out, session_id, feedback_id, score, comment, output=output,
                               created_ns=created_ns, webhooks=webhooks, public_url=public_url)
+            insert_item(con, DEFAULT_DATASET, session_id, "thumbs-down", created_ns)  # a regression test to keep
         return out
 
     def _raise_alert(self, con, out: dict, session_id: str, cause_id: str, score: float | None, comment: str | None,

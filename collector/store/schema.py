@@ -99,6 +99,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         """CREATE TABLE step_annotations (annotation_id VARCHAR, session_id VARCHAR, step INTEGER,
             span_id VARCHAR, label VARCHAR, score DOUBLE, comment VARCHAR, source VARCHAR, created_ns BIGINT)""",
     ]),
+    # sessions kept to be run again (a thumbs-down, a person's choice, an import: `kind`; an
+    # imported item whole in `item`), and what each regression run found for each of them
+    (11, "datasets of sessions", [
+        """CREATE TABLE dataset_items (dataset VARCHAR, session_id VARCHAR, kind VARCHAR, item VARCHAR,
+            added_ns BIGINT)""",
+        """CREATE TABLE regress_results (run_id VARCHAR, session_id VARCHAR, dataset VARCHAR, result VARCHAR,
+            created_ns BIGINT)""",
+    ]),
 ]
 
 # The span columns a span dict is made of (assemble.span_dict).

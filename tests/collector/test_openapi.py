@@ -174,6 +174,21 @@ def test_real_answers_match_their_published_schemas(served, spec, webhook):
                      expect=409)
     assert conflict["finished"] is False
 
+    # datasets: the thumbs-down above made an item; a regression run's jobs and results in and out
+    assert check("GET", "/api/v1/datasets")["datasets"][0]["thumbs_down"] == 1
+    assert check("GET", "/api/v1/datasets/items", query="dataset=default")["items"][0]["kind"] == "thumbs-down"
+    item = check("GET", "/api/v1/datasets/items", query="full=true")["items"][0]
+    assert check("POST", "/api/v1/datasets/items", body={"dataset": "smoke", "session_ids": [sid]},
+                 expect=201)["added"] == [sid]
+    assert check("POST", "/api/v1/datasets/import", body={"dataset": "copy", "items": [item]},
+                 expect=201)["added"] == [sid]
+    queued = check("POST", "/api/v1/regress/queue", body={"run_id": "rg-1", "items": [["default", sid]]}, expect=201)
+    assert len(queued["job_ids"]) == 1
+    check("POST", "/api/v1/regress", body={"run_id": "rg-1", "session_id": sid, "result": {"verdict": "fixed"}},
+          expect=201)
+    assert check("GET", "/api/v1/regress", query="run_id=rg-1")["results"] == [{"verdict": "fixed"}]
+    assert check("GET", "/api/v1/regress")["runs"][0]["run_id"] == "rg-1"
+
     # errors: one shape, whatever refused the request
     assert check("GET", "/api/v1/sessions", token="wrong", expect=401)["code"] == "unauthorized"
     assert check("GET", s, "/api/v1/sessions/no-such", expect=404)["code"] == "unknown_session"

@@ -1,0 +1,224 @@
+"""Datasets of sessions and `tracefix regress`, on real processes: a collector, the scripted LLM
+server with one fault plan, and banking sessions recorded by the instrumented app.
+
+Two tasks fail through faults the scripted model injects by task and step, whatever the app
+does: t04's worker calls deposit_check without its check number (missing_argument), t02's
+transfers to the wrong account (wrong_argument). The app's version 2
+(TRACEFIX_DEMO_AGENT_VERSION=2, demo/team.py) checks a worker's tool call for its required
+arguments and re-asks for a complete one, and does nothing else: regressed on it, t04 comes
+out fixed and t02 still failing; on version 1 (the control) neither is fixed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import procs
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULTS = [{"task": "t04", "step": 6, "kind": "missing_argument"},  # version 2 re-asks: fixed
+          {"task": "t02", "step": 6, "kind": "wrong_argument"}]  # version 2 changes nothing there: still failing
+
+
+def readme_regress_command() -> str:
+    """The command README.md's "Regression tests from thumbs-downs" shows, as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Regression tests from thumbs-downs\n")
+    section = text[start:text.index("\n## ", start + 1)]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return block.strip()
+
+
+class Bed:
+    def __init__(self, serve_url: str, sim_url: str, key: str, by_task: dict[str, str], unsigned: str, workdir: Path):
+        self.serve_url, self.sim_url, self.key = serve_url, sim_url, key
+        self.by_task, self.unsigned, self.workdir = by_task, unsigned, workdir
+
+    def env(self, version: int) -> dict:
+        return {**os.environ, "TRACEFIX_SERVER": self.serve_url, "TRACEFIX_REPLAY_KEY": self.key,
+                "TRACEFIX_DEMO_AGENT_VERSION": str(version), "TRACEFIX_TOKEN": "",
+                "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}  # tracefix installed
+
+    def access(self):
+        from tracefix.collector.access import connect
+
+        return connect(server=self.serve_url)
+
+    def regress(self, *args: str, version: int, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tracefix.cli", "regress", *args], env=self.env(version),
+                              cwd=self.workdir, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    import secrets
+
+    import tracefix
+
+    d = tmp_path_factory.mktemp("regress")
+    (d / "plan.json").write_text(json.dumps(FAULTS))
+    key = secrets.token_hex(32)
+    started = []
+    try:
+        sim = procs.start_sim("--seed", "1", "--faults", str(d / "plan.json"))
+        started.append(sim)
+        serve = procs.start_serve(d / "store.duckdb", "--diagnose", "off")
+        started.append(serve)
+        sim_url, serve_url = sim.match["base_url"], serve.match["http"]
+        run = [sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", sim_url, "--otlp-endpoint", serve_url]
+        signed = subprocess.Popen([*run, "--tasks", "t02,t03,t04"], env={**os.environ, "TRACEFIX_REPLAY_KEY": key},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        unsigned = subprocess.Popen([*run, "--tasks", "t05"], env={**os.environ, "TRACEFIX_REPLAY_KEY": ""},
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert signed.wait(120) == 0 and unsigned.wait(120) == 0
+        from tracefix.collector.access import connect
+
+        access = connect(server=serve_url)
+
+        def recorded():
+            docs = [access.get_session(s["session_id"]) for s in access.list_sessions(limit=20)]
+            done = [doc for doc in docs if doc and doc.get("outcome") and doc.get("ended_at")]
+            return done if len(done) == 4 else None
+
+        docs = procs.wait_for(recorded, "the four recorded sessions")
+        by_task = {doc["inputs"]["task_id"]: doc["session_id"] for doc in docs}
+        assert {t: access.get_session(by_task[t])["outcome"] for t in ("t02", "t03", "t04")} == {
+            "t02": "failure", "t03": "success", "t04": "failure"}
+        for task in ("t02", "t04"):  # the users' thumbs-down: each makes an item by itself
+            tracefix.feedback(by_task[task], -1.0, comment="wrong", server=serve_url)
+        yield Bed(serve_url, sim_url, key, by_task, by_task.pop("t05"), d)
+    finally:
+        for p in reversed(started):
+            p.stop()
+
+
+def test_a_thumbs_down_makes_an_item_with_what_the_session_recorded(bed):
+    with bed.access() as access:
+        items = access.dataset_items("default")
+    assert {i["session_id"]: i["kind"] for i in items} == {bed.by_task["t02"]: "thumbs-down",
+                                                           bed.by_task["t04"]: "thumbs-down"}
+    t04 = next(i for i in items if i["session_id"] == bed.by_task["t04"])
+    assert t04["entrypoint"] == "tracefix.demo.bank:run_task" and t04["inputs"]["task_id"] == "t04"
+    assert t04["outcome"] == "failure" and t04["feedback_score"] == -1.0
+    # the bank's evaluator reports a milestone per gold action: the deposit never happened
+    assert any(not m["achieved"] and m["name"].startswith("deposit") for m in t04["milestones"])
+    assert t04["validated_edit"] is None  # no replay ran yet
+
+
+def test_add_show_export_import_round_trip(bed, tmp_path):
+    from tracefix.collector.dataset_cli import dataset
+    from tracefix.collector.store import Store
+
+    server = ["--server", bed.serve_url]
+    runner = CliRunner()
+    added = runner.invoke(dataset, ["add", bed.by_task["t03"], "--dataset", "smoke", *server])
+    assert added.exit_code == 0 and "1 session(s) added to smoke" in added.output
+    again = runner.invoke(dataset, ["add", bed.by_task["t03"], "--dataset", "smoke", *server])
+    assert "0 session(s) added to smoke; 1 there already" in again.output
+    unknown = runner.invoke(dataset, ["add", bed.by_task["t03"], "no-such-session", "--dataset", "other", *server])
+    assert unknown.exit_code != 0 and "no-such-session" in unknown.output
+    with bed.access() as access:
+        assert not access.dataset_items("other")  # nothing of a refused add is kept
+        # a replay that validated an edit: the item shows it
+        access.save_replay(bed.by_task["t04"], {"session_id": bed.by_task["t04"], "hypotheses": [
+            {"step": 6, "agent": "PaymentsAgent", "verdict": "refuted", "runs": [],
+             "intervention": {"kind": "add_message", "text": "wrong idea"}},
+            {"step": 6, "agent": "PaymentsAgent", "verdict": "validated", "runs": [{"success": True}] * 3,
+             "intervention": {"kind": "add_message", "text": "Pass check_number = CHK-5001."}}]})
+    shown = runner.invoke(dataset, ["show", bed.by_task["t04"], *server])
+    item = json.loads(shown.output)
+    assert item["validated_edit"] == {"step": 6, "agent": "PaymentsAgent", "kind": "add_message",
+                                      "text": "Pass check_number = CHK-5001.", "succeeded": "3/3"}
+    assert item["signatures"] and item["recorded_tools"] and item["snapshots"]
+
+    exported = tmp_path / "items.jsonl"
+    assert runner.invoke(dataset, ["export", "--dataset", "default", "-o", str(exported), *server]).exit_code == 0
+    lines = exported.read_text().splitlines()
+    assert len(lines) == 2
+    other = tmp_path / "other.duckdb"
+    Store(str(other)).close()  # a store of its own, no collector on it: a CI job's
+    imported = runner.invoke(dataset, ["import", str(exported), "--db", str(other)])
+    assert imported.exit_code == 0 and "2 item(s) imported" in imported.output, imported.output
+    assert "2 there already" in runner.invoke(dataset, ["import", str(exported), "--db", str(other)]).output
+    back = tmp_path / "back.jsonl"
+    assert runner.invoke(dataset, ["export", "-o", str(back), "--db", str(other)]).exit_code == 0
+    kept = ("session_id", "dataset", "entrypoint", "inputs", "outcome", "milestones", "validated_edit", "signatures",
+            "recorded_tools", "snapshots", "service", "feedback_score")
+    before = [{k: json.loads(x).get(k) for k in kept} for x in lines]
+    after = [json.loads(x) for x in back.read_text().splitlines()]
+    assert [{k: a.get(k) for k in kept} for a in after] == before
+    assert {a["kind"] for a in after} == {"imported"} and not any(a["stored"] for a in after)
+
+
+def _results(output: str) -> dict[str, dict]:
+    return {r["session_id"]: r for r in json.loads(output)}
+
+
+def test_readme_regress_on_version_2_fixes_what_it_addresses(bed):
+    done = subprocess.run(["bash", "-c", readme_regress_command()], env=bed.env(2), cwd=bed.workdir,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1, done.stdout + done.stderr  # t02 is still failing
+    lines = {sid: next(line for line in done.stdout.splitlines() if line.startswith(sid[:34]))
+             for sid in (bed.by_task["t02"], bed.by_task["t04"])}
+    assert re.search(r"failure\s+3/3 .* FIXED ", lines[bed.by_task["t04"]]), done.stdout
+    assert re.search(r"failure\s+0/3 .* STILL FAILING ", lines[bed.by_task["t02"]]), done.stdout
+    assert "runs]" not in done.stdout and "6/6 runs" in done.stderr  # the progress bar went to stderr
+    suites = ET.parse(bed.workdir / "regress.xml").getroot()
+    assert suites.tag == "testsuites" and suites.get("tests") == "2" and suites.get("failures") == "1"
+    [suite] = suites
+    assert suite.tag == "testsuite" and suite.get("errors") == "0" and float(suite.get("time")) > 0
+    cases = {case.get("name").split()[0]: case for case in suite.iter("testcase")}
+    assert set(cases) == {bed.by_task["t02"], bed.by_task["t04"]}
+    assert cases[bed.by_task["t04"]].find("failure") is None
+    failure = cases[bed.by_task["t02"]].find("failure")
+    assert failure.get("type") == "still failing" and "run 3: failure" in failure.text
+    with bed.access() as access:  # each run exported its session, linked to the item's
+        children = access.list_sessions(parent_session_id=bed.by_task["t04"], limit=10)
+    assert len(children) == 3
+
+
+def test_the_control_on_version_1_fixes_nothing(bed):
+    done = bed.regress("--dataset", "default", "--allow-module", "tracefix.demo", "--tools", "live", "--runs", "1",
+                       "--json", version=1)
+    assert done.returncode == 1, done.stderr
+    results = _results(done.stdout)
+    assert {r["verdict"] for r in results.values()} == {"still failing"}
+    assert all(r["runs"][0]["llm_requests"] > 5 for r in results.values())  # the LLM ran live, from the first step
+
+
+def test_an_unsigned_item_is_refused_and_nothing_of_it_runs(bed):
+    with bed.access() as access:
+        access.add_to_dataset("unsigned", [bed.unsigned])
+        before = len(access.list_sessions(parent_session_id=bed.unsigned, limit=10))
+    done = bed.regress("--dataset", "unsigned", "--allow-module", "tracefix.demo", "--tools", "live", version=2)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "REFUSED" in done.stdout and "carries no replay signature" in done.stdout
+    with bed.access() as access:
+        assert len(access.list_sessions(parent_session_id=bed.unsigned, limit=10)) == before == 0
+    other = bed.regress("--dataset", "unsigned", "--allow-module", "other.pkg", "--allow-unsigned", "--json",
+                        version=2)
+    assert other.returncode == 2 and "outside the modules allowed" in _results(other.stdout)[bed.unsigned]["reason"]
+
+
+def test_a_worker_runs_the_queued_items(bed):
+    worker = procs.start_worker(bed.serve_url, "--jobs", "regress", "--allow-module", "tracefix.demo",
+                                env={"TRACEFIX_REPLAY_KEY": bed.key, "TRACEFIX_DEMO_AGENT_VERSION": "2"})
+    try:
+        done = bed.regress("--dataset", "default", "--tools", "live", "--runs", "1", "--queue", "--json",
+                           version=1)  # this process's version does not matter: the worker's code runs
+    finally:
+        worker.stop()
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = _results(done.stdout)
+    assert results[bed.by_task["t04"]]["verdict"] == "fixed"
+    assert results[bed.by_task["t02"]]["verdict"] == "still failing"
+    with bed.access() as access:
+        jobs = access.list_jobs(kind="regress")
+    assert len(jobs) == 2 and {j["state"] for j in jobs} == {"done"}
