@@ -16,6 +16,7 @@ from tracefix.collector import document
 from tracefix.collector.access import AccessError, connect
 from tracefix.collector.cli_options import store_options
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
+from tracefix.collector.session_list import DIAGNOSIS_STATES, SESSION_SORTS
 
 
 def _store_options(fn):
@@ -42,10 +43,19 @@ def _fmt_score(v):
 @click.option("--agent", default=None)
 @click.option("--since", default=None, help="ISO-8601 time (or epoch seconds).")
 @click.option("--until", default=None)
+@click.option("--model", default=None, help="Sessions with an LLM call to this model.")
+@click.option("--task", default=None, help="Sessions whose task holds this text (any case).")
+@click.option("--diagnosis", type=click.Choice(DIAGNOSIS_STATES), default=None, help="Sessions in this diagnosis state.")
+@click.option("--min-cost", type=click.FloatRange(min=0), default=None, help="USD the LLM calls cost at least.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="USD the LLM calls cost at most.")
+@click.option("--sort", type=click.Choice(SESSION_SORTS), default="time", show_default=True,
+              help="Sessions without the value come last.")
+@click.option("--asc", "ascending", is_flag=True, help="Smallest first (default: largest, newest first).")
 @click.option("--limit", default=50, show_default=True, type=int)
 @click.option("--offset", default=0, type=int)
-def sessions(db, server, token, as_json, feedback, outcome, service, agent, since, until, limit, offset):
-    """List stored sessions, newest first."""
+def sessions(db, server, token, as_json, feedback, outcome, service, agent, since, until, model, task, diagnosis,
+             min_cost, max_cost, sort, ascending, limit, offset):
+    """List stored sessions, newest first (or as --sort says)."""
     def line(r: dict) -> str:
         task = (r.get("task") or "").replace("\n", " ")[:60]
         return (f"{r['session_id'][:38]:<38} {(r['started_at'] or '')[:19]:<20} {r['steps']:>5} "
@@ -54,7 +64,8 @@ def sessions(db, server, token, as_json, feedback, outcome, service, agent, sinc
 
     _print_listing(db, server, token, as_json, lambda store: store.list_sessions(
         feedback=feedback, outcome=outcome, service=service, agent=agent, since=since, until=until, limit=limit,
-        offset=offset), "no sessions", f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8} {'COST':>10}  TASK",
+        offset=offset, sort=sort, descending=not ascending, model=model, task=task, diagnosis=diagnosis,
+        min_cost=min_cost, max_cost=max_cost), "no sessions", f"{'SESSION':<38} {'STARTED':<20} {'STEPS':>5} {'OUTCOME':<8} {'FEEDBACK':>8} {'COST':>10}  TASK",
         line)
 
 

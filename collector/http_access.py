@@ -71,10 +71,13 @@ class HttpAccess(AccessBase):
         return urllib.parse.quote(session_id, safe="")
 
     def list_sessions(self, feedback=None, outcome=None, service=None, agent=None, since=None, until=None,
-                      limit=50, offset=0, parent_session_id=None) -> list[dict]:
+                      limit=50, offset=0, parent_session_id=None, sort="time", descending=True, model=None,
+                      task=None, diagnosis=None, min_cost=None, max_cost=None) -> list[dict]:
         return self._request("GET", "/api/v1/sessions", query=dict(
             feedback=feedback, outcome=outcome, service=service, agent=agent, since=since, until=until,
-            limit=limit, offset=offset, parent_session_id=parent_session_id))["sessions"]
+            limit=limit, offset=offset, parent_session_id=parent_session_id, sort=sort,
+            order="desc" if descending else "asc", model=model, task=task, diagnosis=diagnosis,
+            min_cost=min_cost, max_cost=max_cost))["sessions"]
 
     # The API answers a session in bounded pages (docs/contracts.md §1b); these reads ask for
     # every page and put the whole document back together, as StoreAccess returns it.

@@ -33,9 +33,12 @@ class StoreAccess(AccessBase):
             self.store.close()
 
     def list_sessions(self, feedback=None, outcome=None, service=None, agent=None, since=None, until=None,
-                      limit=50, offset=0, parent_session_id=None) -> list[dict]:
+                      limit=50, offset=0, parent_session_id=None, sort="time", descending=True, model=None,
+                      task=None, diagnosis=None, min_cost=None, max_cost=None) -> list[dict]:
         return self.store.list_sessions(feedback=feedback, outcome=outcome, service=service, agent=agent, since=since,
-                                        until=until, limit=limit, offset=offset, parent_session_id=parent_session_id)
+                                        until=until, limit=limit, offset=offset, parent_session_id=parent_session_id,
+                                        sort=sort, descending=descending, model=model, task=task, diagnosis=diagnosis,
+                                        min_cost=min_cost, max_cost=max_cost)
 
     def get_session(self, session_id: str) -> SessionDocument | None:
         return self.store.get_session(session_id)

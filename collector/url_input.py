@@ -95,6 +95,19 @@ class QueryParams:
             raise InvalidParameter(name, f"must be {bound}, not {raw[:40]}")
         return value
 
+    def amount(self, name: str) -> float | None:
+        """A finite number of at least 0 (a cost in USD); None when absent."""
+        raw = self.text(name)
+        if raw is None:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not 0 <= value < float("inf"):
+            raise InvalidParameter(name, f"must be a number of at least 0, not {raw[:40]!r}")
+        return value
+
     def time(self, name: str) -> str | None:
         """An ISO-8601 time or epoch seconds, checked to be a time the store can compare
         with (the store reads the text itself, so the text is what is returned)."""

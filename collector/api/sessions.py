@@ -15,6 +15,7 @@ from tracefix.collector.api.errors import error
 from tracefix.collector.api.paging import page_params, query_params, streamed_page
 from tracefix.collector.responses import JSONResponse
 from tracefix.collector.store import UnknownSession
+from tracefix.collector.session_list import DIAGNOSIS_STATES, SESSION_SORTS
 from tracefix.collector.url_input import InvalidParameter
 
 
@@ -27,6 +28,11 @@ def routes(api: ApiContext) -> list[Route]:
         kwargs.update({k: q.time(k) for k in ("since", "until") if q.text(k)})
         if q.text("feedback"):
             kwargs["feedback"] = q.choice("feedback", ("negative", "positive", "any"))
+        kwargs.update({k: q.text(k) for k in ("model", "task") if q.text(k)})
+        kwargs.update({k: q.amount(k) for k in ("min_cost", "max_cost") if q.text(k)})
+        kwargs["diagnosis"] = q.choice("diagnosis", DIAGNOSIS_STATES)
+        kwargs["sort"] = q.choice("sort", SESSION_SORTS, default="time")
+        kwargs["descending"] = q.choice("order", ("desc", "asc"), default="desc") == "desc"
         limit = min(q.integer("limit", 50), 1000)
         offset = q.integer("offset", 0)
         rows = await run_in_threadpool(store.list_sessions, limit=limit, offset=offset, **kwargs)

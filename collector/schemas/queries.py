@@ -10,6 +10,7 @@ from tracefix.collector.charts import GROUPINGS, MAX_BUCKETS, RANGES
 from tracefix.collector.document import INT64_MAX
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES
 from tracefix.collector.schemas.derive import ClosedRequest
+from tracefix.collector.session_list import DIAGNOSIS_STATES, SESSION_SORTS
 
 class PageQuery(ClosedRequest):
     offset: int = Field(0, ge=0, le=1 << 31)
@@ -33,6 +34,13 @@ class SessionListQuery(ClosedRequest):
     parent_session_id: Optional[str] = None
     since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
     until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds")
+    model: Optional[str] = Field(None, description="some LLM call of the session used this model")
+    task: Optional[str] = Field(None, description="a case-insensitive substring of the session's task")
+    diagnosis: Optional[Literal[DIAGNOSIS_STATES]] = None
+    min_cost: Optional[float] = Field(None, ge=0, description="USD its LLM calls cost at least (unknown: no match)")
+    max_cost: Optional[float] = Field(None, ge=0, description="USD its LLM calls cost at most (unknown: no match)")
+    sort: Literal[SESSION_SORTS] = Field("time", description="sessions without the value come last either way")
+    order: Literal["desc", "asc"] = "desc"
     limit: int = Field(50, ge=0, le=INT64_MAX, description="at most 1000 are returned")
     offset: int = Field(0, ge=0, le=INT64_MAX)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracefix.collector import document
+from tracefix.collector.store.sorting import DIAGNOSIS_STATES, diagnosis_states, session_tasks
 
 FEEDBACK_FILTERS = ("negative", "positive", "any", "none")
 # the session columns a text search reads
@@ -14,7 +15,9 @@ SEARCHED_COLUMNS = ("session_id", "service", "name", "entrypoint", "inputs", "me
 
 def session_filter(*, search: str | None = None, outcome: str | None = None, service: str | None = None,
                    feedback: str | None = None, agent: str | None = None, since: Any = None, until: Any = None,
-                   parent_session_id: str | None = None, replay_children: bool = True) -> tuple[str, list[Any]]:
+                   parent_session_id: str | None = None, replay_children: bool = True, model: str | None = None,
+                   task: str | None = None, diagnosis: str | None = None, min_cost: float | None = None,
+                   max_cost: float | None = None) -> tuple[str, list[Any]]:
     """(condition over `sessions s`, its parameters); None filters nothing.
 
     `search`: a case-insensitive substring of any of SEARCHED_COLUMNS. `outcome="none"`: no
@@ -22,11 +25,14 @@ def session_filter(*, search: str | None = None, outcome: str | None = None, ser
     "positive" (some feedback scored below / above 0), "any" (some feedback), "none" (none).
     `agent`: some span of the session names it. `since` / `until`: when it started (an ISO
     time or epoch value, `document.to_ns`), `until` excluded. `replay_children=False`: no
-    session a replay ran (one with a `parent_session_id`)."""
+    session a replay ran (one with a `parent_session_id`). `model`: some span of the session
+    names it. `task`: a case-insensitive substring of its task (sorting.session_tasks).
+    `diagnosis`: its diagnosis state (sorting.DIAGNOSIS_STATES). `min_cost` / `max_cost`: its
+    LLM calls cost at least / at most this many USD (a session of unknown cost matches neither)."""
     where: list[str] = ["true"]
     params: list[Any] = []
     if search:
-        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = _like_pattern(search)
         where.append("(" + " OR ".join(f"s.{c} ILIKE ? ESCAPE '\\'" for c in SEARCHED_COLUMNS) + ")")
         params += [pattern] * len(SEARCHED_COLUMNS)
     if outcome == "none":
@@ -59,4 +65,27 @@ def session_filter(*, search: str | None = None, outcome: str | None = None, ser
         params.append(parent_session_id)
     if not replay_children:
         where.append("s.parent_session_id IS NULL")
+    if model is not None:
+        where.append("s.session_id IN (SELECT session_id FROM spans WHERE model = ?)")
+        params.append(model)
+    if task:
+        everyone = "SELECT session_id FROM sessions"
+        where.append(f"s.session_id IN (SELECT session_id FROM ({session_tasks(everyone)}) WHERE task ILIKE ? ESCAPE '\\')")
+        params.append(_like_pattern(task))
+    if diagnosis is not None:
+        if diagnosis not in DIAGNOSIS_STATES:
+            raise ValueError(f"diagnosis must be one of {', '.join(DIAGNOSIS_STATES)}")
+        where.append(f"s.session_id IN (SELECT session_id FROM ({diagnosis_states('SELECT session_id FROM sessions')}) "
+                     "WHERE state = ?)")
+        params.append(diagnosis)
+    for bound, op in ((min_cost, ">="), (max_cost, "<=")):
+        if bound is not None:
+            where.append("s.session_id IN (SELECT session_id FROM spans WHERE kind = 'llm' GROUP BY session_id "
+                         f"HAVING sum(cost_usd) {op} ?)")
+            params.append(float(bound))
     return " AND ".join(where), params
+
+
+def _like_pattern(text: str) -> str:
+    """An ILIKE pattern (ESCAPE '\\') matching `text` anywhere: its wildcards taken literally."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -10,7 +10,8 @@ from tracefix.collector.store.annotations import annotation_rows
 from tracefix.collector.store.filters import session_filter
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
-from tracefix.collector.store.sql import first_row, records, scalar
+from tracefix.collector.store.sorting import sorted_page
+from tracefix.collector.store.sql import first_row, in_strings, records, scalar
 
 
 class Queries(StoreReads):
@@ -21,13 +22,23 @@ class Queries(StoreReads):
 
     def list_sessions(self, feedback: str | None = None, outcome: str | None = None, service: str | None = None,
                       agent: str | None = None, since: Any = None, until: Any = None, limit: int = 50,
-                      offset: int = 0, parent_session_id: str | None = None) -> list[dict]:
+                      offset: int = 0, parent_session_id: str | None = None, sort: str = "time",
+                      descending: bool = True, model: str | None = None, task: str | None = None,
+                      diagnosis: str | None = None, min_cost: float | None = None,
+                      max_cost: float | None = None) -> list[dict]:
+        """A page of session summaries sorted by `sort` (sorting.SORTS: newest first by default),
+        filtered as filters.session_filter says."""
         filtered, params = session_filter(outcome=outcome, service=service, feedback=feedback, agent=agent,
-                                          since=since, until=until, parent_session_id=parent_session_id)
+                                          since=since, until=until, parent_session_id=parent_session_id,
+                                          model=model, task=task, diagnosis=diagnosis, min_cost=min_cost,
+                                          max_cost=max_cost)
         cur = self._read()
+        page_ids, _ = sorted_page(cur, filtered, params, sort, descending, limit, offset)
+        if not page_ids:
+            return []
+        in_page, page_params = in_strings(page_ids)
         rows = records(cur.execute(
-            f"""WITH page AS (SELECT * FROM sessions s WHERE {filtered}
-                              ORDER BY s.started_ns DESC NULLS LAST, s.session_id LIMIT ? OFFSET ?),
+            f"""WITH page AS (SELECT * FROM sessions WHERE session_id {in_page}),
                 agg AS (SELECT session_id, count(*) FILTER (WHERE kind IN ('llm', 'message')) AS n_steps,
                                list(DISTINCT agent) FILTER (WHERE agent IS NOT NULL) AS agents,
                                list(DISTINCT model) FILTER (WHERE model IS NOT NULL) AS models,
@@ -40,9 +51,9 @@ class Queries(StoreReads):
                        page.started_ns, page.ended_ns, page.parent_session_id, page.replayable, page.source,
                        agg.n_steps, agg.agents, agg.models, agg.n_errors, agg.n_spans, agg.cost_usd, fb.last_score, fb.n_feedback,
                        page.metadata, page.inputs
-                FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
-                ORDER BY page.started_ns DESC NULLS LAST, page.session_id""",
-            [*params, int(limit), int(offset)]))
+                FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)""", page_params))
+        position = {sid: n for n, sid in enumerate(page_ids)}
+        rows.sort(key=lambda r: position[r["session_id"]])
         firsts = self._first_messages(cur, [r["session_id"] for r in rows]) if rows else {}
         out = []
         for r in rows:
