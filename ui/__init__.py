@@ -12,6 +12,8 @@ nothing fetched from elsewhere, so it works offline):
   /diagnosis?id=ID       hypotheses with evidence, replays beside the original, verdicts, the
                          report; start a diagnosis or a replay, job state live
   /alerts, /jobs         the alert outbox and the job queue
+  /regress[?run=ID]      the runs of `tracefix regress`; one run's items, each with its runs
+                         beside the session it ran again
   /login, /logout        the API token, asked once: a sign-in the collector keeps, its random
                          id in an HttpOnly SameSite=Strict cookie; logout ends it
 

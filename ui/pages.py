@@ -32,6 +32,7 @@ from tracefix.collector.url_input import InvalidParameter, QueryParams
 from tracefix.collector.writer import QueueFull, WriterClosed
 from tracefix.ui import views
 from tracefix.ui.security import UI_CSP, UI_REFERRER_POLICY, Forbidden, Guard
+from tracefix.ui.regress_view import regress_context
 from tracefix.ui.timeline import layout
 
 if TYPE_CHECKING:
@@ -321,6 +322,9 @@ def routes(collector: "Collector") -> list:
         return render(request, "jobs.html", jobs=rows, total=total, offset=offset, **filters, job_kinds=JOB_KINDS,
                       job_states=JOB_STATES, **links)
 
+    def regress(request: Request, form) -> Response:
+        return render(request, "regress.html", **regress_context(store, QueryParams(request.query_params).text("run")))
+
     def unknown(request: Request, form) -> Response:
         raise NotFound(f"there is no page {request.url.path!r} here")
 
@@ -335,6 +339,7 @@ def routes(collector: "Collector") -> list:
         Route("/diagnosis/start", page(start_job), methods=["POST"]),
         Route("/alerts", page(alerts)),
         Route("/jobs", page(jobs)),
+        Route("/regress", page(regress)),
         Mount(STATIC_PREFIX, StaticFiles(directory=HERE / "static"), name="static"),
         Route(UNKNOWN_PAGE, page(unknown, public=True)),  # last: what no route above answers
     ]

@@ -182,6 +182,20 @@ def test_readme_regress_on_version_2_fixes_what_it_addresses(bed):
     with bed.access() as access:  # each run exported its session, linked to the item's
         children = access.list_sessions(parent_session_id=bed.by_task["t04"], limit=10)
     assert len(children) == 3
+    # the web UI's page of the run: each item's runs beside the session it ran again
+    run_id = re.search(r"tracefix regress (rg-\S+):", done.stderr).group(1)
+    assert run_id in page(bed.serve_url + "/regress")
+    html = page(f"{bed.serve_url}/regress?run={run_id}")
+    row = html[html.index(f"/session?id={bed.by_task['t04']}"):]
+    row = row[:row.index("</tr>")]
+    assert ">fixed<" in row and all(f"/session?id={c['session_id']}" in row for c in children)
+
+
+def page(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/html"}), timeout=10) as r:
+        return r.read().decode()
 
 
 def test_the_control_on_version_1_fixes_nothing(bed):

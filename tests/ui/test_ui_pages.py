@@ -12,7 +12,8 @@ from report_session import tracefix
 from ui_client import csrf_of, signed_in
 
 PAGES = ["/", "/session?id={hostile}", "/session?id={hostile}&step=1", "/session/spans?id={hostile}",
-         "/diagnosis?id={hostile}", "/alerts", "/jobs"]
+         "/diagnosis?id={hostile}", "/alerts", "/jobs", "/regress",
+         "/regress?run=%3Cscript%3Ealert(1)%3C/script%3E"]
 
 
 @pytest.fixture(scope="module")
