@@ -6,8 +6,11 @@ Pages (server-rendered with Jinja2; a little plain JavaScript from /static, no b
 nothing fetched from elsewhere, so it works offline):
 
   /                      sessions: paged, sortable, filtered table with text search
-  /session?id=ID         one session: a timeline with one lane per agent, its steps, one step
-                         in full (&step=N), feedback (thumbs up / down with a comment)
+  /session?id=ID         one session: a waterfall of its spans (&span=ID: one beside it), a
+                         timeline with one lane per agent, its steps, one step in full
+                         (&step=N), feedback (thumbs up / down with a comment)
+  /session/waterfall     the session page's waterfall rows, JSON, a page at a time
+  /session/span          the panel of one span beside the waterfall (an HTML fragment)
   /session/spans?id=ID   the raw span tree
   /diagnosis?id=ID       hypotheses with evidence, replays beside the original, verdicts, the
                          report; start a diagnosis or a replay, job state live
@@ -27,7 +30,9 @@ OpenAPI document and its JSON error shape stay the API's; only the UI's own path
 and a browser's GET of a path nobody has (outside /api/ and /v1/) is the UI's HTML 404 page.
 
 Modules: `security` (cookie, CSRF, CSP, the guard of every page), `pages` (the handlers),
-`timeline` (the agent-lane SVG's geometry), `views` (formatting for the templates).
+`session_list` (the sessions page's filters, sort and links), `waterfall` (the waterfall's
+rows and span panel), `timeline` (the agent-lane SVG's geometry), `views` (formatting for
+the templates).
 """
 from __future__ import annotations
 

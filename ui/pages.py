@@ -30,8 +30,9 @@ from tracefix.collector.otlp import OtlpError
 from tracefix.collector.store import UnknownSession
 from tracefix.collector.url_input import InvalidParameter, QueryParams
 from tracefix.collector.writer import QueueFull, WriterClosed
-from tracefix.ui import views
+from tracefix.ui import views, waterfall
 from tracefix.ui.security import UI_CSP, UI_REFERRER_POLICY, Forbidden, Guard
+from tracefix.ui.session_list import session_list
 from tracefix.ui.regress_view import regress_context
 from tracefix.ui.timeline import layout
 
@@ -43,15 +44,11 @@ log = logging.getLogger("tracefix.ui")
 HERE = Path(__file__).parent
 STATIC_PREFIX = "/static"
 UNKNOWN_PAGE = "/{path:path}"  # a browser's path that neither the UI nor the API has: an HTML 404
-SESSIONS_PER_PAGE = 50
 STEPS_PER_PAGE = 50
 SPANS_PER_PAGE = 50  # a span keeps its attributes whole: a page must stay small
 INPUTS_SHOWN = 12  # of a step's input messages, the last ones (a prompt repeats the earlier steps)
 FORM_BYTES = 64 * 1024
 LISTED = 200  # alerts and jobs shown on a page, newest first
-COLUMNS = [("time", "time"), (None, "session"), ("service", "service"), (None, "task"), (None, "agents"),
-           ("steps", "steps"), ("tokens", "tokens"), ("cost", "cost"), ("latency", "latency"), ("outcome", "outcome"),
-           ("feedback", "feedback"), (None, "diagnosis")]
 
 
 async def read_form(request: Request) -> dict[str, str]:
@@ -170,35 +167,7 @@ def routes(collector: "Collector") -> list:
 
     # --- sessions --------------------------------------------------------------------------
     def sessions(request: Request, form) -> Response:
-        q = QueryParams(request.query_params)
-        filters = {
-            "search": (q.text("q") or "").strip()[:200] or None,
-            "outcome": q.choice("outcome", ("success", "failure", "none")),
-            "service": q.text("service"),
-            "feedback": q.choice("feedback", ("negative", "positive", "none")),
-            "diagnosis": q.choice("diagnosis", store.TABLE_DIAGNOSIS),
-            # the sessions replays ran hide by default: a diagnosis makes several per session
-            "replays": q.choice("replays", ("shown",)),
-        }
-        sort = q.choice("sort", tuple(store.TABLE_SORTS), default="time")
-        descending = q.choice("dir", ("asc", "desc"), default="desc") == "desc"
-        offset = q.integer("offset", 0, high=1 << 31)
-        table = store.session_table(sort=sort, descending=descending, limit=SESSIONS_PER_PAGE, offset=offset,
-                                    replay_children=filters["replays"] == "shown",
-                                    **{k: v for k, v in filters.items() if k != "replays"})
-        shown = {"q": filters["search"], **{k: v for k, v in filters.items() if k != "search"}}
-        state = {k: v for k, v in {**shown, "sort": sort, "dir": "desc" if descending else "asc"}.items() if v}
-
-        def link(**change) -> str:
-            return "/?" + urlencode({k: v for k, v in {**state, **change}.items() if v is not None})
-
-        headers = [{"label": label, "key": key, "active": key == sort,
-                    "url": key and link(sort=key, dir="asc" if key == sort and descending else "desc", offset=None),
-                    "arrow": ("▼" if descending else "▲") if key == sort else ""} for key, label in COLUMNS]
-        return render(request, "sessions.html", rows=table["rows"], total=table["total"], offset=offset,
-                      per_page=SESSIONS_PER_PAGE, filters=shown, headers=headers,
-                      **views.pager(offset, SESSIONS_PER_PAGE, table["total"], lambda at: link(offset=at)),
-                      diagnosis_states=store.TABLE_DIAGNOSIS)
+        return render(request, "sessions.html", **session_list(store, QueryParams(request.query_params)))
 
     # --- one session -----------------------------------------------------------------------
     def session(request: Request, form) -> Response:
@@ -231,11 +200,12 @@ def routes(collector: "Collector") -> list:
             texts = dict(store.iter_message_texts(keys))
             inputs = [views.json_message(texts.get(k)) for k in keys]
         got_past = views.got_past_steps(store, sid)  # errors the run got past: drawn apart, not as failures
+        panel = waterfall.span_panel(store, q, sid) if q.text("span") else None  # the waterfall's selected span
         voted = {"vote": q.choice("feedback", ("up", "down")), "alert": q.choice("alert", ("raised",)),
                  "diagnosis": q.choice("diagnosis", ("queued",))}
         return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset, voted=voted,
                       timeline=layout(doc["steps"], selected if step else None, got_past), got_past=got_past,
-                      step=step, inputs=inputs,
+                      step=step, inputs=inputs, panel=panel,
                       earlier_inputs=max(0, len(step.get("input_message_keys") or []) - INPUTS_SHOWN) if step else 0,
                       previous=offset > 0 and views.session_url(sid, offset=max(0, offset - STEPS_PER_PAGE)),
                       following=offset + STEPS_PER_PAGE < total
@@ -255,6 +225,18 @@ def routes(collector: "Collector") -> list:
                                                                 offset=max(0, offset - SPANS_PER_PAGE)),
                       following=offset + SPANS_PER_PAGE < len(rowids)
                       and views.session_url(sid, "session/spans", offset=offset + SPANS_PER_PAGE))
+
+    def waterfall_rows(request: Request, form) -> Response:
+        q = QueryParams(request.query_params)
+        return waterfall.waterfall_rows(store, q, session_id(q))
+
+    def span_panel(request: Request, form) -> Response:
+        q = QueryParams(request.query_params)
+        sid = session_id(q)
+        panel = waterfall.span_panel(store, q, sid)
+        if panel is None:
+            raise NotFound(f"session {sid!r} has no span {q.text('span')!r}")
+        return render(request, "span_panel.html", sid=sid, panel=panel)
 
     def feedback(request: Request, form) -> Response:
         sid = str(form.get("id") or "")
@@ -334,6 +316,8 @@ def routes(collector: "Collector") -> list:
         Route("/logout", page(logout, public=True), methods=["POST"]),
         Route("/session", page(session)),
         Route("/session/spans", page(spans)),
+        Route("/session/waterfall", page(waterfall_rows)),
+        Route("/session/span", page(span_panel)),
         Route("/session/feedback", page(feedback), methods=["POST"]),
         Route("/diagnosis", page(diagnosis)),
         Route("/diagnosis/start", page(start_job), methods=["POST"]),

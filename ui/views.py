@@ -73,6 +73,28 @@ def pretty(value: Any, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}…[{len(text) - limit} more chars]"
 
 
+def attribute_rows(attributes: Any, limit: int = PREVIEW_CHARS) -> list[dict]:
+    """A span's attributes as the rows of a key-value table, by key: `{"key", "text", "block"}`
+    where a JSON value (an object or a list, or a string holding one: tool arguments, message
+    lists) is pretty-printed on several lines (`block`), and any other value is shown as
+    itself (a string without its quotes), never as an escaped JSON string."""
+    if not isinstance(attributes, dict):
+        return [] if attributes in (None, "") else [{"key": "(attributes)", "text": pretty(attributes, limit),
+                                                     "block": True}]
+    rows = []
+    for key in sorted(attributes, key=str):
+        value = attributes[key]
+        if isinstance(value, str):
+            text = pretty(value, limit)  # JSON text comes out indented
+            block = "\n" in text
+        elif isinstance(value, (dict, list)):
+            text, block = pretty(value, limit), True
+        else:
+            text, block = compact(value, limit), False
+        rows.append({"key": str(key), "text": text, "block": block})
+    return rows
+
+
 def content_text(message: Any) -> str:
     """A chat message's content as text (parts joined)."""
     if not isinstance(message, dict):
@@ -108,7 +130,7 @@ def api_url(session_id: str, suffix: str = "") -> str:
 
 
 FILTERS = {"when": when, "duration": duration, "count": count, "number": number, "thumbs": thumbs, "compact": compact,
-           "pretty": pretty, "content_text": content_text, "brief": brief, "usd": usd_text}
+           "pretty": pretty, "content_text": content_text, "attribute_rows": attribute_rows, "brief": brief, "usd": usd_text}
 GLOBALS = {"session_url": session_url, "api_url": api_url, "ranking_rule": RANKING_RULE}
 
 
