@@ -17,6 +17,9 @@ Receivers
     wait for the writer, or 32 gRPC exports are in progress. Spans are normalized from tracefix/GenAI, OpenInference and
     OpenLLMetry conventions; a span without a session attribute joins its trace's session,
     else the trace id is the session id. The same span sent twice is stored once.
+    OTLP logs (``/v1/logs``, ``LogsService/Export``) and metrics (``/v1/metrics``,
+    ``MetricsService/Export``) the same way: GenAI events and GenAI metrics' points are stored,
+    other records acknowledged (tracefix.collector.otlp_signals).
 
 Store (``tracefix.collector.store``, the only SQL)
     One DuckDB file (``--db`` / ``TRACEFIX_DB``), numbered migrations in ``schema_version``.

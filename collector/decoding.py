@@ -21,7 +21,8 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from tracefix.collector import otlp
-from tracefix.collector.normalize import Batch, normalize_request
+from tracefix.collector.normalize import Batch, normalize_logs, normalize_metrics, normalize_request
+from tracefix.collector.otlp_signals import BY_NAME
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.errors import TracefixError
 
@@ -30,12 +31,16 @@ log = logging.getLogger("tracefix.collector")
 INLINE_BYTES = 64 * 1024  # smaller uncompressed bodies decode in the receiver: a round trip costs more
 
 
+# how each signal's request becomes a Batch (otlp_signals)
+NORMALIZERS = {"traces": normalize_request, "logs": normalize_logs, "metrics": normalize_metrics}
+
+
 def decode_body(body: bytes, content_type: str | None, encoding: str | None, max_body_bytes: int,
-                max_attribute_chars: int) -> Batch:
-    """Decompress, decode and normalize one request body (raises otlp.OtlpError)."""
+                max_attribute_chars: int, signal: str = "traces") -> Batch:
+    """Decompress, decode and normalize one request body of `signal` (raises otlp.OtlpError)."""
     body = otlp.decompress(body, encoding, max_body_bytes)
-    batch = normalize_request(otlp.decode(body, content_type), max_attribute_chars=max_attribute_chars,
-                              wire_bytes=len(body))
+    batch = NORMALIZERS[signal](otlp.decode(body, content_type, BY_NAME[signal]),
+                                max_attribute_chars=max_attribute_chars, wire_bytes=len(body))
     batch.wire_bytes = len(body)
     return batch
 
@@ -99,9 +104,9 @@ class Decoder:
             pool.submit(_warm)
         return pool
 
-    def _submit(self, body: bytes, content_type: str | None, encoding: str | None):
+    def _submit(self, body: bytes, content_type: str | None, encoding: str | None, signal: str):
         """(the pool it went to or None, a concurrent Future of the Batch)."""
-        args = (body, content_type, encoding, *self.limits)
+        args = (body, content_type, encoding, *self.limits, signal)
         pool = self._pool
         # a small gzip body may inflate to --max-body-mb: only small plain bodies decode inline
         if len(body) <= INLINE_BYTES and (encoding or "identity").strip().lower() == "identity":
@@ -128,17 +133,19 @@ class Decoder:
                 self._pool = self._new_pool()
         return DecodeFailed("the decode worker died; retry")
 
-    async def decode(self, body: bytes, content_type: str | None, encoding: str | None) -> Batch:
+    async def decode(self, body: bytes, content_type: str | None, encoding: str | None,
+                     signal: str = "traces") -> Batch:
         """The OTLP/HTTP receiver's way in: awaits the Batch (raises otlp.OtlpError, DecodeFailed)."""
-        pool, fut = self._submit(body, content_type, encoding)
+        pool, fut = self._submit(body, content_type, encoding, signal)
         try:
             return await asyncio.wrap_future(fut)
         except BrokenProcessPool as exc:
             raise self._worker_died(pool, exc) from exc
 
-    def decode_blocking(self, body: bytes, content_type: str | None, encoding: str | None) -> Batch:
+    def decode_blocking(self, body: bytes, content_type: str | None, encoding: str | None,
+                        signal: str = "traces") -> Batch:
         """The same for the gRPC receiver, whose handlers run on threads of their own."""
-        pool, fut = self._submit(body, content_type, encoding)
+        pool, fut = self._submit(body, content_type, encoding, signal)
         try:
             return fut.result()
         except BrokenProcessPool as exc:

@@ -1,4 +1,5 @@
-"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+"""OTLP/gRPC receiver: the Export methods of `opentelemetry.proto.collector.trace.v1.TraceService`,
+`...logs.v1.LogsService` and `...metrics.v1.MetricsService` (tracefix.collector.otlp_signals).
 
 Same path as OTLP/HTTP: the request arrives as raw bytes (no deserializer), decodes in the
 decode worker process (`Decoder`), goes to the single writer, and is answered after the
@@ -23,11 +24,10 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
 from tracefix.collector import otlp
 from tracefix.collector.auth import INGEST
 from tracefix.collector.decoding import DecodeFailed
+from tracefix.collector.otlp_signals import BY_GRPC_METHOD, TRACES, Signal
 from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.writer import QueueFull, WriterClosed
 
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tracefix.collector")
 
-
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 # Exports handled at once; each holds its request (up to max_body_bytes) and a decode, so this
 # bounds the receiver's memory. Beyond it the handler answers RESOURCE_EXHAUSTED with RetryInfo.
@@ -65,9 +63,9 @@ def abort_busy(context, message: str, delay_s: float) -> None:
         *status.trailing_metadata, ("google.rpc.retryinfo-bin", retry_info.SerializeToString()))))
 
 
-class TraceService(grpc.GenericRpcHandler):
-    """The Export method, capped at MAX_CONCURRENT_EXPORTS in the handler so that every refusal
-    carries RetryInfo."""
+class ExportServices(grpc.GenericRpcHandler):
+    """The Export method of each signal, capped together at MAX_CONCURRENT_EXPORTS in the
+    handler so that every refusal carries RetryInfo."""
 
     def __init__(self, collector: "Collector"):
         self.collector = collector
@@ -76,16 +74,18 @@ class TraceService(grpc.GenericRpcHandler):
     def service(self, handler_call_details) -> grpc.RpcMethodHandler | None:
         # gRPC asks on its polling thread as the call arrives: the wait for a slot counts from here,
         # time spent queued for an executor thread included
-        if handler_call_details.method != EXPORT_METHOD:
+        signal = BY_GRPC_METHOD.get(handler_call_details.method)
+        if signal is None:
             return None
         arrived = time.monotonic()
         # registered as client-streaming (the same bytes on the wire as a unary call) so the
         # request is read only once the export has its slot: exports waiting hold no body
         return grpc.stream_unary_rpc_method_handler(
-            self.collector.metrics.count_grpc_exports(lambda requests, context: self.export(requests, context, arrived)),
-            request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString)
+            self.collector.metrics.count_grpc_exports(
+                lambda requests, context: self.export(requests, context, arrived, signal)),
+            request_deserializer=None, response_serializer=signal.response.SerializeToString)
 
-    def export(self, requests, context, arrived: float) -> ExportTraceServiceResponse:
+    def export(self, requests, context, arrived: float, signal: Signal = TRACES):
         if not self.collector.tokens.allows(dict(context.invocation_metadata()).get("authorization"), INGEST):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         # with a spool an export holds its slot only to decode and fsync, so one over the cap
@@ -99,37 +99,39 @@ class TraceService(grpc.GenericRpcHandler):
             try:
                 body = next(requests)
             except StopIteration:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no ExportTraceServiceRequest was sent")
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no {signal.request.DESCRIPTOR.name} was sent")
             except grpc.RpcError:  # the client went away while the export waited
                 context.abort(grpc.StatusCode.CANCELLED, "the client cancelled the export")
-            return self._export(body, context)
+            return self._export(body, context, signal)
         finally:
             self._slots.release()
 
-    def _export(self, body: bytes, context) -> ExportTraceServiceResponse:
+    def _export(self, body: bytes, context, signal: Signal):
         try:
-            batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None)
+            batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None, signal.name)
         except otlp.OtlpError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         except DecodeFailed as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         refused = []
-        if batch.span_count:
+        if batch.records:
             try:
-                fut = self.collector.ingest.submit(batch, SpooledRequest("grpc", otlp.PROTOBUF, None, body))
+                fut = self.collector.ingest.submit(batch, SpooledRequest("grpc", otlp.PROTOBUF, None, body,
+                                                                         signal=signal.name))
             except QueueFull as exc:  # SpoolFull too: the spool's budget is spent
                 abort_busy(context, f"collector busy: {exc}; retry later", self.collector.ingest.retry_delay_s())
             except WriterClosed as exc:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             try:
                 refused = fut.result(timeout=120)
-            except Exception as exc:  # spans it refuses for their content are in `refused`
+            except Exception as exc:  # records it refuses for their content are in `refused`
                 log.warning("gRPC export failed to commit: %s", exc)
-                context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store the spans: {exc}")
-        self.collector.metrics.exported("grpc", batch, refused)
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store the {signal.noun}: {exc}")
+        if signal is TRACES:
+            self.collector.metrics.exported("grpc", batch, refused)
         try:
-            return otlp.export_response(batch, refused)
-        except otlp.OtlpError as exc:  # no span could be stored
+            return otlp.export_response(batch, refused, signal)
+        except otlp.OtlpError as exc:  # no record could be stored
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
 
 
@@ -147,7 +149,7 @@ def _server_credentials(cert: str, key: str, client_ca: str | None) -> grpc.Serv
 
 def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Server, int]:
     limit = collector.config.max_body_bytes
-    # TraceService caps the exports handled at once and answers what is past the cap with
+    # ExportServices caps the exports handled at once and answers what is past the cap with
     # RetryInfo; a thread for every export it admits, and for WAITING_THREADS more waiting for a
     # slot. No maximum_concurrent_rpcs: gRPC would answer past it without RetryInfo (exporters
     # then drop the spans), before the handler could.
@@ -155,7 +157,7 @@ def start_grpc(collector: "Collector", host: str, port: int) -> tuple[grpc.Serve
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
                          options=[("grpc.max_receive_message_length", limit),
                                   ("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers((TraceService(collector),))
+    server.add_generic_rpc_handlers((ExportServices(collector),))
     cfg = collector.config
     try:
         if cfg.tls:

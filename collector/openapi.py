@@ -54,6 +54,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                     "with an ExportTraceServiceResponse in the request's encoding, partial success included. "
                     "An error answer to a protobuf request is a protobuf google.rpc.Status (its message, and "
                     "RetryInfo beside Retry-After on 429 and 503); to any other request, an ErrorBody."),
+    ("/v1/logs", "POST"): Operation(
+        "OTLP/HTTP logs export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
+        errors=_fails(400, 408, 413, 415, 429, 503), error_media=("application/x-protobuf",),
+        description="An ExportLogsServiceRequest, answered as /v1/traces is. GenAI events (event names starting "
+                    "gen_ai.) are stored, their messages shown on their LLM span's step; other records are "
+                    "acknowledged and not stored."),
+    ("/v1/metrics", "POST"): Operation(
+        "OTLP/HTTP metrics export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
+        errors=_fails(400, 408, 413, 415, 429, 503), error_media=("application/x-protobuf",),
+        description="An ExportMetricsServiceRequest, answered as /v1/traces is. The data points of GenAI metrics "
+                    "(names starting gen_ai.) are stored (GET /api/v1/metrics); others are acknowledged and "
+                    "not stored."),
     ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: ("text/plain",)}),
     ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: answers.StoreInfo}),
     ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: answers.SessionList},
@@ -119,6 +131,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                                                         errors={400: answers.ErrorBody, 409: answers.FinishConflict}),
     ("/api/v1/alerts", "GET"): Operation("Alerts and their webhook deliveries", {200: answers.AlertList},
                                          query=queries.AlertsQuery),
+    ("/api/v1/metrics", "GET"): Operation("Stored data points of GenAI metrics, oldest first",
+                                          {200: answers.MetricPoints}, query=queries.MetricPointsQuery,
+                                          errors=_fails(422)),
     ("/api/v1/datasets", "GET"): Operation("Datasets of sessions", {200: datasets.DatasetList}),
     ("/api/v1/datasets/items", "GET"): Operation("Dataset items (contracts §8)", {200: datasets.DatasetItems},
                                                  query=datasets.DatasetItemsQuery, errors=_fails(422)),

@@ -1,4 +1,5 @@
-"""OTLP/HTTP trace payloads: decompress, decode (protobuf or JSON), encode the response.
+"""OTLP/HTTP payloads of each signal (`otlp_signals`: traces, logs, metrics): decompress, decode
+(protobuf or JSON), encode the response.
 
 Errors are `OtlpError(status, message)` so the receiver answers a clear 4xx and stores
 nothing from a request it could not read.
@@ -14,11 +15,7 @@ from google.protobuf import any_pb2, duration_pb2, json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-
+from tracefix.collector.otlp_signals import TRACES, Signal
 from tracefix.errors import TracefixError
 
 if TYPE_CHECKING:
@@ -139,13 +136,15 @@ def _message_fields(obj, descriptor, depth: int = 0) -> dict:
     return fields
 
 
-def decode(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
+def decode(body: bytes, content_type: str | None, signal: Signal = TRACES):
+    """The signal's Export*ServiceRequest the body holds (OtlpError when it holds none)."""
     mt = media_type(content_type)
+    kind = signal.request.DESCRIPTOR.name
     if mt == PROTOBUF:
         try:
-            return ExportTraceServiceRequest.FromString(body)
+            return signal.request.FromString(body)
         except (DecodeError, ValueError, RuntimeError) as exc:
-            raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest protobuf: {exc}") from exc
+            raise OtlpError(400, f"body is not a valid {kind} protobuf: {exc}") from exc
     if mt == JSON:
         try:
             text = body.decode("utf-8")
@@ -156,39 +155,39 @@ def decode(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
         except (ValueError, RecursionError) as exc:
             raise OtlpError(400, f"body is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
-            raise OtlpError(400, "OTLP/JSON body must be an object with resourceSpans")
+            raise OtlpError(400, f"OTLP/JSON body must be an object with {signal.top_field}")
         try:
-            return ExportTraceServiceRequest(**_message_fields(data, ExportTraceServiceRequest.DESCRIPTOR))
+            return signal.request(**_message_fields(data, signal.request.DESCRIPTOR))
         except OtlpError:
             raise
         except Exception as exc:  # ParseError, TypeError, RecursionError...: all mean a bad body
-            raise OtlpError(400, f"body is not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+            raise OtlpError(400, f"body is not a valid OTLP/JSON {kind}: {exc}") from exc
     raise OtlpError(415, f"unsupported Content-Type {content_type!r}: use {PROTOBUF} or {JSON}")
 
 
-def response(rejected: int = 0, message: str = "") -> ExportTraceServiceResponse:
-    """An export's answer; a message without rejected spans is a warning (OTLP allows it)."""
-    resp = ExportTraceServiceResponse()
+def response(rejected: int = 0, message: str = "", signal: Signal = TRACES):
+    """An export's answer; a message without rejected records is a warning (OTLP allows it)."""
+    resp = signal.response()
     if rejected or message:
-        resp.partial_success.rejected_spans = rejected
+        setattr(resp.partial_success, signal.rejected_field, rejected)
         resp.partial_success.error_message = message
     return resp
 
 
-def export_response(batch: "Batch", refused: Iterable[tuple[int, str]] = ()) -> ExportTraceServiceResponse:
-    """The answer to an export whose spans were normalized into `batch` and, of those, the
+def export_response(batch: "Batch", refused: Iterable[tuple[int, str]] = (), signal: Signal = TRACES):
+    """The answer to an export whose records were normalized into `batch` and, of those, the
     ones in `refused` ((count, reason), the writer's) refused by the database: partial
-    success naming the rejected spans and why, then what was stored differently than sent.
-    Raises OtlpError(400) when spans came and none could be stored."""
+    success naming the rejected records and why, then what was stored differently than sent.
+    Raises OtlpError(400) when records came and none could be stored."""
     refused = list(refused)
     rejected = batch.rejected + sum(n for n, _ in refused)
     reasons = batch.errors + [reason for _, reason in refused]
-    if rejected and rejected == batch.rejected + batch.span_count:
-        raise OtlpError(400, f"all {rejected} spans rejected: {'; '.join(reasons)}")
-    return response(rejected, "; ".join(reasons + batch.warnings))
+    if rejected and rejected == batch.rejected + batch.records:
+        raise OtlpError(400, f"all {rejected} {signal.noun} rejected: {'; '.join(reasons)}")
+    return response(rejected, "; ".join(reasons + batch.warnings), signal)
 
 
-def encode_response(resp: ExportTraceServiceResponse, content_type: str | None) -> tuple[bytes, str]:
+def encode_response(resp, content_type: str | None) -> tuple[bytes, str]:
     if media_type(content_type) == JSON:
         body = json_format.MessageToJson(resp, indent=None).encode()
         return body, JSON

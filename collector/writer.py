@@ -128,7 +128,7 @@ class Writer:
     # --- producers ---------------------------------------------------------------------------
     def submit_batch(self, batch: Batch) -> Future:
         fut: Future = Future()
-        n = batch.span_count
+        n = batch.records  # spans, or log records and metric points (otlp_signals)
         with self._cond:
             if self._closing:
                 raise WriterClosed("the collector is shutting down")
@@ -186,12 +186,12 @@ class Writer:
             if first[0] == "batch":
                 streaming = self._arrivals > 1  # others arrived while the last transaction ran
                 self._arrivals = 0
-                total, size = first[1].span_count, first[1].wire_bytes
+                total, size = first[1].records, first[1].wire_bytes
                 deadline = time.monotonic() + self.linger_s
                 while total < self.max_transaction_spans and not self._transaction_full(size):
                     if self._items and self._items[0][0] == "batch":
                         item = self._items.popleft()
-                        total += item[1].span_count
+                        total += item[1].records
                         size += item[1].wire_bytes
                         taken.append(item)
                         continue
@@ -288,7 +288,7 @@ class Writer:
         return self.store.ingest(batch, **self.ingest_options)
 
     def _write_batches(self, taken: list) -> None:
-        n_spans = sum(b.span_count for _, b, _ in taken)
+        n_spans = sum(b.records for _, b, _ in taken)
         self._keep_wal_within_budget()
         started = time.perf_counter()
         results: list[tuple[Future, list[Refused] | None, BaseException | None]] = []
@@ -329,7 +329,7 @@ class Writer:
             self.fault = self._said(f"writing spans failed: {_first_line(failed)}")
         for (_, b, _), (fut, refused, exc) in zip(taken, results):
             if exc is None:
-                self.committed_spans += b.span_count - sum(n for n, _ in refused)
+                self.committed_spans += b.records - sum(n for n, _ in refused)
                 fut.set_result(refused)
             else:
                 fut.set_exception(exc)
@@ -357,8 +357,8 @@ class Writer:
                 first, second = part.halves()
                 parts += [second, first]
                 continue
-            log.warning("the database refused %d spans: %s", part.span_count, exc)
-            refused.append((part.span_count, f"{_what(part)}: the database refused it ({type(exc).__name__}: "
+            log.warning("the database refused %d records: %s", part.records, exc)
+            refused.append((part.records, f"{_what(part)}: the database refused it ({type(exc).__name__}: "
                                              f"{str(exc)[:200]})"))
         return refused
 
@@ -388,6 +388,8 @@ def _first_line(exc: BaseException) -> str:
 def _what(batch: Batch) -> str:
     """A refused part named for the exporter: its span when it is one, else a count."""
     table = batch.span_arrow()
+    if table is None:  # log records or metric points
+        return f"{batch.records} records"
     if table.num_rows == 1:
         row = table.select(["name", "span_id", "trace_id"]).to_pylist()[0]
         return span_label(row["name"], row["span_id"], row["trace_id"])

@@ -1,11 +1,13 @@
-"""The HTTP side of `tracefix serve` (starlette): OTLP/HTTP `POST /v1/traces` and the JSON API.
+"""The HTTP side of `tracefix serve` (starlette): OTLP/HTTP `POST /v1/traces`, `/v1/logs`,
+`/v1/metrics` and the JSON API.
 
 `build_app` assembles one router per resource, each a module whose `routes(api)` lists its
 routes: `service` (health, metrics, this API's description, the store's file), `ingest`
 (OTLP/HTTP), `sessions` (a session's contents), `results` (its analysis, replay result and
 report), `feedback` (feedback and the alerts it raised), `step_annotations` (people's marks on
 steps), `dashboard` (charts over time), `documents` (import, training
-sessions) and `jobs` (the queue and its workers). What they share: `context` (the
+sessions), `jobs` (the queue and its workers) and `genai_metrics` (the stored GenAI metric
+points). What they share: `context` (the
 collector, the token check every route but `/healthz` runs, the single writer), `bodies`
 (reading a request's body), `paging` (query parameters and streamed pages) and `errors`.
 
@@ -29,6 +31,7 @@ from starlette.middleware import Middleware
 from tracefix.collector import openapi
 from tracefix.collector.api import dashboard, datasets, documents, feedback, ingest, jobs, results, service, sessions
 from tracefix.collector.api import step_annotations
+from tracefix.collector.api import genai_metrics
 from tracefix.collector.api.context import ApiContext
 from tracefix.collector.api.errors import http_error, internal_error
 from tracefix.collector.api.read_room import RetryReadsWithRoom
@@ -46,7 +49,7 @@ def build_app(collector: "Collector") -> Starlette:
     routes = [*service.routes(api, lambda: route_table), *ingest.routes(api), *sessions.routes(api),
               *results.routes(api), *feedback.routes(api), *step_annotations.routes(api), *dashboard.routes(api),
               *documents.routes(api), *jobs.routes(api),
-              *datasets.routes(api)]
+              *datasets.routes(api), *genai_metrics.routes(api)]
     route_table = [(r.path, r.methods) for r in routes]
     if openapi.undescribed(route_table):
         log.warning("routes missing from /openapi.json: %s", ", ".join(openapi.undescribed(route_table)))

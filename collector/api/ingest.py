@@ -1,6 +1,8 @@
-"""OTLP/HTTP ingest: `POST /v1/traces` (protobuf or OTLP/JSON), answered in the request's
-encoding, errors included. The body is decoded beside the writer (tracefix.collector.decoding)
-and handed to the ingest path (tracefix.collector.spool), which writes it or spools it."""
+"""OTLP/HTTP ingest: `POST /v1/traces`, `/v1/logs` and `/v1/metrics` (protobuf or OTLP/JSON),
+answered in the request's encoding, errors included. The body is decoded beside the writer
+(tracefix.collector.decoding) and handed to the ingest path (tracefix.collector.spool), which
+writes it or spools it; the three signals share the bytes in flight, the writer's queue and
+the spool (tracefix.collector.otlp_signals)."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +18,7 @@ from tracefix.collector.api.context import ApiContext
 from tracefix.collector.api.errors import error, otlp_route
 from tracefix.collector.auth import INGEST
 from tracefix.collector.decoding import DecodeFailed
+from tracefix.collector.otlp_signals import SIGNALS, TRACES, Signal
 from tracefix.collector.spool import SpooledRequest
 from tracefix.collector.writer import QueueFull
 
@@ -26,7 +29,10 @@ def routes(api: ApiContext) -> list[Route]:
     collector, cfg = api.collector, api.cfg
     inflight = {"bytes": 0}  # request bodies being read or decoded right now
 
-    async def traces(request: Request) -> Response:
+    def receiver(signal: Signal):
+        return lambda request: export(signal, request)
+
+    async def export(signal: Signal, request: Request) -> Response:
         ctype = request.headers.get("content-type", "")
         mt = otlp.media_type(ctype)
         if mt not in (otlp.PROTOBUF, otlp.JSON):
@@ -44,23 +50,24 @@ def routes(api: ApiContext) -> list[Route]:
 
         try:
             body = await read_body(request, cfg.max_body_bytes, on_chunk=hold)
-            batch = await collector.decoder.decode(body, ctype, request.headers.get("content-encoding"))
+            batch = await collector.decoder.decode(body, ctype, request.headers.get("content-encoding"), signal.name)
         except DecodeFailed as exc:
             return error(503, str(exc))
         finally:
             inflight["bytes"] -= held
         refused = []
-        if batch.span_count:
+        if batch.records:
             encoding = request.headers.get("content-encoding")
-            fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body))
+            fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body, signal=signal.name))
             try:
                 refused = await asyncio.wrap_future(fut)
-            except Exception as exc:  # spans it refuses for their content are in `refused`
+            except Exception as exc:  # records it refuses for their content are in `refused`
                 log.warning("export failed to commit: %s", exc)
-                return error(503, f"could not store the spans: {exc}")
-        collector.metrics.exported("http", batch, refused)
-        content, media = otlp.encode_response(otlp.export_response(batch, refused), ctype)
+                return error(503, f"could not store the {signal.noun}: {exc}")
+        if signal is TRACES:
+            collector.metrics.exported("http", batch, refused)
+        content, media = otlp.encode_response(otlp.export_response(batch, refused, signal), ctype)
         return Response(content, media_type=media)
 
-    return [Route("/v1/traces", collector.metrics.count_http_exports(otlp_route(api.guarded(traces, INGEST))),
-                  methods=["POST"])]
+    return [Route(signal.path, collector.metrics.count_http_exports(otlp_route(api.guarded(receiver(signal), INGEST))),
+                  methods=["POST"]) for signal in SIGNALS]

@@ -66,10 +66,19 @@ class Batch:
     # of a batch that crossed to the writer's process (pickling rows would cost more than
     # building them)
     table_only_spans: int = 0
+    # what OTLP logs and metrics exports bring (normalize.log_records, normalize.metric_points):
+    # rows of the log_records and metric_points tables
+    log_records: list[dict] = field(default_factory=list)
+    metric_points: list[dict] = field(default_factory=list)
 
     @property
     def span_count(self) -> int:
         return len(self.rows) + self.table_only_spans
+
+    @property
+    def records(self) -> int:
+        """Spans, log records and metric points: what the writer's queue and the spool count."""
+        return self.span_count + len(self.log_records) + len(self.metric_points)
 
     @property
     def spans(self) -> list[dict]:
@@ -158,6 +167,8 @@ class Batch:
             merge_session(self.sessions, sid, attrs)
         self.snapshots.extend(other.snapshots)
         self.evaluations.extend(other.evaluations)
+        self.log_records.extend(other.log_records)
+        self.metric_points.extend(other.metric_points)
         self.rejected += other.rejected
         self.errors.extend(other.errors)
         self.warnings.extend(other.warnings)

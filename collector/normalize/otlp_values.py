@@ -56,6 +56,16 @@ def attributes(kvs, max_chars: int = NO_LIMIT) -> dict:
     return out
 
 
+def bounded_value(key: str, v, max_chars: int = NO_LIMIT) -> Any:
+    """One value (a log record's body) as Python, held to the bounds `attributes` keeps."""
+    value = any_value(v)
+    if type(value) is str and len(value) > max_chars:
+        raise SpanRejected(f"{key} is {len(value)} characters (limit {max_chars})")
+    if type(value) is list or type(value) is dict:
+        _check_container(key, value, max_chars)
+    return value
+
+
 def _check_container(key: str, value: list | dict, max_chars: int) -> None:
     """The limits of `attributes` inside an array or key-value list (walked without
     recursion: protobuf already bounds the nesting, this bounds the work)."""

@@ -336,3 +336,34 @@ class DashboardChart(ClosedAnswer):
     bucket_s: float = Field(description="the width of one interval, in seconds")
     buckets: int
     series: list[ChartSeries]
+
+
+class MetricPoint(ClosedAnswer):
+    """One data point of a GenAI metric as an OTLP metrics export sent it."""
+    name: str
+    unit: Optional[str]
+    kind: str = Field(description="histogram, sum, gauge, exponential_histogram or summary")
+    service: Optional[str]
+    scope: Optional[str]
+    attributes: dict[str, JSONValue]
+    model: Optional[str]
+    operation: Optional[str]
+    token_type: Optional[str] = Field(description="gen_ai.token.type: input or output (token usage)")
+    provider: Optional[str]
+    start_time: Optional[str]
+    time: Optional[str]
+    time_ns: Optional[int]
+    temporality: Optional[int] = Field(description="1 delta, 2 cumulative (a cumulative point repeats the "
+                                                   "counts of the points before it)")
+    value: Optional[float] = Field(description="a sum's or a gauge's value")
+    count: Optional[int]
+    sum: Optional[float]
+    min: Optional[float]
+    max: Optional[float]
+    bounds: Optional[list[float]] = Field(description="a histogram's explicit bucket bounds")
+    bucket_counts: Optional[list[int]]
+
+
+class MetricPoints(ClosedAnswer):
+    points: list[MetricPoint] = Field(description="oldest first")
+    truncated: bool = Field(description="more points matched than `limit`")

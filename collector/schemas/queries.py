@@ -77,3 +77,12 @@ class DashboardQuery(ClosedRequest):
     since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds (instead of the range's start)")
     until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds (instead of the range's end)")
     buckets: int = Field(24, ge=1, le=MAX_BUCKETS, description="equal intervals between since and until")
+
+
+class MetricPointsQuery(ClosedRequest):
+    name: Optional[str] = Field(None, description="a metric's name, e.g. gen_ai.client.token.usage")
+    service: Optional[str] = None
+    model: Optional[str] = Field(None, description="the point's gen_ai.response.model, else gen_ai.request.model")
+    since: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds (the point's time)")
+    until: Optional[str] = Field(None, description="ISO-8601 time or epoch seconds (excluded)")
+    limit: int = Field(1000, ge=1, le=10_000)

@@ -79,7 +79,8 @@ class Drain:
     def _decode(self, request: SpooledRequest) -> "Batch | None":
         while True:
             try:
-                return self.decoder.decode_blocking(request.body, request.content_type, request.content_encoding)
+                return self.decoder.decode_blocking(request.body, request.content_type, request.content_encoding,
+                                                    request.signal)
             except otlp.OtlpError as exc:  # it decoded when it was accepted: limits changed since
                 log.error("a spooled %s request no longer decodes (%s): dropped", request.protocol, exc.message)
                 return None
@@ -93,7 +94,7 @@ class Drain:
                 return self.writer.submit_batch(batch)
             except QueueFull:
                 self._settle(inflight, wait=False)
-                self.writer.wait_for_room(batch.span_count, timeout=0.05)
+                self.writer.wait_for_room(batch.records, timeout=0.05)
             except WriterClosed:
                 return None
 

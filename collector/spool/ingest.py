@@ -45,10 +45,10 @@ class Ingest:
                 return self.writer.submit_batch(batch)
             except QueueFull:
                 pass
-        request.spans, request.batch = batch.span_count, batch
+        request.spans, request.batch = batch.records, batch
         fut = self.spool.append(request)
         if self.on_spooled:
-            self.on_spooled(request.protocol, batch.span_count)
+            self.on_spooled(request.protocol, batch.records)
         return fut
 
     @property

@@ -22,6 +22,8 @@ mutating methods; a CLI without a server calls them directly on the file.
 | `browse` | the web UI's sessions table: sort, filters, text search, a page at a time |
 | `dashboard` | the dashboards' charts over time, per service, model, agent or tool, one query each |
 | `waterfall` | a session's spans as rows on a time axis (the UI's waterfall), one span whole |
+| `signals` | OTLP logs' GenAI events and the GenAI metrics' points in; the points read back |
+| `log_events` | GenAI events joined to their LLM spans when a session is read |
 | `filters` | the one WHERE clause the session list and the UI's table filter sessions by |
 | `lake` | DuckLake: extensions from their packages, the write lock, the lake's schema, compaction |
 """
@@ -40,6 +42,7 @@ from tracefix.collector.store.pages import Pages
 from tracefix.collector.store.queries import Queries
 from tracefix.collector.store.results import Results
 from tracefix.collector.store.schema import MIGRATIONS, PAGE_BUDGET_CHARS
+from tracefix.collector.store.signals import MetricPoints
 from tracefix.collector.store.waterfall import Waterfall
 from tracefix.errors import UnknownSession
 
@@ -48,6 +51,7 @@ __all__ = ["DEFAULT_DB", "MIGRATIONS", "PAGE_BUDGET_CHARS", "SPAN_COLUMNS", "Bat
            "spans_table"]
 
 
-class Store(Ingest, StepAnnotations, JobQueue, Results, Queries, Pages, Browse, Waterfall, Dashboard):
+class Store(Ingest, StepAnnotations, JobQueue, Results, Queries, Pages, Browse, Waterfall, Dashboard,
+            MetricPoints):
     """The store of one DuckDB file: `Store(path)` opens (and migrates) it; `read_only=True`
     opens it beside a running writer's file for reads only."""

@@ -14,6 +14,7 @@ from tracefix.collector.keyset import KeySet
 from tracefix.collector.normalize import Batch, merge_session
 from tracefix.collector.store.outbox import FeedbackOutbox
 from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
+from tracefix.collector.store.signals import insert_signals
 from tracefix.collector.store.sql import distinct_spans, in_strings
 
 
@@ -205,6 +206,7 @@ class Ingest(FeedbackOutbox):
                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""")
         if touched:
             self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
+        insert_signals(con, batch)  # OTLP logs' and metrics' rows (their messages are in `keys`)
         created: dict[str, list[dict]] = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
             exists = con.execute("SELECT 1 FROM feedback WHERE feedback_id = ?", [ev.feedback_id]).fetchone()

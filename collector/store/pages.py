@@ -8,6 +8,7 @@ from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import JsonDict
 from tracefix.collector.store.annotations import annotation_rows
+from tracefix.collector.store.log_events import join_log_events, session_event_keys
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import first_row, in_strings
@@ -104,6 +105,7 @@ class Pages(StoreReads):
             if span["kind"] == "tool":  # arguments and result: fetched for the page's steps only
                 span["tool_arguments"] = span["tool_result"] = document.RowRef(rowid)
             spans.append(span)
+        join_log_events(cur, spans, detail_ids)  # messages the GenAI events of bare LLM spans carried
         links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
                                  "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
         refs: dict[int, document.MessageRef] = {}
@@ -228,10 +230,10 @@ class Pages(StoreReads):
             return None
         lo, hi = self._time_range(cur, session_id)
         where = "FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?"
-        return [r[0] for r in cur.execute(
+        keys = {r[0] for r in cur.execute(
             f"""SELECT DISTINCT k FROM (SELECT unnest(input_keys) AS k {where} UNION ALL SELECT output_key {where}
-                UNION ALL SELECT tools_key {where}) WHERE k IS NOT NULL ORDER BY k""",
-            [lo, hi, session_id] * 3).fetchall()]
+                UNION ALL SELECT tools_key {where}) WHERE k IS NOT NULL""", [lo, hi, session_id] * 3).fetchall()}
+        return sorted(keys | session_event_keys(cur, session_id, lo, hi))
 
     def session_message(self, session_id: str, key: int) -> str | None:
         """A message's stored text when the session refers to it (else None: keys are not
@@ -242,7 +244,7 @@ class Pages(StoreReads):
         used = first_row(cur.execute(f"""SELECT 1 FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
                                AND (output_key = {key} OR tools_key = {key} OR list_contains(input_keys, {key}))
                                LIMIT 1""", [lo, hi, session_id]))
-        if used is None:
+        if used is None and key not in session_event_keys(cur, session_id, lo, hi):
             return None
         return next((text for _, text in self._iter_message_texts([key], cur)), None)
 

@@ -8,6 +8,7 @@ from tracefix.collector import assemble, document
 from tracefix.collector.contracts import SessionDocument
 from tracefix.collector.store.annotations import annotation_rows
 from tracefix.collector.store.filters import session_filter
+from tracefix.collector.store.log_events import join_log_events
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sorting import sorted_page
@@ -99,6 +100,7 @@ class Queries(StoreReads):
             f"""SELECT {', '.join(cols)} FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
                 AND kind <> 'other' ORDER BY start_ns""", [lo, hi, session_id]).fetchall()]
         # spans of kind 'other' only matter as parents (agent inheritance); fetch the links alone
+        join_log_events(cur, spans)  # messages the GenAI events of bare LLM spans carried
         links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
                                  "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
         order = cur.execute("SELECT span_id, idx FROM steps WHERE started_ns BETWEEN ? AND ? AND session_id = ? "

@@ -99,6 +99,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         """CREATE TABLE step_annotations (annotation_id VARCHAR, session_id VARCHAR, step INTEGER,
             span_id VARCHAR, label VARCHAR, score DOUBLE, comment VARCHAR, source VARCHAR, created_ns BIGINT)""",
     ]),
+    # GenAI events received as OTLP logs (normalize.log_records): their messages are
+    # content-addressed in `messages`, joined to their span when a session is read (log_events)
+    (9, "OTLP log records", [
+        """CREATE TABLE log_records (record_key BIGINT, trace_id VARCHAR, span_id VARCHAR, time_ns BIGINT,
+            observed_ns BIGINT, seq INTEGER, event_name VARCHAR, service VARCHAR, scope VARCHAR,
+            severity_number INTEGER, severity_text VARCHAR, body VARCHAR, attributes VARCHAR, resource VARCHAR,
+            input_keys BIGINT[], output_key BIGINT)""",
+    ]),
+    # the GenAI metrics' data points received as OTLP metrics (normalize.metric_points)
+    (10, "OTLP metric points", [
+        """CREATE TABLE metric_points (point_key BIGINT, name VARCHAR, unit VARCHAR, kind VARCHAR, service VARCHAR,
+            scope VARCHAR, resource VARCHAR, attributes VARCHAR, model VARCHAR, operation VARCHAR,
+            token_type VARCHAR, provider VARCHAR, start_ns BIGINT, time_ns BIGINT, temporality INTEGER,
+            value DOUBLE, count BIGINT, sum DOUBLE, min DOUBLE, max DOUBLE, bounds DOUBLE[],
+            bucket_counts BIGINT[])""",
+    ]),
     # sessions kept to be run again (a thumbs-down, a person's choice, an import: `kind`; an
     # imported item whole in `item`), and what each regression run found for each of them
     (11, "datasets of sessions", [

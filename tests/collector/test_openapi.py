@@ -14,6 +14,7 @@ from collector_support import TOKEN, http, strict_json, tracer_provider
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 from test_ingest import record_agent_session
+from test_otlp_logs_metrics import meter_provider
 
 from tracefix.collector.openapi import openapi_path, undescribed
 
@@ -67,8 +68,8 @@ def test_the_document_lists_every_route_of_the_app(spec, tmp_path):
                     assert media["schema"]["$ref"].startswith("#/components/schemas/"), (path, method, status)
 
 
-# JSON answers whose schema is not ours to publish: this document, OTLP's ExportTraceServiceResponse
-OWN_JSON = {("/openapi.json", "get"), ("/v1/traces", "post")}
+# JSON answers whose schema is not ours to publish: this document, OTLP's Export*ServiceResponse
+OWN_JSON = {("/openapi.json", "get"), ("/v1/traces", "post"), ("/v1/logs", "post"), ("/v1/metrics", "post")}
 
 
 class Checker:
@@ -134,6 +135,11 @@ def test_real_answers_match_their_published_schemas(served, spec, webhook):
         expect=201)
     assert check("GET", "/api/v1/training_sessions")["sessions"]
     assert imported["session_ids"]
+
+    metrics = meter_provider(served, "http", "openapi-app")  # a GenAI metric point in (an SDK exporter), read back
+    metrics.get_meter("app").create_histogram("gen_ai.client.token.usage").record(3, {"gen_ai.token.type": "input"})
+    metrics.shutdown()
+    assert check("GET", "/api/v1/metrics", query="name=gen_ai.client.token.usage")["points"][0]["sum"] == 3
 
     recorded = check("POST", "/api/v1/feedback", body={"session_id": sid, "score": -1, "comment": "wrong"},
                      expect=201)

@@ -44,7 +44,7 @@ CASES = [
     ("too large", dict(headers={"Content-Length": str(100 << 20)}), 413, "limit", code_pb2.RESOURCE_EXHAUSTED),
     ("unknown encoding", dict(headers={"Content-Encoding": "br"}), 415, "Content-Encoding",
      code_pb2.INVALID_ARGUMENT),
-    ("logs not received", dict(path="/v1/logs"), 404, "Not Found", code_pb2.NOT_FOUND),
+    ("profiles not received", dict(path="/v1/profiles"), 404, "Not Found", code_pb2.NOT_FOUND),
     ("wrong method", dict(method="PUT"), 405, "Method Not Allowed", code_pb2.UNIMPLEMENTED),
 ]
 
