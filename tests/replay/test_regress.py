@@ -126,6 +126,10 @@ def test_add_show_export_import_round_trip(bed, tmp_path):
     assert unknown.exit_code != 0 and "no-such-session" in unknown.output
     with bed.access() as access:
         assert not access.dataset_items("other")  # nothing of a refused add is kept
+        assert [i["session_id"] for i in access.dataset_items(kind="added")] == [bed.by_task["t03"]]
+        assert not access.dataset_items(since="2200-01-01T00:00:00Z")
+        service = access.get_session(bed.by_task["t03"])["service"]
+        assert len(access.dataset_items(service=service)) == 3 and not access.dataset_items(service="other")
         # a replay that validated an edit: the item shows it
         access.save_replay(bed.by_task["t04"], {"session_id": bed.by_task["t04"], "hypotheses": [
             {"step": 6, "agent": "PaymentsAgent", "verdict": "refuted", "runs": [],
@@ -225,14 +229,35 @@ def test_a_worker_runs_the_queued_items(bed):
     worker = procs.start_worker(bed.serve_url, "--jobs", "regress", "--allow-module", "tracefix.demo",
                                 env={"TRACEFIX_REPLAY_KEY": bed.key, "TRACEFIX_DEMO_AGENT_VERSION": "2"})
     try:
-        done = bed.regress("--dataset", "default", "--tools", "live", "--runs", "1", "--queue", "--json",
+        done = bed.regress("--dataset", "default", "--runs", "1", "--queue", "--json",
                            version=1)  # this process's version does not matter: the worker's code runs
     finally:
         worker.stop()
     assert done.returncode == 1, done.stdout + done.stderr
     results = _results(done.stdout)
     assert results[bed.by_task["t04"]]["verdict"] == "fixed"
+    # tools recorded (the default): the read calls came from the recording; the deposit, never
+    # recorded with its check number, ran live on the app's own database
+    [run] = results[bed.by_task["t04"]]["runs"]
+    assert run["tools_recorded"] >= 2 and run["tools_live"] >= 1
     assert results[bed.by_task["t02"]]["verdict"] == "still failing"
     with bed.access() as access:
         jobs = access.list_jobs(kind="regress")
     assert len(jobs) == 2 and {j["state"] for j in jobs} == {"done"}
+
+
+def test_verdicts_compare_the_recorded_outcome_with_the_runs():
+    from tracefix.replay.regress import exit_code, verdict
+
+    def runs(*outcomes):
+        return [{"success": o, "error": None if o is not None else "killed after its timeout"} for o in outcomes]
+
+    assert verdict(False, runs(True, True, True))[0] == "fixed"
+    assert verdict(False, runs(False, False, False))[0] == "still failing"
+    assert verdict(False, runs(True, False, True)) == ("flaky", "2/3 runs succeeded")
+    assert verdict(True, runs(False, False, False))[0] == "newly failing"
+    assert verdict(True, runs(True, True, True))[0] == "passing"
+    assert verdict(None, runs(None, None, None)) == ("error", "killed after its timeout")
+    assert exit_code([{"verdict": "passing"}, {"verdict": "flaky"}, {"verdict": "fixed"}]) == 0
+    assert exit_code([{"verdict": "refused"}, {"verdict": "fixed"}]) == 2
+    assert exit_code([{"verdict": "refused"}, {"verdict": "newly failing"}]) == 1
