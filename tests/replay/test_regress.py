@@ -179,6 +179,10 @@ def test_readme_regress_on_version_2_fixes_what_it_addresses(bed):
     [suite] = suites
     assert suite.tag == "testsuite" and suite.get("errors") == "0" and float(suite.get("time")) > 0
     cases = {case.get("name").split()[0]: case for case in suite.iter("testcase")}
+    # what JUnit's schema asks of a suite: its counts are its cases', each case named, timed, in a class
+    assert int(suite.get("tests")) == len(cases) and int(suite.get("failures")) == len(suite.findall("*/failure"))
+    assert all(c.get("classname") == "default" and float(c.get("time")) > 0 for c in cases.values())
+    assert {child.tag for c in cases.values() for child in c} <= {"failure", "error", "skipped", "system-out"}
     assert set(cases) == {bed.by_task["t02"], bed.by_task["t04"]}
     assert cases[bed.by_task["t04"]].find("failure") is None
     failure = cases[bed.by_task["t02"]].find("failure")
