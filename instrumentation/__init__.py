@@ -20,7 +20,7 @@ API
 ---
 ``init(endpoint=None, protocol=None, headers=None, service_name=None, capture_content=None,
 tracer_provider=None, redact=None, max_payload_bytes=None, span_processor=None, exporter=None,
-replay_key=None)``
+replay_key=None, metrics=None)``
     Sets up a ``TracerProvider`` with a ``BatchSpanProcessor`` and an OTLP exporter
     (``protocol`` "http/protobuf", the default, or "grpc"; an HTTP ``endpoint`` may be the
     base URL, ``/v1/traces`` is appended), patches the SDKs, reads ``TRACEFIX_REPLAY`` and
@@ -31,7 +31,9 @@ replay_key=None)``
     on a private provider. ``redact`` is a function ``fn(key, value) -> value`` or a list of
     them, run after the built-in secret redaction. ``replay_key`` (else
     ``TRACEFIX_REPLAY_KEY``) signs each session's entrypoint and inputs for replay
-    (``tracefix.replay_signing``). Idempotent; returns a handle with
+    (``tracefix.replay_signing``). ``metrics=True`` (else ``TRACEFIX_METRICS``, default off)
+    also records the GenAI client metrics of each LLM call (``tracefix.genai_metrics``), exported
+    where the spans go. Idempotent; returns a handle with
     ``force_flush()``, ``shutdown()`` (also restores the SDK methods) and ``stats()``.
 ``session(name=None, *, entrypoint=None, inputs=None, session_id=None, user_id=None, metadata=None)``
     Context manager (sync and async) or decorator (``@tracefix.session`` /
@@ -77,6 +79,9 @@ Environment
 ``TRACEFIX_CAPTURE_CONTENT=0``
     No message content, tool arguments/results, raw responses, inputs/outputs or snapshot
     states are recorded (sessions are then not replayable). Default on.
+``TRACEFIX_METRICS=1``
+    ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` for every LLM call
+    (the OpenTelemetry metrics SDK, imported only then). Default off.
 ``TRACEFIX_MAX_PAYLOAD_BYTES`` (default 524288)
     Longer attributes are cut with a marker, the span gets ``tracefix.truncated=true`` and
     the session ``tracefix.session.replayable=false`` (logged once).

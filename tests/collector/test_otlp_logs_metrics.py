@@ -332,3 +332,61 @@ def burst_of_log_exports(serve, api: HttpAccess) -> None:
         [[f"q{n}.{i}" for i in range(5)] for n in range(20)]
     assert value(scrape(serve), "tracefix_spooled_requests_total", protocol="http") > 0
 
+
+# --- tracefix's own GenAI metrics (tracefix.genai_metrics) -------------------------------------
+
+METRICS_APP = """
+    import sys, openai, tracefix
+    handle = tracefix.init(endpoint="{endpoint}", protocol="{protocol}", headers={{"authorization": "Bearer {token}"}},
+                           service_name="{service}"{switch})
+    client = openai.OpenAI(base_url="{sim_url}", api_key="sim", max_retries=0)
+    with tracefix.session("metrics", session_id="{service}"):
+        for question in ("Task: Alice Chen asks for her savings balance.", "And her checking balance?"):
+            client.chat.completions.create(model="bank-agent", messages=[{{"role": "user", "content": question}}])
+    print("metrics SDK loaded" if "opentelemetry.sdk.metrics" in sys.modules else "no metrics SDK")
+    handle.shutdown()
+"""
+
+
+def test_tracefix_records_the_genai_client_metrics_only_when_switched_on(collector, api, sim_url):
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    runs = {"argument-http": ("http/protobuf", ", metrics=True", {}),
+            "env-grpc": ("grpc", "", {"TRACEFIX_METRICS": "1"}),
+            "off": ("http/protobuf", "", {"TRACEFIX_METRICS": ""})}
+    apps = {}
+    for run, (protocol, switch, env) in runs.items():
+        service = f"tf-metrics-{run}-{uuid.uuid4().hex[:6]}"
+        endpoint = collector.match["grpc"] if protocol == "grpc" else collector.match["http"]
+        code = METRICS_APP.format(endpoint=f"http://{endpoint}" if protocol == "grpc" else endpoint,
+                                  protocol=protocol, token=TOKEN, service=service, switch=switch, sim_url=sim_url)
+        apps[run] = service, subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], text=True,
+                                              env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for run, (service, app) in apps.items():
+        out, err = app.communicate(timeout=120)
+        assert app.returncode == 0, out + err
+        if run == "off":
+            assert out.strip() == "no metrics SDK"  # `import tracefix` and init() stay light
+            continue
+        assert out.strip() == "metrics SDK loaded"
+        doc = wait_for(lambda: (d := api.get_session(service)) and len(d["steps"]) == 2 and d, f"{run}'s session")
+
+        def points(name: str) -> list[dict]:
+            return api._request("GET", "/api/v1/metrics", query={"name": name, "service": service})["points"]
+
+        took = wait_for(lambda: points("gen_ai.client.operation.duration"), f"{run}'s durations")
+        assert {p["temporality"] for p in took} == {1}  # delta: the points add up
+        assert sum(p["count"] for p in took) == 2 and 0 < sum(p["sum"] for p in took) < 60
+        assert took[0]["unit"] == "s" and took[0]["bounds"][:3] == [0.01, 0.02, 0.04]  # the conventions' boundaries
+        assert took[0]["attributes"]["gen_ai.request.model"] == "bank-agent"
+        assert took[0]["attributes"]["gen_ai.operation.name"] == "chat" and took[0]["attributes"]["server.address"]
+        usage = points("gen_ai.client.token.usage")
+        for kind, field in (("input", "input_tokens"), ("output", "output_tokens")):
+            assert sum(p["count"] for p in usage if p["token_type"] == kind) == 2
+            assert sum(p["sum"] for p in usage if p["token_type"] == kind) == sum(st[field] for st in doc["steps"])
+    off_service = apps["off"][0]
+    wait_for(lambda: api.get_session(off_service), "the session recorded without metrics")
+    assert api._request("GET", "/api/v1/metrics", query={"service": off_service})["points"] == []
