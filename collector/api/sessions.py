@@ -29,13 +29,15 @@ def routes(api: ApiContext) -> list[Route]:
         if q.text("feedback"):
             kwargs["feedback"] = q.choice("feedback", ("negative", "positive", "any"))
         kwargs.update({k: q.text(k) for k in ("model", "task") if q.text(k)})
-        kwargs.update({k: q.amount(k) for k in ("min_cost", "max_cost") if q.text(k)})
         kwargs["diagnosis"] = q.choice("diagnosis", DIAGNOSIS_STATES)
-        kwargs["sort"] = q.choice("sort", SESSION_SORTS, default="time")
-        kwargs["descending"] = q.choice("order", ("desc", "asc"), default="desc") == "desc"
+        sort = q.choice("sort", SESSION_SORTS, default="time")
+        descending = q.choice("order", ("desc", "asc"), default="desc") == "desc"
         limit = min(q.integer("limit", 50), 1000)
         offset = q.integer("offset", 0)
-        rows = await run_in_threadpool(store.list_sessions, limit=limit, offset=offset, **kwargs)
+        min_cost, max_cost = q.amount("min_cost"), q.amount("max_cost")
+        rows = await run_in_threadpool(lambda: store.list_sessions(
+            limit=limit, offset=offset, sort=sort, descending=descending, min_cost=min_cost, max_cost=max_cost,
+            **kwargs))
         return JSONResponse({"sessions": rows, "limit": limit, "offset": offset})
 
     async def get_session(request: Request) -> Response:

@@ -346,7 +346,8 @@ def test_the_session_list_sorts_and_filters_on_every_column(served, page):
     # the API and `tracefix sessions` take the same sorts and filters
     listed = client.get("/api/v1/sessions", params={"sort": "cost", "order": "asc", "model": "gpt-4o-mini"}).json()
     assert [s["session_id"].rsplit("-", 1)[1] for s in listed["sessions"]] == ["alpha", "known", "bravo"]
-    assert client.get("/api/v1/sessions", params={"sort": "nope"}).status_code == 422
+    for bad in ({"sort": "nope"}, {"order": "up"}, {"min_cost": "-1"}, {"max_cost": "cheap"}, {"diagnosis": "x"}):
+        assert client.get("/api/v1/sessions", params=bad).status_code == 422, bad
     out = subprocess.run([sys.executable, "-m", "tracefix.cli", "sessions", "--server", base, "--sort", "task", "--asc",
                           "--task", "E", "--json"], capture_output=True, text=True, timeout=120, check=True,
                          env={**os.environ, "TRACEFIX_TOKEN": TOKEN}).stdout
