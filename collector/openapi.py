@@ -42,6 +42,14 @@ def _fails(*statuses: int) -> dict[int, type[BaseModel]]:
 SESSION = "/api/v1/sessions/{session_id:session_id}"
 OTLP_MEDIA = ("application/x-protobuf", JSON)  # OTLP/HTTP: the answer in the request's encoding
 
+
+def _otlp_export(signal: str, request: str, stored: str) -> Operation:
+    """The OTLP/HTTP export of logs or metrics: answered as /v1/traces is."""
+    return Operation(f"OTLP/HTTP {signal} export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
+                     errors=_fails(400, 408, 413, 415, 429, 503), error_media=("application/x-protobuf",),
+                     description=f"An {request}, answered as /v1/traces is. {stored}")
+
+
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/healthz", "GET"): Operation("Liveness and write progress", {200: answers.Health}, scope=None,
                                    errors={503: answers.Health},
@@ -54,18 +62,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                     "with an ExportTraceServiceResponse in the request's encoding, partial success included. "
                     "An error answer to a protobuf request is a protobuf google.rpc.Status (its message, and "
                     "RetryInfo beside Retry-After on 429 and 503); to any other request, an ErrorBody."),
-    ("/v1/logs", "POST"): Operation(
-        "OTLP/HTTP logs export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
-        errors=_fails(400, 408, 413, 415, 429, 503), error_media=("application/x-protobuf",),
-        description="An ExportLogsServiceRequest, answered as /v1/traces is. GenAI events (event names starting "
-                    "gen_ai.) are stored, their messages shown on their LLM span's step; other records are "
-                    "acknowledged and not stored."),
-    ("/v1/metrics", "POST"): Operation(
-        "OTLP/HTTP metrics export", {200: OTLP_MEDIA}, body=OTLP_MEDIA, scope=INGEST,
-        errors=_fails(400, 408, 413, 415, 429, 503), error_media=("application/x-protobuf",),
-        description="An ExportMetricsServiceRequest, answered as /v1/traces is. The data points of GenAI metrics "
-                    "(names starting gen_ai.) are stored (GET /api/v1/metrics); others are acknowledged and "
-                    "not stored."),
+    ("/v1/logs", "POST"): _otlp_export(
+        "logs", "ExportLogsServiceRequest",
+        "GenAI events (event names starting gen_ai.) are stored, their messages shown on their LLM span's step; "
+        "other records are acknowledged and not stored."),
+    ("/v1/metrics", "POST"): _otlp_export(
+        "metrics", "ExportMetricsServiceRequest",
+        "The data points of GenAI metrics (names starting gen_ai.) are stored (GET /api/v1/metrics); others are "
+        "acknowledged and not stored."),
     ("/metrics", "GET"): Operation("The collector's own telemetry (Prometheus text format)", {200: ("text/plain",)}),
     ("/api/v1/store", "GET"): Operation("The store's file, for token holders", {200: answers.StoreInfo}),
     ("/api/v1/sessions", "GET"): Operation("Sessions, newest first", {200: answers.SessionList},

@@ -43,23 +43,16 @@ class MetricPoints(StoreReads):
                       service: str | None = None, model: str | None = None, limit: int = 1000) -> dict[str, Any]:
         """Points oldest first (of `name`, in [since, until), of `service` / `model` when
         given), at most `limit` (`truncated` says whether more were there)."""
-        where: list[str] = ["true"]
-        params: list[Any] = []
-        for column, value in (("name", name), ("service", service), ("model", model)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if since_ns is not None:
-            where.append("time_ns >= ?")
-            params.append(since_ns)
-        if until_ns is not None:
-            where.append("time_ns < ?")
-            params.append(until_ns)
+        given = [(clause, value) for clause, value in (
+            ("name = ?", name), ("service = ?", service), ("model = ?", model), ("time_ns >= ?", since_ns),
+            ("time_ns < ?", until_ns)) if value is not None]
+        where = " AND ".join(["true", *(clause for clause, _ in given)])
+        params: list[Any] = [value for _, value in given]
         limit = max(1, min(int(limit), MAX_POINTS))
         rows = records(self._read().execute(
             f"""SELECT name, unit, kind, service, scope, attributes, model, operation, token_type, provider,
                        start_ns, time_ns, temporality, value, count, sum, min, max, bounds, bucket_counts
-                FROM metric_points WHERE {' AND '.join(where)} ORDER BY time_ns, point_key LIMIT ?""",
+                FROM metric_points WHERE {where} ORDER BY time_ns, point_key LIMIT ?""",
             [*params, limit + 1]))
         more = len(rows) > limit
         rows = rows[:limit]
