@@ -29,10 +29,10 @@ def routes(api: ApiContext) -> list[Route]:
         by = q.choice("by", GROUPINGS, default="service")
         preset = q.choice("range", tuple(RANGES), default="all")
         buckets = q.integer("buckets", 24, low=1, high=MAX_BUCKETS)
-        since, until = (q.time("since"), q.time("until"))
+        since, until = (document.to_ns(t) if (t := q.time(name)) else None for name in ("since", "until"))
 
         def read() -> dict:
-            lo, hi = store.time_range(preset, since and document.to_ns(since), until and document.to_ns(until))
+            lo, hi = store.time_range(preset, since, until)
             return store.chart(name, by=by, since_ns=lo, until_ns=hi, buckets=buckets)
 
         return JSONResponse(await run_in_threadpool(read))
