@@ -132,20 +132,26 @@ def test_genai_events_give_bare_llm_steps_their_messages(collector, api, protoco
 
 
 def test_a_span_that_recorded_its_messages_keeps_them(collector, api):
-    """Events join only a span that recorded no answer: a span's own messages win."""
+    """Events join only a span that recorded no answer: a span's own messages win; its bare
+    sibling in the same session takes its event's."""
     sid = f"own-{uuid.uuid4().hex[:8]}"
     tracer_p, logger_p = tracer_provider(collector, "http", service="events-app"), logger_provider(collector, "http")
-    with tracer_p.get_tracer("app").start_as_current_span("chat m", attributes={
+    tracer, logger = tracer_p.get_tracer("app"), logger_p.get_logger("x")
+    with tracer.start_as_current_span("chat m", attributes={
             "gen_ai.operation.name": "chat", "tracefix.session.id": sid,
             "gen_ai.input.messages": json.dumps([{"role": "user", "content": "the span's question"}]),
             "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": "the span's answer"}])}):
-        logger_p.get_logger("x").emit(event_name="gen_ai.choice", body={
-            "index": 0, "message": {"role": "assistant", "content": "an event's other answer"}})
-    assert logger_p.force_flush(10_000)  # answered once the event is stored
+        logger.emit(event_name="gen_ai.choice", body={"index": 0, "message": {"content": "an event's other answer"}})
+    time.sleep(0.002)
+    with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat",
+                                                            "tracefix.session.id": sid}):
+        logger.emit(event_name="gen_ai.choice", body={"index": 0, "message": {"content": "the bare call's answer"}})
+    assert logger_p.force_flush(10_000)  # answered once the events are stored
     tracer_p.force_flush(10_000)
-    [step] = wait_for(lambda: api.get_session(sid), f"session {sid}")["steps"]
-    assert step["output_message"]["content"] == "the span's answer"
-    assert [m["content"] for m in step["input_messages"]] == ["the span's question"]
+    own, bare = wait_for(lambda: (d := api.get_session(sid)) and len(d["steps"]) == 2 and d, f"session {sid}")["steps"]
+    assert own["output_message"]["content"] == "the span's answer"
+    assert [m["content"] for m in own["input_messages"]] == ["the span's question"]
+    assert bare["output_message"] == {"role": "assistant", "content": "the bare call's answer"}
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
