@@ -39,3 +39,13 @@ def drawing(png: Path) -> tuple[int, float]:
     colors = small.getcolors(maxcolors=1 << 16) or []
     background = max(colors)[0] if colors else 0
     return len(colors), 1 - background / (small.width * small.height)
+
+
+def watched(page, timeout_ms: int = 20_000):
+    """A Playwright page that keeps, in `page.problems`, its console errors and warnings (CSP
+    violations are reported there) and its uncaught exceptions, for a test to assert none."""
+    page.set_default_timeout(timeout_ms)
+    page.problems = []
+    page.on("console", lambda m: m.type in ("error", "warning") and page.problems.append(m.text))
+    page.on("pageerror", lambda e: page.problems.append(str(e)))
+    return page

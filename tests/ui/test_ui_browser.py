@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from browser import CHROMIUM
+from browser import CHROMIUM, watched
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs the `playwright` package "
                                                              "(in the dev extra)")
@@ -26,12 +26,7 @@ def page():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
-            page = context.new_page()
-            page.set_default_timeout(20_000)
-            page.problems = []  # console errors (CSP violations are reported there) and uncaught exceptions
-            page.on("console", lambda m: m.type in ("error", "warning") and page.problems.append(m.text))
-            page.on("pageerror", lambda e: page.problems.append(str(e)))
-            yield page
+            yield watched(context.new_page())
         finally:
             browser.close()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import procs
 import pytest
-from browser import CHROMIUM
+from browser import CHROMIUM, watched
 from ui_client import signed_in
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "collector"))
@@ -167,12 +167,7 @@ def page(served, browser):
     try:
         context.add_cookies([{"name": c.name, "value": c.value, "url": str(client.base_url)}
                              for c in client.cookies.jar])
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        page.problems = []  # console errors (CSP violations are reported there) and uncaught exceptions
-        page.on("console", lambda m: m.type in ("error", "warning") and page.problems.append(m.text))
-        page.on("pageerror", lambda e: page.problems.append(str(e)))
-        yield page
+        yield watched(context.new_page())
     finally:
         context.close()
 
