@@ -42,6 +42,8 @@ def join_log_events(cur, spans: list[dict], inputs_for: set[str] | None = None) 
 def session_event_keys(cur, session_id: str, lo: int, hi: int) -> set[int]:
     """The keys of the messages the GenAI events of the session's LLM spans carry (what
     `GET .../messages` lists beside the spans' own, and `GET .../messages/{key}` serves)."""
+    if cur.execute("SELECT 1 FROM log_records LIMIT 1").fetchone() is None:  # no app sends them: no scan of spans
+        return set()
     return {k for (k,) in cur.execute(
         """WITH s AS (SELECT trace_id, span_id FROM spans WHERE start_ns BETWEEN ? AND ? AND session_id = ?
                       AND kind = 'llm'),
