@@ -26,10 +26,12 @@ from tracefix.collector import document
 from tracefix.collector.api.bodies import read_body
 from tracefix.collector.auth import UI_COOKIE
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS
+from tracefix.collector.marks import MAX_COMMENT_CHARS, MAX_LABEL_CHARS
 from tracefix.collector.otlp import OtlpError
 from tracefix.collector.store import UnknownSession
 from tracefix.collector.url_input import InvalidParameter, QueryParams
 from tracefix.collector.writer import QueueFull, WriterClosed
+from tracefix.ui import dashboard as charts
 from tracefix.ui import views, waterfall
 from tracefix.ui.security import UI_CSP, UI_REFERRER_POLICY, Forbidden, Guard
 from tracefix.ui.session_list import session_list
@@ -307,6 +309,23 @@ def routes(collector: "Collector") -> list:
     def regress(request: Request, form) -> Response:
         return render(request, "regress.html", **regress_context(store, QueryParams(request.query_params).text("run")))
 
+    def dashboard(request: Request, form) -> Response:
+        return render(request, "dashboard.html", **charts.dashboard(store, QueryParams(request.query_params)))
+
+    def annotate(request: Request, form) -> Response:
+        sid, step = str(form.get("id") or ""), str(form.get("step") or "")
+        if not step.isdigit() or len(step) > 9:
+            raise InvalidParameter("step", "must be a step number")
+        label, score = (str(form.get(k) or "").strip() for k in ("label", "score"))
+        if score not in ("", "-1", "1"):
+            raise InvalidParameter("score", "must be -1 (wrong), 1 (right) or empty")
+        mark = write(lambda s: s.add_annotation(sid, int(step), label=label[:MAX_LABEL_CHARS] or None,
+                                                score=float(score) if score else None, source="ui",
+                                                comment=str(form.get("comment") or "").strip()[:MAX_COMMENT_CHARS] or None,
+                                                **collector.feedback_options()))
+        collector.feedback_recorded(mark)
+        return RedirectResponse(views.session_url(sid, step=int(step)) + "#step-marks", status_code=303)
+
     def unknown(request: Request, form) -> Response:
         raise NotFound(f"there is no page {request.url.path!r} here")
 
@@ -319,10 +338,12 @@ def routes(collector: "Collector") -> list:
         Route("/session/waterfall", page(waterfall_rows)),
         Route("/session/span", page(span_panel)),
         Route("/session/feedback", page(feedback), methods=["POST"]),
+        Route("/session/annotate", page(annotate), methods=["POST"]),
         Route("/diagnosis", page(diagnosis)),
         Route("/diagnosis/start", page(start_job), methods=["POST"]),
         Route("/alerts", page(alerts)),
         Route("/jobs", page(jobs)),
+        Route("/dashboard", page(dashboard)),
         Route("/regress", page(regress)),
         Mount(STATIC_PREFIX, StaticFiles(directory=HERE / "static"), name="static"),
         Route(UNKNOWN_PAGE, page(unknown, public=True)),  # last: what no route above answers

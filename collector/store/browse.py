@@ -21,7 +21,8 @@ class Browse(StoreReads):
                       outcome: str | None = None, service: str | None = None, feedback: str | None = None,
                       diagnosis: str | None = None, replay_children: bool = True, agent: str | None = None,
                       model: str | None = None, task: str | None = None, min_cost: float | None = None,
-                      max_cost: float | None = None, limit: int = 50, offset: int = 0) -> dict:
+                      max_cost: float | None = None, since: int | None = None, until: int | None = None,
+                      limit: int = 50, offset: int = 0) -> dict:
         """One page of sessions for the UI's table: `{"rows": [...], "total": n}`. Each row has the
         `list_sessions` summary fields plus `tokens` ({"input", "output"}) and `diagnosis` (the
         state of its latest job, else whether an analysis or replay is stored, else "none").
@@ -30,7 +31,8 @@ class Browse(StoreReads):
         leaves out the sessions replays ran; the other filters are filters.session_filter's."""
         filtered, params = session_filter(search=search, outcome=outcome, service=service, feedback=feedback,
                                           replay_children=replay_children, diagnosis=diagnosis, agent=agent,
-                                          model=model, task=task, min_cost=min_cost, max_cost=max_cost)
+                                          model=model, task=task, min_cost=min_cost, max_cost=max_cost,
+                                          since=since, until=until)
         cur = self._read()
         page_ids, total = sorted_page(cur, filtered, params, sort, descending, limit, offset)
         if not page_ids:  # past the last page: the count alone
