@@ -4,16 +4,15 @@ template states its correction from.
 The argument an error blames or a call left out (`argument_from_error`, `missing_required`),
 where the instruction, the task or a tool result states its value (`value_in_context`), the
 argument values that appear nowhere in what the agent had seen (`unsupported_arguments`), the
-plan line an orchestrator's instruction should carry out (`plan_line_for`), the tools an
-instruction asks for and those called since (`instruction_tools`), and the results read
-since (`results_since_instruction`). Readers only: interventions.py writes the text.
+tools an instruction asks for and those called since (`instruction_tools`), and the results
+read since (`results_since_instruction`); what the corrective action itself takes is read by
+action_evidence.py. Readers only: interventions.py writes the text.
 """
 from __future__ import annotations
 
 import re
 
 from tracefix.collector.document import content_text, session_task
-from tracefix.replay.trials import looks_like_plan
 
 
 ARGUMENT_PATTERNS = [
@@ -71,16 +70,18 @@ def is_final_answer(step: dict, doc: dict) -> bool:
 
 
 # A value-like token: an identifier with a digit in it, or a number.
-_VALUE = re.compile(r"(?<![\w.-])(?:[A-Za-z][\w]*[-_]?\d[\w-]*|\$?\d[\d,]*(?:\.\d+)?)(?![\w-])")
+VALUE = re.compile(r"(?<![\w.:-])(?:[A-Za-z][\w]*[-_:]?\d[\w-]*|\$?\d[\d,]*(?:\.\d+)?)(?![\w-])")
 
 
 def values_in(text: str | None) -> list[str]:
-    return [v.lstrip("$").rstrip(".,") for v in _VALUE.findall(str(text or ""))]
+    return [v.lstrip("$").rstrip(".,") for v in VALUE.findall(str(text or ""))]
 
 
 def value_shape(value: str) -> str:
-    """What kind of value a token is: its letters before the first digit ("" for a number)."""
-    return re.sub(r"\d.*$", "", value).upper()
+    """What kind of value a token is: its leading letters up to a separator, else up to the
+    first digit (ACC-1002 -> ACC-, ord_e3d15 -> ORD_; "" for a number)."""
+    prefix = re.match(r"[A-Za-z]+[-_:#]", value)
+    return (prefix.group(0) if prefix else re.sub(r"\d.*$", "", value)).upper()
 
 
 def latest_instruction(step: dict) -> str | None:
@@ -167,30 +168,6 @@ def instruction_tools(doc: dict, step: dict, definitions: list[dict] | None) -> 
     asked = [t for t in _known_tools(doc, definitions) if re.search(rf"\b{re.escape(t)}\b", instruction)]
     called = [(c.get("function") or {}).get("name") for m in messages[last_user + 1:] for c in m.get("tool_calls") or []]
     return asked, [c for c in called if c]
-
-
-PLAN_ITEM = re.compile(r"^\s*(\d+)[.)]\s*(.+)$", re.M)
-
-
-def plan_line_for(doc: dict, step: dict) -> str | None:
-    """The numbered line of the current plan that the orchestrator's instruction at t should
-    carry out: the plan is the latest planning output before t, and the k-th instruction
-    after it carries out its k-th line."""
-    agent = step.get("agent")
-    plan, instructions = None, 0
-    for s in doc.get("steps") or []:
-        if s["index"] > step["index"]:
-            break
-        if s.get("agent") != agent:
-            continue
-        if looks_like_plan(s, None):
-            plan, instructions = output_text(s), 0
-        elif not s.get("tool_calls"):
-            instructions += 1
-    if not plan or instructions == 0:
-        return None
-    items = {int(n): line.strip() for n, line in PLAN_ITEM.findall(plan)}
-    return items.get(instructions)
 
 
 def downstream_failing_tool(doc: dict, step: dict) -> str | None:

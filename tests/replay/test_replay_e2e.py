@@ -155,7 +155,7 @@ def test_cli_prints_trials_hypotheses_runs_and_verdicts(lab):
     text = out.stdout
     assert "stages: segmentation=fallback" in text and "deterministic fallbacks" in text
     assert f"hypothesis (round 1, user): step {lab.fault_step} PaymentsAgent" in text
-    assert "intervention (add_message/correction, template): In the recorded run, the call to `deposit_check`" in text
+    assert "intervention (add_message/correction, template): Call `deposit_check` again with check_number = " in text
     assert "run 1: success, followed" in text and "verdict: VALIDATED" in text, text
     with lab.access() as access:  # stored and served by the collector
         stored = access.get_replay(lab.session_id)

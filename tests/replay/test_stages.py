@@ -51,7 +51,8 @@ def test_template_names_the_missing_argument_and_the_value_the_instruction_gives
     iv = interventions.template(doc, h)
     assert iv["kind"] == "add_message" and iv["category"] == "correction" and iv["step"] == 3
     assert "CORRECTION" not in iv["text"]  # plain advice, no code word
-    for part in ("deposit_check", "check_number = CHK-5001", "your instruction", "missing required argument"):
+    for part in ("Call `deposit_check` again with check_number = CHK-5001, as the instruction you were given at step 2",
+                 "missing required argument"):
         assert part in iv["text"], iv["text"]
     assert iv["expect"] == {"agent": "PaymentsAgent", "action": "call_tool", "tool": "deposit_check",
                             "argument": "check_number"}
@@ -63,7 +64,7 @@ def test_template_finds_a_quoted_value_for_a_dropped_argument():
     doc["steps"][1]["tool_calls"] = [{"id": "c", "name": "lookup_customer", "arguments": {}, "result": None,
                                       "error": "MissingArgument: lookup_customer: missing required argument 'name'"}]
     iv = interventions.template(doc, {"id": "h", "step": 1, "agent": "AccountAgent", "evidence": {}})
-    assert "Pass name = Ana Diaz, as your instruction states" in iv["text"], iv["text"]
+    assert "Call `lookup_customer` again with name = Ana Diaz, as your instruction states" in iv["text"], iv["text"]
 
 
 def test_template_calls_a_value_that_appears_nowhere_in_the_context_wrong_and_gives_the_right_one():
@@ -74,7 +75,8 @@ def test_template_calls_a_value_that_appears_nowhere_in_the_context_wrong_and_gi
                                       "arguments": {"from_account": "ACC-1001", "to_account": "ACC-1003",
                                                     "amount": 20}}]
     iv = interventions.template(doc, {"id": "h", "step": 3, "agent": "PaymentsAgent", "evidence": {}})
-    assert "to_account was ACC-1003, which is wrong" in iv["text"] and "the right value is ACC-1002" in iv["text"]
+    assert iv["text"].startswith("Call `transfer` again with to_account = ACC-1002, as your instruction states.")
+    assert "to_account was ACC-1003, which is wrong" in iv["text"]
     assert iv["expect"]["argument"] == "to_account"
 
 
