@@ -162,7 +162,8 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int
                   "success": r["success"], "fulfilled": r["fulfilled"], "progress": r["progress"],
                   "sim_requests": stats.get(r["child_session_id"], 0),
                   "child_ms": (children.get(r["child_session_id"]) or {}).get("duration_ms"),
-                  "child_work_ms": work_ms(children.get(r["child_session_id"])), "error": r["error"]}
+                  "child_work_ms": work_ms(children.get(r["child_session_id"])), "error": r["error"],
+                  "phases": r.get("phases"), "forked": r.get("forked")}
                  for r in runs],
     }
     print(f"  {sid[:12]} {row['kind']:<20} fault@{step} follow={follow} {arm:<10} r={rounds} hypotheses@"
@@ -223,9 +224,12 @@ def cost_report(rows: list[dict], rounds: int) -> None:
     original_ms = median([r["duration_ms"] for r in rows])
     child_wall_ms = median([run["wall_s"] * 1000 for run in runs])
     child_session_ms = median([run["child_ms"] for run in runs])
-    print(f"wall time (medians): original session {original_ms:.0f} ms; replay child process {child_wall_ms:.0f} ms "
-          f"(ratio {child_wall_ms / original_ms:.1f}x, mostly interpreter start and imports); "
-          f"replayed session alone {child_session_ms:.0f} ms (ratio {child_session_ms / original_ms:.2f}x)")
+    forked = sum(1 for run in runs if run["forked"])
+    print(f"wall time (medians over {len(runs)} replays, {forked} forked from a zygote): original session "
+          f"{original_ms:.0f} ms; replay child process {child_wall_ms:.0f} ms (ratio child / original "
+          f"{child_wall_ms / original_ms:.2f}x); replayed session alone {child_session_ms:.0f} ms "
+          f"(ratio {child_session_ms / original_ms:.2f}x)")
+    print_phases(runs)
     original_work, child_work = median([r["work_ms"] for r in rows]), median([run["child_work_ms"] for run in runs])
     print(f"agent work, first step to end (medians): original {original_work:.0f} ms, replay {child_work:.0f} ms "
           f"(ratio {child_work / original_work:.2f}x: the prefix comes from the cassette)")
@@ -233,6 +237,31 @@ def cost_report(rows: list[dict], rounds: int) -> None:
     errors = [run["error"] for r in rows for run in r["runs"] if run["error"]]
     if errors:
         print(f"replays with errors: {len(errors)}; first: {errors[0]}")
+
+
+def print_phases(runs: list[dict]) -> None:
+    """Where a child's wall time went (replay.runner.PHASES, medians): the entrypoint phase
+    split into the replayed session and what lies outside it (importing the agent's modules)."""
+    from tracefix.replay.runner import PHASES
+
+    split = [run for run in runs if run.get("phases")]
+    if not split:
+        print("phases: the children wrote no timings")
+        return
+    cells = []
+    for name in (*PHASES, "judge"):
+        cells.append(f"{name} {median([run['phases'].get(name) for run in split]):.1f}")
+        if name == "entrypoint":
+            cells[-1] += (f" (session {median([run['child_ms'] for run in split]):.1f}, importing the agent's "
+                          f"modules and the rest {median([outside_session_ms(run) for run in split]):.1f})")
+    print(f"child wall split, ms (medians of {len(split)}): " + ", ".join(cells) + "; judge is the parent's, "
+          "after the child's exit, outside the child's wall")
+
+
+def outside_session_ms(run: dict) -> float | None:
+    if run.get("child_ms") is None:
+        return None
+    return max(0.0, run["phases"]["entrypoint"] - run["child_ms"])
 
 
 def main() -> int:

@@ -11,6 +11,7 @@ each when it is imported (`tracefix.frameworks`).
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Collection
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
@@ -44,6 +45,17 @@ def hooked_modules() -> list[tuple[str, str]]:
     targets = [(module, part) for module, _, adapter, factory in _TARGETS for part in (adapter, factory)]
     targets += list(FRAMEWORKS.items())
     return sorted({(module, f"tracefix.{target.split(':')[0]}") for module, target in targets})
+
+
+def resolve_patch_targets() -> int:
+    """Look up every SDK attribute the patches wrap, in the SDK modules already imported, so
+    that what an SDK loads lazily on first access (openai's ``Responses``) is loaded now: a
+    replay zygote does this once before it forks. Patches nothing; the number found."""
+    found = 0
+    for module_name, path, *_ in _TARGETS:
+        if module_name in sys.modules and _owner(module_name, path) is not None:
+            found += 1
+    return found
 
 
 def _adapter(target: str) -> Any:

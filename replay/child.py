@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+import time
 
 logger = logging.getLogger("tracefix.replay")
 
@@ -36,6 +37,9 @@ def _add_to_report(path: str | None, **fields) -> None:
 
 
 def main() -> int:
+    # when each phase ended (wall clock, so the runner can set them against its own clock):
+    # the report's "timings", which the runner turns into the run's phases
+    timings = {"main": time.time()}
     from tracefix import replay_mode
 
     path = os.environ.get(replay_mode.ENV_VAR)
@@ -44,6 +48,7 @@ def main() -> int:
         return 2
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
+    timings["config"] = time.time()
 
     import tracefix
     from tracefix import runtime
@@ -55,6 +60,7 @@ def main() -> int:
     if config.get("service"):
         init_kwargs["service_name"] = config["service"]
     handle = tracefix.init(**init_kwargs)
+    timings["init"] = time.time()
     controller = runtime.replay
     if controller is None:
         print("tracefix.replay.child: replay mode did not start", flush=True)
@@ -83,12 +89,13 @@ def main() -> int:
         controller.write_report(error=f"{type(exc).__name__}: {exc}")
         code = 1
     finally:
+        timings["ran"] = time.time()
         controller.write_report_at_exit()
         handle.shutdown()  # flush the child's spans to the collector before the parent looks
-    if guard is not None:
-        _add_to_report(config.get("report_path"), guard={"fired": guard.fired})
-    if refused is not None:
-        _add_to_report(config.get("report_path"), refused=refused)
+        timings["flushed"] = time.time()
+    _add_to_report(config.get("report_path"), timings=timings,
+                   **({"guard": {"fired": guard.fired}} if guard is not None else {}),
+                   **({"refused": refused} if refused is not None else {}))
     return code
 
 

@@ -309,7 +309,8 @@ def _intervene(h: dict, doc: dict, cassette: dict, definitions: dict, llm, memor
         iv, label = _user_intervention(doc, h, given, definitions.get(h["step"])), "user"
     else:
         iv, label, note = interventions.generate(doc, h, llm, definitions=definitions.get(h["step"]),
-                                                 memory_notes=memory.notes_for(h["step"]))
+                                                 memory_notes=memory.notes_for(h["step"]),
+                                                 session_definitions=definitions)
         notes += [note] if note else []
     labels["intervention"].add(label)
     h["intervention"], h["runs"] = iv, []
@@ -325,6 +326,7 @@ def _intervene(h: dict, doc: dict, cassette: dict, definitions: dict, llm, memor
 
 
 def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, labels: dict) -> dict:
+    judging = time.monotonic()
     report = r["report"] or {}
     child_doc = wait_for_session(access, r["child_session_id"]) if not r["error"] or report else None
     error = r["error"]
@@ -354,5 +356,8 @@ def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, label
             "counts": report.get("counts") or {}, "divergence": report.get("divergence"),
             "output": report.get("output"), "wall_s": r["wall_s"], "error": error,
             "guard": report.get("guard"),
+            # where the child's wall time went (runner.PHASES, ms), and the judging after it
+            "phases": {**(r.get("phases") or {}), "judge": round((time.monotonic() - judging) * 1000, 1)},
+            "forked": r.get("forked"),
             # what the child printed when something went wrong (its folder is gone unless kept)
             **({"log": r["log"], "log_tail": r["log_tail"]} if error or report.get("divergence") else {})}

@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracefix.replay.zygote import Zygote, Zygotes, preloads
+from tracefix.replay.preload_modules import preloads
+from tracefix.replay.zygote import Zygote, Zygotes
 
 DEFAULT_TIMEOUT_S = 120.0
 log = logging.getLogger("tracefix.replay")
@@ -117,16 +118,17 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
     replay_path.write_text(json.dumps(replay, default=str))
     replay_path.chmod(0o600)  # it may carry the collector token
     env = {"TRACEFIX_REPLAY": str(replay_path)}
-    started = time.monotonic()
+    started, spawned_at = time.monotonic(), time.time()
+    zygote_pid = None
     try:
         if zygote is None:
             raise RuntimeError("no zygote")
-        pid = zygote.spawn(cwd=workdir, log=log_path, env=env)  # in its own session, as a started child
+        zygote_pid = zygote.spawn(cwd=workdir, log=log_path, env=env)  # in its own session, as a started child
     except RuntimeError:  # no zygote, or it could not fork: start the child cold
         error = _run_started(workdir, log_path, {**child_env(), **env}, job.timeout_s)
     else:
-        error = _wait_forked(zygote, pid, job.timeout_s)
-    wall_s = time.monotonic() - started
+        error = _wait_forked(zygote, zygote_pid, job.timeout_s)
+    wall_s, ended_at = time.monotonic() - started, time.time()
     report = {}
     if report_path.exists():
         try:
@@ -142,8 +144,27 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
         error = report["error"]
     return {"key": job.key, "run_index": job.run_index, "child_session_id": job.child_session_id,
             "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path),
+            "phases": phases(report.get("timings"), spawned_at, ended_at), "forked": zygote_pid is not None,
             # the folder may be removed after the run: keep the end of the child's output
             "log_tail": _tail(log_path, 4000) if error or report.get("divergence") else None}
+
+
+# the phases of a child's wall time, each from the end of the one before (report "timings")
+PHASES = ("start", "config", "init", "entrypoint", "flush", "exit")
+
+
+def phases(timings: dict | None, spawned_at: float, ended_at: float) -> dict[str, float] | None:
+    """Milliseconds of each of `PHASES`: start (fork, or a cold interpreter's start and
+    imports, to the child's main), config (reading the replay file), init (tracefix in replay
+    mode: the cassette, the exporter, the patches), entrypoint (importing and running the
+    agent), flush (the report and the exporter's shutdown), exit (the child's exit until the
+    runner sees it). None when the child wrote no timings."""
+    if not isinstance(timings, dict) or not all(isinstance(timings.get(k), (int, float))
+                                                for k in ("main", "config", "init", "ran", "flushed")):
+        return None
+    marks = [spawned_at, timings["main"], timings["config"], timings["init"], timings["ran"], timings["flushed"],
+             ended_at]
+    return {name: round((end - start) * 1000, 1) for name, start, end in zip(PHASES, marks, marks[1:])}
 
 
 @contextmanager

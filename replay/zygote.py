@@ -4,11 +4,15 @@ A replay child spends most of its life importing: the openai SDK and an agent fr
 seconds each (more on a busy machine), the replay itself a fraction of that (the cassette
 answers up to the edited step, then a few live calls). So `runner.run_all` starts one zygote
 per batch of replays: ``python -m tracefix.replay.zygote`` imports tracefix, its exporter
-and the libraries the entrypoint's module imports among `LIBRARIES` (its source is read,
-never run), then forks one child per replay. From the fork on, a child is what a started
-one is: its own session (setsid: a timeout kills what it started), folder, log, environment
-(``TRACEFIX_REPLAY``) and exit status; it calls ``tracefix.init()`` in replay mode and then
-imports the entrypoint's module itself, as a started child does.
+and the libraries among those tracefix traces that the entrypoint's module and the app's own
+modules it imports import (their sources are read, never run; found where the children will
+look, an editable install's mapped packages included), loads what those SDKs load lazily (the
+attributes the patches wrap, one throwaway client each: `WARM_UPS`), then forks one child per
+replay. From the fork on, a child is what a started one is: its own session (setsid: a timeout
+kills what it started), folder, log, environment (``TRACEFIX_REPLAY``) and exit status; it
+calls ``tracefix.init()`` in replay mode and then imports the entrypoint's module itself, as a
+started child does. A child's end wakes the zygote at once (SIGCHLD), so the runner hears of it
+without a polling delay.
 
 Only well-known libraries are preloaded, never the agent's own modules: importing those may
 track state or call ``tracefix.init()``, which must happen in the child. A zygote that has a
@@ -21,9 +25,7 @@ when a child ends (status as ``Popen.returncode``: negative for a signal).
 """
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.machinery
 import json
 import os
 import select
@@ -33,56 +35,22 @@ import sys
 import threading
 from pathlib import Path
 
-# Besides the SDKs and frameworks tracefix patches (tracefix.instrumentor.hooked_modules):
-# integration packages an agent imports instead, with the traced packages they bring along.
-INTEGRATIONS = {"agents": ("openai",), "autogen": ("openai",), "langgraph": ("langchain_core",),
-                "langchain_openai": ("langchain_core", "openai"), "langchain_anthropic": ("langchain_core", "anthropic")}
-# what every replay child imports before the agent's code
-ALWAYS = ("tracefix", "tracefix.configure", "tracefix.instrumentor", "tracefix.replay_mode", "tracefix.fingerprints",
-          "tracefix.replay.child", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
+# An SDK imports its HTTP stack and resources when its first client is built, and fills its
+# caches (request types, response models) on its first call: the zygote builds one client of
+# each preloaded SDK on an HTTP client that answers every request in process, makes one call
+# and throws it away, so a child's first client and call cost what a warm process's do.
+# Nothing is sent: the SDK's own HTTP library's mock transport answers (no proxy, no socket).
+WARM_UPS = {
+    "openai": ("OpenAI", lambda client: client.chat.completions.create(
+        model="warm-up", messages=[{"role": "user", "content": "warm-up"}]), ("responses",),
+        {"id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up",
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}),
+    "anthropic": ("Anthropic", lambda client: client.messages.create(
+        model="warm-up", max_tokens=1, messages=[{"role": "user", "content": "warm-up"}]), (),
+        {"id": "warm-up", "type": "message", "role": "assistant", "model": "warm-up", "stop_reason": "end_turn",
+         "content": [{"type": "text", "text": "ok"}], "usage": {"input_tokens": 1, "output_tokens": 1}}),
+}
 READY_TIMEOUT_S = 120.0
-
-
-def _module_source(module: str, search_path: list[str]) -> Path | None:
-    """The source file of `module`, found without importing it or its parent packages."""
-    locations: list[str] | None = search_path
-    spec = None
-    parts = module.split(".")
-    for i in range(len(parts)):
-        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i + 1]), locations)
-        if spec is None:
-            return None
-        locations = list(spec.submodule_search_locations or [])
-    origin = spec.origin if spec else None
-    return Path(origin) if origin and origin.endswith(".py") else None
-
-
-def preloads(entrypoint: str, search_path: list[str]) -> list[str]:
-    """`ALWAYS`, then the traced libraries that the entrypoint's module imports (read from its
-    source) with the modules tracefix patches in them and its patching modules."""
-    source = _module_source(entrypoint.split(":")[0], search_path)
-    imported: set[str] = set()
-    if source is not None:
-        try:
-            tree = ast.parse(source.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            tree = None
-        for node in ast.walk(tree) if tree else ():
-            if isinstance(node, ast.Import):
-                imported |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                imported.add(node.module.split(".")[0])
-    from tracefix.instrumentor import hooked_modules
-
-    hooks = hooked_modules()
-    traced = {module.split(".")[0] for module, _ in hooks}
-    libraries = {name for name in imported if name in traced or name in INTEGRATIONS}
-    libraries |= {dep for name in libraries for dep in INTEGRATIONS.get(name, ())}
-    out = list(ALWAYS) + sorted(libraries)
-    for module, patcher in hooks:
-        if module.split(".")[0] in libraries:
-            out += [module, patcher]
-    return list(dict.fromkeys(out))
 
 
 class Zygote:
@@ -235,6 +203,29 @@ def _send(message: dict) -> None:
     sys.stdout.flush()
 
 
+def _warm_up(library: str) -> None:
+    """Build a client of `library` (WARM_UPS) on an in-process HTTP answer, call it once, reach
+    its other resources, then close it."""
+    class_name, call, resources, answer = WARM_UPS[library]
+    sdk = sys.modules[library]
+    try:
+        http_class = sdk.DefaultHttpxClient  # the SDK's HTTP client, on the HTTP library it is built on
+        http = sys.modules[next(k.__module__ for k in http_class.__mro__ if not k.__module__.startswith(library))
+                           .split(".")[0]]
+        # a transport given: the HTTP library reads no proxy from the environment
+        offline = http_class(transport=http.MockTransport(lambda request: http.Response(200, json=answer)))
+        for http_client in (None, offline):  # the default one builds its TLS context, the other calls
+            client = getattr(sdk, class_name)(api_key="tracefix-zygote", base_url="http://127.0.0.1:9",
+                                               http_client=http_client, max_retries=0)
+            if http_client is offline:
+                call(client)
+            for name in resources:
+                getattr(client, name)
+            client.close()
+    except Exception as exc:  # another version of the SDK: its first client in a child costs more, nothing else
+        print(f"tracefix zygote: no {library} client warm-up: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
 def _serve(modules: list[str]) -> dict | None:
     """Preload, then fork on request; returns the request in a forked child, None at the end."""
     loaded = []
@@ -244,6 +235,12 @@ def _serve(modules: list[str]) -> dict | None:
             loaded.append(module)
         except Exception as exc:  # a library missing here: the child imports what it needs itself
             print(f"tracefix zygote: {module} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    if "tracefix.instrumentor" in loaded:
+        from tracefix.instrumentor import resolve_patch_targets
+
+        resolve_patch_targets()  # what the SDKs load on first access, loaded once here
+    for library in (name for name in WARM_UPS if name in loaded):
+        _warm_up(library)
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
         _send({"ready": False, "reason": f"threads running after the preloaded imports ({names}): forking is unsafe"})
@@ -252,8 +249,17 @@ def _serve(modules: list[str]) -> dict | None:
     children: set[int] = set()
     pending = b""
     stdin = sys.stdin.fileno()
+    # a child's end wakes the loop at once (SIGCHLD writes to this pipe), so the runner
+    # learns of it without a polling delay
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     while True:
-        readable, _, _ = select.select([stdin], [], [], 0.02 if children else None)
+        readable, _, _ = select.select([stdin, woken], [], [], 1.0 if children else None)
+        if woken in readable:
+            os.read(woken, 4096)
+            readable.remove(woken)
         for pid in list(children):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -280,6 +286,10 @@ def _serve(modules: list[str]) -> dict | None:
                 _send({"id": request["id"], "error": str(exc)})
                 continue
             if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(woken)
+                os.close(wake)
                 return request
             children.add(pid)
             _send({"id": request["id"], "pid": pid})

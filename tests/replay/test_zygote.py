@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tracefix.replay import runner
-from tracefix.replay.zygote import ALWAYS, Zygote, preloads
+from tracefix.replay.preload_modules import ALWAYS, preloads
+from tracefix.replay.zygote import Zygote
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="zygotes fork")
 
@@ -72,3 +73,44 @@ def test_a_zygote_with_a_thread_after_its_imports_refuses_to_fork(tmp_path):
         _zygote(tmp_path, "spins", path=tmp_path)
     assert time.monotonic() - started < 60
     assert "spins" not in sys.modules
+
+
+def test_the_libraries_the_apps_own_modules_import_are_preloaded_read_without_running_them(tmp_path):
+    # the entrypoint imports the SDK only through the app's other modules (absolute and relative)
+    (tmp_path / "agentpkg").mkdir()
+    (tmp_path / "agentpkg" / "__init__.py").write_text("raise SystemExit('the package ran')\n")
+    (tmp_path / "agentpkg" / "app.py").write_text("raise SystemExit('ran')\nfrom agentpkg import team\nfrom . import llm\n")
+    (tmp_path / "agentpkg" / "team.py").write_text("raise SystemExit('ran')\ndef run():\n    import openai\n")
+    (tmp_path / "agentpkg" / "llm.py").write_text("raise SystemExit('ran')\nimport anthropic\n")
+    modules = preloads("agentpkg.app:main", [str(tmp_path)])
+    assert {"openai", "openai.resources.chat.completions", "anthropic", "anthropic.resources.messages"} <= set(modules)
+    assert not [m for m in modules if m.startswith("agentpkg")] and "agentpkg" not in sys.modules
+
+
+def test_the_demo_preloads_its_sdk_where_an_editable_install_maps_the_package(tmp_path):
+    # tracefix.demo lives in demo/ of the checkout: only the editable install's finder knows it
+    modules = runner.entrypoint_preloads("tracefix.demo.bank:run_task")
+    assert {"openai", "openai.resources.chat.completions", "tracefix.openai_chat", "requests",
+            "tracefix.redaction"} <= set(modules), modules
+    assert not [m for m in modules if m.startswith("tracefix.demo")]
+    zygote = _zygote(tmp_path, *modules)
+    try:  # what an SDK loads on its first client is loaded before the fork, and said if it could not be
+        assert "openai" in zygote._ready["loaded"]
+        assert "not preloaded" not in (tmp_path / "zygote.log").read_text()
+        assert "warm-up" not in (tmp_path / "zygote.log").read_text()
+    finally:
+        zygote.close()
+
+
+def test_a_replay_of_the_demo_is_forked_and_says_where_its_time_went(lab):
+    from tracefix.replay.pipeline import diagnose
+
+    with lab.access() as access:
+        result = diagnose(access, lab.session_id, allowed_modules=["tracefix.demo"], llm=False, runs=1,
+                          replay_key=lab.replay_key, save=False, otlp_endpoint=lab.serve_url,
+                          hypotheses=[{"step": lab.fault_step}], overrides={"base_url": lab.follow_url},
+                          workdir=lab.workdir / "zygote-phases")
+    (run,) = result["hypotheses"][0]["runs"]
+    assert run["forked"] is True, run  # the zygote path, not a fresh interpreter
+    assert set(run["phases"]) == {*runner.PHASES, "judge"} and min(run["phases"].values()) >= 0, run["phases"]
+    assert sum(run["phases"][p] for p in runner.PHASES) <= run["wall_s"] * 1000 + 5
