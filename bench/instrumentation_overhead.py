@@ -1,33 +1,44 @@
-"""Added time per `chat.completions.create`: tracefix vs OpenInference vs OpenLLMetry over no
-instrumentation, non-streaming and streaming, in one run.
+"""Added time per `chat.completions.create`: tracefix vs a hand-written span carrying the same
+content (the floor) vs OpenInference, OpenLLMetry and OpenLit, non-streaming and streaming,
+in one run.
 
 The OpenAI client talks to an in-process `httpx.MockTransport` that returns a canned,
-realistic response (a worker-agent turn with a tool call; the stream variant as SSE
-chunks with a final usage chunk), so the network does not dominate. Each
-(instrumentation, round) runs in a fresh subprocess — the three instrumentors wrap the
-same SDK method and are not meant to coexist — in which blocks of uninstrumented and
-instrumented calls alternate (instrument, measure, uninstrument), so the added time is
-measured against the same process at the same moment; rounds interleave the
-instrumentations in a shuffled order so machine noise hits all of them alike. All use
-a TracerProvider + BatchSpanProcessor with an exporter that drops spans, and capture
-message content (each one's default); tracefix's calls run inside a session.
+realistic response (a worker-agent turn with a tool call; the stream variant as 21 SSE
+chunks with a final usage chunk), so the network does not dominate. Every (mode, round)
+runs in a fresh process that only ever has that mode: the uninstrumented calls ("none")
+have a process of their own too, since an instrumentor's uninstrument() can leave plain
+calls slower than they were (OpenLLMetry's doubles them). Rounds interleave the modes in a
+shuffled order so machine noise hits all of them alike, and a mode's added time is its
+median minus the same round's "none". All use a TracerProvider + BatchSpanProcessor with an
+exporter that drops spans, and capture message content (each one's default); tracefix's
+calls run inside a session.
+
+OpenLit pins an older openai, anthropic and OpenTelemetry than the dev extra's, so it runs
+in a virtual environment of its own (made on first use under .tracefix/bench-venvs/, with
+its own "none" baseline); `--no-openlit` leaves it out.
 
     .venv/bin/python bench/instrumentation_overhead.py [--rounds 5] [--calls 200] [--blocks 3]
 
-Prints the median time per call without instrumentation, each instrumentation's added
-time (median over rounds of with-minus-without medians) and tracefix's added time as a
-ratio of the others'.
+Prints the median time per call without instrumentation, each mode's added time, tracefix's
+added time as a ratio of the floor's and of each peer's, the cost of the conventions' parts
+attributes, and the machine's load.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
+import time
+from pathlib import Path
 
-MODES = ("none", "tracefix", "openinference", "openllmetry")  # "none" is measured inside each worker
+MODES = ("none", "floor", "tracefix", "openinference", "openllmetry")
+OPENLIT = "openlit==1.45.0"  # the lightest peer of the issue that asked for this comparison
+OPENLIT_VENV = Path(__file__).resolve().parent.parent / ".tracefix" / "bench-venvs" / OPENLIT.replace("==", "-")
+MODEL = "bank-agent"
 
 SYSTEM = ("You are AccountAgent, a worker of the bank's support team with the tools lookup_customer, "
           "get_accounts, get_balance. Carry out the Orchestrator's instruction with your tools, one call at a "
@@ -44,7 +55,7 @@ TOOLS = [{"type": "function", "function": {"name": name, "description": f"{name}
                                                "customer_id": {"type": "string"}}}}}
          for name in ("lookup_customer", "get_accounts", "get_balance")]
 COMPLETION = {
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000, "model": "bank-agent",
+    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000, "model": MODEL,
     "system_fingerprint": "fp_bench",
     "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
         "role": "assistant", "content": None, "tool_calls": [{
@@ -54,7 +65,7 @@ COMPLETION = {
 
 
 def _stream_body() -> bytes:
-    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000, "model": "bank-agent"}
+    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000, "model": MODEL}
     text = "REPORT from AccountAgent: customer Alice Chen is CUST-001 with checking ACC-1001 and savings ACC-1002."
     pieces = [text[i:i + 6] for i in range(0, len(text), 6)]
     chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
@@ -65,19 +76,9 @@ def _stream_body() -> bytes:
     return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
 
 
-def worker(mode: str, calls: int, blocks: int) -> dict:
-    """Runs in the subprocess: alternate blocks uninstrumented / instrumented with `mode`
-    (instrument, measure, uninstrument), so both sides see the same process and moment."""
-    import time
-
+def _client():
     import httpx
     import openai
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    class Discard(SpanExporter):
-        def export(self, spans):
-            return SpanExportResult.SUCCESS
 
     completion, stream_body = json.dumps(COMPLETION).encode(), _stream_body()
 
@@ -86,105 +87,203 @@ def worker(mode: str, calls: int, blocks: int) -> dict:
             return httpx.Response(200, content=stream_body, headers={"content-type": "text/event-stream"})
         return httpx.Response(200, content=completion, headers={"content-type": "application/json"})
 
-    client = openai.OpenAI(api_key="sk-bench", base_url="http://bench.invalid/v1", max_retries=0,
-                           http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return openai.OpenAI(api_key="sk-bench", base_url="http://bench.invalid/v1", max_retries=0,
+                         http_client=httpx.Client(transport=httpx.MockTransport(handler)))
 
+
+def _provider():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    return provider, Discard
+
+
+def _instrument(mode: str, client) -> tuple:
+    """Turn `mode` on for the life of this process: (plain call, streamed call)."""
     def plain() -> None:
-        client.chat.completions.create(model="bank-agent", messages=MESSAGES, tools=TOOLS, temperature=0)
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, tools=TOOLS, temperature=0)
 
     def streamed() -> None:
-        for _ in client.chat.completions.create(model="bank-agent", messages=MESSAGES, stream=True,
+        for _ in client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True,
                                                 stream_options={"include_usage": True}):
             pass
 
-    def instrument():
-        """Turn `mode` on; returns the function that turns it off again."""
-        provider = TracerProvider()
-        if mode == "tracefix":
-            import tracefix
+    if mode == "none":
+        return plain, streamed
+    provider, discard = _provider()
+    if mode == "floor":
+        sys.path.insert(0, str(Path(__file__).parent))
+        import instrumentation_floor as floor
 
-            handle = tracefix.init(tracer_provider=provider, exporter=Discard())
-            session = tracefix.session("bench", entrypoint="bench:run", inputs={})
-            session.__enter__()  # realistic: calls inside a session get steps and fingerprints
+        tracer = provider.get_tracer("floor")
+        return (lambda: floor.plain(tracer, client, MODEL, MESSAGES, TOOLS, 0),
+                lambda: floor.streamed(tracer, client, MODEL, MESSAGES))
+    if mode == "tracefix":
+        import tracefix
+        from opentelemetry.sdk.trace import TracerProvider
 
-            def off():
-                session.__exit__(None, None, None)
-                handle.shutdown()
-            return off
-        provider.add_span_processor(BatchSpanProcessor(Discard()))
-        if mode == "openinference":
-            from openinference.instrumentation.openai import OpenAIInstrumentor
-        else:
-            from opentelemetry.instrumentation.openai import OpenAIInstrumentor
-        instrumentor = OpenAIInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
+        # a bare provider: tracefix adds its own BatchSpanProcessor around the exporter (a
+        # processor already there would be wrapped to redact in the app's thread, and export twice)
+        tracefix.init(tracer_provider=TracerProvider(), exporter=discard())
+        tracefix.session("bench", entrypoint="bench:run", inputs={}).__enter__()  # calls get steps, fingerprints
+    elif mode == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor
 
-        def off():
-            instrumentor.uninstrument()
-            provider.shutdown()
-        return off
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
+    elif mode == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
 
-    def measure(fn) -> list[int]:
-        for _ in range(max(10, calls // 10)):  # warm-up
-            fn()
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter_ns()
-            fn()
-            times.append(time.perf_counter_ns() - start)
-        return times
+        OpenLLMetry().instrument(tracer_provider=provider)
+    elif mode == "openlit":
+        import tempfile
 
-    results: dict[str, dict[str, list[int]]] = {k: {"none": [], "with": []} for k in ("plain", "stream")}
+        import openlit
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(provider)  # openlit.init reuses the SDK provider it finds
+        prices = Path(tempfile.mkdtemp()) / "pricing.json"  # its price table is fetched from the web otherwise
+        prices.write_text(json.dumps({"chat": {MODEL: {"promptPrice": 0.001, "completionPrice": 0.002}}}))
+        openlit.init(capture_message_content=True, disable_metrics=True, disable_events=True,
+                     pricing_json=str(prices), disabled_instrumentors=["httpx", "requests", "urllib", "urllib3"])
+    return plain, streamed
+
+
+def _parts_cost() -> dict:
+    """µs per call of the conventions' parts attributes, as tracefix writes them for the bench's
+    request and response: the second serialization beside the request as sent."""
+    import timeit
+
+    from tracefix.attributes import dumps
+    from tracefix.fingerprints import normalize_messages
+    from tracefix.message_parts import input_messages, output_messages
+    from tracefix.openai_chat import OpenAIChat
+
+    messages, summary = normalize_messages(MESSAGES), OpenAIChat().summarize(COMPLETION)
+    runs = 2000
+    inputs = min(timeit.repeat(lambda: dumps(input_messages(messages)[1]), number=runs, repeat=5)) / runs * 1e6
+    outputs = min(timeit.repeat(lambda: dumps(output_messages(summary.output_messages, summary.finish_reasons)),
+                                number=runs, repeat=5)) / runs * 1e6
+    return {"input": inputs, "output": outputs}
+
+
+CPU_GROUP = 20  # calls per process-CPU-time reading (its clock is coarser than a call)
+
+
+def worker(mode: str, calls: int, blocks: int) -> dict:
+    """Runs in its own process: µs per call with `mode` on, plain and streamed: the median
+    wall time of a call, and the median process CPU time (every thread: an exporter's too)
+    per call over groups of CPU_GROUP calls, which other processes' load disturbs less."""
+    client = _client()
+    plain, streamed = _instrument(mode, client)
+    wall: dict = {"plain": [], "stream": []}
+    cpu: dict = {"plain": [], "stream": []}
     for _ in range(blocks):
         for kind, fn in (("plain", plain), ("stream", streamed)):
-            results[kind]["none"] += measure(fn)
-            off = instrument()
-            results[kind]["with"] += measure(fn)
-            off()
-    return {kind: {side: statistics.median(times) / 1000 for side, times in sides.items()}  # µs
-            for kind, sides in results.items()}
+            for _ in range(max(10, calls // 10)):  # warm-up
+                fn()
+            for group in range(0, calls, CPU_GROUP):
+                cpu_start = time.process_time_ns()
+                for _ in range(min(CPU_GROUP, calls - group)):
+                    start = time.perf_counter_ns()
+                    fn()
+                    wall[kind].append(time.perf_counter_ns() - start)
+                cpu[kind].append((time.process_time_ns() - cpu_start) / min(CPU_GROUP, calls - group))
+    out: dict = {kind: statistics.median(times) / 1000 for kind, times in wall.items()}
+    out.update({f"{kind}_cpu": statistics.median(times) / 1000 for kind, times in cpu.items()})
+    if mode == "tracefix":
+        out["parts"] = _parts_cost()
+    return out
+
+
+def openlit_python() -> tuple[str | None, str]:
+    """The OpenLit venv's interpreter (made when missing), or None and why not."""
+    python = OPENLIT_VENV / "bin" / "python"
+    if not (OPENLIT_VENV / "bin" / "openlit-installed").exists():
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(OPENLIT_VENV)], check=True, capture_output=True)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", OPENLIT], check=True, capture_output=True,
+                           timeout=900)
+        except (subprocess.SubprocessError, OSError) as exc:
+            return None, f"absent: its virtual environment could not be made ({exc})"
+        (OPENLIT_VENV / "bin" / "openlit-installed").touch()
+    return str(python), f"{OPENLIT} in {OPENLIT_VENV} (its own openai and OpenTelemetry; baseline measured there)"
+
+
+def _run(python: str, mode: str, args) -> dict:
+    out = subprocess.run([python, __file__, "--worker", mode, "--calls", str(args.calls), "--blocks",
+                          str(args.blocks)], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"the {mode} worker ({python}) failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=200, help="calls per block")
-    parser.add_argument("--blocks", type=int, default=3, help="none/instrumented block pairs per round")
-    parser.add_argument("--worker", choices=MODES[1:], help=argparse.SUPPRESS)
+    parser.add_argument("--blocks", type=int, default=3, help="blocks of calls per process")
+    parser.add_argument("--no-openlit", action="store_true", help="leave OpenLit (its own venv) out")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="--no-peers: none, the floor and tracefix only (a quick look; no peer ratios)")
+    parser.add_argument("--worker", choices=(*MODES, "openlit"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.calls, args.blocks)))
         return
 
-    instrumented = MODES[1:]
-    # per mode and kind: each round's (median without, median with)
-    samples = {m: {"plain": [], "stream": []} for m in instrumented}
+    lit_python, lit_note = (None, "left out") if args.no_openlit or not args.peers else openlit_python()
+    modes = MODES if args.peers else MODES[:3]
+    runs = [(sys.executable, m, m) for m in modes]  # (interpreter, mode, label)
+    if lit_python and args.peers:
+        runs += [(lit_python, "none", "none (openlit venv)"), (lit_python, "openlit", "openlit")]
+    samples: dict[str, list[dict]] = {label: [] for _, _, label in runs}
+    loads = [os.getloadavg()[0]]
     rng = random.Random(0)
     for round_index in range(args.rounds):
-        order = list(instrumented)
-        rng.shuffle(order)  # interleaved, in a different order each round
-        for mode in order:
-            out = subprocess.run([sys.executable, __file__, "--worker", mode, "--calls", str(args.calls),
-                                  "--blocks", str(args.blocks)], capture_output=True, text=True, check=True)
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            for kind in ("plain", "stream"):
-                samples[mode][kind].append((result[kind]["none"], result[kind]["with"]))
+        order = list(runs)
+        rng.shuffle(order)
+        for python, mode, label in order:
+            samples[label].append(_run(python, mode, args))
+        loads.append(os.getloadavg()[0])
         print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr)
 
-    print(f"chat.completions.create against an in-process httpx.MockTransport; medians over {args.rounds} "
-          f"rounds x {args.blocks} blocks x {args.calls} calls; 'added' = with minus without, same process")
-    for kind in ("plain", "stream"):
-        none = statistics.median(n for m in instrumented for n, _ in samples[m][kind])
-        added = {m: statistics.median(w - n for n, w in samples[m][kind]) for m in instrumented}
-        print(f"\n{'non-streaming' if kind == 'plain' else 'streaming (21 chunks)'}: none {none:.1f} µs/call")
-        for m in instrumented:
-            print(f"  {m:14s} added {added[m]:8.1f} µs/call   (x{(none + added[m]) / none:.3f} of none)")
-        lighter = min(("openinference", "openllmetry"), key=lambda m: added[m])
-        for other in ("openinference", "openllmetry"):
-            ratio = added["tracefix"] / added[other] if added[other] > 0 else float("inf")
-            print(f"  tracefix added / {other} added = {ratio:.2f}")
-        verdict = "meets" if added["tracefix"] <= added[lighter] else "misses"
-        print(f"  target: tracefix added <= lighter of the two ({lighter}): {verdict}")
+    print(f"chat.completions.create against an in-process httpx.MockTransport; medians over {args.rounds} rounds "
+          f"x {args.blocks} blocks x {args.calls} calls, each mode in processes of its own; 'added' = the mode's "
+          f"median minus the same round's uninstrumented one")
+    print(f"machine: {os.cpu_count()} CPUs, 1-min load {min(loads):.2f}-{max(loads):.2f} during the run")
+    print(f"OpenLit: {lit_note}")
+    for kind in ("plain", "stream", "plain_cpu", "stream_cpu"):
+        def added(label: str, baseline: str = "none") -> float:
+            return statistics.median(s[kind] - b[kind] for s, b in zip(samples[label], samples[baseline]))
+        none = statistics.median(s[kind] for s in samples["none"])
+        adds = {label: added(label) for label in modes[1:]}
+        if "openlit" in samples:
+            adds["openlit"] = added("openlit", "none (openlit venv)")
+        what = "non-streaming" if kind.startswith("plain") else "streaming (21 chunks)"
+        clock = "process CPU time (all threads)" if kind.endswith("_cpu") else "wall time"
+        print(f"\n{what}, {clock}: none {none:.1f} µs/call")
+        for label, value in adds.items():
+            print(f"  {label:14s} added {value:8.1f} µs/call")
+        floor_ratio = adds["tracefix"] / adds["floor"]
+        peers = {label: value for label, value in adds.items() if label not in ("floor", "tracefix")}
+        print(f"  tracefix / floor = {floor_ratio:.2f} (target <= 1.2: {'meets' if floor_ratio <= 1.2 else 'misses'})")
+        if not peers:
+            continue
+        lightest = min(peers, key=peers.__getitem__)
+        for label, value in peers.items():
+            print(f"  tracefix / {label} = {adds['tracefix'] / value:.2f}")
+        peer_ratio = adds["tracefix"] / peers[lightest]
+        print(f"  target: <= 0.5 x the lightest peer ({lightest}): {peer_ratio:.2f}, "
+              f"{'meets' if peer_ratio <= 0.5 else 'misses'}")
+    parts = {side: statistics.median(s["parts"][side] for s in samples["tracefix"]) for side in ("input", "output")}
+    print(f"\nthe parts attributes (gen_ai.input.messages + gen_ai.output.messages, the conventions' shape beside "
+          f"the request as sent): {parts['input']:.1f} + {parts['output']:.1f} µs per non-streaming call")
 
 
 if __name__ == "__main__":

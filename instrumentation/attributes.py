@@ -10,6 +10,8 @@ import logging
 import re
 from typing import Any, Callable
 
+from .semconv import TRUNCATED
+
 logger = logging.getLogger("tracefix")
 
 TRUNCATION_MARKER = "…[tracefix: truncated {dropped} bytes]"
@@ -119,19 +121,21 @@ def set_attributes(span: Any, attributes: dict[str, Any], *, max_bytes: int = 0,
     ``tracefix.truncated = true`` and `on_truncate(key)` is called (the session uses it to
     mark itself not replayable). Non-primitive values are written as JSON.
     """
-    from .semconv import TRUNCATED
-
     clean: dict[str, Any] = {}
     for key, value in attributes.items():
         if value is None:
             continue
-        if isinstance(value, (bool, int, float)):
+        kind = type(value)
+        if kind is str:  # the common cases first, by exact type
+            text = value
+        elif kind is int or kind is float or kind is bool or isinstance(value, (bool, int, float)):
             clean[key] = value
             continue
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             clean[key] = list(value)
             continue
-        text = value if isinstance(value, str) else dumps(value)
+        else:
+            text = value if isinstance(value, str) else dumps(value)
         if max_bytes and len(text) * 4 > max_bytes:  # cheap pre-check before encoding
             text, cut = truncate(text, max_bytes)
             if cut:

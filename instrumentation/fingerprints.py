@@ -23,12 +23,17 @@ def _drop_none(value: Any) -> Any:
     return value
 
 
+_LEAVES = frozenset((str, int, float, bool))  # values of exactly these types are taken as they are
+
+
 def _plain(value: Any) -> Any:
-    """JSON data with None fields dropped, in one pass (the hot path runs this per LLM call)."""
+    """JSON data with None fields dropped, in one pass (the hot path runs this per LLM call:
+    a leaf of a common type is taken in the loop, not by a call of its own)."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+        return {k if type(k) is str else str(k): v if type(v) in _LEAVES else _plain(v)
+                for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [v if type(v) in _LEAVES else _plain(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return _drop_none(to_jsonable(value))

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import message_parts, runtime, semconv as sc
 from .attributes import canonical_json, dumps, warn_once
-from .context import current_agent, current_session
+from .context import _global_tracked, current_agent, current_session
 from .fingerprints import fingerprint_from_json
 from .raw_responses import as_raw_response
 from .spans import add_snapshot_event, common_attributes, set_span_attributes
@@ -165,7 +165,7 @@ class LLMCall:
                 attrs[sc.DIVERGENCE] = dumps(self.decision.divergence)
         self.span = span = runtime.tracer().start_span(f"{adapter.operation} {request.model}", kind=SpanKind.CLIENT)
         set_span_attributes(span, attrs, session)
-        if session is not None and (session.tracked or _has_global_tracked()):
+        if session is not None and (session.tracked or _global_tracked):
             try:
                 for key, value, digest in session.changed_snapshots():
                     add_snapshot_event(span, key, value, digest, self.step, session)
@@ -199,9 +199,9 @@ class LLMCall:
         otel_context.detach(token)
 
     def finish_raw(self, raw: dict | None, error: BaseException | None = None, abandoned: bool = False,
-                   stream: list[dict] | None = None) -> None:
+                   stream: list[dict] | str | None = None) -> None:
         """Record the response (raw provider JSON) and, for a stream, its events as they came
-        (`stream`), then end the span; runs once."""
+        (`stream`: a list, or already its JSON text), then end the span; runs once."""
         if self.ended:
             return
         self.ended = True
@@ -263,25 +263,19 @@ class LLMCall:
         return result
 
 
-def _within_payload_limit(stream: list[dict] | None) -> str | None:
+def _within_payload_limit(stream: list[dict] | str | None) -> str | None:
     """The events' JSON when it fits TRACEFIX_MAX_PAYLOAD_BYTES, else None: cut, it could not
     be streamed again, and the session stays replayable without it (a replay then streams
     the recorded response in its own chunks)."""
-    if not stream:
+    if not stream or stream == "[]":
         return None
-    text = dumps(stream)
+    text = stream if isinstance(stream, str) else dumps(stream)
     limit = runtime.settings.max_payload_bytes
     if limit and len(text.encode("utf-8")) > limit:
         warn_once("stream-events-size", "tracefix: a stream's events exceed TRACEFIX_MAX_PAYLOAD_BYTES and are "
                   "not recorded; a replay streams the response in its own chunks")
         return None
     return text
-
-
-def _has_global_tracked() -> bool:
-    from .context import _global_tracked
-
-    return bool(_global_tracked)
 
 
 @functools.lru_cache(maxsize=64)
@@ -294,11 +288,21 @@ def _server(base_url: str) -> tuple[str, int] | None:
     return (parts.hostname, port) if parts.hostname and port else None
 
 
+# [(the last call's URL object, its server)]: one client is the common case; one tuple, swapped
+# whole, so threads with other clients never pair a URL with another's server
+_last_server: list[tuple[Any, Any]] = [(None, None)]
+
+
 def server_of(client: Any) -> tuple[str, int] | None:
     """(server.address, server.port) of the SDK client behind a resource (`instance._client`
     of the wrapped method: OpenAI's and Anthropic's both keep their base URL there)."""
     base_url = getattr(getattr(client, "_client", None), "base_url", None)
-    return _server(str(base_url)) if base_url is not None else None
+    if base_url is None:
+        return None
+    last = _last_server[0]
+    if last[0] is not base_url:  # else the same URL object as the last call's: no text to read again
+        last = _last_server[0] = (base_url, _server(str(base_url)))
+    return last[1]
 
 
 def begin(adapter: Any, kwargs: dict, client: Any = None) -> LLMCall | None:

@@ -119,6 +119,8 @@ def message(msg: Any) -> dict:
     if type(msg) is not dict:
         return {"role": "user", "parts": [text_part(msg)]}
     role = msg.get("role")
+    if len(msg) == 2 and type(msg.get("content")) is str and type(role) is str and role not in ("tool", "function"):
+        return {"role": role, "parts": [{"type": "text", "content": msg["content"]}]}  # most messages: a role's text
     if role is None and msg.get("type") not in (None, "message"):
         return _item_message(msg)
     content = msg.get("content")

@@ -13,51 +13,60 @@ from typing import Any
 import wrapt
 
 from . import runtime
-from .attributes import warn_once
+from .attributes import dumps, warn_once
 
 
 class _StreamState:
     """Everything the finalizer needs, kept off the proxy so weakref.finalize can hold it.
 
-    Besides folding each item, the items themselves are kept, in order, when the adapter can
-    write them back as the provider sent them (`stream_event`) and content is captured: a
-    replay streams exactly these (the folded response alone would stream differently). They
-    are written out once, when the stream ends, so reading a chunk costs only an append."""
-    __slots__ = ("call", "accumulator", "items", "done")
+    Reading a chunk costs one list append: the items are kept, in order, and only when the
+    stream ends are they folded into the response (the adapter's accumulator) and, when the
+    adapter can write them back as the provider sent them (`stream_event`) and content is
+    captured, written out as the recorded events a replay streams (the folded response alone
+    would stream differently)."""
+    __slots__ = ("call", "items", "keeps_events", "done")
 
     def __init__(self, call: Any):
         self.call = call
-        self.accumulator = call.adapter.new_accumulator()
-        keeps = runtime.settings.capture_content and hasattr(call.adapter, "stream_event")
-        self.items: list | None = [] if keeps else None
+        self.items: list = []
+        self.keeps_events = runtime.settings.capture_content and hasattr(call.adapter, "stream_event")
         self.done = False
 
     def add(self, item: Any) -> None:
-        if self.items is not None:
-            self.items.append(item)
-        try:
-            self.accumulator.add(item)
-        except Exception:
-            warn_once("stream-chunk", "tracefix: could not read a stream chunk", exc_info=True)
+        self.items.append(item)
 
-    def recorded_events(self) -> list[dict] | None:
-        """The stream's events as JSON, in order; None when not kept or one cannot be written."""
-        if self.items is None:
+    def response(self) -> dict | None:
+        """The items folded into the response they stand for; a chunk that cannot be read is
+        left out (said once), the others still count."""
+        accumulator = self.call.adapter.new_accumulator()
+        for item in self.items:
+            try:
+                accumulator.add(item)
+            except Exception:
+                warn_once("stream-chunk", "tracefix: could not read a stream chunk", exc_info=True)
+        return accumulator.raw()
+
+    def recorded_events(self) -> str | None:
+        """The stream's events as JSON text, in order; None when not kept or one cannot be written."""
+        if not self.keeps_events or not self.items:
             return None
+        adapter = self.call.adapter
         try:
-            events = [self.call.adapter.stream_event(item) for item in self.items]
+            if hasattr(adapter, "stream_events_json"):  # all of them at once, where the adapter can
+                return adapter.stream_events_json(self.items)
+            events = [adapter.stream_event(item) for item in self.items]
+            return dumps([event for event in events if event is not None])
         except Exception:
             warn_once("stream-events", "tracefix: could not record a stream's events; a replay streams "
                       "the response in its own chunks", exc_info=True)
             return None
-        return [event for event in events if event is not None]
 
     def finish(self, error: BaseException | None = None, abandoned: bool = False) -> None:
         if self.done:
             return
         self.done = True
         try:
-            raw = self.accumulator.raw()
+            raw = self.response()
         except Exception:
             warn_once("stream-raw", "tracefix: could not assemble a streamed response", exc_info=True)
             raw = None

@@ -1,0 +1,74 @@
+"""The per-call fast paths give what the plain code gave: a recorded fingerprint must never
+change (a cassette recorded before would stop matching), nor an attribute."""
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import Enum
+from typing import Any
+
+from hypothesis import given, settings, strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+
+from tracefix.attributes import set_attributes, to_jsonable
+from tracefix.fingerprints import fingerprint_request, normalize_messages
+
+
+class Color(str, Enum):
+    RED = "red"
+
+
+def reference_plain(value: Any) -> Any:
+    """The normalization as it was written before its fast path (one call per value)."""
+    def drop_none(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: drop_none(x) for k, x in v.items() if x is not None}
+        if isinstance(v, list):
+            return [drop_none(x) for x in v]
+        return v
+    if isinstance(value, dict):
+        return {str(k): reference_plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [reference_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return drop_none(to_jsonable(value))
+
+
+leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8),
+                   st.just(Color.RED))
+keys = st.one_of(st.text(max_size=6), st.integers(0, 9), st.just(Color.RED))
+values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner),
+                                                      st.dictionaries(keys, inner, max_size=4)), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(values, max_size=4))
+def test_normalized_messages_are_what_they_were(messages):
+    assert normalize_messages(messages) == [reference_plain(m) for m in messages]
+    text = json.dumps([reference_plain(m) for m in messages], ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":"), default=repr)
+    expected = hashlib.sha256(f"m\n{text}\n[]".encode()).hexdigest()
+    assert fingerprint_request("m", messages) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=5), st.one_of(
+    leaves, st.lists(st.text(max_size=5), max_size=3), st.tuples(st.text(max_size=3)),
+    st.lists(st.integers(), min_size=1, max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+    max_size=6))
+def test_attributes_are_set_as_they_were(attributes):
+    span = TracerProvider().get_tracer("t").start_span("s")
+    set_attributes(span, attributes)
+    expected = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, (bool, int, float)):
+            expected[key] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            expected[key] = tuple(value)
+        else:
+            expected[key] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                                             separators=(",", ":"))
+    assert dict(span.attributes) == expected
