@@ -14,7 +14,6 @@ from starlette.routing import Route
 from tracefix.collector import datasets
 from tracefix.collector.api.bodies import read_model
 from tracefix.collector.api.context import ApiContext
-from tracefix.collector.api.errors import error
 from tracefix.collector.api.paging import listed, page_params, query_params, streamed_page
 from tracefix.collector.responses import JSONResponse
 from tracefix.collector.schemas.datasets import (DatasetAddRequest, DatasetImportRequest, RegressQueueRequest,
@@ -53,12 +52,9 @@ def routes(api: ApiContext) -> list[Route]:
 
     async def import_items(request: Request) -> Response:
         data = await read_model(request, DatasetImportRequest, MAX_IMPORT_BYTES)
-        if any(not isinstance(item.get("session_id"), str) or not item["session_id"] for item in data.items):
-            return error(400, "every item needs its 'session_id' (text)")
         by_dataset: dict[str, list[dict]] = {}
         for item in data.items:
-            name = data.dataset or item.get("dataset") or DEFAULT_DATASET
-            by_dataset.setdefault(name if isinstance(name, str) else DEFAULT_DATASET, []).append(item)
+            by_dataset.setdefault(data.dataset or item.dataset or DEFAULT_DATASET, []).append(item.model_dump())
 
         def put(s) -> dict:
             done = [store_datasets.import_items(s, name, group) for name, group in by_dataset.items()]

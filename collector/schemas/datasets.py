@@ -21,10 +21,15 @@ class DatasetAddRequest(ClosedRequest):
     session_ids: list[str] = Field(min_length=1, max_length=1000, description="stored sessions to add")
 
 
+class ExportedItem(OpenDocument):
+    """An item as `tracefix dataset export` writes it (one JSONL line): kept whole."""
+    session_id: str = Field(min_length=1)
+    dataset: Optional[DatasetName] = None
+
+
 class DatasetImportRequest(ClosedRequest):
     dataset: Optional[DatasetName] = Field(None, description="default: each item's own dataset, else 'default'")
-    items: list[dict] = Field(min_length=1, max_length=10_000, description="items as `tracefix dataset export` "
-                                                                           "writes them (one per JSONL line)")
+    items: list[ExportedItem] = Field(min_length=1, max_length=10_000)
 
 
 class RegressResultRequest(ClosedRequest):
@@ -35,7 +40,8 @@ class RegressResultRequest(ClosedRequest):
 
 class RegressQueueRequest(ClosedRequest):
     run_id: RunId
-    items: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(min_length=1, max_length=10_000, description="[dataset, session id] pairs")
+    items: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
+        min_length=1, max_length=1000, description="[dataset, session id] pairs")
     runs: int = Field(3, ge=1, le=20)
     tools: Literal["recorded", "live"] = "recorded"
 

@@ -129,8 +129,8 @@ def save_regress_result(store: StoreConnection, run_id: str, session_id: str, re
     with store._tx() as con:
         con.execute("DELETE FROM regress_results WHERE run_id = ? AND session_id = ?", [run_id, session_id])
         con.execute("INSERT INTO regress_results VALUES (?, ?, ?, ?, ?)",
-                    [run_id, session_id, result.get("dataset"), json.dumps(result, ensure_ascii=False),
-                     time.time_ns()])
+                    [run_id, session_id, result.get("dataset") if isinstance(result.get("dataset"), str) else None,
+                     json.dumps(result, ensure_ascii=False), time.time_ns()])
 
 def regress_results(store: StoreConnection, run_id: str) -> list[dict]:
     """The item results of regression run `run_id`, in the order they were stored."""
