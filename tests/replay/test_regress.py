@@ -136,6 +136,10 @@ def test_add_show_export_import_round_trip(bed, tmp_path):
              "intervention": {"kind": "add_message", "text": "wrong idea"}},
             {"step": 6, "agent": "PaymentsAgent", "verdict": "validated", "runs": [{"success": True}] * 3,
              "intervention": {"kind": "add_message", "text": "Pass check_number = CHK-5001."}}]})
+    listed = runner.invoke(dataset, ["list", *server]).output
+    assert "dataset default: 2 item(s) (2 thumbs-down, 0 added, 0 imported)" in listed
+    t04_line = next(line for line in listed.splitlines() if bed.by_task["t04"][:30] in line)
+    assert "thumbs-down" in t04_line and "failure" in t04_line and "0/3" in t04_line  # milestones reached
     shown = runner.invoke(dataset, ["show", bed.by_task["t04"], *server])
     item = json.loads(shown.output)
     assert item["validated_edit"] == {"step": 6, "agent": "PaymentsAgent", "kind": "add_message",
