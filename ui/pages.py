@@ -29,6 +29,8 @@ from tracefix.collector.jobs import JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS
 from tracefix.collector.marks import MAX_COMMENT_CHARS, MAX_LABEL_CHARS
 from tracefix.collector.otlp import OtlpError
 from tracefix.collector.store import UnknownSession
+from tracefix.collector.store import datasets as store_datasets
+from tracefix.collector.store.datasets import DEFAULT_DATASET
 from tracefix.collector.url_input import InvalidParameter, QueryParams
 from tracefix.collector.writer import QueueFull, WriterClosed
 from tracefix.ui import dashboard as charts
@@ -204,7 +206,7 @@ def routes(collector: "Collector") -> list:
         got_past = views.got_past_steps(store, sid)  # errors the run got past: drawn apart, not as failures
         panel = waterfall.span_panel(store, q, sid) if q.text("span") else None  # the waterfall's selected span
         voted = {"vote": q.choice("feedback", ("up", "down")), "alert": q.choice("alert", ("raised",)),
-                 "diagnosis": q.choice("diagnosis", ("queued",))}
+                 "diagnosis": q.choice("diagnosis", ("queued",)), "kept": q.text("kept")}
         return render(request, "session.html", doc=doc, sid=sid, total=total, shown=shown, offset=offset, voted=voted,
                       timeline=layout(doc["steps"], selected if step else None, got_past), got_past=got_past,
                       step=step, inputs=inputs, panel=panel,
@@ -253,6 +255,12 @@ def routes(collector: "Collector") -> list:
         return RedirectResponse(views.session_url(sid, feedback=vote, alert="raised" if fb.get("alert_id") else None,
                                                   diagnosis="queued" if fb.get("job_id") else None),
                                 status_code=303)
+
+    def keep(request: Request, form) -> Response:
+        """Keep the session in a dataset, for `tracefix regress` (what `tracefix dataset add` does)."""
+        sid, name = str(form.get("id") or ""), str(form.get("dataset") or "").strip() or DEFAULT_DATASET
+        done = write(lambda s: store_datasets.add_to_dataset(s, name, [sid]))
+        return RedirectResponse(views.session_url(sid, kept=done["dataset"]) + "#feedback", status_code=303)
 
     # --- diagnosis -------------------------------------------------------------------------
     def diagnosis(request: Request, form) -> Response:
@@ -338,6 +346,7 @@ def routes(collector: "Collector") -> list:
         Route("/session/waterfall", page(waterfall_rows)),
         Route("/session/span", page(span_panel)),
         Route("/session/feedback", page(feedback), methods=["POST"]),
+        Route("/session/dataset", page(keep), methods=["POST"]),
         Route("/session/annotate", page(annotate), methods=["POST"]),
         Route("/diagnosis", page(diagnosis)),
         Route("/diagnosis/start", page(start_job), methods=["POST"]),

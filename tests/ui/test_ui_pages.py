@@ -67,6 +67,16 @@ def test_every_page_escapes_stored_text_under_a_strict_csp(ui_server, client, pa
         assert "&lt;script&gt;alert(" in html  # the task is shown, as text
 
 
+def test_the_session_page_keeps_a_session_for_regression(ui_server, client):
+    page = client.get(f"/session?id={quote(ui_server.calm)}")
+    form = {"id": ui_server.calm, "dataset": "ui-kept", "csrf": csrf_of(page.text)}
+    assert client.post("/session/dataset", data={**form, "csrf": "0" * 64}).status_code == 403
+    kept = client.post("/session/dataset", data=form, follow_redirects=True)
+    assert kept.status_code == 200 and 'id="kept"' in kept.text and "tracefix regress --dataset ui-kept" in kept.text
+    items = client.get("/api/v1/datasets/items?dataset=ui-kept").json()["items"]
+    assert [(i["session_id"], i["kind"]) for i in items] == [(ui_server.calm, "added")]
+
+
 def test_posts_need_the_forms_csrf_token_and_this_origin(ui_server, client):
     page = client.get(f"/session?id={quote(ui_server.calm)}")
     form = {"id": ui_server.calm, "vote": "down", "comment": "forged"}
