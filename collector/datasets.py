@@ -93,10 +93,5 @@ def list_items(store, dataset: str | None = None, **filters) -> list[dict]:
     return [item_of(row) for row in store_datasets.dataset_rows(store, dataset, **filters)]
 
 
-def get_item(store, dataset: str | None, session_id: str) -> dict | None:
-    rows = store_datasets.dataset_rows(store, dataset, session_ids=[session_id])
-    return full_item(store, rows[0]) if rows else None
-
-
 def export_items(store, dataset: str | None = None, **filters) -> list[dict]:
     return [full_item(store, row) for row in store_datasets.dataset_rows(store, dataset, **filters)]

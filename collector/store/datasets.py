@@ -22,7 +22,7 @@ from tracefix.collector import document
 from tracefix.collector.redact import redact_value
 from tracefix.collector.store.connection import StoreConnection
 from tracefix.collector.store.jobs import insert_job
-from tracefix.collector.store.sql import first_row, in_strings, records
+from tracefix.collector.store.sql import in_strings, records
 from tracefix.errors import UnknownSession
 
 DEFAULT_DATASET = "default"
@@ -144,10 +144,6 @@ def list_regress_runs(store: StoreConnection, limit: int = 50) -> list[dict]:
         "SELECT run_id, count(*) AS items, max(created_ns) AS last_ns FROM regress_results "
         "GROUP BY run_id ORDER BY last_ns DESC LIMIT ?", [limit]))
     return [{"run_id": r["run_id"], "items": r["items"], "updated_at": document.iso(r["last_ns"])} for r in rows]
-
-def has_item(store: StoreConnection, dataset: str, session_id: str) -> bool:
-    return first_row(store._read().execute("SELECT 1 FROM dataset_items WHERE dataset = ? AND session_id = ?",
-                                          [dataset, session_id])) is not None
 
 
 def queue_regress(store: StoreConnection, run_id: str, entries: Iterable[tuple[str, str]], options: Mapping) -> list[str]:
