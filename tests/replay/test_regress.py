@@ -163,6 +163,15 @@ def test_add_show_export_import_round_trip(bed, tmp_path):
     after = [json.loads(x) for x in back.read_text().splitlines()]
     assert [{k: a.get(k) for k in kept} for a in after] == before
     assert {a["kind"] for a in after} == {"imported"} and not any(a["stored"] for a in after)
+    # the signature travelled with the item: checked against the app's key, wherever it runs again
+    from tracefix.replay.regress import RegressOptions, admit
+
+    options = RegressOptions(allowed_modules=["tracefix.demo"], replay_key=bed.key.encode())
+    assert [admit(item, options) for item in after] == [None, None]
+    forged = {**after[0], "inputs": {**after[0]["inputs"], "task_id": "t01"}}
+    assert "not what the app signed" in admit(forged, options)
+    other_key = RegressOptions(allowed_modules=["tracefix.demo"], replay_key=b"k" * 32)
+    assert "signed with another replay key" in admit(after[0], other_key)
 
 
 def _results(output: str) -> dict[str, dict]:
