@@ -37,9 +37,9 @@ def readme_regress_command() -> str:
 
 
 class Bed:
-    def __init__(self, serve_url: str, sim_url: str, key: str, by_task: dict[str, str], unsigned: str, workdir: Path):
+    def __init__(self, serve_url: str, sim_url: str, key: str, by_task: dict[str, str], workdir: Path):
         self.serve_url, self.sim_url, self.key = serve_url, sim_url, key
-        self.by_task, self.unsigned, self.workdir = by_task, unsigned, workdir
+        self.by_task, self.workdir = by_task, workdir
 
     def env(self, version: int) -> dict:
         return {**os.environ, "TRACEFIX_SERVER": self.serve_url, "TRACEFIX_REPLAY_KEY": self.key,
@@ -72,12 +72,9 @@ def bed(tmp_path_factory):
         serve = procs.start_serve(d / "store.duckdb", "--diagnose", "off")
         started.append(serve)
         sim_url, serve_url = sim.match["base_url"], serve.match["http"]
-        run = [sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", sim_url, "--otlp-endpoint", serve_url]
-        signed = subprocess.Popen([*run, "--tasks", "t02,t03,t04"], env={**os.environ, "TRACEFIX_REPLAY_KEY": key},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        unsigned = subprocess.Popen([*run, "--tasks", "t05"], env={**os.environ, "TRACEFIX_REPLAY_KEY": ""},
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert signed.wait(120) == 0 and unsigned.wait(120) == 0
+        subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", sim_url, "--otlp-endpoint",
+                        serve_url, "--tasks", "t02,t03,t04"], env={**os.environ, "TRACEFIX_REPLAY_KEY": key},
+                       check=True, capture_output=True, timeout=120)
         from tracefix.collector.access import connect
 
         access = connect(server=serve_url)
@@ -85,15 +82,15 @@ def bed(tmp_path_factory):
         def recorded():
             docs = [access.get_session(s["session_id"]) for s in access.list_sessions(limit=20)]
             done = [doc for doc in docs if doc and doc.get("outcome") and doc.get("ended_at")]
-            return done if len(done) == 4 else None
+            return done if len(done) == 3 else None
 
-        docs = procs.wait_for(recorded, "the four recorded sessions")
+        docs = procs.wait_for(recorded, "the three recorded sessions")
         by_task = {doc["inputs"]["task_id"]: doc["session_id"] for doc in docs}
         assert {t: access.get_session(by_task[t])["outcome"] for t in ("t02", "t03", "t04")} == {
             "t02": "failure", "t03": "success", "t04": "failure"}
         for task in ("t02", "t04"):  # the users' thumbs-down: each makes an item by itself
             tracefix.feedback(by_task[task], -1.0, comment="wrong", server=serve_url)
-        yield Bed(serve_url, sim_url, key, by_task, by_task.pop("t05"), d)
+        yield Bed(serve_url, sim_url, key, by_task, d)
     finally:
         for p in reversed(started):
             p.stop()
@@ -228,18 +225,28 @@ def test_the_control_on_version_1_fixes_nothing(bed):
     assert all(r["runs"][0]["llm_requests"] > 5 for r in results.values())  # the LLM ran live, from the first step
 
 
-def test_an_unsigned_item_is_refused_and_nothing_of_it_runs(bed):
+def test_unsigned_and_forged_items_are_refused_and_nothing_of_them_runs(bed):
     with bed.access() as access:
-        access.add_to_dataset("unsigned", [bed.unsigned])
-        before = len(access.list_sessions(parent_session_id=bed.unsigned, limit=10))
-    done = bed.regress("--dataset", "unsigned", "--allow-module", "tracefix.demo", "--tools", "live", version=2)
+        access.add_to_dataset("source", [bed.by_task["t03"]])
+        [item] = access.dataset_items("source", full=True)
+        # as anyone with the API token could import them: no signature; a signed record moved to another id
+        access.import_dataset_items("suspect", [{**item, "session_id": "s-unsigned", "signatures": []},
+                                                {**item, "session_id": "s-forged"}])
+    done = bed.regress("--dataset", "suspect", "--allow-module", "tracefix.demo", "--tools", "live", "--json",
+                       version=2)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "REFUSED" in done.stdout and "carries no replay signature" in done.stdout
-    with bed.access() as access:
-        assert len(access.list_sessions(parent_session_id=bed.unsigned, limit=10)) == before == 0
-    other = bed.regress("--dataset", "unsigned", "--allow-module", "other.pkg", "--allow-unsigned", "--json",
+    results = _results(done.stdout)
+    assert {r["verdict"] for r in results.values()} == {"refused"} and not any(r["runs"] for r in results.values())
+    assert "carries no replay signature" in results["s-unsigned"]["reason"]
+    assert "not what the app signed" in results["s-forged"]["reason"]
+    with bed.access() as access:  # no run exported a session
+        assert not access.list_sessions(parent_session_id="s-unsigned") + access.list_sessions(
+            parent_session_id="s-forged")
+    table = bed.regress("--dataset", "suspect", "--allow-module", "tracefix.demo", version=2)
+    assert table.returncode == 2 and table.stdout.count("REFUSED") == 2
+    other = bed.regress("--dataset", "suspect", "--allow-module", "other.pkg", "--allow-unsigned", "--json",
                         version=2)
-    assert other.returncode == 2 and "outside the modules allowed" in _results(other.stdout)[bed.unsigned]["reason"]
+    assert other.returncode == 2 and "outside the modules allowed" in _results(other.stdout)["s-unsigned"]["reason"]
 
 
 def test_a_worker_runs_the_queued_items(bed):
