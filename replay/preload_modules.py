@@ -61,11 +61,17 @@ APP_MODULES_READ = 64
 
 def _imports_of(module: str, search_path: list[str]) -> set[str]:
     """Every module named by an import statement of `module` and of the app's own modules it
-    imports (its top-level package's; inside tracefix, as for the demo, its own package's),
-    read from their sources (never run), as absolute names."""
+    imports (its top-level package's; inside tracefix, as for the demo, its own package's), and
+    for a package every module in it (a worker warms its zygote for an allowed package before
+    it knows the entrypoint), read from their sources (never run), as absolute names."""
     top = module.split(".")[0]
-    own = module.rpartition(".")[0] if top == "tracefix" else top  # tracefix's other parts: preloaded or hooked
+    source = _module_source(module, search_path)
+    package_given = source is not None and source.name == "__init__.py"
+    # tracefix's other parts are preloaded or hooked: inside it, only the module's own package
+    own = top if top != "tracefix" else module if package_given else module.rpartition(".")[0]
     seen, queue, imported = set(), [module], set()
+    if package_given:
+        queue += sorted(f"{module}.{path.stem}" for path in source.parent.glob("*.py") if path.stem != "__init__")
     while queue and len(seen) < APP_MODULES_READ:
         name = queue.pop(0)
         if name in seen:

@@ -142,11 +142,15 @@ class Zygotes:
         self._closed = False
 
     def get(self, modules: list[str]) -> Zygote | None:
-        """The zygote for `modules`, started (and waited for) if needed; None if it cannot start."""
+        """The zygote for `modules` (or one that preloads them and more: a worker warms one for
+        a whole allowed package), started (and waited for) if needed; None if it cannot start."""
         key = tuple(modules)
         with self._lock:
             if self._closed:
                 return None
+            if key not in self._entries:  # one that preloads all of these (and more) serves them too
+                key = next((k for k, e in self._entries.items() if set(modules) <= set(k)
+                            and not (e["ready"].is_set() and not _alive(e["zygote"]))), key)
             entry = self._entries.pop(key, None)
             if entry is not None and entry["ready"].is_set() and not _alive(entry["zygote"]):
                 entry = None  # it died: start another

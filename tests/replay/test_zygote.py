@@ -12,7 +12,7 @@ import pytest
 
 from tracefix.replay import runner
 from tracefix.replay.preload_modules import ALWAYS, preloads
-from tracefix.replay.zygote import Zygote
+from tracefix.replay.zygote import Zygote, Zygotes
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="zygotes fork")
 
@@ -85,6 +85,18 @@ def test_the_libraries_the_apps_own_modules_import_are_preloaded_read_without_ru
     modules = preloads("agentpkg.app:main", [str(tmp_path)])
     assert {"openai", "openai.resources.chat.completions", "anthropic", "anthropic.resources.messages"} <= set(modules)
     assert not [m for m in modules if m.startswith("agentpkg")] and "agentpkg" not in sys.modules
+    # a worker warms a zygote for an allowed package before a job names its entrypoint: all of it is read
+    assert set(modules) <= set(preloads("agentpkg:_", [str(tmp_path)]))
+
+
+def test_a_warm_zygote_that_preloads_more_serves_an_entrypoint_that_needs_less(tmp_path):
+    zygotes = Zygotes(env=runner.child_env(), folder=tmp_path)
+    try:
+        wide = zygotes.get(["tracefix", "json"])
+        assert wide is not None and zygotes.get(["tracefix"]) is wide
+        assert zygotes.get(["tracefix", "csv"]) is not wide
+    finally:
+        zygotes.close()
 
 
 def test_the_demo_preloads_its_sdk_where_an_editable_install_maps_the_package(tmp_path):
