@@ -45,9 +45,10 @@ def _given(value: Any) -> bool:
 
 
 def normalize_messages(messages: Any) -> list:
-    """Messages as plain JSON (pydantic models dumped, None fields dropped), the form that
-    is recorded in gen_ai.input.messages and fingerprinted: a message passed as an SDK
-    object and the same message passed as a dict normalize alike."""
+    """Messages as plain JSON (pydantic models dumped, None fields dropped), the form that is
+    fingerprinted (and written to gen_ai.input.messages in the conventions' parts shape,
+    `tracefix.message_parts`): a message passed as an SDK object and the same message passed
+    as a dict normalize alike."""
     if not _given(messages):
         return []
     if isinstance(messages, (str, dict)):
@@ -65,7 +66,7 @@ def _sha256(value: Any) -> str:
 
 def fingerprint_request(model: str | None, messages: Any, tools: Any = None) -> str:
     """sha256 of "model\nmessages\ntools" with messages and tools as canonical JSON
-    (sorted keys, compact); messages/tools as recorded in gen_ai.input.messages /
+    (sorted keys, compact); messages as the SDK was given them, tools as recorded in
     gen_ai.tool.definitions (normalizing them again is idempotent)."""
     return fingerprint_from_json(model, canonical_json(normalize_messages(messages)),
                                  canonical_json(normalize_tools(tools)))

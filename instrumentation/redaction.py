@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
 from .attributes import logger
-from .secret_rules import REDACTED, redact_text, redact_value
+from .secret_rules import REDACTED, is_secret_key, may_hold_secret, redact_text, redact_value
 
 __all__ = ["REDACTED", "redact_text", "RedactionChain", "RedactingSpanExporter", "RedactingSpanProcessor",
            "wrap_processors"]
@@ -59,6 +59,8 @@ class RedactionChain:
     def attributes(self, attributes: Any) -> tuple[dict | None, bool]:
         if not attributes:
             return None, False
+        if not self.user and not _may_redact(attributes):  # most spans: nothing a rule could change
+            return dict(attributes), False
         out, changed = {}, False
         for key, value in attributes.items():
             new = self.value(key, value)
@@ -91,6 +93,28 @@ class RedactionChain:
                             attributes=attributes, events=events, links=span.links, kind=span.kind,
                             status=status, start_time=span.start_time, end_time=span.end_time,
                             instrumentation_scope=span.instrumentation_scope)
+
+
+def _may_redact(attributes: Any) -> bool:
+    """Whether a built-in rule could change any of `attributes`: a credential's key, or a
+    rule's hint in any text, all of the texts scanned in one pass (joined by a character no
+    hint holds); a shape other than text and numbers is left to the value-by-value path."""
+    texts = []
+    for key, value in attributes.items():
+        if is_secret_key(key):
+            return True
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif kind is tuple or kind is list:
+            for item in value:
+                if type(item) is str:
+                    texts.append(item)
+                elif isinstance(item, (str, list, tuple, dict)):
+                    return True
+        elif isinstance(value, (str, dict)):
+            return True
+    return may_hold_secret("\x00".join(texts))
 
 
 class RedactingSpanExporter(SpanExporter):
