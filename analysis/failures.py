@@ -14,7 +14,7 @@ from tracefix.attributes import from_json_text
 from .records import text_result
 from .roles import hub_agents, in_words_only, is_coordinator, single_agent, speaker_of
 from .transition_unit import TransitionUnit
-from .values import WORD, extract_artifacts, normalize_error, values_text
+from .values import WORD, compact_json, extract_artifacts, normalize_error, scalar_values, values_text
 
 
 def result_error(result: Any) -> str | None:
@@ -164,18 +164,69 @@ def mark_error_shaped_results(units: list[TransitionUnit]) -> None:
                 or (not at_once and answer != f.get("result") and _relayed_then_dropped(units, k, nxt, text, last_use)))
             if retried or _worded_as_failure(text):
                 flagged.add((f["tool"], normalize_error(text) or ""))
-    if not flagged:
-        return
-    for u in units:
-        if u.kind != "llm" or u.status == "error":
+    if flagged:
+        for u in units:
+            if u.kind != "llm" or u.status == "error":
+                continue
+            for f in u.feedback:
+                text = None if f.get("error") else text_result(f.get("result"))
+                if text is not None and (f["tool"], normalize_error(text) or "") in flagged:
+                    _read_as_error(u, f"{f['tool']}: {text}")
+                    break
+    mark_requests_without_effect(units)
+
+
+def _read_as_error(u: TransitionUnit, text: str) -> None:
+    u.status, u.outcome = "error", "error_result"
+    u.error_text = text
+    u.error_signature = normalize_error(text)
+
+
+def _answer(f: dict) -> Any:
+    return f.get("error") or f.get("result")
+
+
+def _brings_its_own(answer: Any, arguments: Any, seen: set[str]) -> bool:
+    """Whether a call's answer holds something the call did not carry: a record (a JSON value
+    with a field the arguments did not give, words included: a state, a place), or, in text,
+    an id or number the session had not seen before (`seen`): a refusal names what it is about,
+    a result brings what was made or found."""
+    parsed = from_json_text(answer) if isinstance(answer, str) else answer
+    given = {str(v).lower() for v in scalar_values(from_json_text(arguments))}
+    if isinstance(parsed, (dict, list)):
+        return any(str(v).lower() not in given for v in scalar_values(parsed) if not isinstance(v, bool))
+    return bool(extract_artifacts(str(answer)) - extract_artifacts(values_text(from_json_text(arguments))) - seen)
+
+
+def mark_requests_without_effect(units: list[TransitionUnit]) -> None:
+    """A call that did not take effect, read from what it led to and not from its words: its
+    answer brought nothing of its own (no id, number or other value its arguments did not
+    carry: no record was made or found) and the same call, the same arguments, was made again
+    within _RETRY_WINDOW steps (at once, or once the request was handed out again) and was
+    answered the same way (the world had not moved: a call that had changed it would meet the
+    change). However politely worded ("not in a position to ..."), that answer was a refusal:
+    the step gets `asked_again_at` and reads as an error step, and so does each repeat. What
+    failed already (a raise, an error object) gets `asked_again_at` too: the reading is the
+    same whatever the wording (evidence/refused_requests.py reports them)."""
+    seen: set[str] = set()  # the values the session named before the step read
+    for k, u in enumerate(units):
+        if k:
+            seen |= units[k - 1].artifacts_produced | units[k - 1].artifacts_consumed
+        if u.kind != "llm" or not u.action["calls"] or u.asked_again_at is not None:
             continue
-        for f in u.feedback:
-            text = None if f.get("error") else text_result(f.get("result"))
-            if text is not None and (f["tool"], normalize_error(text) or "") in flagged:
-                u.status, u.outcome = "error", "error_result"
-                u.error_text = f"{f['tool']}: {text}"
-                u.error_signature = normalize_error(u.error_text)
-                break
+        for sig, call, f in zip(u.call_signatures, u.action["calls"], u.feedback):
+            answer = _answer(f)
+            if answer is None or _brings_its_own(answer, call["arguments"], seen):
+                continue
+            again = [w for w in units[k + 1:k + 1 + _RETRY_WINDOW] if sig in w.call_signatures]
+            same = [w for w in again if _answer(w.feedback[w.call_signatures.index(sig)]) == answer]
+            if not again or same[:1] != again[:1]:
+                continue  # not asked again, or answered otherwise the next time: it may have worked
+            u.asked_again_at = same[0].index
+            for w in [u, *same]:
+                if w.status != "error":
+                    _read_as_error(w, f"{f['tool']}: {text_result(answer) or compact_json(answer)}")
+            break
 
 
 def _relayed_then_dropped(units: list[TransitionUnit], k: int, retry: TransitionUnit, text: str,

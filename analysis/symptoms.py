@@ -183,13 +183,23 @@ def neglected_handover(units: list[TransitionUnit], k: int) -> tuple[int, str] |
         end = next((j for j in range(giver + 1, k) if units[j].agent == units[giver].agent), k)
         acted = _calls_carry(units, value, (j for j in range(giver + 1, end) if units[j].agent == taker))
         if not acted:
-            return giver + 1, value
+            return _first_act(units, giver + 1, end), value
         # Done as handed, and still not done: what the hand-over relayed about the id was
         # wrong at its source, a report that misread its own tool results.
         source = misread_source(units, giver, value, givers)
         if source is not None:
             return source, value
     return None
+
+
+def _first_act(units: list[TransitionUnit], start: int, end: int) -> int:
+    """The first step from `start` (the taker's first step after a hand-over) to `end` where
+    the taker did something: a call, or words naming a value. An acknowledgement before it
+    ("Sure, one moment.": no call, no value) only says the work was taken, not how; `start`
+    itself when the round has no such step."""
+    taker = units[start].agent
+    return next((j for j in range(start, end) if units[j].agent == taker
+                 and (units[j].action["calls"] or units[j].artifacts_consumed)), start)
 
 
 def _calls_carry(units: list[TransitionUnit], value: str, steps: Iterable[int]) -> bool:

@@ -73,6 +73,11 @@ class TransitionUnit:
     # agent who handed it over then handed out again: the round failed, whatever the
     # report's wording (see mark_failed_rounds).
     round_failed: bool = False
+    # The step that made one of this step's calls again, the same arguments answered the same
+    # way, when the answer brought no value the call had not carried: the request did not
+    # take effect, whatever the answer's words (a refusal read from its effect, see
+    # failures.mark_requests_without_effect). None: no such call.
+    asked_again_at: int | None = None
     # The step that made this error step's failed calls again soon after (its agent or
     # another) and did not fail the same way (results, or another failure): a failure the
     # run got past (a timeout, a 503, a rate limit, or one cleared by what happened in

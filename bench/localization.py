@@ -13,12 +13,17 @@ so a figure tuned to one app shows; everything else is the same, `--perturb` inc
 suite: each seed's corpus is recorded once, then every rewrite of bench/perturb.py (agents
 renamed, every agent made one (a single agent that plans, acts and reports), tool errors as
 plain text, ids without separators, reports without failure words, tools renamed, results
-as prose, key order, and the combinations) is applied to its
+as prose, key order, an acknowledgement before each action handed over (chatter), tool
+refusals worded politely with no error word (reworded_refusals; both bench/perturb_turns.py),
+and the combinations) is applied to its
 documents, clean and failed alike (the HGT is trained on the rewritten clean sessions, as a
 user's own app would give it), and the product's analysis runs on them: top-1 / hit@3 of
 the shipped learned ranker and of the graph heuristics alone (ranker=None), per rewrite,
 beside the unrewritten figure and the baselines. The shipped 'llm' ranker was trained on
-the demo's seeds 1,2 (bench/demo_labelled.py): use other seeds here.
+the demo's seeds 1,2 (bench/demo_labelled.py): use other seeds here. Each seed runs the tasks
+on its own world (customers, ids and amounts drawn from the seed: demo/variants.py), and a
+failed session whose content fingerprint is one the ranker was trained on is dropped, with
+the count on stderr (bench/fresh_sessions.py).
 
 Per seed: record every task fault-free (successful sessions: the HGT's training set) and,
 for each fault kind, `--per-kind` tasks with that fault injected from a random step (the
@@ -53,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
 from evidence_ablation import ablation_summary, evidence_found, leave_one_out, print_ablation  # noqa: E402
+from fresh_sessions import drop_trained  # noqa: E402
 from step_rankings import by_score, evaluate, frequency_baseline, random_hits, recency_baseline  # noqa: E402
 
 
@@ -63,6 +69,7 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
 
     rng = random.Random(seed)
     clean_ids, truth, docs, record_s = corpus.record_seed(seed, per_kind)
+    truth = drop_trained(truth, docs, f"{corpus.domain.name} seed {seed}")
 
     train_docs = [docs[s] for s in clean_ids if docs[s].get("outcome") == "success"]
     t0 = time.perf_counter()

@@ -18,7 +18,8 @@ stands for, so the labelled step and the predictions compare as before.
 
 The rewrites live by what they change: names and wording (perturb_words.py), results'
 layout and timing (perturb_results.py), added retries (perturb_retries.py, with
-`original_steps`); what they share is in perturb_base.py. This module names them.
+`original_steps`), chatter before an action and refusals worded politely (perturb_turns.py);
+what they share is in perturb_base.py. This module names them.
 
 Used by bench/localization.py --perturb (a benchmark helper, not product).
 """
@@ -28,6 +29,7 @@ from typing import Callable
 
 from perturb_results import camel_keys, envelope_results, jitter_timing, prose_results, reorder_keys, result_timestamps
 from perturb_retries import reported_retries, rerouted_retries, transient_retries
+from perturb_turns import chatter, reworded_refusals
 from perturb_words import (colon_ids, group_numbers, joined_clauses, markdown_ids, narrate_calls, paraphrase_reports,
                            plain_errors, rename_agents, rename_tools, single_agent, squash_ids, timestamps,
                            upper_case_ids)
@@ -56,6 +58,8 @@ REWRITES: dict[str, Callable[[dict, int], dict]] = {
     "markdown_ids": markdown_ids,
     "timing": jitter_timing,
     "joined_clauses": joined_clauses,
+    "chatter": chatter,
+    "reworded_refusals": reworded_refusals,
 }
 
 

@@ -22,8 +22,9 @@ _TRANSIENT_ERRORS = ("TimeoutError: no answer within 30 s", "ServiceUnavailable:
 _RETRIED_SHARE = 0.3
 
 
-# An added step's span id -> the span id of the recorded step it stands for (original_steps).
-_STANDS_FOR: dict[str, str] = {}
+# An added step's span id -> the span id of the recorded step it stands for (original_steps),
+# None for one that stands for none.
+_STANDS_FOR: dict[str, str | None] = {}
 
 
 def _new_id(value: Any) -> str:
@@ -130,7 +131,7 @@ def original_steps(before: dict, after: dict) -> list[int]:
     out = []
     for step in ordered(after):
         span = step.get("span_id")
-        while span not in position:  # an added step, perhaps a copy of another added step
+        while span is not None and span not in position:  # an added step, perhaps a copy of another added step
             span = _STANDS_FOR[span]
-        out.append(position[span])
+        out.append(-1 if span is None else position[span])  # -1: an added step that stands for none (chatter)
     return out

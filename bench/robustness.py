@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from demo_corpus import DemoCorpus
+from fresh_sessions import drop_trained
 from perturb import expand, perturb
 from perturb_retries import original_steps
 from step_rankings import by_score, evaluate, recency_baseline
@@ -64,6 +65,7 @@ def perturb_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, mode
     from tracefix.analysis.pipeline import analyze_document, train_on_documents
 
     clean_ids, truth, docs, record_s = corpus.record_seed(seed, per_kind)
+    truth = drop_trained(truth, docs, f"{corpus.domain.name} seed {seed}")
     failed = [t for t in truth if docs[t["session"]].get("outcome") == "failure"]
     print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
           f"{len(failed)} failed", flush=True)

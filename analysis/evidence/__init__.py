@@ -11,7 +11,7 @@ counts as a failed call) are filled into the units by units.build_units and stay
 the IsolationForest reads them too (features.py).
 
 Symptom detectors (failures that show, walked back to their origin by symptoms.explain):
-tool_errors, failure_claims, final_answer, unfounded_answer. Silent detectors (a step
+tool_errors, refused_requests, failure_claims, final_answer, unfounded_answer. Silent detectors (a step
 that went wrong without anything failing there): invented_values, task_conflicts,
 answer_conflicts, omitted_records, misattributed_values, restated_fields (one bonus per
 step between them), unacted_claims, repeated_handovers.
@@ -23,12 +23,13 @@ from typing import Iterable
 from ..graph import TransitionGraph
 from ..symptoms import Symptom
 from . import (answer_conflicts, failure_claims, final_answer, invented_values, misattributed_values, omitted_records,
-               repeated_handovers, restated_fields, task_conflicts, tool_errors, unacted_claims, unfounded_answer)
+               refused_requests, repeated_handovers, restated_fields, task_conflicts, tool_errors, unacted_claims,
+               unfounded_answer)
 from .base import Evidence, EvidenceDetector
 
 # In the order the heuristics credit them (a step's reasons in a report follow it).
 REGISTRY: tuple[EvidenceDetector, ...] = tuple(EvidenceDetector.of(module) for module in (
-    tool_errors, failure_claims, final_answer, unfounded_answer,
+    tool_errors, refused_requests, failure_claims, final_answer, unfounded_answer,
     invented_values, task_conflicts, answer_conflicts, omitted_records, misattributed_values, restated_fields,
     unacted_claims, repeated_handovers,
 ))
