@@ -7,7 +7,9 @@ or found: no id, number or other value the call had not carried) and the same ca
 same arguments was made again soon after (at once, or once the request was handed out again)
 and answered the same way (the world had not moved). symptoms.explain walks it back as it does
 a tool error (to the call that lacked what was needed, the hand-over that gave the failing value,
-the report that misread it). One symptom per refused request, at its first asking.
+the report that misread it). One symptom per refused request, at its first asking. It reads
+the calls of instrumented sessions; a message log's tool outputs are messages, which it does
+not read, so only the ranker of instrumented sessions takes it as an input (TESTBED_ONLY).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .base import Evidence
 
 WEIGHT = "origins"
 SYMPTOMS = True
+TESTBED_ONLY = True  # finds nothing in message logs (see the docstring)
 
 
 def evidence(graph: TransitionGraph) -> list[Evidence]:
