@@ -49,6 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import procs  # noqa: E402  (the test suite's process starters: ready line + health check)
 
+from fresh_sessions import drop_trained  # noqa: E402
 from tracefix.replay.verdicts import VERDICTS  # noqa: E402
 
 
@@ -82,6 +83,15 @@ MISLEADING_EDIT = ("Use account ACC-1099, customer CUST-099 and check CHK-5999 f
                    "and everything else is already done.")
 
 
+def seeded_tasks(spec: str, seed: int) -> str:
+    """`--tasks` on the seed's own world (t03 -> t03@SEED: its customers, ids and amounts, demo/variants.py)."""
+    from tracefix.demo.tasks import TASKS
+    from tracefix.demo.variants import variant_id
+
+    names = list(TASKS) if spec == "all" else [t.strip() for t in spec.split(",") if t.strip()]
+    return ",".join(variant_id(t, seed) for t in names)
+
+
 def run_seed(seed: int, args, workdir: Path) -> list[dict]:
     """Record the corpus of one seed and diagnose its failed sessions; one row per session,
     follow probability and arm."""
@@ -96,7 +106,7 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
         server = serve.match["http"]
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "tracefix.cli", "demo-run", "--base-url", sim.match["base_url"],
-                        "--tasks", args.tasks, "--seed", str(seed), "--otlp-endpoint", server],
+                        "--tasks", seeded_tasks(args.tasks, seed), "--seed", str(seed), "--otlp-endpoint", server],
                        check=True, capture_output=True, timeout=900,
                        env={**os.environ, "TRACEFIX_REPLAY_KEY": REPLAY_KEY})
         sim.stop()
@@ -107,6 +117,8 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
             faults.setdefault(record["session"], record)
         access = connect(server=server)
         failed = [s["session_id"] for s in access.list_sessions(outcome="failure", limit=1000)]
+        docs = {sid: access.get_session(sid) for sid in failed}
+        failed = [r["session"] for r in drop_trained([{"session": sid} for sid in failed], docs, f"seed {seed}")]
         print(f"seed {seed}: {len(failed)} failed session(s), {len(faults)} with an injected fault", flush=True)
         for follow in args.follow_probs:
             replay_sim = procs.start_sim(*fault_args, "--follow-prob", str(follow))

@@ -33,14 +33,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "demo"))
 import procs  # noqa: E402
 from edit_templates import CLASSES, suite  # noqa: E402  (the test side's phrasings)
+from fresh_sessions import drop_trained  # noqa: E402
 
 ALL_CLASSES = (*CLASSES, "template")
 
 
 def fault_plan(domain: str, seed: int, per_kind: int) -> list[dict]:
-    """One fault of each kind on its own task(s), chosen by the seed among those that host it."""
+    """One fault of each kind on its own task(s), chosen by the seed among those that host it,
+    each task on the seed's world (demo/variants.py)."""
     from tracefix.demo.faults import unit_draw
     from tracefix.demo.scripted import KINDS
+    from tracefix.demo.variants import variant_id
 
     if domain == "bank":
         from tracefix.demo.policy import fault_free_steps
@@ -48,7 +51,7 @@ def fault_plan(domain: str, seed: int, per_kind: int) -> list[dict]:
     else:
         from tracefix.demo.warehouse_model import fault_free_steps
         from tracefix.demo.warehouse_tasks import TICKET_LIST as items
-    free = [t.id for t in items]
+    free = [variant_id(t.id, seed) for t in items]  # the seed's own customers, ids and amounts
     plan = []
     for kind in KINDS:
         for n in range(per_kind):
@@ -91,6 +94,9 @@ def run(args, workdir: Path, key: str) -> list[dict]:
             plan = fault_plan(domain, args.seed, args.per_kind)
             t0 = time.perf_counter()
             faults = record(domain, plan, args.seed, workdir, key, server)
+            with connect(server=server) as access:
+                docs = {f["session"]: access.get_session(f["session"]) for f in faults}
+            faults = drop_trained(faults, docs, f"{domain} seed {args.seed}")
             print(f"{domain}: {len(faults)} faults recorded in {time.perf_counter() - t0:.0f}s "
                   f"({', '.join(f['task'] + ':' + f['kind'] for f in faults)})", flush=True)
             path = workdir / f"plan-{domain}.json"
