@@ -17,7 +17,6 @@ fingerprints see only what a real app would send.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import functools
 import os
 import threading
@@ -32,7 +31,7 @@ from .policy import fault_free_outcome
 from .tasks import Task, get_task
 from .team import Team
 from .tools import BankTools
-from .variants import outputs_at_same_place, split_id
+from .variants import scored, split_id
 
 MODEL = os.environ.get("TRACEFIX_DEMO_MODEL", "bank-agent")
 ENTRYPOINT = "tracefix.demo.bank:run_task"
@@ -169,17 +168,8 @@ def fresh_db(task_id: str) -> BankDB:
 
 @functools.lru_cache(maxsize=None)
 def scored_task(task_id: str) -> Task:
-    """The task with what its reward checks. A variant (t03@5) is scored as its hand-written
-    task is: the database changes of its fault-free run (for the hand-written tasks these equal
-    their gold actions: tests/demo/test_variants.py) and the required outputs read at their
-    place in that run's answer."""
-    task = get_task(task_id)
-    base, seed = split_id(task_id)
-    if not seed:
-        return task
-    fixture, (answer, changes) = get_task(base), fault_free_outcome(task_id)
-    outputs = outputs_at_same_place(fault_free_outcome(base)[0], answer, fixture.required_outputs)
-    return dataclasses.replace(task, gold_actions=changes, required_outputs=outputs)
+    """The task with what its reward checks (a variant's derived: :func:`tracefix.demo.variants.scored`)."""
+    return scored(task_id, get_task, fault_free_outcome)
 
 
 def gold_db(task_id: str) -> BankDB:

@@ -10,33 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from .db import INITIAL_STATE
-from .variants import draw_names, name_words, rng, swap
+from .variants import Content, Worlds, draw_names, name_words, rng, swap
 
 SPREAD = (0.8, 1.25)  # how far a drawn balance or amount lies from the fixture's
 
 
-@dataclass(frozen=True)
-class BankContent:
-    seed: int
-    state: dict[str, Any]  # the database every run on this seed starts from
-    words: dict[str, str]  # a fixture name or id -> this world's
-
-
-_DRAWN: dict[int, BankContent] = {}
-
-
-def content(seed: int) -> BankContent:
-    """Seed `seed`'s bank (the same seed, the same bank)."""
-    if seed not in _DRAWN:
-        _DRAWN[seed] = _draw(seed) if seed else BankContent(0, INITIAL_STATE, {})
-    return _DRAWN[seed]
-
-
-def _draw(seed: int) -> BankContent:
+def _draw(seed: int) -> Content:
     draws = rng("bank", seed)
     fixture = INITIAL_STATE
     customers = sorted(fixture["customers"])
@@ -54,7 +35,10 @@ def _draw(seed: int) -> BankContent:
                         + [(t, "amount_cents") for t in state["transactions"]]):
         record[key] = round(record[key] * draws.uniform(*SPREAD))
     state["next_tx"] = first_tx + len(fixture["transactions"])
-    return BankContent(seed, state, words)
+    return Content(seed, state, words)
+
+
+content = Worlds(INITIAL_STATE, _draw)  # content(seed): seed `seed`'s bank
 
 
 def task_words(seed: int, task_id: str, text: str) -> dict[str, str]:
@@ -76,7 +60,4 @@ def task_words(seed: int, task_id: str, text: str) -> dict[str, str]:
 def accounts_beside(account_id: str) -> dict[str, dict]:
     """The accounts of the world `account_id` belongs to (the latest drawn one that has it; the
     fixture's when none does): where a plausible wrong account is picked from."""
-    for drawn in reversed(list(_DRAWN.values())):
-        if account_id in drawn.state["accounts"]:
-            return drawn.state["accounts"]
-    return INITIAL_STATE["accounts"]
+    return content.holding(lambda state: account_id in state["accounts"])["accounts"]

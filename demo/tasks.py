@@ -15,7 +15,7 @@ import functools
 from dataclasses import dataclass, field
 
 from .bank_content import content, task_words
-from .variants import split_id, swap, variant_id
+from .variants import by_id, swap, variant_id
 
 
 @dataclass(frozen=True)
@@ -219,10 +219,7 @@ def get_task(task_id: str) -> Task:
     """The task of this id: a hand-written one (t03), or its template on a seed's world (t03@5,
     :mod:`tracefix.demo.variants`), whose gold actions and required outputs the app's reward
     derives (:func:`tracefix.demo.bank.scored_task`): here they are left empty."""
-    base, seed = split_id(task_id)
-    if base not in TASKS:
-        raise KeyError(f"unknown demo task {task_id!r}; known: {', '.join(TASKS)} (or TASK@SEED)")
-    return _variant(base, seed) if seed else TASKS[base]
+    return by_id(task_id, TASKS, _variant, "demo task")
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,8 +13,11 @@ fixture's answer (:func:`outputs_at_same_place`).
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 SEPARATOR = "@"
 
@@ -26,6 +29,32 @@ LAST_NAMES = ("Ortiz", "Nakamura", "Lindqvist", "Okoye", "Moreau", "Castillo", "
               "Petrov", "Nilsen", "Barros", "Iyer", "Walsh", "Takeda", "Rossi", "Eklund", "Amadi", "Lund")
 TOWNS = ("Carlisle", "Exeter", "Halifax", "Ipswich", "Lancaster", "Norwich", "Preston", "Swindon", "Truro", "Wigan",
          "Bolton", "Dundee", "Hereford", "Kendal", "Oldham", "Ripon")
+
+
+@dataclass(frozen=True)
+class Content:
+    """One seed's world of a domain."""
+    seed: int
+    state: dict[str, Any]  # what every run on this seed starts from
+    words: dict[str, str]  # a fixture name or id -> this world's
+
+
+class Worlds:
+    """One domain's worlds: each seed's drawn once by `draw(seed)`; seed 0 is the fixture."""
+
+    def __init__(self, fixture: dict[str, Any], draw: Callable[[int], Content]):
+        self.fixture, self._draw = fixture, draw
+        self._drawn: dict[int, Content] = {}
+
+    def __call__(self, seed: int) -> Content:
+        if seed not in self._drawn:
+            self._drawn[seed] = self._draw(seed) if seed else Content(0, self.fixture, {})
+        return self._drawn[seed]
+
+    def holding(self, has: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The latest drawn world that `has` a value (the fixture when none does): where a
+        plausible wrong id of the same world is picked from."""
+        return next((c.state for c in reversed(list(self._drawn.values())) if has(c.state)), self.fixture)
 
 
 def split_id(task_id: str) -> tuple[str, int]:
@@ -41,6 +70,28 @@ def split_id(task_id: str) -> tuple[str, int]:
 def variant_id(base: str, seed: int) -> str:
     """The id of task `base` on seed `seed`'s world (seed 0: the fixture itself)."""
     return base if seed == 0 else f"{base}{SEPARATOR}{seed}"
+
+
+def by_id(task_id: str, fixtures: Mapping[str, Any], variant: Callable[[str, int], Any], what: str) -> Any:
+    """The hand-written task of an id, or `variant(base, seed)` for TASK@SEED."""
+    base, seed = split_id(task_id)
+    if base not in fixtures:
+        raise KeyError(f"unknown {what} {task_id!r}; known: {', '.join(fixtures)} (or ID{SEPARATOR}SEED)")
+    return variant(base, seed) if seed else fixtures[base]
+
+
+def scored(task_id: str, get: Callable[[str], Any], fault_free_outcome: Callable[[str], tuple]) -> Any:
+    """The task with what its reward checks. A variant (t03@5) is scored as its hand-written
+    task is: its gold actions are the world changes of its fault-free run (for the hand-written
+    tasks these equal their own gold actions: tests/demo/test_variants.py) and its required
+    outputs are read at their place in that run's answer."""
+    task = get(task_id)
+    base, seed = split_id(task_id)
+    if not seed:
+        return task
+    fixture, (answer, changes) = get(base), fault_free_outcome(task_id)
+    outputs = outputs_at_same_place(fault_free_outcome(base)[0], answer, fixture.required_outputs)
+    return dataclasses.replace(task, gold_actions=changes, required_outputs=outputs)
 
 
 def rng(domain: str, seed: int, *purpose: str) -> random.Random:

@@ -15,7 +15,6 @@ The scripted model is told who calls in headers (`X-Demo-Task`, `X-Demo-Step`,
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import functools
 import os
 import threading
@@ -24,7 +23,7 @@ from typing import Any
 
 import tracefix
 
-from .variants import outputs_at_same_place, split_id
+from .variants import scored, split_id
 from .warehouse_content import content
 from .warehouse_model import fault_free_outcome
 from .warehouse_tasks import Ticket, get_ticket
@@ -151,15 +150,8 @@ def fresh_world(task_id: str) -> WarehouseWorld:
 
 @functools.lru_cache(maxsize=None)
 def scored_ticket(task_id: str) -> Ticket:
-    """The ticket with what its reward checks; a variant (w03@5) is scored as its hand-written
-    ticket is, like the bank's (:func:`tracefix.demo.bank.scored_task`)."""
-    ticket = get_ticket(task_id)
-    base, seed = split_id(task_id)
-    if not seed:
-        return ticket
-    fixture, (reply, changes) = get_ticket(base), fault_free_outcome(task_id)
-    outputs = outputs_at_same_place(fault_free_outcome(base)[0], reply, fixture.required_outputs)
-    return dataclasses.replace(ticket, gold_actions=changes, required_outputs=outputs)
+    """The ticket with what its reward checks (a variant's derived: :func:`tracefix.demo.variants.scored`)."""
+    return scored(task_id, get_ticket, fault_free_outcome)
 
 
 def gold_world(task_id: str) -> WarehouseWorld:

@@ -7,33 +7,15 @@ and quantities ordered stay the fixture's, so every ticket can still be worked.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from .variants import TOWNS, draw_names, name_words, rng, swap
+from .variants import TOWNS, Content, Worlds, draw_names, name_words, rng, swap
 from .warehouse_world import INITIAL_STATE
 
 SPREAD = (0.8, 1.25)  # how far a drawn price lies from the fixture's
 
 
-@dataclass(frozen=True)
-class WarehouseContent:
-    seed: int
-    state: dict[str, Any]  # the world every run on this seed starts from
-    words: dict[str, str]  # a fixture name or id -> this world's
-
-
-_DRAWN: dict[int, WarehouseContent] = {}
-
-
-def content(seed: int) -> WarehouseContent:
-    """Seed `seed`'s warehouse (the same seed, the same warehouse)."""
-    if seed not in _DRAWN:
-        _DRAWN[seed] = _draw(seed) if seed else WarehouseContent(0, INITIAL_STATE, {})
-    return _DRAWN[seed]
-
-
-def _draw(seed: int) -> WarehouseContent:
+def _draw(seed: int) -> Content:
     draws = rng("warehouse", seed)
     fixture = INITIAL_STATE
     orders = sorted(fixture["orders"])
@@ -56,14 +38,13 @@ def _draw(seed: int) -> WarehouseContent:
         order["paid_cents"] = sum(line["qty"] * state["stock"][line["sku"]]["price_cents"] for line in order["lines"])
     state["next_parcel"] = next_parcel
     state["next_refund"] = draws.randrange(10, 100)
-    return WarehouseContent(seed, state, words)
+    return Content(seed, state, words)
+
+
+content = Worlds(INITIAL_STATE, _draw)  # content(seed): seed `seed`'s warehouse
 
 
 def world_beside(value: str) -> dict[str, Any]:
     """The world an order, item or parcel id belongs to (the latest drawn one that has it; the
     fixture's when none does): where a plausible wrong id is picked from."""
-    for drawn in reversed(list(_DRAWN.values())):
-        state = drawn.state
-        if value in state["orders"] or value in state["stock"] or value in state["parcels"]:
-            return state
-    return INITIAL_STATE
+    return content.holding(lambda state: value in state["orders"] or value in state["stock"] or value in state["parcels"])

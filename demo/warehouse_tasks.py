@@ -14,7 +14,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
-from .variants import split_id, swap, variant_id
+from .variants import by_id, swap, variant_id
 from .warehouse_content import content
 
 
@@ -149,10 +149,7 @@ def get_ticket(ticket_id: str) -> Ticket:
     """The ticket of this id: a hand-written one (w03), or its template on a seed's world (w03@5,
     :mod:`tracefix.demo.variants`), whose gold actions and required outputs the app's reward
     derives (:func:`tracefix.demo.warehouse.scored_ticket`): here they are left empty."""
-    base, seed = split_id(ticket_id)
-    if base not in TICKETS:
-        raise KeyError(f"unknown warehouse ticket {ticket_id!r}; known: {', '.join(TICKETS)} (or TICKET@SEED)")
-    return _variant(base, seed) if seed else TICKETS[base]
+    return by_id(ticket_id, TICKETS, _variant, "warehouse ticket")
 
 
 @functools.lru_cache(maxsize=None)
