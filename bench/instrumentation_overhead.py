@@ -201,6 +201,33 @@ def worker(mode: str, calls: int, blocks: int) -> dict:
     return out
 
 
+def span_contents() -> dict:
+    """The attribute keys of one non-streaming call's span, the floor's and tracefix's: the
+    floor carries tracefix's content; what only tracefix has is its own bookkeeping."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import instrumentation_floor as floor
+    import tracefix
+
+    client, keys = _client(), {}
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    floor.plain(provider.get_tracer("floor"), client, MODEL, MESSAGES, TOOLS, 0)
+    keys["floor"] = set(memory.get_finished_spans()[-1].attributes)
+    memory.clear()
+    handle = tracefix.init(span_processor=SimpleSpanProcessor(memory))
+    with tracefix.session("bench"):
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, tools=TOOLS, temperature=0)
+    handle.shutdown()
+    keys["tracefix"] = {key for span in memory.get_finished_spans() if span.name.startswith("chat")
+                        for key in span.attributes}
+    return keys
+
+
 def openlit_python() -> tuple[str | None, str]:
     """The OpenLit venv's interpreter (made when missing), or None and why not."""
     python = OPENLIT_VENV / "bin" / "python"
@@ -282,7 +309,12 @@ def main() -> None:
         print(f"  target: <= 0.5 x the lightest peer ({lightest}): {peer_ratio:.2f}, "
               f"{'meets' if peer_ratio <= 0.5 else 'misses'}")
     parts = {side: statistics.median(s["parts"][side] for s in samples["tracefix"]) for side in ("input", "output")}
-    print(f"\nthe parts attributes (gen_ai.input.messages + gen_ai.output.messages, the conventions' shape beside "
+    keys = span_contents()
+    missing = sorted(keys["floor"] - keys["tracefix"])
+    print(f"\nthe floor's span has {len(keys['floor'])} attributes, of which tracefix's lacks "
+          f"{', '.join(missing) if missing else 'none'}; tracefix's own besides: "
+          f"{', '.join(sorted(keys['tracefix'] - keys['floor']))}")
+    print(f"the parts attributes (gen_ai.input.messages + gen_ai.output.messages, the conventions' shape beside "
           f"the request as sent): {parts['input']:.1f} + {parts['output']:.1f} µs per non-streaming call")
 
 
