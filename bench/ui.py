@@ -1,6 +1,7 @@
 """Server time of the web UI's heaviest pages, beside the JSON API reading the same data.
 
     .venv/bin/python bench/ui.py [--sessions 100000] [--steps 1000] [--thumbs-down 20000] [--runs 15] [--db PATH]
+    .venv/bin/python bench/ui.py --waterfall [--waterfall-steps 10000] [--runs 15] [--db PATH]
 
 Builds (once; `--db` keeps and reuses the file) a store of `--sessions` agent sessions of two
 steps each (root, `invoke_agent`, `chat` and `execute_tool` spans as the instrumented demo
@@ -11,6 +12,9 @@ on every page (the handler's time, rendering included). Since a shared machine i
 time, each page's CPU time in the server process (per request, /proc) is printed too, beside
 the CPU time of the JSON API route that reads the same rows, as the baseline. Target: every
 UI page's median server time <= 300 ms on 2 cores.
+
+`--waterfall` times the session page's waterfall instead (waterfall_bench): each page of its
+rows at a session of 10,000 steps, the page, and one span's panel.
 """
 from __future__ import annotations
 
@@ -94,6 +98,56 @@ def p90(xs: list[float]) -> float:
     return sorted(xs)[max(0, int(len(xs) * 0.9) - 1)]
 
 
+WATERFALL_SESSION = "bench-waterfall-session"
+
+
+def waterfall_bench(db: Path | None, steps: int, runs: int) -> None:
+    """The session page's waterfall at a session of `steps` steps (3 spans a step and a root:
+    bench/agent_spans.py): the server time of each page of rows (/session/waterfall, 5,000
+    rows a page), of the page itself and of one span's panel."""
+    import procs
+
+    db = db or Path(tempfile.mkdtemp(prefix="tracefix-waterfall-bench-")) / "waterfall.duckdb"
+    if not db.exists():
+        from tracefix.collector.normalize import normalize_request
+        from tracefix.collector.store import Store
+
+        started = time.monotonic()
+        store = Store(db)
+        spans = session_spans(WATERFALL_SESSION, steps, random.Random(7), growing=False, window=6)
+        for first in range(0, len(spans), 3000):
+            store.ingest(normalize_request(request(spans[first:first + 3000])))
+        store.checkpoint()
+        store.close()
+        print(f"built {db} ({len(spans)} spans) in {time.monotonic() - started:.0f} s", flush=True)
+    serve = procs.start_serve(db, "--diagnose", "off", timeout=300)
+    try:
+        sid = quote(WATERFALL_SESSION, safe="")
+        pid = serve.popen.pid
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+        with httpx.Client(base_url=serve.match["http"], timeout=120) as client:
+            first = client.get(f"/session/waterfall?id={sid}").json()
+            total = first["page"]["total"]
+            per_page = first["page"]["limit"]
+            middle = first["rows"][len(first["rows"]) // 2][0]
+            pages = [(f"waterfall rows {o}-{min(o + per_page, total) - 1}", f"/session/waterfall?id={sid}&offset={o}")
+                     for o in range(0, total, per_page)]
+            pages += [(f"session page, {steps} steps", f"/session?id={sid}"),
+                      ("one span's panel", f"/session/span?id={sid}&span={middle}")]
+            print(f"\n{total} spans in the session\n{'page':38} {'server ms':>9} {'p90':>6} {'CPU ms':>8}  target")
+            worst = 0.0
+            for name, path in pages:
+                server, _, cpu = timed(client, path, runs, pid)
+                med = statistics.median(server)
+                worst = max(worst, med)
+                print(f"{name:38} {med:9.1f} {p90(server):6.0f} {cpu:8.1f}  "
+                      f"{'ok' if med <= TARGET_MS else 'MISSED'} (<= {TARGET_MS})", flush=True)
+        print(f"\nslowest median: {worst:.1f} ms server time (target <= {TARGET_MS} ms); "
+              f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    finally:
+        serve.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=100_000)
@@ -101,7 +155,13 @@ def main() -> None:
     ap.add_argument("--thumbs-down", type=int, default=20_000, help="negative feedbacks: as many alerts and jobs")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--db", type=Path, default=None, help="store to build once and reuse")
+    ap.add_argument("--waterfall", action="store_true",
+                    help="time the session page's waterfall at one session of --waterfall-steps steps instead")
+    ap.add_argument("--waterfall-steps", type=int, default=10_000)
     args = ap.parse_args()
+    if args.waterfall:
+        waterfall_bench(args.db, args.waterfall_steps, args.runs)
+        return
     db = args.db or Path(tempfile.mkdtemp(prefix="tracefix-ui-bench-")) / "ui.duckdb"
     if not db.exists():
         print(f"building {args.sessions} sessions + one of {args.steps} steps, {args.thumbs_down} thumbs-downs ...",
@@ -119,6 +179,12 @@ def main() -> None:
             ("sessions, page 200", "/?offset=10000", "/api/v1/sessions?limit=50&offset=10000"),
             ("sessions by tokens", "/?sort=tokens", None),
             ("sessions by steps, ascending", "/?sort=steps&dir=asc", None),
+            # the sorts and filters whose values no sessions column holds (ui.session_list)
+            ("sessions by task", "/?sort=task&dir=asc", "/api/v1/sessions?limit=50&sort=task&order=asc"),
+            ("sessions by model", "/?sort=model", None),
+            ("sessions by diagnosis state", "/?sort=diagnosis", None),
+            ("sessions, task words", "/?task=transfer", "/api/v1/sessions?limit=50&task=transfer"),
+            ("sessions, cost range", "/?min_cost=0&max_cost=1", None),
             ("sessions, text search", "/?q=bench-0999", None),
             ("sessions, thumbs-down", "/?feedback=negative", "/api/v1/sessions?limit=50&feedback=negative"),
             (f"session of {args.steps} steps", f"/session?id={sid}", f"/api/v1/sessions/{sid}?limit=100"),

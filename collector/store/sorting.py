@@ -29,20 +29,26 @@ def diagnosis_states(scope: str) -> str:
 
 
 def _named_text(column: str) -> str:
-    """The first TASK_KEYS value of a JSON object column that is a non-empty string (document.task_of)."""
-    picks = [f"nullif(CASE WHEN json_type({column}, '$.\"{key}\"') = 'VARCHAR' "
-             f"THEN json_extract_string({column}, '$.\"{key}\"') END, '')" for key in TASK_KEYS]
-    return f"(CASE WHEN json_valid({column}) THEN coalesce({', '.join(picks)}) END)"
+    """The first TASK_KEYS value of a JSON object column that is a non-empty string (document.task_of),
+    the column parsed once."""
+    paths = ", ".join(f"'$.\"{key}\"'" for key in TASK_KEYS)
+    return (f"(CASE WHEN json_valid({column}) THEN list_filter(json_extract({column}, [{paths}]), "
+            f"v -> json_type(v) = 'VARCHAR' AND v::VARCHAR <> '\"\"')[1] ->> '$' END)")
 
 
 def session_tasks(scope: str) -> str:
     """SELECT session_id, task: each session's task as document.task_of reads it (named in its
     metadata, else its inputs, else the first user message of its step 0, cut at 1,000
-    characters), for the sessions `scope` (a SELECT of ids) names."""
-    return f"""WITH first_step AS (
+    characters), for the sessions `scope` (a SELECT of ids) names. Messages are read only for
+    the sessions that name no task."""
+    return f"""WITH named AS (
+                   SELECT session_id, coalesce({_named_text('metadata')}, {_named_text('inputs')}) AS task
+                   FROM sessions WHERE session_id IN ({scope})),
+               first_step AS (
                    SELECT st.session_id, sp.input_keys, CASE WHEN sp.kind = 'message' THEN sp.output_key END AS said
-                   FROM steps st JOIN spans sp ON sp.span_id = st.span_id AND sp.session_id = st.session_id
-                   WHERE st.idx = 0 AND st.session_id IN ({scope})),
+                   FROM named n JOIN steps st ON st.session_id = n.session_id AND st.idx = 0
+                   JOIN spans sp ON sp.span_id = st.span_id AND sp.session_id = st.session_id
+                   WHERE n.task IS NULL),
                keyed AS (
                    SELECT session_id, unnest(list_append(coalesce(input_keys, []), said)) AS key,
                           generate_subscripts(list_append(coalesce(input_keys, []), said), 1) AS pos
@@ -50,13 +56,14 @@ def session_tasks(scope: str) -> str:
                first_user AS (
                    SELECT k.session_id, arg_min(json_extract_string(m.message, '$.content'), k.pos) AS content
                    FROM keyed k JOIN messages m ON m.key = k.key
-                   WHERE json_valid(m.message) AND json_extract_string(m.message, '$.role') = 'user'
+                   -- messages are stored as compact JSON with sorted keys: the text test skips the
+                   -- parse of every message that cannot be a user's (a third of the time at 100k)
+                   WHERE contains(m.message, '"role":"user"') AND json_valid(m.message)
+                         AND json_extract_string(m.message, '$.role') = 'user'
                          AND json_type(m.message, '$.content') = 'VARCHAR'
                    GROUP BY k.session_id)
-               SELECT s.session_id, coalesce({_named_text('s.metadata')}, {_named_text('s.inputs')},
-                                             substring(f.content, 1, 1000)) AS task
-               FROM sessions s LEFT JOIN first_user f ON f.session_id = s.session_id
-               WHERE s.session_id IN ({scope})"""
+               SELECT n.session_id, coalesce(n.task, substring(f.content, 1, 1000)) AS task
+               FROM named n LEFT JOIN first_user f ON f.session_id = n.session_id"""
 
 
 # Sort key -> (what a row is ordered by, the aggregate over the matching sessions it needs:

@@ -136,6 +136,7 @@
       const kind = r[col.kind] || "other";
       const depth = r[col.depth];
       el.dataset.row = String(i);
+      el.id = "wf-row-" + i; // the list's aria-activedescendant names the selected one
       el.dataset.span = r[col.span_id];
       el.dataset.depth = String(depth);
       el.dataset.kind = kind;
@@ -222,6 +223,7 @@
       if (top < body.scrollTop) body.scrollTop = top;
       else if (top + ROW_H > body.scrollTop + body.clientHeight) body.scrollTop = top + ROW_H - body.clientHeight;
       draw();
+      body.setAttribute("aria-activedescendant", "wf-row-" + i);
       if (withPanel) showPanel(rows[i][col.span_id]);
     }
 
