@@ -234,8 +234,10 @@ def openlit_python() -> tuple[str | None, str]:
     if not (OPENLIT_VENV / "bin" / "openlit-installed").exists():
         try:
             subprocess.run([sys.executable, "-m", "venv", str(OPENLIT_VENV)], check=True, capture_output=True)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", OPENLIT], check=True, capture_output=True,
-                           timeout=900)
+            # a new venv's own pip (23.x here) finds openlit's pins unresolvable: a current one first
+            for packages in (["--upgrade", "pip"], [OPENLIT]):
+                subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True,
+                               capture_output=True, timeout=900)
         except (subprocess.SubprocessError, OSError) as exc:
             return None, f"absent: its virtual environment could not be made ({exc})"
         (OPENLIT_VENV / "bin" / "openlit-installed").touch()
