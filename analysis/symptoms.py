@@ -66,9 +66,18 @@ def handover_source(units: list[TransitionUnit], k: int) -> int | None:
     agent = units[k].agent
     for j in range(k - 1, -1, -1):
         own_words = units[j].kind == "llm" and in_words_only(units[j])
+        if own_words and units[j].agent == agent and _acknowledgement(units, j):
+            continue  # what it was handed is the step it acknowledged
         if own_words or (units[j].agent != agent and units[j].action["text"].strip()):
             return j
     return None
+
+
+def _acknowledgement(units: list[TransitionUnit], j: int) -> bool:
+    """Step j answers another agent's words in words that name nothing and do nothing ("Sure,
+    one moment."): it says the work was taken, not what the work is."""
+    return (j > 0 and in_words_only(units[j]) and not units[j].artifacts_consumed
+            and units[j - 1].agent != units[j].agent and bool(units[j - 1].action["text"].strip()))
 
 
 def _givers(units: list[TransitionUnit]) -> set[str]:
@@ -198,8 +207,7 @@ def _first_act(units: list[TransitionUnit], start: int, end: int) -> int:
     ("Sure, one moment.": no call, no value) only says the work was taken, not how; `start`
     itself when the round has no such step."""
     taker = units[start].agent
-    return next((j for j in range(start, end) if units[j].agent == taker
-                 and (units[j].action["calls"] or units[j].artifacts_consumed)), start)
+    return next((j for j in range(start, end) if units[j].agent == taker and not _acknowledgement(units, j)), start)
 
 
 def _calls_carry(units: list[TransitionUnit], value: str, steps: Iterable[int]) -> bool:

@@ -116,8 +116,16 @@ def _with_chatter(doc: dict) -> tuple[dict, list[int]]:
 
 
 def test_an_acknowledgement_between_a_hand_over_and_its_action_takes_no_blame(warehouse, demo_corpus):
-    bank = next((t, demo_corpus.docs[t["session"]]) for t in demo_corpus.truth if t["kind"] == "wrong_argument")
-    for label, doc in (warehouse["w01@3"], bank):
+    # and a misread account type whose transfer then fails: the failing value is walked back
+    # through the hand-over the worker acknowledged, not stopped at the acknowledgement
+    misread = demo_corpus.run_faulted([("t12@10", "misread_tool_result", 0)], seed=10)
+    docs = {**demo_corpus.docs, **demo_corpus.documents([t["session"] for t in misread])}
+    bank = [(t, docs[t["session"]]) for t in [*demo_corpus.truth, *misread]]
+    compared = 0
+    for label, doc in [warehouse["w01@3"], *bank]:
         chatty, was = _with_chatter(doc)
-        assert None in was
+        if doc["outcome"] != "failure" or _top(doc) != label["step"] or None not in was:
+            continue  # not failed, missed as recorded, or no action right after a hand-over: nothing to compare
         assert was[_top(chatty)] == label["step"], label
+        compared += 1
+    assert compared >= 5
