@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ui.py [--sessions 100000] [--steps 1000] [--thumbs-down 20000] [--runs 15] [--db PATH]
     .venv/bin/python bench/ui.py --waterfall [--waterfall-steps 10000] [--runs 15] [--db PATH]
+    .venv/bin/python bench/ui.py --dashboard [--sessions 100000] [--runs 15] [--db PATH]
 
 Builds (once; `--db` keeps and reuses the file) a store of `--sessions` agent sessions of two
 steps each (root, `invoke_agent`, `chat` and `execute_tool` spans as the instrumented demo
@@ -14,7 +15,8 @@ the CPU time of the JSON API route that reads the same rows, as the baseline. Ta
 UI page's median server time <= 300 ms on 2 cores.
 
 `--waterfall` times the session page's waterfall instead (waterfall_bench): each page of its
-rows at a session of 10,000 steps, the page, and one span's panel.
+rows at a session of 10,000 steps, the page, and one span's panel. `--dashboard` times each
+dashboard chart per grouping on the same store as the pages (dashboard_bench).
 """
 from __future__ import annotations
 
@@ -148,6 +150,39 @@ def waterfall_bench(db: Path | None, steps: int, runs: int) -> None:
         serve.stop()
 
 
+def dashboard_bench(db: Path, runs: int) -> None:
+    """Each dashboard chart's server time on the store `build` made (`--sessions` sessions over
+    that many seconds: the whole range is 24 intervals of about an hour at 100k), per service,
+    model, agent and tool: `GET /api/v1/dashboard/{chart}` (one DuckDB query per chart; its
+    wall time on loopback, the server's CPU time per request), and the `/dashboard` page that
+    draws all eight (its Server-Timing)."""
+    import procs
+    from tracefix.collector.charts import CHARTS, GROUPINGS
+
+    serve = procs.start_serve(db, "--diagnose", "off", timeout=300)
+    try:
+        pid = serve.popen.pid
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+        print(f"\n{'chart':18} {'by':8} {'wall ms':>8} {'p90':>6} {'CPU ms':>7}  target")
+        worst = 0.0
+        with httpx.Client(base_url=serve.match["http"], timeout=120) as client:
+            for name in CHARTS:
+                for by in GROUPINGS:
+                    _, wall, cpu = timed(client, f"/api/v1/dashboard/{name}?by={by}", runs, pid)
+                    med = statistics.median(wall)
+                    worst = max(worst, med)
+                    print(f"{name:18} {by:8} {med:8.1f} {p90(wall):6.0f} {cpu:7.1f}  "
+                          f"{'ok' if med <= TARGET_MS else 'MISSED'} (<= {TARGET_MS})", flush=True)
+            for by in GROUPINGS:
+                server, _, cpu = timed(client, f"/dashboard?by={by}", runs, pid)
+                print(f"{'/dashboard page':18} {by:8} {statistics.median(server):8.1f} {p90(server):6.0f} {cpu:7.1f}  "
+                      f"(all {len(CHARTS)} charts, server time)", flush=True)
+        print(f"\nslowest chart median: {worst:.1f} ms (target <= {TARGET_MS} ms per chart); "
+              f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    finally:
+        serve.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=100_000)
@@ -158,6 +193,8 @@ def main() -> None:
     ap.add_argument("--waterfall", action="store_true",
                     help="time the session page's waterfall at one session of --waterfall-steps steps instead")
     ap.add_argument("--waterfall-steps", type=int, default=10_000)
+    ap.add_argument("--dashboard", action="store_true",
+                    help="time the dashboard's charts (per chart and grouping) on the --sessions store instead")
     args = ap.parse_args()
     if args.waterfall:
         waterfall_bench(args.db, args.waterfall_steps, args.runs)
@@ -167,6 +204,9 @@ def main() -> None:
         print(f"building {args.sessions} sessions + one of {args.steps} steps, {args.thumbs_down} thumbs-downs ...",
               flush=True)
         build(db, args.sessions, args.steps, args.thumbs_down)
+    if args.dashboard:
+        dashboard_bench(db, args.runs)
+        return
 
     import procs
 
