@@ -47,7 +47,11 @@ def routes(api: ApiContext) -> list[Route]:
             raise UnknownSession(sid)
         return JSONResponse({"session_id": sid, "annotations": marks})
 
-    return [
-        Route(PATH, api.guarded(annotate, INGEST), methods=["POST"]),
-        Route(PATH, api.guarded(annotations), methods=["GET"]),
-    ]
+    post, get = api.guarded(annotate, INGEST), api.guarded(annotations)
+
+    async def marks(request: Request) -> Response:
+        # one route for both methods (each under its own token scope), so a 405 on the path
+        # lists both in Allow
+        return await (post if request.method == "POST" else get)(request)
+
+    return [Route(PATH, marks, methods=["GET", "POST"])]
