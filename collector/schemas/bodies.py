@@ -56,6 +56,10 @@ class FeedbackRequest(ClosedRequest):
 
 class AnnotationRequest(ClosedRequest):
     """A person's mark on one step: a label, a score, or both, and an optional comment."""
+    # the published schema says what _label_or_score checks: a label or a score that is not null
+    model_config = ConfigDict(**ClosedRequest.model_config, json_schema_extra={"anyOf": [
+        {"required": ["label"], "properties": {"label": {"type": "string"}}},
+        {"required": ["score"], "properties": {"score": {"type": "number"}}}]})
     step: Annotated[int, Field(ge=0, lt=1 << 31), BeforeValidator(whole_number)] = Field(
         description="the step's number in the session document (from 0); a session without it: 422")
     label: Optional[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,

@@ -10,7 +10,7 @@ must still be healthy and serving.
 
 Bounded and reproducible: MAX_EXAMPLES per operation in the fuzzing phase, schemathesis's
 deterministic generation (the same requests on every run, no example database), one worker,
-and the whole run killed, failing, past TIME_CAP_S (it takes ~35 s on a busy 2-core machine).
+and the whole run killed, failing, past TIME_CAP_S (39 operations take ~60 s on a 2-core machine at load 5).
 What the published schema cannot say exactly is listed, with why, in schemathesis.toml
 beside this file. Schemathesis's negative boundary cases (its unexpected methods among them)
 are left out to stay in the cap: test_hostile_routes.py walks every route with a method it
@@ -28,7 +28,7 @@ import pytest
 from collector_support import TOKEN, http, strict_json
 
 MAX_EXAMPLES = 6  # per operation, in the fuzzing phase (valid and invalid requests)
-TIME_CAP_S = 60
+TIME_CAP_S = 150
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 
