@@ -37,7 +37,8 @@ OTLP and ``POST /api/v1/feedback`` only; tracefix.collector.auth)
     ``GET /api/v1/sessions?feedback=negative|positive|any&outcome=&service=&agent=&since=&until=&limit=&offset=``
         -> {"sessions": [summary]}; a summary has session_id, service, name, entrypoint, task,
         outcome, score, started_at, ended_at, duration_ms, steps, spans, errors, agents, models,
-        feedback_score (latest), feedback_count, parent_session_id, replayable, source
+        feedback_score (latest), feedback_count, parent_session_id, source, marked_replayable
+        (the app's mark; whether a replay runs it is the document's `replayable`)
     ``GET /api/v1/sessions/{id}?offset=&limit=&max_chars=&content=`` -> one page of the session
         document, long contents cut, inputs by message key (docs/contracts.md §1b)
     ``GET /api/v1/sessions/{id}/steps/{index}``, ``.../messages/{key}``: one step / message in full;

@@ -85,7 +85,11 @@ class SessionSummary(ClosedAnswer):
     ended_at: Optional[str]
     duration_ms: Optional[float]
     parent_session_id: Optional[str]
-    replayable: bool
+    marked_replayable: bool = Field(description=(
+        "the app marked its recording complete (tracefix.session.replayable: content captured, entrypoint "
+        "importable again); not whether `tracefix replay` runs the session, which the session document's "
+        "`replayable` and `replayable_reason` say (an LLM step recorded by another instrumentation only, a "
+        "truncated payload or a tool run without @tracefix.tool make a marked session not replayable)"))
     source: Optional[str]
     steps: int
     agents: list[str]

@@ -63,7 +63,9 @@ class Queries(StoreReads):
                 "entrypoint": r["entrypoint"], "outcome": r["outcome"], "score": r["score"],
                 "started_at": document.iso(r["started_ns"]), "ended_at": document.iso(r["ended_ns"]),
                 "duration_ms": document.duration_ms(r["started_ns"], r["ended_ns"]),
-                "parent_session_id": r["parent_session_id"], "replayable": bool(r["replayable"]),
+                "parent_session_id": r["parent_session_id"],
+                # the app's mark only; whether a replay runs it is the document's `replayable`
+                "marked_replayable": bool(r["replayable"]),
                 "source": r["source"], "steps": r["n_steps"] or 0, "agents": sorted(r["agents"] or []),
                 "models": sorted(r["models"] or []), "errors": r["n_errors"] or 0, "spans": r["n_spans"] or 0,
                 "cost_usd": r["cost_usd"],

@@ -37,7 +37,7 @@ def examples(tmp_path_factory):
 
 def _check_recorded(url: str, summary: dict, example: str) -> dict:
     tool_agents, agents = CASES[example]
-    assert summary["entrypoint"] == f"{example}:refund_order" and summary["replayable"], summary
+    assert summary["entrypoint"] == f"{example}:refund_order" and summary["marked_replayable"], summary
     assert summary["outcome"] == "failure"
     session = HttpAccess(url).get_session(summary["session_id"])
     assert {s["agent"] for s in session["steps"]} == agents, [s["agent"] for s in session["steps"]]

@@ -63,7 +63,7 @@ def script_session(tmp_path, source: str, *sim_args: str):
 
 def test_a_script_run_as_main_is_recorded_importably_and_replays(tmp_path):
     with script_session(tmp_path, APP) as (url, app_dir, env, summary):
-        assert summary["entrypoint"] == "app:answer" and summary["replayable"]
+        assert summary["entrypoint"] == "app:answer" and summary["marked_replayable"]
         out = subprocess.run([sys.executable, "-m", "tracefix.cli", "replay", summary["session_id"], "--server", url,
                               "--allow-module", "app", "--step", "0", "--runs", "1", "--json"],
                              cwd=app_dir, env=env, capture_output=True, text=True, timeout=180)
@@ -131,6 +131,9 @@ UNDECORATED_TOOL_APP = textwrap.dedent('''
 def test_tools_without_the_decorator_make_a_session_replayable_with_live_tools_only(tmp_path):
     with script_session(tmp_path, UNDECORATED_TOOL_APP) as (url, app_dir, env, summary):
         sid = summary["session_id"]
+        # the list carries the app's mark under its own name: no `replayable` there says yes while a replay refuses
+        assert summary["marked_replayable"] is True and "replayable" not in summary, summary
+        assert HttpAccess(url).get_session(sid)["replayable"] is False
         shown = subprocess.run([sys.executable, "-m", "tracefix.cli", "show", sid, "--server", url],
                                capture_output=True, text=True, timeout=60, env=env)
         assert "replayable with live tools only: lookup_customer" in shown.stdout, shown.stdout + shown.stderr
