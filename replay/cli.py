@@ -90,6 +90,21 @@ def on_a_collector(server: str | None, db: str | None, run):
         return run(url)
 
 
+# the product's LLM (analysis.llm.ProductLLM.from_env), for replay's stages and regress's judge
+LLM_OPTIONS = [
+    click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for the LLM stages "
+                 "(default TRACEFIX_LLM_BASE_URL; unset: deterministic fallbacks)."),
+    click.option("--llm-model", default=None, help="Model for the LLM stages (default TRACEFIX_LLM_MODEL)."),
+]
+
+
+def llm_options(fn):
+    """--llm-base-url and --llm-model (LLM_OPTIONS) on a command."""
+    for option in reversed(LLM_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 def replay_options(fn):
     """The options of a replay run, shared by `tracefix replay` and `tracefix worker`."""
     options = [
@@ -116,13 +131,12 @@ def replay_options(fn):
                      help="Run tools live after the intervention even when no snapshot restores their state."),
         click.option("--timeout", default=120.0, show_default=True, help="Seconds before a replay child is killed."),
         click.option("--keep", is_flag=True, help="Keep the replay folders (cassettes, child logs; private, 0700)."),
-        click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for the LLM stages "
-                     "(default TRACEFIX_LLM_BASE_URL; unset: deterministic fallbacks)."),
-        click.option("--llm-model", default=None, help="Model for the LLM stages (default TRACEFIX_LLM_MODEL)."),
+        *LLM_OPTIONS,
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
 
 
 def _confirmed_modules(doc: dict | None, allowed: list[str], entrypoints: list[str]) -> list[str]:

@@ -46,14 +46,17 @@ def _matches_ground_truth(output, ground_truth) -> bool:
     return bool(expected) and expected in _text_of(output).strip().lower()
 
 
-def judge_success(report: dict, doc: dict, child_doc: dict | None, llm=None) -> tuple[bool | None, str]:
+def judge_success(report: dict, doc: dict, child_doc: dict | None, llm=None,
+                  complaint: str | None = None) -> tuple[bool | None, str]:
+    """(success, how judged). `complaint`: what the LLM judge is told went wrong in the original
+    run; by default the comments of the session's feedback."""
     found = _evaluator_success(report)
     if found is not None:
         return found, "evaluator"
     if doc.get("ground_truth") not in (None, ""):
         return _matches_ground_truth(report.get("output"), doc["ground_truth"]), "ground_truth"
     if llm is not None and child_doc is not None:
-        complaint = "; ".join(f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")) or None
+        complaint = complaint or "; ".join(f.get("comment") for f in doc.get("feedback") or [] if f.get("comment")) or None
         try:
             system, user = prompts.success(session_task(doc), complaint, report.get("output"), child_doc.get("steps") or [])
             answer = llm.complete_json("success", system, user)

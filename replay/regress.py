@@ -12,7 +12,10 @@ runs every call live, which, as in a replay, needs state a snapshot restores (th
 first snapshots are restored before the first call) or --allow-live-tools.
 
 A run is scored by the app's own signal: the evaluator's outcome as the child's report
-carries it (`tracefix.session` outcome), and the milestones it reported. An item's verdict
+carries it (`tracefix.session` outcome), and the milestones it reported. A run of an app
+without an evaluator is scored, when an LLM is configured, by the replay's judge
+(`judge.judge_success`: the run's output and log against the recorded task and how the
+recorded run went), and its verdict says so; without one it stays unscored. An item's verdict
 (`verdict`) compares its recorded outcome with its runs' k/N: fixed, still failing, flaky,
 newly failing, passing; refused (not run: why) and error (no run got as far as an outcome).
 """
@@ -25,13 +28,16 @@ from typing import Callable
 
 from tracefix import replay_signing
 from tracefix.entrypoints import EntrypointRefused, check as check_entrypoint
-from tracefix.replay import runner
+from tracefix.replay import judge, runner
 from tracefix.replay.admission import UnsignedSession
+from tracefix.replay.pipeline import wait_for_session
 
 TOOL_MODES = ("recorded", "live")
 VERDICTS = ("fixed", "still failing", "flaky", "newly failing", "passing", "refused", "error")
 FAILING = ("still failing", "newly failing")  # what makes `tracefix regress` exit 1
 UNCHECKED = ("refused", "error")  # what makes it exit 2: nothing says the item passes
+# who scored a run other than the app's evaluator (a run's `judged_by`, judge.judge_success's names)
+SCORED_BY = {"llm": "the LLM judge", "ground_truth": "the session's ground truth"}
 
 
 @dataclass
@@ -110,6 +116,7 @@ def score_run(result: dict) -> dict:
     error = result.get("error") if not outcome else None  # an agent that raised after the evaluator ran has an outcome
     return {"child_session_id": result["child_session_id"],
             "success": None if outcome is None else outcome == "success",
+            "judged_by": None if outcome is None else "evaluator",
             "milestones": [{"name": str(m.get("name")), "achieved": bool(m.get("achieved"))} for m in milestones],
             "llm_requests": counts.get("llm_live", 0), "tools_recorded": counts.get("tool_cassette", 0),
             "tools_live": counts.get("tool_live", 0), "wall_s": result.get("wall_s"), "error": error,
@@ -126,12 +133,43 @@ def before_of(item: dict) -> bool | None:
     return None
 
 
-def verdict(before: bool | None, runs: list[dict]) -> tuple[str, str]:
-    """(verdict, reason) of an item from its recorded outcome and its runs."""
+def recorded_complaint(item: dict, doc: dict) -> str | None:
+    """What the judge is told of the recorded run: the feedback's comments and how it went."""
+    said = [str(f["comment"]) for f in doc.get("feedback") or [] if f.get("comment")]
+    before = before_of(item)
+    if item.get("outcome") in ("success", "failure"):
+        said.append(f"the recorded run's outcome: {item['outcome']}")
+    elif before is False:
+        said.append("a person gave the recorded run a thumbs-down")
+    return "; ".join(said) or None
+
+
+def judge_unscored(item: dict, results: list[dict], runs: list[dict], access, llm) -> None:
+    """Score, in place, the runs the app left without an outcome (no evaluator) that ended
+    without an error, by the replay's judge: the run's output and stored session against
+    the recorded session (its document when stored here, else the item's inputs)."""
+    todo = [(result, run) for result, run in zip(results, runs) if run["success"] is None and not run["error"]]
+    if not todo:
+        return
+    doc = (access.get_session(item["session_id"]) if item.get("stored") else None) or {"inputs": item.get("inputs")}
+    complaint = recorded_complaint(item, doc)
+    for result, run in todo:
+        child_doc = wait_for_session(access, run["child_session_id"])
+        success, by = judge.judge_success(result.get("report") or {}, doc, child_doc, llm, complaint)
+        if success is not None:
+            run["success"], run["judged_by"] = success, by
+
+
+def verdict(before: bool | None, runs: list[dict], *, llm_judge: bool = False) -> tuple[str, str]:
+    """(verdict, reason) of an item from its recorded outcome and its runs. `llm_judge`: an
+    LLM judge was there to score runs without an outcome."""
     judged = [r for r in runs if r["success"] is not None]
     if not judged:
         first = next((r["error"] for r in runs if r.get("error")), None)
-        return "error", first or "no run reported an outcome (no evaluator, or the agent never ended its session)"
+        return "error", first or (
+            "could not be scored: no run reported an outcome (the app has no evaluator, or the agent never ended "
+            "its session) " + ("and the LLM judge gave no answer" if llm_judge else
+                               "and no LLM judge is configured (TRACEFIX_LLM_BASE_URL or --llm-base-url)"))
     k, n = sum(1 for r in judged if r["success"]), len(runs)
     if 0 < k < n:
         return "flaky", f"{k}/{n} runs succeeded"
@@ -143,14 +181,17 @@ def verdict(before: bool | None, runs: list[dict]) -> tuple[str, str]:
 
 
 def item_result(item: dict, runs: list[dict], run_id: str, *, refused: str | None = None,
-                note: str | None = None) -> dict:
+                note: str | None = None, llm_judge: bool = False) -> dict:
     """What a regression run stores for one item (contracts §8)."""
     before = before_of(item)
     milestones = item.get("milestones") or []
     if refused is not None:
         name, reason = "refused", refused
     else:
-        name, reason = verdict(before, runs)
+        name, reason = verdict(before, runs, llm_judge=llm_judge)
+        scorers = sorted({SCORED_BY[r["judged_by"]] for r in runs if r.get("judged_by") in SCORED_BY})
+        if scorers:  # said first: the table shows a reason's start
+            reason = f"scored by {' and '.join(scorers)} (no evaluator): {reason}"
     return {"run_id": run_id, "dataset": item.get("dataset"), "session_id": item["session_id"],
             "service": item.get("service"), "entrypoint": item.get("entrypoint"),
             "task": (item.get("inputs") or {}).get("task_id") if isinstance(item.get("inputs"), dict) else None,
@@ -164,9 +205,12 @@ def item_result(item: dict, runs: list[dict], run_id: str, *, refused: str | Non
 
 def regress(items: list[dict], options: RegressOptions, *, run_id: str | None = None,
             progress: Callable[[int, int], None] | None = None,
-            zygotes=None) -> list[dict]:
+            zygotes=None, access=None, llm=None) -> list[dict]:
     """Run every admitted item `options.runs` times (`options.concurrency` children at once);
-    one result per item, in the items' order (refused ones without runs)."""
+    one result per item, in the items' order (refused ones without runs). With `llm` (the
+    product's LLM client) and `access` (the collector the runs export to), runs without an
+    outcome are scored by the judge (`judge_unscored`)."""
+    llm_judge = llm is not None and access is not None
     run_id = run_id or new_run_id()
     refusals: dict[str, str] = {}
     notes: dict[str, str | None] = {}
@@ -199,8 +243,10 @@ def regress(items: list[dict], options: RegressOptions, *, run_id: str | None = 
             continue
         mine = [r for r in results if r["key"] == sid]
         refused = next((r["report"]["refused"] for r in mine if (r["report"] or {}).get("refused")), None)
-        out.append(item_result(item, [] if refused else [score_run(r) for r in mine], run_id, refused=refused,
-                               note=notes.get(sid)))
+        runs = [] if refused else [score_run(r) for r in mine]
+        if llm_judge:
+            judge_unscored(item, mine, runs, access, llm)
+        out.append(item_result(item, runs, run_id, refused=refused, note=notes.get(sid), llm_judge=llm_judge))
     return out
 
 

@@ -1,6 +1,8 @@
 """`tracefix regress`: run dataset items again on the agent code installed here, print a
 table (before → after k/N, verdict), write JUnit XML for CI, and exit 1 when an item is
 still or newly failing (2 when one could not be checked: refused, or no run got an outcome).
+Runs of an app without an evaluator are scored by the replay's LLM judge when an LLM is
+configured (--llm-base-url, TRACEFIX_LLM_BASE_URL), and the table says so.
 
 The runs go in this process's children (`tracefix.replay.regress`), or, with `--queue`, to
 the collector's queue as `regress` jobs that `tracefix worker --jobs regress` runs; this
@@ -15,7 +17,7 @@ import click
 
 from tracefix.collector.cli_options import store_options
 from tracefix.collector.launcher import ProcessDidNotStart
-from tracefix.replay.cli import _parse_overrides, on_a_collector
+from tracefix.replay.cli import _parse_overrides, llm_options, on_a_collector
 from tracefix.replay.regress import TOOL_MODES, RegressOptions
 
 
@@ -69,15 +71,17 @@ def _wait_for_queued(access, run_id: str, expected: int, timeout_s: float, progr
 @click.option("--wait", "wait_s", default=1800.0, show_default=True, help="With --queue: seconds to wait.")
 @click.option("--keep", is_flag=True, help="Keep the runs' folders (private, 0700).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of the table.")
+@llm_options
 def regress(server, db, token, session_ids, dataset, service, since, kind, runs, tools, allowed_modules,
             allowed_entrypoints, allow_unsigned, allow_live_tools, concurrency, preload, timeout, inputs, junit,
-            queue, wait_s, keep, as_json):
+            queue, wait_s, keep, as_json, llm_base_url, llm_model):
     """Run dataset items (all, --dataset, the filters, or the SESSION ids given) again on the agent
     code installed here, --runs times each, with the LLM live; compare with how they went.
 
     Exit status: 0 when nothing fails, 1 when an item is still or newly failing, 2 when an
     item could not be checked (refused: not allowed here or not signed; or no run ended)."""
     from tracefix import replay_signing
+    from tracefix.analysis.llm import ProductLLM
     from tracefix.collector.access import AccessError, connect
     from tracefix.entrypoints import EntrypointRefused, normalize_allowed, normalize_entrypoints
     from tracefix.replay import regress as regressing
@@ -92,6 +96,7 @@ def regress(server, db, token, session_ids, dataset, service, since, kind, runs,
                              replay_key=replay_signing.key_from_env(), allow_unsigned=allow_unsigned,
                              concurrency=concurrency, preload=preload, timeout_s=timeout,
                              overrides=_parse_overrides(inputs), keep=keep)
+    llm = ProductLLM.from_env(base_url=llm_base_url, model=llm_model)  # judges runs without an evaluator
     progress = regress_report.progress_bar()
     run_id = regressing.new_run_id()
 
@@ -101,7 +106,9 @@ def regress(server, db, token, session_ids, dataset, service, since, kind, runs,
         if not items:
             raise click.ClickException("no dataset items to run (a thumbs-down adds one; so does "
                                        "`tracefix dataset add SESSION`)")
-        click.echo(f"tracefix regress {run_id}: {len(items)} item(s), {runs} run(s) each, tools {tools}", err=True)
+        click.echo(f"tracefix regress {run_id}: {len(items)} item(s), {runs} run(s) each, tools {tools}"
+                   + (f"; runs without an evaluator scored by the LLM judge ({llm.model} at {llm.base_url})"
+                      if llm is not None and not queue else ""), err=True)
         if queue:
             access.queue_regress(run_id, [(i["dataset"], i["session_id"]) for i in items],
                                  {"runs": runs, "tools": tools})
@@ -109,7 +116,7 @@ def regress(server, db, token, session_ids, dataset, service, since, kind, runs,
             return sorted(results, key=lambda r: [i["session_id"] for i in items].index(r["session_id"]))
         options.otlp_endpoint = url
         options.otlp_headers = {"authorization": f"Bearer {token}"} if token else None
-        results = regressing.regress(items, options, run_id=run_id, progress=progress)
+        results = regressing.regress(items, options, run_id=run_id, progress=progress, access=access, llm=llm)
         for result in results:
             access.save_regress_result(run_id, result["session_id"], result)
         return results

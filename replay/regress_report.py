@@ -88,6 +88,8 @@ def _runs_text(result: dict) -> str:
     for i, run in enumerate(result["runs"], 1):
         state = {True: "success", False: "failure", None: "no outcome"}[run["success"]]
         reached = sum(m["achieved"] for m in run["milestones"])
+        if run.get("judged_by") not in (None, "evaluator"):
+            state += f" (scored by {run['judged_by']})"
         lines.append(f"run {i}: {state}, milestones {reached}/{len(run['milestones'])}, "
                      f"{run['llm_requests']} LLM request(s), session {run['child_session_id']}"
                      + (f", error: {run['error']}" if run.get("error") else ""))

@@ -28,7 +28,8 @@ def run_regress_job(access, job: dict, *, allowed_modules: list[str], allowed_en
         concurrency=int(replay_options.get("concurrency") or 3), preload=replay_options.get("preload", True),
         timeout_s=float(replay_options.get("timeout_s") or 120.0), otlp_endpoint=access.server,
         otlp_headers={"authorization": f"Bearer {token}"} if token else None, keep=bool(replay_options.get("keep")))
-    [result] = regress(items[:1], regress_options, run_id=run_id, zygotes=zygotes)
+    [result] = regress(items[:1], regress_options, run_id=run_id, zygotes=zygotes, access=access,
+                       llm=replay_options.get("llm") or None)  # the worker's --llm-base-url: the judge
     access.save_regress_result(run_id, result["session_id"], result)
     if result["verdict"] in REFUSED:
         return "refused", result["reason"]
