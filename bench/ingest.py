@@ -1,7 +1,8 @@
 """Sustained OTLP/HTTP protobuf ingest into `tracefix serve`, against a bare DuckDB Arrow
 insert loop on the same rows, measured in one run.
 
-    .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100] [--protocol grpc]
+    .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100] [--protocol http,grpc]
+    .venv/bin/python bench/ingest.py --protocol http,grpc --no-spill --profile   # + where the CPU goes
     .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2] [--repeat 3]
 
 Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
@@ -11,7 +12,10 @@ the bare loop (Arrow tables of the same normalized rows inserted into a table wi
 indexes), and their ratio. Targets: >= 20,000 spans/s and >= 50% of the bare loop. Then the
 same load against a small writer queue (`--spill-queue-spans`), so that most requests go
 through the durable spool (fsynced, drained later): its spans/s until the last span is
-committed, and its ratio to the run that does not spill.
+committed, and its ratio to the run that does not spill. With several protocols
+(`--protocol http,grpc`) each run serves each in turn beside one bare loop, and gRPC's
+ratio to HTTP comes from the same runs. `--profile` samples the server with py-spy during
+the served runs and prints each stage's share of its CPU (bench/ingest_profile.py).
 
 With `--store ducklake` it starts a private PostgreSQL (tests/pgcluster.py) and compares,
 run by run, the embedded store (one collector, one DuckDB file) with DuckLake served by 1
@@ -35,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import ingest_profile  # noqa: E402
 from agent_spans import request, session_spans  # noqa: E402
 
 DB_THREADS = 1  # both sides run DuckDB with the collector's default worker threads
@@ -131,12 +136,14 @@ def health(serve) -> dict:
 
 def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_queue_spans: int = 200_000,
                lake: tuple[str, str] | None = None, collectors: int = 1,
-               pg_pid: int | None = None) -> tuple[float, int, int, int, float, int]:
+               pg_pid: int | None = None, profiles: list | None = None) -> tuple[float, int, int, int, float, int]:
     """(spans/s committed, acknowledged, stored, retries, spans per server CPU-second, requests
     spooled). The clock stops when the last span is committed, not when it is acknowledged:
     a spooled span is acknowledged before it is written. With `lake` = (location, data path)
     the store is that DuckLake, served by `collectors` collectors (exporters round robin),
-    and PostgreSQL's CPU (`pg_pid`: its postmaster) counts as server CPU too."""
+    and PostgreSQL's CPU (`pg_pid`: its postmaster) counts as server CPU too. With `profiles`
+    (a list) a py-spy profile of the server's stages during the run is appended to it, with
+    the run's server CPU-seconds."""
     import procs
     from tracefix.collector.store import Store
 
@@ -156,6 +163,7 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
     for _ in procs_:
         ready.get(timeout=600)
     pids = [s.popen.pid for s in serves] + ([pg_pid] if pg_pid else [])
+    profile = ingest_profile.Profile(serves[0].popen.pid) if profiles is not None else None
     cpu0 = sum(cpu_seconds(pid) for pid in pids)
     t0 = time.perf_counter()
     go.set()
@@ -167,6 +175,8 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
             time.sleep(0.01)
     elapsed = (time.perf_counter() if waited else max(d[3] for d in done)) - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    if profile is not None and profiles is not None:
+        profiles.append((profile.stop(), cpu))
     spooled = 0.0
     for serve in serves:
         h = health(serve)
@@ -248,7 +258,7 @@ def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
     tmp = Path(tempfile.mkdtemp(prefix="tracefix-bench-bare-"))
     con = duckdb.connect(str(tmp / "bare.duckdb"), config={"threads": DB_THREADS})  # as `tracefix serve`
     sql_types = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN",
-                 pa.list_(pa.int64()): "BIGINT[]"}
+                 pa.float64(): "DOUBLE", pa.list_(pa.int64()): "BIGINT[]"}
     con.execute("CREATE TABLE spans (" + ", ".join(f"{n} {sql_types[t]}" for n, t in SPAN_COLUMNS) + ")")
     con.execute("CREATE TABLE messages (key BIGINT, sha256 VARCHAR, message VARCHAR)")
     n = 0
@@ -271,8 +281,8 @@ def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--exporters", type=int, default=6)
-    ap.add_argument("--protocol", choices=("http", "grpc"), default="http",
-                    help="OTLP/HTTP protobuf (the target's) or OTLP/gRPC")
+    ap.add_argument("--protocol", default="http",
+                    help="http (OTLP/HTTP protobuf), grpc (OTLP/gRPC), or both in each run: http,grpc")
     ap.add_argument("--sessions", type=int, default=12, help="sessions (one request each) per exporter")
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each side; medians are compared")
@@ -280,53 +290,86 @@ def main() -> None:
     ap.add_argument("--spill-queue-spans", type=int, default=300,
                     help="--max-queue-spans of the spilling run (one request of the default size): the "
                          "other exporters' requests go through the disk spool")
+    ap.add_argument("--no-spill", action="store_true", help="leave out the spilling runs")
+    ap.add_argument("--profile", action="store_true",
+                    help="sample the server with py-spy during the served runs; print each stage's CPU share")
     ap.add_argument("--store", choices=("duckdb", "ducklake"), default="duckdb",
                     help="ducklake: compare the embedded store with DuckLake on a private PostgreSQL")
     ap.add_argument("--collectors", default="1,2", help="--store ducklake: collector counts to run, e.g. 1,2")
     args = ap.parse_args()
     global DB_THREADS
     DB_THREADS = args.db_threads
+    if not set(args.protocol.split(",")) <= {"http", "grpc"}:
+        ap.error(f"--protocol: http, grpc or http,grpc, not {args.protocol!r}")
     if args.store == "ducklake":
+        args.protocol = args.protocol.split(",")[0]
         compare_lake(args)
         return
-    served, bare, served_cpu, bare_cpu, spilled, spilled_cpu = [], [], [], [], [], []
+    protocols = args.protocol.split(",")
+    rates: dict[str, list[float]] = {p: [] for p in protocols}
+    cpus: dict[str, list[float]] = {p: [] for p in protocols}
+    profiles: dict[str, list] = {p: [] for p in protocols}
+    spills: dict[str, list] = {p: [] for p in protocols}  # (wall, CPU) ratios spilling / not spilling
+    bare, bare_cpu = [], []
     for i in range(args.repeat):
-        rate, acked, stored, retries, per_cpu, _ = run_served(args.protocol, args.exporters, args.sessions, args.steps)
-        if stored != acked:
-            raise SystemExit(f"stored {stored} spans but acknowledged {acked}")
-        served.append(rate)
-        served_cpu.append(per_cpu)
-        s_rate, s_acked, s_stored, _, s_cpu, s_spooled = run_served(args.protocol, args.exporters, args.sessions,
-                                                                     args.steps, args.spill_queue_spans)
-        if s_stored != s_acked:
-            raise SystemExit(f"spilling: stored {s_stored} spans but acknowledged {s_acked}")
-        spilled.append(s_rate)
-        spilled_cpu.append(s_cpu)
-        print(f"run {i + 1}: spilling (--max-queue-spans {args.spill_queue_spans}) {s_rate:,.0f} spans/s, "
-              f"{s_spooled} requests through the spool, {s_cpu:,.0f} spans per server CPU-second; "
-              f"ratio to not spilling {s_rate / rate:.2f}")
+        for protocol in protocols:
+            rate, per_cpu = served_and_spilled(args, protocol, i, profiles[protocol] if args.profile else None,
+                                               spills[protocol])
+            rates[protocol].append(rate)
+            cpus[protocol].append(per_cpu)
         b_rate, b_cpu = run_bare(args.exporters, args.sessions, args.steps)
         bare.append(b_rate)
         bare_cpu.append(b_cpu)
-        print(f"run {i + 1}: served {rate:,.0f} spans/s ({acked} acknowledged and stored, {retries} retries after "
-              f"back-pressure, {per_cpu:,.0f} spans per server CPU-second); bare DuckDB Arrow inserts "
-              f"{b_rate:,.0f} spans/s ({b_cpu:,.0f} per CPU-second); ratio {rate / b_rate:.2f}")
-    s, b = statistics.median(served), statistics.median(bare)
-    sc_, bc = statistics.median(served_cpu), statistics.median(bare_cpu)
-    wire = "OTLP/HTTP protobuf" if args.protocol == "http" else "OTLP/gRPC"
-    print(f"tracefix serve ({wire}, {args.exporters} exporters): {s:,.0f} spans/s (median), "
-          f"{sc_:,.0f} spans per CPU-second")
-    print(f"bare DuckDB Arrow insert loop, same rows: {b:,.0f} spans/s (median), {bc:,.0f} spans per CPU-second")
-    sp, spc = statistics.median(spilled), statistics.median(spilled_cpu)
-    print(f"spilling through the spool (--max-queue-spans {args.spill_queue_spans}): {sp:,.0f} spans/s (median), "
-          f"{spc:,.0f} spans per CPU-second; ratio spilling/not spilling {sp / s:.2f} wall-clock "
-          f"(median of the runs' own {statistics.median(x / y for x, y in zip(spilled, served)):.2f}), "
-          f"{spc / sc_:.2f} CPU")
-    pairs = statistics.median(x / y for x, y in zip(served, bare))
-    print(f"ratio served/bare: {s / b:.2f} wall-clock (median of the runs' own ratios {pairs:.2f}), "
-          f"{sc_ / bc:.2f} CPU   targets: >= 20,000 spans/s and >= 0.50 "
-          f"(load average now {os.getloadavg()[0]:.1f})")
+        print(f"run {i + 1}: bare DuckDB Arrow inserts {b_rate:,.0f} spans/s ({b_cpu:,.0f} per CPU-second); "
+              + ", ".join(f"{p} served/bare {rates[p][-1] / b_rate:.2f} wall, {cpus[p][-1] / b_cpu:.2f} per CPU-s"
+                          for p in protocols))
+    b, bc = statistics.median(bare), statistics.median(bare_cpu)
+    print(f"medians of {args.repeat} runs, {args.exporters} exporters, {args.sessions} requests of "
+          f"{args.steps * 3} spans each; bare DuckDB Arrow insert loop, same rows: {b:,.0f} spans/s, "
+          f"{bc:,.0f} spans per CPU-second")
+    for p in protocols:
+        s, sc_ = statistics.median(rates[p]), statistics.median(cpus[p])
+        wire = "OTLP/HTTP protobuf" if p == "http" else "OTLP/gRPC"
+        pairs = statistics.median(x / y for x, y in zip(rates[p], bare))
+        pairs_cpu = statistics.median(x / y for x, y in zip(cpus[p], bare_cpu))
+        print(f"  tracefix serve, {wire}: {s:,.0f} spans/s, {sc_:,.0f} spans per server CPU-second; ratio to the "
+              f"bare loop {s / b:.2f} wall (runs' own {pairs:.2f}), {sc_ / bc:.2f} per CPU-second (runs' own "
+              f"{pairs_cpu:.2f})   targets: >= 20,000 spans/s, >= 0.50 per CPU-second")
+        if spills[p]:
+            print(f"  spilling through the spool (--max-queue-spans {args.spill_queue_spans}), {wire}: ratio to not "
+                  f"spilling {statistics.median(w for w, _ in spills[p]):.2f} wall, "
+                  f"{statistics.median(c for _, c in spills[p]):.2f} per CPU-second (medians of the runs' own)")
+    if "http" in protocols and "grpc" in protocols:
+        g = statistics.median(x / y for x, y in zip(rates["grpc"], rates["http"]))
+        gc = statistics.median(x / y for x, y in zip(cpus["grpc"], cpus["http"]))
+        print(f"  gRPC / HTTP, runs' own ratios: {g:.2f} wall, {gc:.2f} per CPU-second   target: >= 0.90")
+    if args.profile:
+        print("where the server's CPU went (py-spy, all runs together):")
+        for p in protocols:
+            ingest_profile.report(p, ingest_profile.merged([c for c, _ in profiles[p]]),
+                                  sum(cpu for _, cpu in profiles[p]))
+    print(f"(load average now {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores)")
 
+
+def served_and_spilled(args, protocol: str, i: int, profiles: list | None, spills: list) -> tuple[float, float]:
+    """One served run of `protocol` (and, unless --no-spill, one that spills: its ratios to the
+    served run appended to `spills`); the served run's spans/s and spans per server CPU-second."""
+    rate, acked, stored, retries, per_cpu, _ = run_served(protocol, args.exporters, args.sessions, args.steps,
+                                                          profiles=profiles)
+    if stored != acked:
+        raise SystemExit(f"{protocol}: stored {stored} spans but acknowledged {acked}")
+    print(f"run {i + 1} {protocol}: served {rate:,.0f} spans/s ({acked} acknowledged and stored, {retries} retries "
+          f"after back-pressure), {per_cpu:,.0f} spans per server CPU-second")
+    if not args.no_spill:
+        s_rate, s_acked, s_stored, _, s_cpu, s_spooled = run_served(protocol, args.exporters, args.sessions,
+                                                                     args.steps, args.spill_queue_spans)
+        if s_stored != s_acked:
+            raise SystemExit(f"{protocol} spilling: stored {s_stored} spans but acknowledged {s_acked}")
+        print(f"run {i + 1} {protocol}: spilling (--max-queue-spans {args.spill_queue_spans}) {s_rate:,.0f} spans/s, "
+              f"{s_spooled} requests through the spool, {s_cpu:,.0f} spans per server CPU-second; ratio to not "
+              f"spilling {s_rate / rate:.2f} wall, {s_cpu / per_cpu:.2f} CPU")
+        spills.append((s_rate / rate, s_cpu / per_cpu))
+    return rate, per_cpu
 
 if __name__ == "__main__":
     main()
