@@ -24,6 +24,10 @@ def result_error(result: Any) -> str | None:
     false, ...}}); a wrapped record's own status ("order": {"status": "rejected"}) is data."""
     outer = True
     while isinstance(result, dict):
+        # Testbed-only wording, kept (issue 37): the warehouse's stock desk answers {"ok": false, ...};
+        # without this reading (and "unable" in _ERROR_WORDS, its till's wording) the warehouse's
+        # missing-argument faults go unseen, as mark_requests_without_effect reads only refusals
+        # asked again.
         if result.get("ok") is False or result.get("success") is False:
             return str(result.get("error") or result.get("message") or result.get("reason") or "not ok")
         if result.get("error"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .evidence import REGISTRY, EvidenceDetector, find_symptoms
+from .evidence import REGISTRY, Evidence, EvidenceDetector, find_symptoms, findings
 from .features import FEATURE_NAMES
 from .frontier import union_groups
 from .graph import TransitionGraph
@@ -73,11 +73,13 @@ def top_features(features: Any, step: int, k: int = 3) -> dict[str, float]:
 def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequence[float]],
                     frontier: dict[str, list[int]], features: Any, failed: bool = True,
                     limit: int = MAX_HYPOTHESES, weights: EvidenceWeights = DEFAULT_WEIGHTS,
-                    evidence: Sequence[EvidenceDetector] = REGISTRY) -> list[dict[str, Any]]:
+                    evidence: Sequence[EvidenceDetector] = REGISTRY,
+                    found_by: dict[str, list[Evidence]] | None = None) -> list[dict[str, Any]]:
     """Ranked hypotheses (docs/contracts.md section 3, `hypotheses`), source "detectors".
 
     Candidates: each frontier group's peak, each symptom's origin, and the steps the silent
-    evidence detectors name (`evidence`: the registry, or fewer for an ablation). Score: the
+    evidence detectors name (`evidence`: the registry, or fewer for an ablation; `found_by`:
+    their findings, evidence.findings, when the caller has read them already). Score: the
     detectors' combined score plus the weight of each piece of evidence, so a step
     supported by both the detectors and the dependency graph wins.
     """
@@ -97,9 +99,11 @@ def rank_hypotheses(graph: TransitionGraph, scores_by_detector: dict[str, Sequen
     for group in union_groups(frontier):
         peak = max(group["steps"], key=lambda s: (base[s], -s))
         candidate(peak)["group"] = group["steps"]
-    symptoms = find_symptoms(graph, failed, evidence)
+    if found_by is None:
+        found_by = findings(graph, evidence)
+    symptoms = find_symptoms(graph, failed, evidence, found_by)
     # The silent detectors' evidence (a step went wrong without anything failing there).
-    silent = [(d, d.evidence(graph)) for d in evidence if not d.reads_symptoms] if failed else []
+    silent = [(d, found_by[d.name]) for d in evidence if not d.reads_symptoms] if failed else []
     silent_suspects = {e.step for _, found in silent for e in found}
     origins_seen: list[int] = []
     for symptom in symptoms:

@@ -24,7 +24,7 @@ from tracefix.errors import UnknownSession
 
 from .contracts import AnalysisResult
 from .detectors import HGTDetector, HGTConfig, IsolationForestDetector
-from .evidence import REGISTRY, EvidenceDetector
+from .evidence import REGISTRY, EvidenceDetector, findings
 from .features import FEATURE_NAMES, feature_matrix
 from .frontier import frontiers
 from .graph import build_graph
@@ -144,7 +144,7 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
     """Score every step of one session document and rank failure hypotheses.
 
     The learned ranker (`ranker`, the shipped model by default) orders the hypotheses from
-    the detectors' scores, the graph evidence and the generic step signals; `ranker=None`
+    the detectors' scores, each evidence detector's findings and the generic step signals; `ranker=None`
     keeps the graph heuristics' own order. `isolation_forest=False`, `weights`, `ranker=None`
     and `evidence` (the evidence detectors the heuristics read: evidence.without(name) leaves
     one out) are for ablations (bench/whowhen.py, bench/localization.py); the defaults are
@@ -165,12 +165,14 @@ def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = Non
         detectors = (["isolation_forest"] if isolation_forest else []) + (["hgt"] if model is not None else [])
         frontier = frontiers(scores)
         failed = session_failed(doc)
-        hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights, evidence=evidence)
+        found_by = findings(graph, evidence)  # read once: the heuristics weigh it, the ranker reads it
+        hypotheses = rank_hypotheses(graph, scores, frontier, X, failed=failed, weights=weights, evidence=evidence,
+                                     found_by=found_by)
         if ranker == SHIPPED:
             ranker = shipped_rankers().get(session_kind(doc))
         ranker_scores = None
         if isinstance(ranker, StepRanker) and len(units) > 1 and failed:
-            inputs = ranker_inputs(doc, units, scores, hypotheses)
+            inputs = ranker_inputs(doc, units, scores, found_by)
             ranker_scores = ranker.scores(inputs)
             hypotheses = rerank_hypotheses(graph, hypotheses, ranker, inputs, ranker_scores, scores)
         if model is not None and hypotheses:

@@ -7,9 +7,14 @@ L2-regularized, fitted with L-BFGS) over per-step inputs that know no domain:
   similarity to the task and to the final answer);
 - the detectors' per-step scores (IsolationForest, and the HGT's surprise when a model is
   loaded), raw and as within-session rank;
-- the graph heuristics' own verdict, as an input (1 / its rank), not as a fixed weight;
-- within-session z-scores of the continuous inputs, and every input scaled by log(session
-  length), so one linear model can weigh a 10-step and a 100-step session differently.
+- within-session z-scores of the continuous inputs, and every input above scaled by
+  log(session length), so one linear model can weigh a 10-step and a 100-step session
+  differently;
+- one input per evidence detector of evidence/ (`evidence_<name>`: 1 at the step of its
+  first finding, 1/2 at its second, ...), each with a weight of its own, so what each rule
+  is worth on labelled data shows (bench/whowhen.py, bench/localization.py print it). A
+  detector the training leaves out (`left_out`) has weight 0; a detector registered after
+  the model was fitted counts 0 until it is fitted again.
 
 Why linear and listwise: the labelled corpora are small (tens to a few hundred sessions), a
 session has exactly one labelled step, and the model file must be data, not code: it is a
@@ -25,23 +30,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .evidence import NAMES as EVIDENCE_DETECTORS
+from .evidence import Evidence
 from .features import zscores
 from .step_signals import SIGNAL_NAMES, SIGNAL_WORDS, step_signal_matrix
 from .transition_unit import TransitionUnit
 
-DETECTOR_INPUTS = ("isolation_forest", "isolation_forest_rank", "hgt", "hgt_rank", "heuristic_rank")
+DETECTOR_INPUTS = ("isolation_forest", "isolation_forest_rank", "hgt", "hgt_rank")
 BASE_INPUTS = SIGNAL_NAMES + DETECTOR_INPUTS
 # Inputs whose size depends on the session: also given as within-session z-scores.
 RELATIVE_INPUTS = ("log_length", "hedging", "new_values", "task_similarity", "final_similarity",
                    "novelty", "speaker_share", "agent_turn", "isolation_forest", "hgt")
+EVIDENCE_PREFIX = "evidence_"
+# One input per registered evidence detector, and only one (no z-score, no length-scaled
+# copy): its weight is what that detector is worth to the ranker.
+EVIDENCE_INPUTS = tuple(EVIDENCE_PREFIX + name for name in EVIDENCE_DETECTORS)
 FEATURE_NAMES = (BASE_INPUTS + tuple(f"{name}_z" for name in RELATIVE_INPUTS)
-                 + tuple(f"{name}_x_log_n" for name in BASE_INPUTS))
+                 + tuple(f"{name}_x_log_n" for name in BASE_INPUTS) + EVIDENCE_INPUTS)
 INPUT_WORDS = {**SIGNAL_WORDS,
                "isolation_forest": ("anomalous to the IsolationForest", None),
                "isolation_forest_rank": ("among the IsolationForest's most anomalous steps", None),
                "hgt": ("surprising to the HGT trained on successful sessions", None),
                "hgt_rank": ("among the HGT's most surprising steps", None),
-               "heuristic_rank": ("proposed by the graph evidence", None)}
+               **{EVIDENCE_PREFIX + name: (f"named by the {name.replace('_', ' ')} evidence detector", None)
+                  for name in EVIDENCE_DETECTORS}}
 SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "ranker.json"
 FORMAT = "tracefix-step-ranker/1"
 
@@ -58,9 +70,22 @@ def _rank01(values: Sequence[float]) -> list[float]:
     return out
 
 
+def evidence_column(found: Iterable[Evidence], n: int) -> list[float]:
+    """One detector's findings as a per-step input: 1 at the step of its first finding, 1/2
+    at the step of its second, and so on (the first place a failure shows is likelier its
+    origin, as the graph heuristics' weights of a first and later symptom say); 0 elsewhere."""
+    column = [0.0] * n
+    order = list(dict.fromkeys(e.step for e in found if 0 <= e.step < n))
+    for position, step in enumerate(order):
+        column[step] = 1.0 / (position + 1)
+    return column
+
+
 def ranker_inputs(doc: dict, units: list[TransitionUnit], scores: dict[str, Sequence[float]],
-                  hypotheses: Iterable[dict]) -> list[list[float]]:
-    """The (steps x FEATURE_NAMES) input matrix for one session, as nested lists."""
+                  found_by: dict[str, list[Evidence]]) -> list[list[float]]:
+    """The (steps x FEATURE_NAMES) input matrix for one session, as nested lists. `found_by`
+    is the evidence detectors' findings (evidence.findings); a detector not in it (left out
+    for an ablation) gives a column of zeros."""
     n = len(units)
     if n == 0:
         return []
@@ -70,15 +95,12 @@ def ranker_inputs(doc: dict, units: list[TransitionUnit], scores: dict[str, Sequ
         values = [float(v) for v in scores[name]] if name in scores else [0.0] * n
         detector_columns[name] = values
         detector_columns[f"{name}_rank"] = _rank01(values) if name in scores else [0.0] * n
-    heuristic = [0.0] * n
-    for h in hypotheses:
-        if h.get("source") != "llm" and 0 <= h["step"] < n:
-            heuristic[h["step"]] = max(heuristic[h["step"]], 1.0 / h["rank"])
-    detector_columns["heuristic_rank"] = heuristic
+    evidence = [evidence_column(found_by.get(name, ()), n) for name in EVIDENCE_DETECTORS]
     base = [list(signals[k]) + [detector_columns[name][k] for name in DETECTOR_INPUTS] for k in range(n)]
     relative = [zscores([row[BASE_INPUTS.index(name)] for row in base]) for name in RELATIVE_INPUTS]
     scale = math.log(n) / 4.0  # log(n)/4 is about 1 for a 50-step session
-    return [base[k] + [column[k] for column in relative] + [v * scale for v in base[k]] for k in range(n)]
+    return [base[k] + [column[k] for column in relative] + [v * scale for v in base[k]]
+            + [column[k] for column in evidence] for k in range(n)]
 
 
 @dataclass
@@ -130,15 +152,23 @@ class StepRanker:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "StepRanker":
-        features = data["features"]
-        names = tuple(f["name"] for f in features)
-        if names != FEATURE_NAMES:
+        """A model file's ranker. An evidence detector registered after the model was fitted
+        has no weight in it: it counts 0 (mean 0, scale 1, weight 0) until the ranker is
+        fitted again; any other input the file lacks or this version does not compute is refused."""
+        by_name = {f["name"]: f for f in data["features"]}
+        missing = [name for name in FEATURE_NAMES if name not in by_name]
+        if set(by_name) - set(FEATURE_NAMES) or any(not name.startswith(EVIDENCE_PREFIX) for name in missing):
             raise ValueError("the ranker was trained on other inputs than this version computes; retrain it "
                              "with `tracefix train --ranker`")
-        return cls(feature_names=names, mean=[float(f["mean"]) for f in features],
+        features = [by_name.get(name, {"mean": 0.0, "scale": 1.0, "weight": 0.0}) for name in FEATURE_NAMES]
+        return cls(feature_names=FEATURE_NAMES, mean=[float(f["mean"]) for f in features],
                    scale=[float(f["scale"]) for f in features], weights=[float(f["weight"]) for f in features],
                    l2=float(data.get("l2", 0.3)), trained_on=dict(data.get("trained_on") or {}),
                    version=str(data.get("version") or ""))
+
+    def weight_of(self, name: str) -> float:
+        """The weight of one input, per standard deviation of it in the training data."""
+        return self.weights[self.feature_names.index(name)]
 
 
 def session_kind(doc: dict) -> str:
@@ -171,15 +201,23 @@ def load_rankers(path: str | Path) -> dict[str, "StepRanker"]:
 
 
 def fit_ranker(sessions: Sequence[tuple[Sequence[Sequence[float]], int]], l2: float = 0.3,
-               trained_on: dict[str, Any] | None = None) -> StepRanker:
+               trained_on: dict[str, Any] | None = None, left_out: Sequence[str] = ()) -> StepRanker:
     """Fit on (inputs, labelled step) pairs: maximize the softmax probability of the labelled
-    step among its session's steps, with an L2 penalty on the standardized weights."""
+    step among its session's steps, with an L2 penalty on the standardized weights. Inputs
+    named in `left_out` are zeroed before fitting, so their weight is 0 (the model does not
+    use them; trained_on records them)."""
     import numpy as np
     from scipy.optimize import minimize
 
-    usable = [(np.asarray(X, dtype=float), int(y)) for X, y in sessions if len(X) > 1 and 0 <= int(y) < len(X)]
+    unknown = sorted(set(left_out) - set(FEATURE_NAMES))
+    if unknown:
+        raise ValueError(f"no ranker input {', '.join(unknown)}")
+    keep = np.array([name not in left_out for name in FEATURE_NAMES], dtype=float)
+    usable = [(np.asarray(X, dtype=float) * keep, int(y)) for X, y in sessions if len(X) > 1 and 0 <= int(y) < len(X)]
     if not usable:
         raise ValueError("no labelled session with at least two steps to learn from")
+    if left_out:
+        trained_on = {**(trained_on or {}), "left_out": sorted(left_out)}
     stacked = np.vstack([X for X, _ in usable])
     mean = stacked.mean(axis=0)
     scale = stacked.std(axis=0)

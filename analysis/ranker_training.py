@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .ranker import StepRanker, fit_ranker, order_by, ranker_inputs, save_rankers, session_kind
+from .ranker import EVIDENCE_PREFIX, StepRanker, fit_ranker, order_by, ranker_inputs, save_rankers, session_kind
 
 LABEL_KEYS = ("mistake_step", "mistake_agent", "mistake_reason", "mistake_type")
 
@@ -89,13 +89,16 @@ def session_inputs(doc: dict, model: Any = None,
                    evidence: Sequence[Any] | None = None) -> tuple[list[list[float]], dict[str, Any]]:
     """The ranker's inputs for one session, computed exactly as `analyze_document` does
     (with `evidence`, from those evidence detectors only: an ablation)."""
+    from .evidence import REGISTRY, findings
+    from .graph import build_graph
     from .pipeline import analyze_document
     from .units import build_units
 
-    result = (analyze_document(doc, model, ranker=None) if evidence is None
-              else analyze_document(doc, model, ranker=None, evidence=evidence))
+    detectors = REGISTRY if evidence is None else evidence
+    result = analyze_document(doc, model, ranker=None, evidence=detectors)
     scores = {name: [row[name] for row in result["scores"]] for name in result["detectors"]}
-    return ranker_inputs(doc, build_units(doc), scores, result["hypotheses"]), result
+    units = build_units(doc)
+    return ranker_inputs(doc, units, scores, findings(build_graph(units), detectors)), result
 
 
 def fold_of(items: Sequence[dict], folds: int, seed: int) -> list[int]:
@@ -134,9 +137,20 @@ def cross_validate(items: Sequence[dict], inputs: Sequence[Sequence[Sequence[flo
     return rankings
 
 
+def left_out_inputs(kind: str) -> tuple[str, ...]:
+    """The evidence detectors' inputs a ranker of this session kind is fitted without: those
+    that earned on no labelled data, and for message logs those that earned only on the
+    bundled testbed (evidence/base.py says how each was judged)."""
+    from .evidence import REGISTRY
+
+    return tuple(EVIDENCE_PREFIX + d.name for d in REGISTRY
+                 if not d.ranker_input or (d.testbed_only and kind == "message"))
+
+
 def train_rankers(paths: Iterable[str | Path], out: str | Path, l2: float = 0.3,
                   progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, StepRanker], Path]:
-    """Fit one ranker per session kind on every labelled session in `paths`; write them to `out`."""
+    """Fit one ranker per session kind on every labelled session in `paths`, each without the
+    inputs `left_out_inputs` names for its kind; write them to `out`."""
     items = labelled_sessions(paths)
     if not items:
         raise ValueError("no labelled sessions found")
@@ -152,5 +166,6 @@ def train_rankers(paths: Iterable[str | Path], out: str | Path, l2: float = 0.3,
         for i in members:
             groups[items[i]["group"]] = groups.get(items[i]["group"], 0) + 1
         rankers[kind] = fit_ranker([(inputs[i], items[i]["step"]) for i in members], l2=l2,
-                                   trained_on={"sessions": len(members), "groups": groups})
+                                   trained_on={"sessions": len(members), "groups": groups},
+                                   left_out=left_out_inputs(kind))
     return rankers, save_rankers(rankers, out)

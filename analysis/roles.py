@@ -15,16 +15,21 @@ from .transition_unit import TransitionUnit
 # The speakers of a message log that are people, not agents (the one who asks).
 HUMAN_ROLES = {"user", "human"}
 # Agent names that coordinate others (the planner): their text steps are plans or instructions.
-# The one definition of who plans: replay's trial segmentation and the demo's scripted
-# analyst ask is_coordinator too.
-_COORDINATOR = re.compile(r"orchestrat|planner|manager|supervisor|coordinator|lead|router|boss", re.I)
+# A generic list of English role nouns, none an app's own (the bank's "Orchestrator" is found
+# by the conversation's shape, `hub_agents`, as the warehouse's "Dispatcher" always was):
+# bench/localization.py --perturb agents renames every agent and is the check that the
+# analysis does not rest on it. The one definition of who plans: replay's trial segmentation
+# and attribution ask `coordinators` too.
+_COORDINATOR = re.compile(r"planner|manager|supervisor|coordinator|lead|router|boss", re.I)
 # Tool names that hand work to another agent rather than act on the world.
 DELEGATION_TOOL = re.compile(r"delegat|handoff|hand_off|transfer_to_|ask_|instruct|assign|dispatch|call_agent|route", re.I)
 # Speakers in message logs that are tools or environments rather than agents (Computer_terminal).
 TOOL_SPEAKER = re.compile(r"executor|terminal|computer|(?:^|_)tool(?:$|_)|environment", re.I)
-_PLAN_TEXT = re.compile(r"\bplan\b|^\s*(?:step\s*)?1[.):]\s", re.I | re.M)
-_REPLAN_TEXT = re.compile(r"re-?plan|new plan|revised plan|updated plan", re.I)
-_ANSWER_TEXT = re.compile(r"final answer|\bdone\b|completed|task (?:is )?complete|summary|here is|result:", re.I)
+# A plan is read from its shape, a numbered list (a line that starts "1.", or "1. ... 2. ..."
+# inline), not from a protocol's words ("PLAN", "REVISED PLAN", "FINAL ANSWER", "done"): a
+# coordinator's words-only step that lays one out plans (a first plan or a revised one alike),
+# its last step answers, any other step of its instructs.
+_PLAN_TEXT = re.compile(r"^\s*1[.):]\s|\s1[.):]\s.*?\s2[.):]\s", re.M | re.S)
 
 
 # What a message log adds to an agent's name in its speaker labels: "(thought)", "(-> Coder)".
@@ -46,6 +51,13 @@ def speaker_of(agent: str | None) -> str:
 def is_coordinator(agent: str | None) -> bool:
     """An agent named like one that plans and instructs others rather than acting."""
     return bool(_COORDINATOR.search(agent or ""))
+
+
+def coordinators(agents: Sequence[str | None]) -> set[str]:
+    """The agents of a session that plan and instruct the others: its hub (`hub_agents`) and
+    any agent named like a coordinator (`is_coordinator`)."""
+    named = [a or "" for a in agents]
+    return hub_agents(named) | {a for a in named if is_coordinator(a)}
 
 
 def hub_agents(agents: list[str]) -> set[str]:
@@ -88,12 +100,10 @@ def phase_for_llm(agent: str, text: str, calls: list[dict], is_last: bool, coord
         if all(DELEGATION_TOOL.search(c["name"] or "") for c in calls):
             return "instruct"
         return "act"
-    if coordinator and (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) and not (is_last and _ANSWER_TEXT.search(text)):
-        return "plan"
     if is_last:
         return "answer"
     if coordinator:
-        return "answer" if re.search(r"final answer", text, re.I) else "instruct"
+        return "plan" if _PLAN_TEXT.search(text) else "instruct"
     return "answer"
 
 
@@ -104,11 +114,9 @@ def phase_for_message(role: str, agent: str, text: str, is_last: bool) -> str:
     if is_last:
         return "answer"
     if is_coordinator(agent):
-        return "plan" if (_PLAN_TEXT.search(text) or _REPLAN_TEXT.search(text)) else "instruct"
+        return "plan" if _PLAN_TEXT.search(text) else "instruct"
     if speaker_of(agent) in HUMAN_ROLES:
         return "instruct"  # the one who asks hands the work out
-    if re.search(r"final answer", text, re.I):
-        return "answer"
     if _PLAN_TEXT.search(text):
         return "plan"
     # Any other speaker's message is its work: in a plain log a worker's message is what it

@@ -38,8 +38,15 @@ from .transition_unit import TransitionUnit
 from .values import WORD, compact_json, extract_artifacts, normalize_error, unsupported_in, used_values, values_text
 
 
-_SUCCESS_CLAIM = re.compile(r"\b(?:success(?:fully)?|succeeded|completed|done|confirmed|worked)\b", re.I)
-_FAILURE_CLAIM = re.compile(r"\b(?:fail(?:ed|ure)?|error|unable|could not|couldn't|cannot|can't|not found|invalid|denied|insufficient)\b", re.I)
+# A claim of success or of failure in an agent's words: a generic English phrase list, the
+# words any report of an outcome uses, and none of an app's own (an error's wording, "not
+# found", "invalid", "denied", "insufficient", is the bank's tools', not a report's). A report
+# worded without them still counts where the conversation shows its outcome: a round handed
+# out again failed (failures.mark_failed_rounds), a worker's words-only answer taken as done
+# is a claim (evidence/unacted_claims.py). bench/localization.py --perturb paraphrase rewords
+# every failure word and is the check that localization does not rest on this list.
+_SUCCESS_CLAIM = re.compile(r"\b(?:success(?:ful|fully)?|succeeded|completed|done|confirmed|worked)\b", re.I)
+_FAILURE_CLAIM = re.compile(r"\b(?:fail(?:s|ed|ure)?|errors?|unable|could not|couldn't|cannot|can't)\b", re.I)
 
 
 # How much of a growing prompt is read for the step's context: enough for the current

@@ -39,7 +39,10 @@ Ablations, on the same sessions: the product with one component taken out (- HGT
 loaded; - IsolationForest; - ranker: the graph heuristics' own order), then parts alone
 (graph evidence only: symptom origins and silent signals, no scores; detectors only: IF + HGT
 combined; IF only), and each evidence detector of analysis/evidence/ left out in turn, from
-the product and from the graph heuristics alone (bench/evidence_ablation.py).
+the product and from the graph heuristics alone, beside the weight of its input in the
+ranker used; and a ranker cross-validated on the run's own sessions (5 folds by fault kind,
+3 fold seeds) with every detector's input, then each zeroed in turn: a detector earns on the
+testbed when leaving it out of that ranker lowers top-1 or hit@3 (bench/evidence_ablation.py).
 Targets: hit@3 >= 0.8, top-1 >= 0.85 (issue 13, per domain and rewrite), better than every
 baseline.
 """
@@ -57,7 +60,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_corpus import DemoCorpus  # noqa: E402
-from evidence_ablation import ablation_summary, evidence_found, leave_one_out, print_ablation  # noqa: E402
+from evidence_ablation import (ablation_summary, cross_validated_ablation, evidence_found, leave_one_out,  # noqa: E402
+                               print_ablation, ranker_weights)
 from fresh_sessions import drop_trained  # noqa: E402
 from step_rankings import by_score, evaluate, frequency_baseline, random_hits, recency_baseline  # noqa: E402
 
@@ -65,6 +69,7 @@ from step_rankings import by_score, evaluate, frequency_baseline, random_hits, r
 def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_dir: Path,
              ranker: Any = "shipped") -> list[dict]:
     from tracefix.analysis.pipeline import analyze_document, train_on_documents
+    from tracefix.analysis.ranker_training import session_inputs
     from tracefix.analysis.units import build_units
 
     rng = random.Random(seed)
@@ -102,7 +107,8 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
                "recency": evaluate([recency_baseline(units)], gt, n),
                "frequency": evaluate([frequency_baseline(units)], gt, n),
                "random": {**random_hits(n), "err": abs(rng.randrange(n) - gt)},
-               "left_out": left_out, "evidence_found": evidence_found(doc)}
+               "left_out": left_out, "evidence_found": evidence_found(doc),
+               "inputs": session_inputs(doc, model)[0]}  # the ranker's, for its cross-validated ablation
         rows.append(row)
     analyze_s = time.perf_counter() - t0
     print(f"seed {seed}: {len(clean_ids)} clean + {len(truth)} faulted sessions recorded in {record_s:.1f}s, "
@@ -112,6 +118,9 @@ def run_seed(corpus: DemoCorpus, seed: int, per_kind: int, epochs: int, model_di
 
 
 METHODS = ("ours", "random", "recency", "frequency")
+# The leave-one-detector-out ranker: fitted on 4/5 of this run's sessions (stratified by fault
+# kind), for 3 fold assignments, as bench/whowhen.py does on Who&When.
+CV_FOLDS, CV_SEEDS = 5, (0, 1, 2)
 # Each component taken out of the product (full: shipped ranker over the graph heuristics'
 # verdict, IsolationForest and HGT scores and the step signals), then parts alone.
 ABLATIONS = ("- HGT", "- IsolationForest", "- ranker", "graph evidence only", "detectors only", "if only")
@@ -140,7 +149,7 @@ def _ablations(doc: dict, model) -> dict[str, list[int]]:
             "graph evidence only": [h["step"] for h in graph_only]}
 
 
-def summarize(rows: list[dict], seeds: list[int]) -> None:
+def summarize(rows: list[dict], seeds: list[int], weights: dict[str, float] | None = None) -> None:
     def metric(subset: list[dict], method: str, key: str) -> float:
         values = [r[method][key] for r in subset]
         if not values:
@@ -177,8 +186,12 @@ def summarize(rows: list[dict], seeds: list[int]) -> None:
               f"median step error {metric(rows, m, 'err'):.1f}")
     columns = {title: ([r[m] for r in rows], {name: [r["left_out"][name][m] for r in rows] for name in rows[0]["left_out"]})
                for title, m in (("product", "ours"), ("graph heuristics", "- ranker"))} if rows else {}
+    if len(rows) >= CV_FOLDS:  # a ranker fitted on these sessions' other folds, each detector's input zeroed in turn
+        columns["ranker (cross-validated here)"] = cross_validated_ablation(
+            [{"group": r["kind"], "step": r["truth"]} for r in rows], [r["inputs"] for r in rows],
+            lambda i, ranked: evaluate(ranked, rows[i]["truth"], rows[i]["n"]), folds=CV_FOLDS, seeds=CV_SEEDS)
     if columns:
-        print_ablation(ablation_summary([r["evidence_found"] for r in rows], columns), len(rows),
+        print_ablation(ablation_summary([r["evidence_found"] for r in rows], columns, weights), len(rows),
                        "leave one evidence detector out (same sessions)")
     ours_top1, ours_hit3 = metric(rows, "ours", "top1"), metric(rows, "ours", "hit3")
     print()
@@ -215,12 +228,13 @@ def main() -> None:
                   args.epochs if args.epochs != 30 else 10)
         return
     seeds = [int(s) for s in (args.seeds or "4,5,6").split(",")]
+    from tracefix.analysis.ranker import load_rankers, shipped_rankers
+
     ranker: Any = "shipped"
     if args.ranker:
-        from tracefix.analysis.ranker import load_rankers
-
         ranker = load_rankers(args.ranker)["llm"]
         print(f"ranker: {ranker.version} from {args.ranker}, trained on {ranker.trained_on}")
+    used = shipped_rankers().get("llm") if ranker == "shipped" else ranker
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, DemoCorpus(tmp, domain=args.domain) as corpus:
         for seed in seeds:
@@ -228,7 +242,7 @@ def main() -> None:
     if args.show:
         for r in rows:
             print(f"  seed {r['seed']} {r['kind']:<20} n={r['n']:>2} truth={r['truth']:>2} top3={r['pred']}")
-    summarize(rows, seeds)
+    summarize(rows, seeds, ranker_weights(used) if used is not None else None)
 
 
 if __name__ == "__main__":

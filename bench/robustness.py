@@ -34,6 +34,7 @@ def both_orders(doc: dict, model) -> tuple[list, list[int], list[int]]:
     """The shipped ranker's step order and the graph heuristics' (ranker=None) in one pass:
     analyze_document's own steps, done once instead of once per order."""
     from tracefix.analysis.detectors import IsolationForestDetector
+    from tracefix.analysis.evidence import findings
     from tracefix.analysis.features import feature_matrix
     from tracefix.analysis.frontier import frontiers
     from tracefix.analysis.graph import build_graph
@@ -49,12 +50,13 @@ def both_orders(doc: dict, model) -> tuple[list, list[int], list[int]]:
     if model is not None:
         scores["hgt"] = model.score(graph)
     failed = session_failed(doc)
-    hypotheses = rank_hypotheses(graph, scores, frontiers(scores), X, failed=failed)
+    found_by = findings(graph)
+    hypotheses = rank_hypotheses(graph, scores, frontiers(scores), X, failed=failed, found_by=found_by)
     heuristic = [h["step"] for h in hypotheses]
     ranker = shipped_rankers().get(session_kind(doc))
     if ranker is None or len(units) < 2 or not failed:
         return units, heuristic, heuristic
-    values = ranker.scores(ranker_inputs(doc, units, scores, hypotheses))
+    values = ranker.scores(ranker_inputs(doc, units, scores, found_by))
     return units, by_score(values), heuristic
 
 

@@ -36,11 +36,12 @@ session ranked by a ranker fitted without it; the figure is the mean over seeds,
 range of `full` over the seeds is printed under the tables).
 
 Ablations (same sessions, same store documents):
-  full                     learned ranker, cross-validated (generic step signals + IsolationForest
-                           + the graph heuristics' verdict as inputs)
-  ranker - IF inputs       the same without the IsolationForest columns
-  ranker - heuristic input the same without the graph heuristics' verdict
-  ranker, signals only     step signals alone (no detector, no heuristic)
+  full                     learned ranker, cross-validated, with the inputs the shipped message-log
+                           ranker reads (generic step signals + IsolationForest + the inputs of the
+                           evidence detectors that earn here: ranker_training.left_out_inputs)
+  ranker + every evidence input  the same with every evidence detector's input
+  ranker - IF inputs       full without the IsolationForest columns
+  ranker, signals only     step signals alone (no detector, no evidence)
   graph heuristics (no ranker)  the hypotheses in the graph evidence's own order (last round's product)
   without IsolationForest  graph heuristics, no detector at all (symptom origins, silent signals)
   IsolationForest only     steps ranked by the IsolationForest score alone
@@ -53,8 +54,12 @@ Ablations (same sessions, same store documents):
 `--no-hgt` skips the HGT rows.
 
 Leave one evidence detector out (bench/evidence_ablation.py): each detector of
-analysis/evidence/ switched off in turn, the ranker cross-validated as `full` (its
-`heuristic_rank` input computed without the detector) and the graph heuristics alone, overall.
+analysis/evidence/ with its weight in a ranker fitted on the whole split with every
+detector's input, then switched off in turn: that ranker cross-validated as `full` (the
+detector's input zeroed, fitted again on each fold; "with all" is the row "ranker + every
+evidence input") and the graph heuristics alone, overall. A detector earns here when leaving
+it out lowers top-1 or hit@3 by more than one session (one session is noise, see above): only
+those are inputs of the shipped message-log ranker (analysis/evidence/base.py).
 
 Held out by training size: the full ranker cross-validated with 2 folds (each ranker learns
 from half of the split), with the 5 folds of `full`, and leave-one-out (91 of 92 logs). The
@@ -73,7 +78,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evidence_ablation import ablation_summary, evidence_found, leave_one_out, print_ablation  # noqa: E402
+from evidence_ablation import (ablation_summary, cross_validated_ablation, evidence_found,  # noqa: E402
+                               leave_one_out, print_ablation, ranker_weights)
 from step_rankings import by_score, hits  # noqa: E402
 from whowhen_baselines import agent_key, baseline_rankings, error_looking_steps, random_expectation  # noqa: E402
 from whowhen_logs import SUBSETS, hermetic_env, import_logs, load_logs, step_map  # noqa: E402
@@ -82,7 +88,7 @@ HGT_EPOCHS = 30
 
 BASELINES = ("random (expected)", "first agent turns", "first error-looking", "recency (last step)",
              "first worker turns")
-RANKER_ABLATIONS = ("ranker - IF inputs", "ranker - heuristic input", "ranker, signals only")
+RANKER_ABLATIONS = ("ranker + every evidence input", "ranker - IF inputs", "ranker, signals only")
 ABLATIONS = ("full", *RANKER_ABLATIONS, "graph heuristics (no ranker)", "without IsolationForest",
              "IsolationForest only", "graph rules, no scores")
 CV_SEEDS = tuple(range(10))  # fold assignments: one session moves a hand-crafted rate by 0.034
@@ -172,12 +178,10 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path,
             raise SystemExit(f"a model was loaded from the fresh folder {model_dir}: the run is not hermetic")
         s["inputs"], full = session_inputs(doc)  # the ranker's inputs and the graph heuristics' result
         s["heuristics"] = full
-
-        def without(evidence, doc=doc):  # (the ranker's inputs, the heuristics' ranking) from these detectors
-            inputs, result = session_inputs(doc, evidence=evidence)
-            return inputs, ranking(result)
-
-        s["left_out"] = leave_one_out(without)  # each evidence detector switched off in turn
+        # Each evidence detector switched off in turn: the graph heuristics' ranking (the ranker's is
+        # its input zeroed, evidence_ablation below).
+        s["left_out"] = leave_one_out(lambda evidence, doc=doc: ranking(
+            analyze_document(doc, None, ranker=None, evidence=evidence)))
         s["evidence_found"] = evidence_found(doc)
         rankings = {"graph heuristics (no ranker)": ranking(full),
                     "without IsolationForest": ranking(analyze_document(doc, None, isolation_forest=False, ranker=None)),
@@ -220,58 +224,54 @@ def analyze_all(logs: list[dict], ids: list[str], access, model_dir: Path,
 
 
 def evidence_ablation(sessions: list[dict]) -> dict:
-    """Each evidence detector left out in turn: the ranker cross-validated as `full` is (same
-    folds and fold seeds, inputs computed without the detector) and the graph heuristics alone."""
-    from tracefix.analysis.ranker_training import cross_validate
+    """Each evidence detector's weight in a ranker fitted on every session, then the detector
+    left out in turn: the ranker cross-validated as `full` is (same folds and fold seeds, its
+    input zeroed) and the graph heuristics alone."""
+    from tracefix.analysis.ranker import fit_ranker
 
     items = [{"group": s["subset"], "step": s["truth"]} for s in sessions]
 
-    def held_out(per_seed: list[list[list[int]]]) -> list[dict]:  # per session: mean over the fold seeds
-        out = []
-        for s, rankings in zip(sessions, per_seed):
-            each = [score(r, s["truth"], agent_key(s["mistake_agent"]), s["agents"]) for r in rankings]
-            out.append({k: sum(e[k] for e in each) / len(each) for k in ("top1", "hit3")})
-        return out
-
-    def cv(inputs: list) -> list[list[list[int]]]:
-        flat = cross_validate(items, inputs, folds=5, seeds=CV_SEEDS)
-        return [[flat[k * len(sessions) + i] for k in range(len(CV_SEEDS))] for i in range(len(sessions))]
+    def scored(i: int, ranked: list[int]) -> dict:
+        s = sessions[i]
+        return score(ranked, s["truth"], agent_key(s["mistake_agent"]), s["agents"])
 
     def heuristics(rankings: list[list[int]]) -> list[dict]:
-        return [score(r, s["truth"], agent_key(s["mistake_agent"]), s["agents"]) for s, r in zip(sessions, rankings)]
+        return [scored(i, r) for i, r in enumerate(rankings)]
 
     names = list(sessions[0]["left_out"])
-    columns = {"ranker (cross-validated)": (held_out([s["cv"]["full"] for s in sessions]),
-                                            {n: held_out(cv([s["left_out"][n][0] for s in sessions])) for n in names}),
+    columns = {"ranker (cross-validated)": cross_validated_ablation(items, [s["inputs"] for s in sessions], scored,
+                                                                    folds=5, seeds=CV_SEEDS),
                "graph heuristics": (heuristics([s["rankings"]["graph heuristics (no ranker)"] for s in sessions]),
-                                    {n: heuristics([s["left_out"][n][1] for s in sessions]) for n in names})}
-    return ablation_summary([s["evidence_found"] for s in sessions], columns)
+                                    {n: heuristics([s["left_out"][n] for s in sessions]) for n in names})}
+    everything = fit_ranker([(s["inputs"], s["truth"]) for s in sessions])
+    return ablation_summary([s["evidence_found"] for s in sessions], columns, ranker_weights(everything))
 
 
 def cross_validated_rankings(sessions: list[dict]) -> None:
     """s["cv"][method]: one held-out ranking per seed, for the ranker and its ablations."""
-    from tracefix.analysis.ranker import FEATURE_NAMES
-    from tracefix.analysis.ranker_training import cross_validate
+    from tracefix.analysis.ranker import EVIDENCE_PREFIX, FEATURE_NAMES
+    from tracefix.analysis.ranker_training import cross_validate, left_out_inputs
 
     def without(*prefixes: str):
         drop = [any(name.startswith(p) for p in prefixes) for name in FEATURE_NAMES]
         return lambda row: [0.0 if d else v for d, v in zip(drop, row)]
 
-    variants = {"full": None,
-                "ranker - IF inputs": without("isolation_forest"),
-                "ranker - heuristic input": without("heuristic_rank"),
-                "ranker, signals only": without("isolation_forest", "hgt", "heuristic_rank")}
+    shipped = left_out_inputs("message")  # the evidence inputs the message-log ranker is fitted without
+    variants = {"full": without(*shipped),
+                "ranker + every evidence input": None,
+                "ranker - IF inputs": without("isolation_forest", *shipped),
+                "ranker, signals only": without("isolation_forest", "hgt", EVIDENCE_PREFIX)}
     items = [{"group": s["subset"], "step": s["truth"]} for s in sessions]
     for s in sessions:
         s["cv"] = {}
     runs = [(method, select, [s["inputs"] for s in sessions]) for method, select in variants.items()]
     if all("inputs_hgt" in s for s in sessions):
-        runs.append(("ranker + HGT input", None, [s["inputs_hgt"] for s in sessions]))
+        runs.append(("ranker + HGT input", variants["full"], [s["inputs_hgt"] for s in sessions]))
     runs = [(method, select, inputs, 5, CV_SEEDS) for method, select, inputs in runs]
     for method, size in TRAINING_SIZES.items():
         if size is not None:
             folds, seeds = size
-            runs.append((method, None, [s["inputs"] for s in sessions], folds or len(sessions), seeds))
+            runs.append((method, variants["full"], [s["inputs"] for s in sessions], folds or len(sessions), seeds))
     for method, select, inputs, folds, seeds in runs:
         flat = cross_validate(items, inputs, folds=folds, seeds=seeds, select=select)
         for i, s in enumerate(sessions):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from tracefix.analysis.roles import is_coordinator
+from tracefix.analysis.roles import coordinators
 
 MODEL = "sim-analyst"
 STAGE_PREFIX = "tracefix-stage: "
@@ -43,13 +43,14 @@ def parse_log(text: str | None) -> list[dict]:
     return steps
 
 
-def _is_plan(step: dict) -> bool:
-    return is_coordinator(step["agent"]) and not step["calls"] and "plan" in step["content"].lower()
+def _is_plan(step: dict, planners: set[str]) -> bool:
+    return step["agent"] in planners and not step["calls"] and "plan" in step["content"].lower()
 
 
 def segmentation(data: dict) -> dict:
     steps = parse_log(data.get("session_logs"))
-    plans = [s["index"] for s in steps if _is_plan(s)] or ([steps[0]["index"]] if steps else [0])
+    planners = coordinators([s["agent"] for s in steps])
+    plans = [s["index"] for s in steps if _is_plan(s, planners)] or ([steps[0]["index"]] if steps else [0])
     return {"initial_planning_step": {"step_index": plans[0], "reason": "the orchestrator lays out the plan"},
             "plan_update_steps": [{"plan_update_step_index": p, "reason": "the orchestrator revises the plan"}
                                   for p in plans[1:]]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tracefix.analysis.roles import is_coordinator
+from tracefix.analysis.roles import coordinators
 from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 
@@ -52,11 +52,12 @@ def upstream_instruction(doc: dict, step: int) -> dict | None:
     DoVer edits there (the message-passing layer) when a sub-agent went wrong."""
     by_index = {s["index"]: s for s in doc.get("steps") or []}
     worker = (by_index.get(step) or {}).get("agent") or ""
-    if is_coordinator(worker):
+    coordinating = coordinators([s.get("agent") for s in by_index.values()])
+    if worker in coordinating:
         return None
     for k in range(step - 1, -1, -1):
         s = by_index.get(k) or {}
-        if is_coordinator(s.get("agent")):
+        if s.get("agent") in coordinating:
             return s if not s.get("tool_calls") else None
     return None
 

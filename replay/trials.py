@@ -3,14 +3,14 @@
 A trial runs from a planning (or re-planning) step up to the step before the next one.
 With an LLM the planning steps come from the segmentation prompt; without one (or when
 its answer is unusable) they are detected from what the trace already says: the agent's
-role (a coordinating agent: `tracefix.analysis.roles.is_coordinator`), the phase the analysis assigned ("plan"), and
+role (a coordinating agent: `tracefix.analysis.roles.coordinators`), the phase the analysis assigned ("plan"), and
 plan-like content (the word "plan", a numbered list).
 """
 from __future__ import annotations
 
 import re
 
-from tracefix.analysis.roles import is_coordinator
+from tracefix.analysis.roles import coordinators
 from tracefix.collector.document import session_task
 from tracefix.replay import prompts
 
@@ -22,11 +22,11 @@ def _phases(analysis: dict | None) -> dict[int, str]:
     return {s["step"]: s.get("phase") for s in (analysis or {}).get("scores", []) if "step" in s}
 
 
-def looks_like_plan(step: dict, phase: str | None) -> bool:
+def looks_like_plan(step: dict, phase: str | None, planners: set[str]) -> bool:
     text = ((step.get("output_message") or {}).get("content") or "")
     if phase == "plan":
         return True
-    by_planner = is_coordinator(step.get("agent"))
+    by_planner = step.get("agent") in planners
     first_line = text.strip().split("\n", 1)[0]
     plan_text = bool(PLAN_WORDS.search(first_line)) or bool(NUMBERED_LIST.search(text))
     # A planner's instruction to a worker is execution; its step counts only if it plans,
@@ -36,7 +36,8 @@ def looks_like_plan(step: dict, phase: str | None) -> bool:
 
 def planning_steps_fallback(steps: list[dict], analysis: dict | None) -> list[int]:
     phases = _phases(analysis)
-    return [s["index"] for s in steps if looks_like_plan(s, phases.get(s["index"]))]
+    planners = coordinators([s.get("agent") for s in steps])
+    return [s["index"] for s in steps if looks_like_plan(s, phases.get(s["index"]), planners)]
 
 
 def planning_steps_llm(llm, task: str | None, steps: list[dict]) -> list[int]:

@@ -4,8 +4,9 @@ one module each, registered in REGISTRY.
 Each module's docstring says what generic failure it detects; its `evidence(graph)` reads the
 session's transition units and returns per-step evidence (base.Evidence). The graph
 heuristics (hypotheses.rank_hypotheses) add up the evidence of the detectors they are given,
-REGISTRY by default, and the learned ranker reads their verdict (ranker.py's
-`heuristic_rank`), so switching a detector off is leaving it out of that tuple: `without`.
+REGISTRY by default, and the learned ranker reads each detector's findings as an input of its
+own (ranker.py's `evidence_<name>`, with its own weight), so switching a detector off is
+leaving it out of that tuple: `without`.
 The readings the detectors rely on (values a step was shown, records in tool results, what
 counts as a failed call) are filled into the units by units.build_units and stay there, as
 the IsolationForest reads them too (features.py).
@@ -44,11 +45,19 @@ def without(*names: str) -> tuple[EvidenceDetector, ...]:
     return tuple(d for d in REGISTRY if d.name not in names)
 
 
-def find_symptoms(graph: TransitionGraph, failed: bool,
-                  detectors: Iterable[EvidenceDetector] = REGISTRY) -> list[Symptom]:
-    """The symptom detectors' symptoms in step order, each walked back. The final answer is
-    one only in a failed run, and once: as an unfounded answer when that detector finds it."""
-    found = [e.symptom for d in detectors if d.reads_symptoms for e in d.evidence(graph) if e.symptom is not None]
+def findings(graph: TransitionGraph, detectors: Iterable[EvidenceDetector] = REGISTRY) -> dict[str, list[Evidence]]:
+    """Each detector's evidence in the session, by name: read once, then weighed by the graph
+    heuristics (hypotheses.rank_hypotheses) and given to the learned ranker, one input each."""
+    return {d.name: d.evidence(graph) for d in detectors}
+
+
+def find_symptoms(graph: TransitionGraph, failed: bool, detectors: Iterable[EvidenceDetector] = REGISTRY,
+                  found_by: dict[str, list[Evidence]] | None = None) -> list[Symptom]:
+    """The symptom detectors' symptoms in step order, each walked back (from `found_by`, the
+    detectors' findings, when already read). The final answer is one only in a failed run,
+    and once: as an unfounded answer when that detector finds it."""
+    found = [e.symptom for d in detectors if d.reads_symptoms
+             for e in (found_by[d.name] if found_by is not None else d.evidence(graph)) if e.symptom is not None]
     answers = [s for s in found if s.kind == "final_answer"]
     out = sorted((s for s in found if s.kind != "final_answer"), key=lambda s: s.step)
     if failed and answers:
@@ -56,4 +65,4 @@ def find_symptoms(graph: TransitionGraph, failed: bool,
     return out
 
 
-__all__ = ["Evidence", "EvidenceDetector", "NAMES", "REGISTRY", "find_symptoms", "without"]
+__all__ = ["Evidence", "EvidenceDetector", "NAMES", "REGISTRY", "find_symptoms", "findings", "without"]

@@ -3,6 +3,10 @@
 The generic failure: the run's answer says X was done while its calls did Y (or pairs an
 amount with X that every call passing it paired with Y), so one of them went wrong at the
 pick. The reading is conflicts.py's `mark_answer_conflicts`. Needs recorded tool results.
+
+Testbed-only (base.py): on the Who&When dev split it does not earn its place in the learned
+ranker (bench/whowhen.py's leave-one-detector-out table), on the demo apps' labelled sessions it
+does (bench/localization.py's), so only the instrumented-session ranker reads it.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from ..transition_unit import TransitionUnit
 from .base import Evidence, per_unit
 
 WEIGHT = "unsupported"
+TESTBED_ONLY = True
 GROUP = "grounding"  # the value detectors add one bonus per step between them (hypotheses.py)
 
 

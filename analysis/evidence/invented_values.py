@@ -5,6 +5,10 @@ run goes on with it (a transfer to an account nobody looked up). The reading is 
 `unsupported_in`, run by units.build_units over each step's input (a message log's step:
 over what was said before it); a tool's output reports the world and invents nothing.
 Works on message logs and instrumented sessions alike.
+
+Testbed-only (base.py): on the Who&When dev split it does not earn its place in the learned
+ranker (bench/whowhen.py's leave-one-detector-out table), on the demo apps' labelled sessions it
+does (bench/localization.py's), so only the instrumented-session ranker reads it.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from ..transition_unit import TransitionUnit
 from .base import Evidence, per_unit
 
 WEIGHT = "unsupported"
+TESTBED_ONLY = True
 GROUP = "grounding"  # the value detectors add one bonus per step between them (hypotheses.py)
 
 

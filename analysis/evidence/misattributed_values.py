@@ -4,6 +4,10 @@ The generic failure: the agent read its results and paired a field with the wron
 ("item 1 is red" where the result says item 1 is blue, item 2 red), a sibling in the same
 result or the same lookup's answer for another value. The reading is agent_reports.py
 (`misattributed_values`, `mispaired_numbers`). Needs recorded tool results.
+
+Testbed-only (base.py): on the Who&When dev split it does not earn its place in the learned
+ranker (bench/whowhen.py's leave-one-detector-out table), on the demo apps' labelled sessions it
+does (bench/localization.py's), so only the instrumented-session ranker reads it.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from ..transition_unit import TransitionUnit
 from .base import Evidence, per_unit
 
 WEIGHT = "unsupported"
+TESTBED_ONLY = True
 GROUP = "grounding"  # the value detectors add one bonus per step between them (hypotheses.py)
 
 

@@ -6,6 +6,10 @@ words it handed before, when that round got its result and nothing failed: the w
 done, so this is no retry but the same item asked twice and the one still to do never
 asked. A round that got nothing makes asking again a retry, which this does not flag.
 Works on message logs and instrumented sessions.
+
+Not a ranker input (base.py): it earns on neither the Who&When dev split nor the demo apps'
+labelled sessions (the benches' leave-one-detector-out tables), so the graph heuristics weigh
+it and the report shows it, and the learned rankers leave it out.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from ..transition_unit import TransitionUnit
 from .base import Evidence
 
 WEIGHT = "unsupported"
+RANKER_INPUT = False
 
 
 def evidence(graph: TransitionGraph) -> list[Evidence]:

@@ -5,6 +5,10 @@ the agent picks the one the task did not ask for. The reading is conflicts.py (`
 against the task's clause about the picked value; only the first step to pick an id chose it,
 a pick made on a report that misread its results is the report's, `clear_misled_picks`).
 Needs recorded tool results (instrumented sessions; not a plain message log).
+
+Not a ranker input (base.py): it earns on neither the Who&When dev split nor the demo apps'
+labelled sessions (the benches' leave-one-detector-out tables), so the graph heuristics weigh
+it and the report shows it, and the learned rankers leave it out.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from ..transition_unit import TransitionUnit
 from .base import Evidence, per_unit
 
 WEIGHT = "unsupported"
+RANKER_INPUT = False
 GROUP = "grounding"  # the value detectors add one bonus per step between them (hypotheses.py)
 
 

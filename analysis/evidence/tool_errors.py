@@ -9,6 +9,10 @@ graph (to the first occurrence, the hand-over that gave the failing value, the w
 neglected the id the failure is about, the report that misread it) is symptoms.explain.
 Repeats of an error already seen are one symptom. Works on message logs (a tool's output,
 blamed on the call that asked for it) and instrumented sessions.
+
+Testbed-only (base.py): on the Who&When dev split it does not earn its place in the learned
+ranker (bench/whowhen.py's leave-one-detector-out table), on the demo apps' labelled sessions it
+does (bench/localization.py's), so only the instrumented-session ranker reads it.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from ..symptoms import Symptom, explain
 from .base import Evidence
 
 WEIGHT = "origins"
+TESTBED_ONLY = True
 SYMPTOMS = True
 
 

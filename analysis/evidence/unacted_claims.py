@@ -3,9 +3,13 @@
 The generic failure: an agent handed work says it is done (in so many words, or by handing
 the round back as done) though it called no tool since it was handed that work; for a lone
 agent, a claim of work with no call since its own instruction. The claim words are
-units.py's success / failure claim patterns (generic English: "done", "completed",
-"failed", "could not"). Needs recorded tool calls: in a message log no step calls a tool,
+units.py's success / failure claim patterns (a generic English phrase list: "done", "completed",
+"succeeded", "failed", "could not"). Needs recorded tool calls: in a message log no step calls a tool,
 so it finds nothing there.
+
+Testbed-only (base.py): on the Who&When dev split it does not earn its place in the learned
+ranker (bench/whowhen.py's leave-one-detector-out table), on the demo apps' labelled sessions it
+does (bench/localization.py's), so only the instrumented-session ranker reads it.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from ..transition_unit import TransitionUnit
 from .base import Evidence
 
 WEIGHT = "unacted_claim"
+TESTBED_ONLY = True
 
 
 def evidence(graph: TransitionGraph) -> list[Evidence]:

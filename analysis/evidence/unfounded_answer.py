@@ -5,6 +5,10 @@ do") though its tool results showed ids and amounts, so with nothing failing bef
 answer is where the run stopped short of the work. It is the final answer symptom
 (final_answer.py), weighed as the stronger `unfounded_answer`. In a message log, what the
 run found is whatever the messages before the answer named.
+
+Testbed-only (base.py): on the Who&When dev split it does not earn its place in the learned
+ranker (bench/whowhen.py's leave-one-detector-out table), on the demo apps' labelled sessions it
+does (bench/localization.py's), so only the instrumented-session ranker reads it.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from .base import Evidence
 from .final_answer import REASON
 
 WEIGHT = "unfounded_answer"
+TESTBED_ONLY = True
 SYMPTOMS = True
 
 

@@ -1,6 +1,6 @@
 """The evidence detectors (analysis/evidence/): one module per rule, every module registered
-exactly once, and the registry is what the graph heuristics (and so the ranker's
-`heuristic_rank` input) read: leaving a detector out of it switches that rule off."""
+exactly once, and the registry is what the graph heuristics read and what the ranker reads,
+one input per detector: leaving a detector out of it switches that rule off."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +14,7 @@ from tracefix.analysis import evidence
 from tracefix.analysis.graph import build_graph
 from tracefix.analysis.hypotheses import EvidenceWeights
 from tracefix.analysis.pipeline import analyze_document
-from tracefix.analysis.ranker import BASE_INPUTS, ranker_inputs
+from tracefix.analysis.ranker import EVIDENCE_PREFIX, FEATURE_NAMES, ranker_inputs
 from tracefix.analysis.units import build_units
 
 FOLDER = Path(evidence.__file__).parent
@@ -90,13 +90,18 @@ def test_switching_a_detector_off_changes_the_ranking_of_the_session_only_it_exp
     off = analyze_document(doc, None, ranker=None, evidence=evidence.without(name))
     assert on["hypotheses"][0]["step"] == culprit
     assert culprit not in [h["step"] for h in off["hypotheses"]]
-    # The learned ranker reads the heuristics' verdict as an input: off, it no longer names the step.
-    column = BASE_INPUTS.index("heuristic_rank")
+    # The learned ranker reads each detector as an input of its own: this one's names the
+    # culprit, and is all zeros with the detector off; no other detector's input names it.
     units = build_units(doc)
     scores = {"isolation_forest": [row["isolation_forest"] for row in on["scores"]]}
-    assert ranker_inputs(doc, units, scores, on["hypotheses"])[culprit][column] == 1.0
-    assert ranker_inputs(doc, units, scores, off["hypotheses"])[culprit][column] == 0.0
-    # ... and the shipped ranker, which weighs that input most, puts the culprit first only with it.
+    inputs_on = ranker_inputs(doc, units, scores, evidence.findings(graph))
+    inputs_off = ranker_inputs(doc, units, scores, evidence.findings(graph, evidence.without(name)))
+    column = FEATURE_NAMES.index(EVIDENCE_PREFIX + name)
+    assert inputs_on[culprit][column] == 1.0 and all(row[column] == 0.0 for row in inputs_off)
+    naming = [n for n in evidence.NAMES if inputs_on[culprit][FEATURE_NAMES.index(EVIDENCE_PREFIX + n)] > 0]
+    assert naming == [name]
+    # ... and the shipped ranker (an instrumented session: the ranker that reads the testbed-only
+    # detectors) puts the culprit first only with it.
     assert analyze_document(doc, None)["hypotheses"][0]["step"] == culprit
     assert analyze_document(doc, None, evidence=evidence.without(name))["hypotheses"][0]["step"] != culprit
     # Any other detector switched off leaves the culprit on top.
