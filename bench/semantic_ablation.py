@@ -155,7 +155,7 @@ def main() -> None:
 
     is_semantic = lambda name: name in names  # noqa: E731
     is_tfidf = lambda name: base_of(name) in TFIDF_COLUMNS  # noqa: E731
-    is_detector = lambda name: base_of(name).startswith(("isolation_forest", "hgt", "heuristic_rank"))  # noqa: E731
+    is_detector = lambda name: base_of(name).startswith(("isolation_forest", "hgt", "evidence_"))  # noqa: E731
     is_position = lambda name: base_of(name) in POSITION_COLUMNS  # noqa: E731
     variants = {
         "full (current inputs)": (base, None),
