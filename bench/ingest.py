@@ -107,23 +107,7 @@ def exporter(worker: int, protocol: str, address: str, sessions: int, steps: int
 def cpu_seconds(pid: int) -> float:
     """User + system CPU so far of a process and all its descendants alive now (the server's
     decode workers count as server time); a shared machine's load does not inflate it."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        todo.extend(parents.get(p, []))
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(ingest_profile.cpu_of(Path(f"/proc/{p}/stat")) for p in ingest_profile.tree(pid))
 
 
 def health(serve) -> dict:
@@ -143,7 +127,7 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
     the store is that DuckLake, served by `collectors` collectors (exporters round robin),
     and PostgreSQL's CPU (`pg_pid`: its postmaster) counts as server CPU too. With `profiles`
     (a list) a py-spy profile of the server's stages during the run is appended to it, with
-    the run's server CPU-seconds."""
+    the run's server CPU-seconds and each thread's."""
     import procs
     from tracefix.collector.store import Store
 
@@ -164,6 +148,7 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
         ready.get(timeout=600)
     pids = [s.popen.pid for s in serves] + ([pg_pid] if pg_pid else [])
     profile = ingest_profile.Profile(serves[0].popen.pid) if profiles is not None else None
+    threads0 = ingest_profile.thread_cpu(serves[0].popen.pid) if profiles is not None else None
     cpu0 = sum(cpu_seconds(pid) for pid in pids)
     t0 = time.perf_counter()
     go.set()
@@ -175,8 +160,10 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
             time.sleep(0.01)
     elapsed = (time.perf_counter() if waited else max(d[3] for d in done)) - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
-    if profile is not None and profiles is not None:
-        profiles.append((profile.stop(), cpu))
+    if profile is not None and profiles is not None and threads0 is not None:
+        threads = ingest_profile.thread_cpu(serves[0].popen.pid)
+        threads.subtract(threads0)
+        profiles.append((profile.stop(), cpu, +threads))  # unary +: the threads that ran
     spooled = 0.0
     for serve in serves:
         h = health(serve)
@@ -346,8 +333,9 @@ def main() -> None:
     if args.profile:
         print("where the server's CPU went (py-spy, all runs together):")
         for p in protocols:
-            ingest_profile.report(p, ingest_profile.merged([c for c, _ in profiles[p]]),
-                                  sum(cpu for _, cpu in profiles[p]))
+            ingest_profile.report(p, ingest_profile.merged([c for c, _, _ in profiles[p]]),
+                                  sum(cpu for _, cpu, _ in profiles[p]))
+            ingest_profile.report_threads(p, ingest_profile.merged([t for _, _, t in profiles[p]]))
     print(f"(load average now {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores)")
 
 

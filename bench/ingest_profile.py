@@ -11,6 +11,8 @@ busy; so the shares are of the sampled time, printed beside the CPU the kernel c
 from __future__ import annotations
 
 import collections
+import os
+import re
 import shutil
 import signal
 import subprocess
@@ -75,6 +77,54 @@ class Profile:
                 if 'process ' in stack and "multiprocessing.spawn import" in stack:  # the child's frame
                     counts[WORKER] += int(n)
         return counts
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its descendants alive now."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            children[int(stat.read_text().rsplit(")", 1)[1].split()[1])].append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        out.append(p := todo.pop())
+        todo.extend(children.get(p, []))
+    return out
+
+
+def cpu_of(stat: Path) -> float:
+    """User + system CPU-seconds in a /proc .../stat file (0 when it is gone)."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> collections.Counter:
+    """CPU-seconds so far of each thread of `pid` and its descendants, by thread name (the
+    collector names its OS threads: tf-writer, tf-http, tf-checkpoint, tf-decode-proc, ...;
+    digits dropped, so a pool's threads add up), exact where py-spy's samples are not."""
+    out: collections.Counter = collections.Counter()
+    for p in tree(pid):
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                name = (task / "comm").read_text().strip()
+            except OSError:
+                continue
+            out[re.sub(r"[-_]?\d+$", "", name)] += cpu_of(task / "stat")
+    return out
+
+
+def report_threads(label: str, cpu: collections.Counter) -> None:
+    """Each thread name's share of the kernel's CPU count, largest first."""
+    total = sum(cpu.values())
+    if total <= 0:
+        return
+    print(f"  {label}, by thread (the kernel's CPU count, {total:.1f} s): "
+          + ", ".join(f"{name} {100 * s / total:.0f} %" for name, s in cpu.most_common() if s / total >= 0.01))
 
 
 def report(label: str, counts: collections.Counter, cpu_s: float) -> None:
