@@ -9,7 +9,7 @@ import datetime as dt
 import json
 import math
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from tracefix.attributes import from_json_text
 
@@ -91,7 +91,7 @@ def content_text(content: Any) -> str:
     return json.dumps(content, default=str)
 
 
-def task_of(metadata: Any, inputs: Any, first_messages: Sequence[Mapping[str, Any]]) -> str | None:
+def task_of(metadata: Any, inputs: Any, first_messages: Iterable[Mapping[str, Any]]) -> str | None:
     """The `task` field of a session document being built: named in its metadata or inputs
     (TASK_KEYS), else its first user message."""
     for source in (metadata, inputs):

@@ -2,7 +2,6 @@
 filtered and searched, in one bounded read."""
 from __future__ import annotations
 
-from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.store.filters import session_filter
 from tracefix.collector.store.reads import StoreReads
@@ -54,13 +53,12 @@ class Browse(StoreReads):
                        FROM feedback WHERE session_id {in_page} GROUP BY session_id)
                 SELECT s.session_id, s.service, s.name, s.outcome, s.score, s.started_ns, s.ended_ns,
                        s.parent_session_id, agg.n_steps, agg.agents, agg.models, agg.n_errors, agg.tokens_in, agg.tokens_out, agg.cost_usd,
-                       fb.last_score, fb.n_feedback, {DIAGNOSIS_STATE} AS diagnosis, s.metadata, s.inputs
+                       fb.last_score, fb.n_feedback, {DIAGNOSIS_STATE} AS diagnosis, s.task
                 FROM page s LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)
                 LEFT JOIN last_job j ON j.session_id = s.session_id
                 LEFT JOIN analyses a ON a.session_id = s.session_id
                 LEFT JOIN replays r ON r.session_id = s.session_id""",
             [*page_params, *page_params, *page_params]))
-        firsts = self._first_messages(cur, page_ids)
         by_id = {}
         for r in rows:
             sid = r["session_id"]
@@ -75,7 +73,6 @@ class Browse(StoreReads):
                 "cost_usd": r["cost_usd"],
                 "feedback_score": r["last_score"], "feedback_count": r["n_feedback"] or 0,
                 "diagnosis": r["diagnosis"],
-                "task": document.task_of(from_json_text(r["metadata"]), from_json_text(r["inputs"]),
-                                         firsts.get(sid, [])),
+                "task": r["task"],  # stored at ingest (tasks.py)
             }
         return {"rows": [by_id[sid] for sid in page_ids if sid in by_id], "total": total}

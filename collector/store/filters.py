@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracefix.collector import document
-from tracefix.collector.store.sorting import DIAGNOSIS_STATES, diagnosis_states, session_tasks
+from tracefix.collector.store.sorting import DIAGNOSIS_STATES, diagnosis_states
 
 FEEDBACK_FILTERS = ("negative", "positive", "any", "none")
 # the session columns a text search reads
@@ -26,7 +26,7 @@ def session_filter(*, search: str | None = None, outcome: str | None = None, ser
     `agent`: some span of the session names it. `since` / `until`: when it started (an ISO
     time or epoch value, `document.to_ns`), `until` excluded. `replay_children=False`: no
     session a replay ran (one with a `parent_session_id`). `model`: some span of the session
-    names it. `task`: a case-insensitive substring of its task (sorting.session_tasks).
+    names it. `task`: a case-insensitive substring of its task (stored at ingest: tasks.py).
     `diagnosis`: its diagnosis state (sorting.DIAGNOSIS_STATES). `min_cost` / `max_cost`: its
     LLM calls cost at least / at most this many USD (a session of unknown cost matches neither)."""
     where: list[str] = ["true"]
@@ -69,8 +69,7 @@ def session_filter(*, search: str | None = None, outcome: str | None = None, ser
         where.append("s.session_id IN (SELECT session_id FROM spans WHERE model = ?)")
         params.append(model)
     if task:
-        everyone = "SELECT session_id FROM sessions"
-        where.append(f"s.session_id IN (SELECT session_id FROM ({session_tasks(everyone)}) WHERE task ILIKE ? ESCAPE '\\')")
+        where.append("s.task ILIKE ? ESCAPE '\\'")
         params.append(_like_pattern(task))
     if diagnosis is not None:
         if diagnosis not in DIAGNOSIS_STATES:

@@ -16,6 +16,7 @@ from tracefix.collector.store.outbox import FeedbackOutbox
 from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
 from tracefix.collector.store.signals import insert_signals
 from tracefix.collector.store.sql import distinct_spans, in_strings
+from tracefix.collector.store.tasks import store_tasks
 
 
 STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id", "end_ns",
@@ -167,6 +168,7 @@ class Ingest(FeedbackOutbox):
         touched = list(batch.sessions)
         span_range, existed = None, table is not None
         new_sessions: set[str] = set()
+        adopted: dict[str, str] = {}
         if batch.sessions:
             trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
             span_range, new_sessions, existed, adopted = self._upsert_sessions(
@@ -205,7 +207,9 @@ class Ingest(FeedbackOutbox):
                                    SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN {lo} AND {hi}
                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""")
         if touched:
-            self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
+            steps = self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
+            store_tasks(con, batch.sessions, new_sessions, set(adopted.values()), steps, table, batch.messages,
+                        lambda keys: self._message_texts(keys, con))
         insert_signals(con, batch)  # OTLP logs' and metrics' rows (their messages are in `keys`)
         created: dict[str, list[dict]] = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
@@ -272,7 +276,7 @@ class Ingest(FeedbackOutbox):
             _sess_batch = pa.Table.from_arrays(  # noqa: F841 (scanned by name, see _ingest)
                 [pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS], schema=SESSION_SCHEMA)
             if is_new:
-                con.execute("INSERT INTO sessions SELECT * FROM _sess_batch")
+                con.execute(f"INSERT INTO sessions ({', '.join(SESSION_FIELDS)}) SELECT * FROM _sess_batch")
             else:
                 con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
                             + " FROM _sess_batch u WHERE sessions.session_id = u.session_id")
@@ -295,11 +299,11 @@ class Ingest(FeedbackOutbox):
             con.execute("DELETE FROM sessions WHERE session_id = ?", [trace_id])
 
     def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
-                      new_sessions: set | frozenset = frozenset(), batch: pa.Table | None = None) -> None:
+                      new_sessions: set | frozenset = frozenset(), batch: pa.Table | None = None) -> pa.Table | None:
         """Number a session's decisions 0..n-1 (`numbered_steps`). Sessions in `new_sessions`
         were created in this transaction: they have no steps to delete, and all their spans
         are in `batch` (this batch's spans), so the spans table is read only for sessions that
-        existed before."""
+        existed before. Returns the steps it numbered (every step of these sessions)."""
         if batch is None:
             new_sessions = frozenset()
         old = [sid for sid in session_ids if sid not in new_sessions]
@@ -319,6 +323,7 @@ class Ingest(FeedbackOutbox):
         _steps_batch = numbered_steps(pa.concat_tables(parts)) if parts else None
         if _steps_batch is not None and _steps_batch.num_rows:
             con.execute("INSERT INTO steps SELECT * FROM _steps_batch")  # scanned by name, see _ingest
+        return _steps_batch
 
     # --- import of message-log sessions ------------------------------------------------------
     def import_new_sessions(self, docs: list[dict]) -> tuple[list[str], list[str]]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import SessionDocument
 from tracefix.collector.store.annotations import annotation_rows
@@ -51,11 +50,10 @@ class Queries(StoreReads):
                 SELECT page.session_id, page.service, page.name, page.entrypoint, page.outcome, page.score,
                        page.started_ns, page.ended_ns, page.parent_session_id, page.replayable, page.source,
                        agg.n_steps, agg.agents, agg.models, agg.n_errors, agg.n_spans, agg.cost_usd, fb.last_score, fb.n_feedback,
-                       page.metadata, page.inputs
+                       page.task
                 FROM page LEFT JOIN agg USING (session_id) LEFT JOIN fb USING (session_id)""", page_params))
         position = {sid: n for n, sid in enumerate(page_ids)}
         rows.sort(key=lambda r: position[r["session_id"]])
-        firsts = self._first_messages(cur, [r["session_id"] for r in rows]) if rows else {}
         out = []
         for r in rows:
             out.append({
@@ -70,8 +68,7 @@ class Queries(StoreReads):
                 "models": sorted(r["models"] or []), "errors": r["n_errors"] or 0, "spans": r["n_spans"] or 0,
                 "cost_usd": r["cost_usd"],
                 "feedback_score": r["last_score"], "feedback_count": r["n_feedback"] or 0,
-                "task": document.task_of(from_json_text(r["metadata"]), from_json_text(r["inputs"]),
-                                         firsts.get(r["session_id"], [])),
+                "task": r["task"],  # stored at ingest (tasks.py)
             })
         return out
 

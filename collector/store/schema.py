@@ -3,14 +3,17 @@ lists the reads select."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from tracefix.collector.store.sql import scalar
+from tracefix.collector.store.tasks import backfill_tasks
 
 
-MIGRATIONS: list[tuple[int, str, list[str]]] = [
+# A migration's steps are SQL statements, or functions of the connection for what SQL cannot say.
+MIGRATIONS: list[tuple[int, str, list[Any]]] = [
     (1, "initial schema", [
         """CREATE TABLE sessions (
             session_id VARCHAR PRIMARY KEY, service VARCHAR, name VARCHAR, entrypoint VARCHAR,
@@ -123,6 +126,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         """CREATE TABLE regress_results (run_id VARCHAR, session_id VARCHAR, dataset VARCHAR, result VARCHAR,
             created_ns BIGINT)""",
     ]),
+    # each session's task in its row, so the session list sorts and filters by it without
+    # reading messages (tasks.py: set at ingest; here, for the sessions stored before)
+    (12, "the task of each session", [
+        "ALTER TABLE sessions ADD COLUMN task VARCHAR",
+        backfill_tasks,  # a step in Python: (con) -> None
+    ]),
 ]
 
 # The span columns a span dict is made of (assemble.span_dict).
@@ -145,7 +154,7 @@ SESSION_SCHEMA = pa.schema([(f, pa.float64() if f == "score" else pa.bool_() if 
                              else pa.int64() if f.endswith("_ns") else pa.string()) for f in SESSION_FIELDS])
 
 
-def migrate(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, list[str]]] | None = None) -> int:
+def migrate(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, list[Any]]] | None = None) -> int:
     """Apply the migrations this database lacks, each in its own transaction; returns the
     schema version it is at now."""
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
@@ -156,8 +165,11 @@ def migrate(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, lis
             continue
         con.begin()
         try:
-            for sql in statements:
-                con.execute(sql)
+            for step in statements:
+                if isinstance(step, str):
+                    con.execute(step)
+                else:
+                    step(con)
             con.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, time.time_ns()])
             con.commit()
         except Exception:
