@@ -205,12 +205,16 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         "started_at": iso(session["started_ns"]), "ended_at": iso(session["ended_ns"]),
         "duration_ms": duration_ms(session["started_ns"], session["ended_ns"]),
         "agents": agents, "models": models, "tokens": tokens, **costs_of(steps),
-        "feedback": [{"feedback_id": feedback_id, "score": score, "comment": comment, "source": source,
-                      "created_at": iso(created_ns)}
-                     for feedback_id, score, comment, source, created_ns in feedback],
+        "feedback": feedback_of(feedback),
         "annotations": annotations_of(annotations, session["session_id"], steps),
         "steps": steps,
     }
+
+
+def feedback_of(rows: Sequence[tuple]) -> list[dict]:
+    """A session's feedback (store rows: id, score, comment, source, created_ns) as the document has it."""
+    return [{"feedback_id": feedback_id, "score": score, "comment": comment, "source": source,
+             "created_at": iso(created_ns)} for feedback_id, score, comment, source, created_ns in rows]
 
 
 def costs_of(steps: list[Step]) -> dict[str, Any]:

@@ -185,7 +185,7 @@ def routes(collector: "Collector") -> list:
         total = len(doc["steps"])
         first = max(0, selected) // STEPS_PER_PAGE * STEPS_PER_PAGE
         offset = q.integer("offset", first, high=1 << 31)
-        shown = doc["steps"][offset:offset + STEPS_PER_PAGE]
+        shown = [dict(s) for s in doc["steps"][offset:offset + STEPS_PER_PAGE]]  # the outline's own are shared
         # what each shown step said: its output message, read for this page only; a message is
         # stored once by its content, so steps that said the same thing share one key
         saying: dict[int, list[dict]] = {}

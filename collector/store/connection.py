@@ -15,6 +15,7 @@ import duckdb
 from tracefix.collector import db_path
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.store import lake, schema
+from tracefix.collector.store.outlines import Outlines
 from tracefix.collector.store.sql import Transaction, scalar
 
 log = logging.getLogger("tracefix.collector")
@@ -155,6 +156,7 @@ class StoreConnection:
         # the tool calls (id, tool name) an LLM answer names, by message key: a key is its
         # content's hash, so what it names never changes (see Pages._paged_document)
         self._call_ids: dict[int, tuple[tuple[str | None, str | None], ...]] = {}
+        self._outlines = Outlines()  # session outlines kept while their session is unchanged (Pages)
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one checkpoint at a time sets the memory limit

@@ -8,7 +8,9 @@ from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import JsonDict
 from tracefix.collector.store.annotations import annotation_rows
+from tracefix.collector.marks import annotation_dict
 from tracefix.collector.store.log_events import join_log_events, session_event_keys
+from tracefix.collector.store.outlines import KeptOutline
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import first_row, in_strings
@@ -52,22 +54,42 @@ class Pages(StoreReads):
         result but step 0's messages (the task), so a tool call sits on the step its span
         recorded (`tracefix.step`), else the step before it in time, rather than on the step
         whose output names its call id. With `full_step`, `doc["full_step"]` is that step as
-        `session_step` gives it (None when there is no such step), placed the same way, read in
-        the same pass. None for an unknown session."""
+        `session_step` gives it (None when there is no such step), placed the same way. None
+        for an unknown session. The outline is kept until the session is written to again
+        (outlines.py); its feedback and step marks are read each time. The steps are shared
+        with later reads: a caller copies what it changes."""
         cur = self._read()
-        # steps are numbered 0..n-1: the full step's position is its index (its input keys are read)
-        at, wanted = (full_step, 1) if full_step is not None and full_step >= 0 else (0, 0)
-        doc = self._paged_document(cur, session_id, at, wanted, None, 0, input_previews=False, output=False,
-                                   outline=True)
-        if doc is None:
+        row = first_row(cur.execute("SELECT updated_ns FROM sessions WHERE session_id = ?", [session_id]))
+        if row is None:
             return None
+        kept = self._outlines.get(session_id, row[0])
+        if kept is None:
+            kept = self._read_outline(cur, session_id, row[0])
+            if kept is None:
+                return None
+            self._outlines.put(session_id, kept)
+        doc = dict(kept.doc)
+        step_of_span = {span_id: index for index, span_id in kept.span_ids.items()}
+        doc["feedback"] = assemble.feedback_of(cur.execute(
+            "SELECT feedback_id, score, comment, source, created_ns FROM feedback WHERE session_id = ? "
+            "ORDER BY created_ns", [session_id]).fetchall())
+        doc["annotations"] = [annotation_dict(r, session_id, step_of_span) for r in annotation_rows(cur, session_id)]
         if full_step is not None:
-            found = next((step for step in doc["steps"] if step["index"] == full_step), None)
+            found = kept.raw_steps.get(full_step)
             if found is not None:
                 found = {**found, "tool_calls": [dict(tc) for tc in found["tool_calls"]],
                          "snapshots": dict(found["snapshots"])}
+                found["input_messages"] = [document.MessageRef(k)
+                                           for k in self._input_keys(cur, session_id, found["span_id"])]
                 self._fill_step(cur, found, None, None, True)
             doc["full_step"] = found
+        return doc
+
+    def _read_outline(self, cur, session_id: str, version: int | None) -> KeptOutline | None:
+        doc = self._paged_document(cur, session_id, 0, 0, None, 0, input_previews=False, output=False, outline=True)
+        if doc is None:
+            return None
+        raw = {step["index"]: step for step in doc["steps"]}
         fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
                   "cost_usd", "finish_reason", "error", "replay_source")
         doc["steps"] = [
@@ -77,7 +99,16 @@ class Pages(StoreReads):
              "tool_calls": [{"id": tc.get("id"), "name": tc.get("name"), "error": tc.get("error"),
                              "duration_ms": tc.get("duration_ms")} for tc in step.get("tool_calls") or []]}
             for step in doc["steps"]]
-        return doc
+        return KeptOutline(version, doc, raw, {index: step["span_id"] for index, step in raw.items()})
+
+    def _input_keys(self, cur, session_id: str, span_id: str) -> list[int]:
+        """One step's input message keys (those its GenAI events carried where its span has none)."""
+        lo, hi = self._time_range(cur, session_id)
+        rows = [dict(zip(("trace_id", "span_id", "kind", "input_keys", "output_key"), r)) for r in cur.execute(
+            "SELECT trace_id, span_id, kind, input_keys, output_key FROM spans WHERE start_ns BETWEEN ? AND ? "
+            "AND session_id = ? AND span_id = ?", [lo, hi, session_id, span_id]).fetchall()]
+        join_log_events(cur, rows, {span_id})
+        return list(rows[0]["input_keys"] or []) if rows else []
 
     def _paged_document(self, cur, session_id: str, offset: int, limit: int, max_chars: int | None,
                         budget_chars: int, input_previews: bool, output: bool, outline: bool = False) -> dict | None:

@@ -106,3 +106,34 @@ def test_session_outline_has_every_step_of_the_document_without_contents(store):
         assert store.session_outline("agent-2", full_step=index)["full_step"] == store.session_step("agent-2", index)["step"]
     assert store.session_outline("agent-2", full_step=12)["full_step"] is None
     assert store.session_outline("no-such-session") is None
+
+
+def test_an_unchanged_sessions_outline_is_kept_and_what_changes_it_is_read_again(store):
+    import time
+
+    def ingest(steps: int) -> None:
+        store.ingest(normalize_request(ExportTraceServiceRequest.FromString(agent_session("kept", steps))))
+
+    def timed() -> tuple[dict, float]:
+        started = time.perf_counter()
+        outline = store.session_outline("kept")
+        return outline, time.perf_counter() - started
+
+    ingest(300)
+    store.session_outline("kept")  # the reads warmed up
+    ingest(2)  # written to again: its outline is read again, with the new steps
+    read, read_s = timed()
+    kept, kept_s = timed()
+    doc = store.get_session("kept")
+    assert len(read["steps"]) == len(kept["steps"]) == len(doc["steps"]) == 302
+    assert read == kept
+    assert kept_s * 5 < read_s, (kept_s, read_s)  # kept: not assembled from its 900 spans again
+    # what a person adds without spans is read each time
+    store.add_feedback("kept", -1.0, "the transfer went to the wrong account")
+    store.add_annotation("kept", 7, label="wrong account", score=-1.0)
+    marked, doc = store.session_outline("kept"), store.get_session("kept")
+    assert [f["comment"] for f in marked["feedback"]] == ["the transfer went to the wrong account"]
+    assert marked["feedback"] == doc["feedback"] and marked["annotations"] == doc["annotations"]
+    assert [(a["step"], a["label"]) for a in marked["annotations"]] == [(7, "wrong account")]
+    for index in (0, 150, 301):  # a full step from the kept outline: what session_step reads
+        assert store.session_outline("kept", full_step=index)["full_step"] == store.session_step("kept", index)["step"]

@@ -348,3 +348,24 @@ def test_the_session_list_sorts_and_filters_on_every_column(served, page):
                          env={**os.environ, "TRACEFIX_TOKEN": TOKEN}).stdout
     tasks = [s["task"] for s in json.loads(out) if s["session_id"].startswith(f"wf-{run}-")]
     assert tasks == ["audit the ledger", "Move the boxes", "Refund order 42", "Zebra: water the plants"]
+
+
+def test_a_long_session_page_lists_a_page_of_steps_and_links_every_step(served, page):
+    """The page around the waterfall: its step list a page at a time, its timeline a link to
+    each of the 1,000 steps (the outline it draws them from is kept between views)."""
+    import re
+
+    from tracefix.ui.pages import STEPS_PER_PAGE
+
+    serve, client, ids, _ = served
+    html = client.get(f"/session?id={ids['long']}").text
+    rows = re.search(r'<table class="steps" id="steps">(.*?)</table>', html, re.S).group(1)
+    assert rows.count("<tr") == 1 + STEPS_PER_PAGE  # the header and one page of steps
+    linked = [int(n) for n in re.findall(r'<a href="/session\?id=[^"]*&amp;step=(\d+)#step-detail"><rect ', html)]
+    assert linked == list(range(LONG_STEPS))
+    page.goto(f"{serve.match['http']}/session?id={ids['long']}")
+    page.locator("#timeline rect[data-step='777']").click()
+    sync_api.expect(page.locator("#step-detail h2")).to_contain_text("Step 777")
+    sync_api.expect(page.locator("#steps tbody tr")).to_have_count(STEPS_PER_PAGE)
+    sync_api.expect(page.locator("#steps tbody tr.selected .step-link")).to_have_text("777")
+    assert page.problems == []
