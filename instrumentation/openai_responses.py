@@ -222,12 +222,19 @@ class OpenAIResponses:
                           "input_tokens_details": {"cached_tokens": 0},
                           "output_tokens_details": {"reasoning_tokens": 0}}}
 
+    def stream_event(self, event: Any) -> dict:
+        """An event as the API sent it (the fields it set, no defaults), to stream again: every
+        event `create(stream=True)` yields is the API's; `responses.stream()` derives its own
+        from them again on replay."""
+        return event.model_dump(mode="json", exclude_unset=True)
+
     def fake_stream(self, raw: dict, kwargs: dict, is_async: bool, recorded: list[dict] | None = None) -> Any:
+        """The events recorded live, in order (`recorded`), else events made from `raw`."""
         from openai.types.responses import ResponseStreamEvent
 
         from .streaming import AsyncRecordedStream, RecordedStream
 
-        events = [rehydrate_union(ResponseStreamEvent, event) for event in stream_events(raw)]
+        events = [rehydrate_union(ResponseStreamEvent, event) for event in recorded or stream_events(raw)]
         return AsyncRecordedStream(events) if is_async else RecordedStream(events)
 
 

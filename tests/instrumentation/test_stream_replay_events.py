@@ -3,7 +3,8 @@
 An app that acts on events (prints each text delta, counts chunks, reads the usage chunk)
 must see under replay exactly what it saw live: every Anthropic API event and every event
 `messages.stream()` derives from them, every OpenAI chat chunk and every event of the
-`chat.completions.stream()` helper, in order, with the fields as the server sent them, a
+`chat.completions.stream()` helper, every OpenAI Responses event and every event of the
+`responses.stream()` helper, in order, with the fields as the server sent them, a
 usage chunk the server sent without `include_usage` included. Recorded live against a real
 scripted provider server, replayed from the cassette built from the spans, sync and async."""
 from __future__ import annotations
@@ -209,3 +210,49 @@ def test_the_workers_cassette_carries_the_recorded_events(provider):
     (step,) = build(doc, [stored])["steps"]
     assert step["stream"] == json.loads(span.attributes[sc.RESPONSE_STREAM])
     assert len(step["stream"]) == 7 and step["stream"][-1]["usage"]["completion_tokens"] == 4  # role, 4 words, stop, usage
+
+
+def openai_responses(provider_url: str, helper: bool, is_async: bool) -> typing.Callable[[], dict]:
+    """One streamed Response read event by event (`responses.create(stream=True)`), or through
+    the `responses.stream()` helper, whose events the app may act on one by one."""
+    request = {"model": "gpt-test", "input": "Balance of ACC-1?"}
+
+    def sync_run() -> dict:
+        client = openai.OpenAI(base_url=provider_url, api_key="k", max_retries=0)
+        if helper:
+            with client.responses.stream(**request) as stream:
+                events = as_json(stream)
+                final = stream.get_final_response().to_json(indent=None)
+        else:
+            with client.responses.create(**request, stream=True) as stream:
+                events, final = as_json(stream), None
+        return {"events": events, "final": final}
+
+    async def async_run() -> dict:
+        client = openai.AsyncOpenAI(base_url=provider_url, api_key="k", max_retries=0)
+        if helper:
+            async with client.responses.stream(**request) as stream:
+                events = await as_json_async(stream)
+                final = (await stream.get_final_response()).to_json(indent=None)
+        else:
+            async with await client.responses.create(**request, stream=True) as stream:
+                events, final = await as_json_async(stream), None
+        await client.close()
+        return {"events": events, "final": final}
+
+    run = (lambda: asyncio.run(async_run())) if is_async else sync_run
+    return tracefix.session(entrypoint="tests:agent_run")(run)
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the SDK's ParsedResponse, live and replayed
+@pytest.mark.parametrize("helper", [False, True], ids=["create", "stream_helper"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_openai_responses_stream_replays_event_for_event(provider, tmp_path, monkeypatch, helper, is_async):
+    run = openai_responses(provider.url, helper, is_async)
+    before = len(provider.requests)
+    recorded, replayed, report, _ = _record_then_replay(run, tmp_path, monkeypatch, "s-responses-events")
+    assert len(provider.requests) - before == 1  # live once; the replay sent nothing
+    assert report["counts"]["llm_cassette"] == 1 and report["counts"].get("llm_live", 0) == 0
+    kinds = [json.loads(event)["type"] for event in recorded["events"]]
+    assert kinds.count("response.output_text.delta") >= 2, kinds  # the server streams the text in pieces
+    assert replayed == recorded  # event for event, field for field (sequence numbers included)
