@@ -3,7 +3,7 @@ duplicates, steps numbered; feedback carried by spans goes through the outbox.""
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,7 +16,7 @@ from tracefix.collector.store.outbox import FeedbackOutbox
 from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
 from tracefix.collector.store.signals import insert_signals
 from tracefix.collector.store.sql import distinct_spans, in_strings
-from tracefix.collector.store.tasks import store_tasks
+from tracefix.collector.store.tasks import batch_tasks, store_tasks
 
 
 STEP_SOURCE_COLUMNS = ("session_id", "kind", "step", "start_ns", "call_seq", "span_id", "trace_id", "end_ns",
@@ -51,6 +51,14 @@ def numbered_steps(spans: pa.Table) -> pa.Table:
     return pa.table({"session_id": spans["session_id"], "idx": pa.array(idx, pa.int32()),
                      "trace_id": spans["trace_id"], "span_id": spans["span_id"],
                      "raw_step": spans["step"], "started_ns": spans["start_ns"]})
+
+
+def _tasks_in_batch(batch: Batch, spans: pa.Table | None, session_ids: list[str]) -> dict[str, str | None]:
+    """The tasks of sessions all of whose spans are in the batch (new ones), from the batch alone."""
+    if spans is not None:
+        spans = spans.filter(pc.is_in(spans["session_id"], value_set=pa.array(session_ids, pa.string())))
+    steps = numbered_steps(spans.select(list(STEP_SOURCE_COLUMNS))) if spans is not None else None
+    return batch_tasks(session_ids, batch.sessions, steps, spans, batch.messages)
 
 
 def _doubled_llm_calls(spans: pa.Table) -> list[str]:
@@ -172,7 +180,8 @@ class Ingest(FeedbackOutbox):
         if batch.sessions:
             trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
             span_range, new_sessions, existed, adopted = self._upsert_sessions(
-                con, batch.sessions, source="otlp", fallback_ids=trace_ids, owners=batch.explicit_traces)
+                con, batch.sessions, source="otlp", fallback_ids=trace_ids, owners=batch.explicit_traces,
+                new_tasks=lambda ids: _tasks_in_batch(batch, table, ids))
             if adopted:
                 self._adopt_trace_sessions(con, adopted, span_range)
         # fresh: every span of the batch was new, so none of its snapshots can be stored yet
@@ -209,7 +218,7 @@ class Ingest(FeedbackOutbox):
         if touched:
             steps = self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
             store_tasks(con, batch.sessions, new_sessions, set(adopted.values()), steps, table, batch.messages,
-                        lambda keys: self._message_texts(keys, con))
+                        lambda keys: self._message_texts(keys, con))  # the older sessions' tasks
         insert_signals(con, batch)  # OTLP logs' and metrics' rows (their messages are in `keys`)
         created: dict[str, list[dict]] = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
@@ -224,14 +233,18 @@ class Ingest(FeedbackOutbox):
         return created, keys
 
     def _upsert_sessions(self, con, sessions: dict[str, dict], source: str, fallback_ids: Iterable[str] = (),
-                         owners: dict[str, str] | None = None) -> tuple[tuple, set[str], bool, dict[str, str]]:
+                         owners: dict[str, str] | None = None,
+                         new_tasks: Callable[[list[str]], dict[str, str | None]] | None = None
+                         ) -> tuple[tuple, set[str], bool, dict[str, str]]:
         """Insert new sessions; merge fields into known ones (an UPDATE is much cheaper than
         INSERT ... ON CONFLICT in DuckDB 1.5 for the common all-new case). Returns the time
         range the touched sessions' spans start in, after the merge, the new sessions' ids,
         whether any of them or of `fallback_ids` (the batch's trace ids) was stored before, and
         the stored sessions named by a trace id that `owners` (trace id -> session named in
         this batch) now names: {trace id: session}. Their fields are merged here (this
-        batch's win); `_adopt_trace_sessions` moves what they hold."""
+        batch's win); `_adopt_trace_sessions` moves what they hold. `new_tasks`: the tasks of
+        new sessions whose spans are all in the batch, stored with their rows (store_tasks sets
+        the others' after their steps)."""
         now = time.time_ns()
         sessions = dict(sessions)
         ids = list(sessions)
@@ -276,7 +289,11 @@ class Ingest(FeedbackOutbox):
             _sess_batch = pa.Table.from_arrays(  # noqa: F841 (scanned by name, see _ingest)
                 [pa.array(cols[f], type=SESSION_SCHEMA.field(f).type) for f in SESSION_FIELDS], schema=SESSION_SCHEMA)
             if is_new:
-                con.execute(f"INSERT INTO sessions ({', '.join(SESSION_FIELDS)}) SELECT * FROM _sess_batch")
+                # an UPDATE of the rows just inserted cost a tenth of a batch's CPU: the task goes in with them
+                taking = set(adopted.values())  # spans stored under a trace id: not all in the batch
+                tasks = new_tasks([sid for sid in part if sid not in taking]) if new_tasks else {}
+                _sess_batch = _sess_batch.append_column("task", pa.array([tasks.get(sid) for sid in part], pa.string()))
+                con.execute(f"INSERT INTO sessions ({', '.join(SESSION_FIELDS)}, task) SELECT * FROM _sess_batch")
             else:
                 con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
                             + " FROM _sess_batch u WHERE sessions.session_id = u.session_id")

@@ -2,6 +2,7 @@
 one step or one message whole, spans by rowid."""
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Iterator
 
 from tracefix.attributes import from_json_text
@@ -92,8 +93,9 @@ class Pages(StoreReads):
         raw = {step["index"]: step for step in doc["steps"]}
         fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
                   "cost_usd", "finish_reason", "error", "replay_source")
+        pick = itemgetter(*fields)  # every assembled step has them all
         doc["steps"] = [
-            {**{f: step.get(f) for f in fields},
+            {**dict(zip(fields, pick(step))),
              "output_message_key": (document.key_ref(step["output_message"].key)
                                     if step["output_message"] is not None else None),
              "tool_calls": [{"id": tc.get("id"), "name": tc.get("name"), "error": tc.get("error"),

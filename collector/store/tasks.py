@@ -43,13 +43,25 @@ def backfill_tasks(con) -> None:
                                                  for sid in named) if task is not None})
 
 
+def batch_tasks(session_ids: list[str], sessions: dict[str, dict], steps: pa.Table | None, spans: pa.Table | None,
+                batch_messages: dict[int, tuple[str, str]]) -> dict[str, str | None]:
+    """The tasks of sessions a batch creates, read from the batch alone (their fields in it,
+    `sessions`; their steps and span rows, all in it; its messages: key -> (sha256, text))."""
+    named = {sid: document.task_of(from_json_text(sessions[sid].get("metadata")),
+                                   from_json_text(sessions[sid].get("inputs")), []) for sid in session_ids}
+    unnamed = {sid for sid, task in named.items() if task is None}
+    first_keys = _first_step_keys(None, unnamed, steps, spans) if unnamed else {}
+    texts = {k: batch_messages[k][1] for keys in first_keys.values() for k in keys if k in batch_messages}
+    return {sid: named[sid] or _first_user(first_keys.get(sid, []), texts) for sid in session_ids}
+
+
 def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str], steps: pa.Table | None,
                 spans: pa.Table | None, batch_messages: dict[int, tuple[str, str]],
                 stored_texts: Callable[[set[int]], dict[int, str]]) -> None:
-    """Set `sessions.task` of the sessions a batch touched (`sessions`: their fields in it;
-    `new`: those it created; `adopted`: those that took in a trace's stored spans) where it
-    may have changed: a new session, one whose metadata or inputs the batch names, one whose
-    step 0 is in the batch or was adopted. `steps`: the steps just numbered for them; `spans`:
+    """Set `sessions.task` of the sessions a batch touched and did not create (`sessions`:
+    their fields in it; `new`: those it created, whose task batch_tasks gave their rows;
+    `adopted`: those that took in a trace's stored spans) where it may have changed: one
+    whose metadata or inputs the batch names, whose step 0 is in the batch or was adopted. `steps`: the steps just numbered for them; `spans`:
     the batch's span rows; messages are read from the batch (`batch_messages`: key ->
     (sha256, text)), else by `stored_texts` (keys -> texts)."""
     first_spans: dict[str, str] = {}
@@ -63,12 +75,11 @@ def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str]
     old = [sid for sid, fields in sessions.items() if sid not in new and (
         sid in adopted or first_spans.get(sid) in in_batch
         or fields.get("metadata") is not None or fields.get("inputs") is not None)]
-    # a new session's row holds the batch's fields; an older one's, the merge of all of them
-    rows = [(sid, sessions[sid].get("metadata"), sessions[sid].get("inputs"), None) for sid in sessions if sid in new]
-    if old:
-        in_old, params = in_strings(old)
-        rows += con.execute(f"SELECT session_id, metadata, inputs, task FROM sessions WHERE session_id {in_old}",
-                            params).fetchall()
+    if not old:
+        return
+    in_old, params = in_strings(old)
+    rows = con.execute(f"SELECT session_id, metadata, inputs, task FROM sessions WHERE session_id {in_old}",
+                       params).fetchall()
     named = {sid: document.task_of(from_json_text(metadata), from_json_text(inputs), [])
              for sid, metadata, inputs, _ in rows}
     unnamed = {sid for sid, task in named.items() if task is None}
@@ -121,7 +132,7 @@ def _first_step_keys(con, session_ids: set[str], steps: pa.Table | None, spans: 
     rest = [(span_id, sid, start) for span_id, sid, start in zip(
         firsts["span_id"].to_pylist(), firsts["session_id"].to_pylist(), firsts["started_ns"].to_pylist())
         if sid not in found]
-    if rest:  # step 0 stored by an earlier batch: its span is found by its start time first
+    if rest and con is not None:  # step 0 stored by an earlier batch: its span is found by its start time first
         starts = [start for *_, start in rest if start is not None]
         lo, hi = (min(starts), max(starts)) if starts else (document.INT64_MIN, document.INT64_MAX)
         in_spans, span_params = in_strings([span_id for span_id, *_ in rest])
