@@ -11,7 +11,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-MAX_KEPT_STEPS = 100_000  # steps of all kept outlines together: a few tens of MB
+# steps of all kept outlines together: a kept step holds ~3 KB (a 10,000-step outline 30 MB, as
+# assembled and compact), so two such sessions, or many short ones, are kept at a time
+MAX_KEPT_STEPS = 20_000
 
 
 @dataclass(frozen=True)
