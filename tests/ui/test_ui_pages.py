@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from urllib.parse import quote
 
 import httpx
@@ -132,6 +133,23 @@ def test_session_page_shows_lanes_steps_and_one_step_in_full(ui_server, client):
     assert 'class="step kind-message selected"' in html
     detail = html[html.index('id="step-detail"'):]
     assert "Step 3" in detail and "padding padding" in detail and "again" in detail
+
+
+def test_session_page_says_why_a_session_is_not_replayable(ui_server, client):
+    """The page's answer is the document's: 'no' carries the reason a replay refuses with."""
+    for sid in (ui_server.hostile, ui_server.calm):
+        doc = client.get(f"/api/v1/sessions/{quote(sid, safe='')}").json()
+        html = client.get(f"/session?id={quote(sid)}").text
+        said = html[html.index('id="replayable"'):]
+        said = html_text(said[said.index(">") + 1:said.index("</dd>")])
+        if doc["replayable"]:
+            assert said.startswith("yes") and "@tracefix.tool" in said
+        else:
+            assert said.startswith("no") and doc["replayable_reason"] in said, (said, doc["replayable_reason"])
+
+
+def html_text(fragment: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
 def test_feedback_from_the_ui_takes_the_apis_path(ui_server, client):
