@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
+from tracefix.collector.jsonsafe import utf8
 from tracefix.collector.store.sql import in_strings
 
 
@@ -39,8 +40,15 @@ def backfill_tasks(con) -> None:
         _keys = pa.table({"key": pa.array(sorted({k for keys in first_keys.values() for k in keys}),  # noqa: F841
                                           pa.int64())})
         texts = dict(con.execute("SELECT m.key, m.message FROM messages m JOIN _keys k ON m.key = k.key").fetchall())
-        _write(con, {sid: task for sid, task in ((sid, named[sid] or _first_user(first_keys.get(sid, []), texts))
+        _write(con, {sid: task for sid, task in ((sid, storable(named[sid] or _first_user(first_keys.get(sid, []), texts)))
                                                  for sid in named) if task is not None})
+
+
+def storable(task: str | None) -> str | None:
+    """The task as a VARCHAR holds it: a lone UTF-16 surrogate (JSON's "\\ud800" decodes to one,
+    and inputs are kept as sent) has no UTF-8 form, so it is stored as U+FFFD, as every answer
+    writes it (jsonsafe.utf8); the batch's spans were refused whole before."""
+    return utf8(task).decode("utf-8") if task else task
 
 
 def batch_tasks(session_ids: list[str], sessions: dict[str, dict], steps: pa.Table | None, spans: pa.Table | None,
@@ -52,7 +60,7 @@ def batch_tasks(session_ids: list[str], sessions: dict[str, dict], steps: pa.Tab
     unnamed = {sid for sid, task in named.items() if task is None}
     first_keys = _first_step_keys(None, unnamed, steps, spans) if unnamed else {}
     texts = {k: batch_messages[k][1] for keys in first_keys.values() for k in keys if k in batch_messages}
-    return {sid: named[sid] or _first_user(first_keys.get(sid, []), texts) for sid in session_ids}
+    return {sid: storable(named[sid] or _first_user(first_keys.get(sid, []), texts)) for sid in session_ids}
 
 
 def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str], steps: pa.Table | None,
@@ -90,7 +98,7 @@ def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str]
         texts.update(stored_texts(missing))
     changed: dict[str, str | None] = {}
     for sid, _, _, stored in rows:
-        task = named[sid] or _first_user(first_keys.get(sid, []), texts)
+        task = storable(named[sid] or _first_user(first_keys.get(sid, []), texts))
         if task != stored:
             changed[sid] = task
     _write(con, changed)

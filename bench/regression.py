@@ -1,6 +1,8 @@
 """Regression benchmark: what `tracefix regress` costs per item, against the session it re-runs.
+(Not `regress.py`: bench/ is on some tests' sys.path, where that name would shadow the
+`regress` package check-jsonschema imports.)
 
-    .venv/bin/python bench/regress.py [--items 20] [--runs 3] [--seed 1] [--version 2] [--tools live]
+    .venv/bin/python bench/regression.py [--items 20] [--runs 3] [--seed 1] [--version 2] [--tools live]
 
 A scripted LLM server (subprocess) injects one fault per task (missing_argument on every
 other task, the other kinds in turn on the rest) while the instrumented banking app records
