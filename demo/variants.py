@@ -52,9 +52,14 @@ class Worlds:
         return self._drawn[seed]
 
     def holding(self, has: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """The latest drawn world that `has` a value (the fixture when none does): where a
-        plausible wrong id of the same world is picked from."""
-        return next((c.state for c in reversed(list(self._drawn.values())) if has(c.state)), self.fixture)
+        """The world that `has` a value: where a plausible wrong id of the same world is picked
+        from. The fixture first, then drawn worlds by seed, never by the order they were drawn
+        in: a fault must not depend on which tasks a process ran before (a drawn world may
+        share an item id with the fixture)."""
+        if has(self.fixture):
+            return self.fixture
+        return next((self._drawn[seed].state for seed in sorted(self._drawn) if has(self._drawn[seed].state)),
+                    self.fixture)
 
 
 def split_id(task_id: str) -> tuple[str, int]:

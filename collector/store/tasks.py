@@ -40,8 +40,8 @@ def backfill_tasks(con) -> None:
         _keys = pa.table({"key": pa.array(sorted({k for keys in first_keys.values() for k in keys}),  # noqa: F841
                                           pa.int64())})
         texts = dict(con.execute("SELECT m.key, m.message FROM messages m JOIN _keys k ON m.key = k.key").fetchall())
-        _write(con, {sid: task for sid, task in ((sid, storable(named[sid] or _first_user(first_keys.get(sid, []), texts)))
-                                                 for sid in named) if task is not None})
+        tasks = {sid: storable(named[sid] or _first_user(first_keys.get(sid, []), texts)) for sid in named}
+        _write(con, {sid: task for sid, task in tasks.items() if task is not None})
 
 
 def storable(task: str | None) -> str | None:
