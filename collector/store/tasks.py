@@ -40,14 +40,17 @@ def backfill_tasks(con) -> None:
         _keys = pa.table({"key": pa.array(sorted({k for keys in first_keys.values() for k in keys}),  # noqa: F841
                                           pa.int64())})
         texts = dict(con.execute("SELECT m.key, m.message FROM messages m JOIN _keys k ON m.key = k.key").fetchall())
-        tasks = {sid: storable(named[sid] or _first_user(first_keys.get(sid, []), texts)) for sid in named}
+        tasks = {sid: _task(named[sid], first_keys.get(sid, []), texts) for sid in named}
         _write(con, {sid: task for sid, task in tasks.items() if task is not None})
 
 
-def storable(task: str | None) -> str | None:
-    """The task as a VARCHAR holds it: a lone UTF-16 surrogate (JSON's "\\ud800" decodes to one,
-    and inputs are kept as sent) has no UTF-8 form, so it is stored as U+FFFD, as every answer
-    writes it (jsonsafe.utf8); the batch's spans were refused whole before."""
+def _task(named: str | None, first_keys: list[int], texts: dict[int, str]) -> str | None:
+    """A session's task as stored: the one its metadata or inputs name, else its first user
+    message's (`first_keys`, read from `texts`), as a VARCHAR holds it: a lone UTF-16 surrogate
+    (JSON's "\\ud800" decodes to one, and inputs are kept as sent) has no UTF-8 form, so it is
+    stored as U+FFFD, as every answer writes it (jsonsafe.utf8); the batch's spans were refused
+    whole before."""
+    task = named or _first_user(first_keys, texts)
     return utf8(task).decode("utf-8") if task else task
 
 
@@ -60,7 +63,7 @@ def batch_tasks(session_ids: list[str], sessions: dict[str, dict], steps: pa.Tab
     unnamed = {sid for sid, task in named.items() if task is None}
     first_keys = _first_step_keys(None, unnamed, steps, spans) if unnamed else {}
     texts = {k: batch_messages[k][1] for keys in first_keys.values() for k in keys if k in batch_messages}
-    return {sid: storable(named[sid] or _first_user(first_keys.get(sid, []), texts)) for sid in session_ids}
+    return {sid: _task(named[sid], first_keys.get(sid, []), texts) for sid in session_ids}
 
 
 def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str], steps: pa.Table | None,
@@ -98,7 +101,7 @@ def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str]
         texts.update(stored_texts(missing))
     changed: dict[str, str | None] = {}
     for sid, _, _, stored in rows:
-        task = storable(named[sid] or _first_user(first_keys.get(sid, []), texts))
+        task = _task(named[sid], first_keys.get(sid, []), texts)
         if task != stored:
             changed[sid] = task
     _write(con, changed)
