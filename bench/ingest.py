@@ -3,7 +3,7 @@ insert loop on the same rows, measured in one run.
 
     .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100] [--protocol http,grpc]
     .venv/bin/python bench/ingest.py --protocol http,grpc --no-spill --profile   # + where the CPU goes
-    .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2] [--repeat 3]
+    .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2,4] [--repeat 3]
 
 Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
 as protobuf, each request acknowledged only after commit; a 429 (gRPC: RESOURCE_EXHAUSTED)
@@ -18,9 +18,12 @@ ratio to HTTP comes from the same runs. `--profile` samples the server with py-s
 the served runs and prints each stage's share of its CPU (bench/ingest_profile.py).
 
 With `--store ducklake` it starts a private PostgreSQL (tests/pgcluster.py) and compares,
-run by run, the embedded store (one collector, one DuckDB file) with DuckLake served by 1
-and 2 collectors (exporters split between them), each on a new lake: spans/s, spans per
-CPU-second of collectors and PostgreSQL together, and the ratio to the embedded store.
+run by run, the embedded store (one collector, one DuckDB file) with DuckLake served by 1,
+2 and 4 collectors (exporters split between them), each on a new lake: spans/s, spans per
+CPU-second of collectors and PostgreSQL together, the ratio to the embedded store, and the
+share of the wall time each collector held and waited for the lake's locks; the same with
+every write under the lake-wide lock (TRACEFIX_LAKE_LOCKS=lake, as before the locks of
+sessions and traces) beside it.
 """
 from __future__ import annotations
 
@@ -120,14 +123,17 @@ def health(serve) -> dict:
 
 def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_queue_spans: int = 200_000,
                lake: tuple[str, str] | None = None, collectors: int = 1,
-               pg_pid: int | None = None, profiles: list | None = None) -> tuple[float, int, int, int, float, int]:
+               pg_pid: int | None = None, profiles: list | None = None,
+               locks: list | None = None) -> tuple[float, int, int, int, float, int]:
     """(spans/s committed, acknowledged, stored, retries, spans per server CPU-second, requests
     spooled). The clock stops when the last span is committed, not when it is acknowledged:
     a spooled span is acknowledged before it is written. With `lake` = (location, data path)
     the store is that DuckLake, served by `collectors` collectors (exporters round robin),
     and PostgreSQL's CPU (`pg_pid`: its postmaster) counts as server CPU too. With `profiles`
     (a list) a py-spy profile of the server's stages during the run is appended to it, with
-    the run's server CPU-seconds and each thread's."""
+    the run's server CPU-seconds and each thread's. With `locks` (a list; on a lake) each
+    collector's share of the run's wall time holding and waiting for the lake's locks is
+    appended to it (`lock_shares`)."""
     import procs
     from tracefix.collector.store import Store
 
@@ -149,6 +155,7 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
     pids = [s.popen.pid for s in serves] + ([pg_pid] if pg_pid else [])
     profile = ingest_profile.Profile(serves[0].popen.pid) if profiles is not None else None
     threads0 = ingest_profile.thread_cpu(serves[0].popen.pid) if profiles is not None else None
+    locks0 = [lock_seconds(s) for s in serves] if locks is not None else []
     cpu0 = sum(cpu_seconds(pid) for pid in pids)
     t0 = time.perf_counter()
     go.set()
@@ -160,6 +167,9 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
             time.sleep(0.01)
     elapsed = (time.perf_counter() if waited else max(d[3] for d in done)) - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    if locks is not None:
+        locks.append([{k: (v - before[k]) / (1 if k == "conflicts" else elapsed) for k, v in lock_seconds(s).items()}
+                      for s, before in zip(serves, locks0)])
     if profile is not None and profiles is not None and threads0 is not None:
         threads = ingest_profile.thread_cpu(serves[0].popen.pid)
         threads.subtract(threads0)
@@ -182,15 +192,27 @@ def run_served(protocol: str, exporters: int, sessions: int, steps: int, max_que
     return acked / elapsed, acked, stored if stored else 0, retries, acked / cpu, int(spooled)
 
 
-def metric(serve, name: str) -> float:
-    """A sample's value summed over its labels, from the collector's /metrics."""
+def metric(serve, name: str, **labels: str) -> float:
+    """A sample's value summed over its labels (those given: only samples with them), from
+    the collector's /metrics."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(serve.match["http"] + "/metrics", timeout=10) as r:
         text = r.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def lock_seconds(serve) -> dict[str, float]:
+    """A lake collector's seconds so far holding the lake-wide lock, holding the locks of
+    its sessions, traces and queues, and waiting for either (tracefix_lake_lock_seconds)."""
+    name = "tracefix_lake_lock_seconds_total"
+    return {"lake-wide held": metric(serve, name, lock="lake", state="held"),
+            "keys held": metric(serve, name, lock="keys", state="held"),
+            "waited": metric(serve, name, lock="any", state="waited"),
+            "conflicts": metric(serve, "tracefix_lake_conflicts_total")}
 
 
 def compare_lake(args) -> None:
@@ -201,31 +223,54 @@ def compare_lake(args) -> None:
     counts = [int(c) for c in args.collectors.split(",")]
     rates: dict[str, list[float]] = {"embedded": [], **{f"lake x{c}": [] for c in counts}}
     cpus: dict[str, list[float]] = {k: [] for k in rates}
+    for c in counts:  # the baseline: every write under the lake-wide lock (TRACEFIX_LAKE_LOCKS=lake)
+        rates[f"lake x{c} lake-wide"] = []
+        cpus[f"lake x{c} lake-wide"] = []
+    locks: dict[str, list] = {k: [] for k in rates}  # per run: each collector's shares of the wall time
     with PostgresCluster() as pg:
         pg_pid = int((pg.dir / "data" / "postmaster.pid").read_text().split()[0])
         for i in range(args.repeat):
             runs = [("embedded", None, 1)]
             for c in counts:
-                name = f"lake_{i}_{c}_{os.urandom(3).hex()}"
-                runs.append((f"lake x{c}", ("ducklake:postgres:" + pg.create_database(name),
-                                            tempfile.mkdtemp(prefix="tracefix-bench-lake-")), c))
+                for label in (f"lake x{c}", f"lake x{c} lake-wide"):
+                    name = f"lake_{i}_{c}_{os.urandom(3).hex()}"
+                    runs.append((label, ("ducklake:postgres:" + pg.create_database(name),
+                                         tempfile.mkdtemp(prefix="tracefix-bench-lake-")), c))
             for label, lake, c in runs:
+                os.environ["TRACEFIX_LAKE_LOCKS"] = "lake" if label.endswith("lake-wide") else "keys"
                 rate, acked, stored, retries, per_cpu, _ = run_served(
                     args.protocol, args.exporters, args.sessions, args.steps, lake=lake, collectors=c,
-                    pg_pid=pg_pid if lake else None)
+                    pg_pid=pg_pid if lake else None, locks=locks[label] if lake else None)
                 if stored != acked:
                     raise SystemExit(f"{label}: stored {stored} spans but acknowledged {acked}")
                 rates[label].append(rate)
                 cpus[label].append(per_cpu)
                 print(f"run {i + 1} {label}: {rate:,.0f} spans/s ({acked} acknowledged and stored once, {retries} "
                       f"retries), {per_cpu:,.0f} spans per CPU-second (collectors + PostgreSQL)")
+                if lake:
+                    print("  " + lock_shares(locks[label][-1]))
     base = statistics.median(rates["embedded"])
     print(f"medians over {args.repeat} runs, {args.exporters} exporters, OTLP/{args.protocol}:")
     for label in rates:
         r = statistics.median(rates[label])
-        print(f"  {label:<10} {r:>9,.0f} spans/s  {statistics.median(cpus[label]):>9,.0f} spans/CPU-s  "
+        print(f"  {label:<20} {r:>9,.0f} spans/s  {statistics.median(cpus[label]):>9,.0f} spans/CPU-s  "
               f"ratio to embedded {r / base:.2f}")
+        if locks[label]:  # each collector's median over the runs
+            medians = [{k: statistics.median(run[i][k] for run in locks[label]) for k in first}
+                       for i, first in enumerate(locks[label][0])]
+            print(" " * 23 + lock_shares(medians))
+    print("(goal: each collector holds the lake-wide lock <= 10% of the wall time; the locks of its "
+          "sessions and traces, which traces routed to one collector never contend for, are apart)")
     print(f"(load average now {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores)")
+
+
+def lock_shares(collectors: list[dict[str, float]]) -> str:
+    """One line: each collector's shares of the wall time holding and waiting for the lake's locks."""
+    def pct(key: str) -> str:
+        return "/".join(f"{c[key]:.1%}" for c in collectors)
+    return (f"per collector, share of wall time: lake-wide lock held {pct('lake-wide held')}, "
+            f"trace/session locks held {pct('keys held')}, waiting for a lock {pct('waited')}; "
+            f"transactions DuckLake refused and ran again {sum(c['conflicts'] for c in collectors):.0f}")
 
 
 def run_bare(exporters: int, sessions: int, steps: int) -> tuple[float, float]:
@@ -282,7 +327,7 @@ def main() -> None:
                     help="sample the server with py-spy during the served runs; print each stage's CPU share")
     ap.add_argument("--store", choices=("duckdb", "ducklake"), default="duckdb",
                     help="ducklake: compare the embedded store with DuckLake on a private PostgreSQL")
-    ap.add_argument("--collectors", default="1,2", help="--store ducklake: collector counts to run, e.g. 1,2")
+    ap.add_argument("--collectors", default="1,2,4", help="--store ducklake: collector counts to run, e.g. 1,2,4")
     args = ap.parse_args()
     global DB_THREADS
     DB_THREADS = args.db_threads

@@ -18,6 +18,7 @@ Counted, by protocol (`http`, `grpc`):
   (`tracefix_spooled_requests_total`, `tracefix_spooled_spans_total`), beside gauges of what
   the spool holds (`tracefix_spool_bytes` of `tracefix_spool_budget_bytes`,
   `tracefix_spool_pending_requests`, `tracefix_spool_pending_spans`).
+On a DuckLake store, the seconds its locks were held and waited for (`LakeLocks`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from tracefix.collector.jobs import JOB_KINDS
 
@@ -87,6 +88,7 @@ class CollectorMetrics:
                                           "Alert webhook delivery attempts, by outcome (delivered, failed)",
                                           ["outcome"], registry=r)
         r.register(JobGauges(collector))
+        r.register(LakeLocks(collector))
 
     # --- hooks ---------------------------------------------------------------------------------
     def exported(self, protocol: str, batch: "Batch", refused: "list[Refused]") -> None:
@@ -158,3 +160,33 @@ class JobGauges:
             family.add_metric([kind, state], n)
         yield family
 
+
+
+class LakeLocks:
+    """On a DuckLake store: seconds this collector held the lake-wide lock (every collector's
+    other writes wait) and the locks of sessions, traces and queues (`lock` = lake, keys),
+    and waited for either (`lock` = any, `state` = waited); and the DuckLake conflicts that
+    ran a transaction again (tracefix.collector.store.lake). Nothing on a DuckDB file."""
+
+    def __init__(self, collector: "Collector"):
+        self.collector = collector
+
+    def describe(self):
+        return [*self._families()]
+
+    def _families(self) -> tuple[CounterMetricFamily, CounterMetricFamily]:
+        return (CounterMetricFamily("tracefix_lake_lock_seconds", "Seconds the lake's locks were held or waited for",
+                                    labels=["lock", "state"]),
+                CounterMetricFamily("tracefix_lake_conflicts", "Lake transactions DuckLake refused and ran again"))
+
+    def collect(self):
+        lock = self.collector.store.lock
+        if lock is None:
+            return
+        seconds, conflicts = self._families()
+        for (name, state), key in {("lake", "held"): "lake_held", ("keys", "held"): "keys_held",
+                                   ("any", "waited"): "waited"}.items():
+            seconds.add_metric([name, state], lock.seconds[key])
+        conflicts.add_metric([], lock.conflicts)
+        yield seconds
+        yield conflicts

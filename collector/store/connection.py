@@ -9,6 +9,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import duckdb
 
@@ -19,6 +20,7 @@ from tracefix.collector.store.outlines import Outlines
 from tracefix.collector.store.sql import Transaction, scalar
 
 log = logging.getLogger("tracefix.collector")
+T = TypeVar("T")
 
 
 _UNITS = {None: 1, "B": 1, "BYTES": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
@@ -355,6 +357,19 @@ class StoreConnection:
         if self.lock is not None:
             return lake.LakeTransaction(self.con, self.lock)
         return Transaction(self.con)
+
+    def _write(self, work: Callable[[duckdb.DuckDBPyConnection], T], keys: list[str] | None = None) -> T:
+        """`work(con)` in one write transaction, its result. On a lake, with `keys` (what the
+        transaction checks before it writes: a queue's name, see lake.batch_keys) it holds
+        their locks rather than the lake-wide one, and may run twice (a DuckLake conflict)."""
+        if self.lock is not None:
+            return self.lock.run(self.con, work, keys)
+        with Transaction(self.con) as con:
+            return work(con)
+
+    def _write_batch(self, batch, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """`_write` for a batch of spans: on a lake, under the locks of its sessions and traces."""
+        return self._write(work, lake.batch_keys(batch) if self.lock is not None else None)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor of its own for a read that outlives one thread hop (a streamed response);

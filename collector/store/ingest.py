@@ -117,8 +117,9 @@ class Ingest(FeedbackOutbox):
     def ingest(self, batch: Batch, *, alert_threshold: float = 0.0, webhooks: Iterable[str] = (),
                public_url: str | None = None) -> dict:
         """Store one batch in one transaction; returns what it created (feedback, alerts, jobs)."""
-        with self._tx() as con:
-            created, message_keys = self._ingest(con, batch, alert_threshold, list(webhooks), public_url)
+        hooks = list(webhooks)  # on a lake the transaction may run twice (lake.LakeLock.run)
+        created, message_keys = self._write_batch(
+            batch, lambda con: self._ingest(con, batch, alert_threshold, hooks, public_url))
         self._remember_messages(message_keys)
         return created
 

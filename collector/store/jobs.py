@@ -47,7 +47,8 @@ class JobQueue(StoreConnection):
         now = time.time_ns()
         if worker is None and self.shared:  # a collector's own job: its instance lock says it still runs
             worker = self.instance
-        with self._tx() as con:
+
+        def claim(con) -> str | None:
             # checked first: on a lake an UPDATE costs catalog round trips even when it changes nothing
             if con.execute("SELECT 1 FROM jobs WHERE kind = ? AND state = 'running' AND lease_until_ns < ? LIMIT 1",
                            [kind, now]).fetchone() is not None:
@@ -67,7 +68,11 @@ class JobQueue(StoreConnection):
             lease = now + int(lease_s * 1e9) if lease_s else None
             con.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ns = ?, worker = ?, "
                         "lease_until_ns = ? WHERE job_id = ?", [now, worker, lease, job_id])
-        return self.get_job(job_id)
+            return job_id
+
+        # on a lake: one claim of a kind at a time, beside span transactions (lake.LakeLock.run)
+        job_id = self._write(claim, [f"jobs:{kind}"])
+        return self.get_job(job_id) if job_id is not None else None
 
     def renew_lease(self, job_id: str, worker: str, lease_s: float) -> bool:
         """Extend a running job's lease; False when the job is no longer this worker's."""

@@ -11,17 +11,32 @@ DuckLake has no PRIMARY KEY, UNIQUE, index or ON CONFLICT, and two transactions 
 insert into the same table never conflict (snapshot isolation, appends retried by DuckLake
 itself). Every write of the store is a read-check-write (a span not stored yet, a message
 key not stored yet, a session row to merge, a feedback id not seen, the oldest queued job),
-so two collectors checking at once would both insert. The store therefore takes one
+so two collectors checking at once would both insert. What keeps each check exact is a
 PostgreSQL advisory lock (`LakeLock`, on a connection of its own to the catalog database)
-around each of its write transactions, and begins the lake transaction only once it holds
-it: the transaction's snapshot then contains every write committed before it, and the
-checks that are exact on one DuckDB file are exact on the lake. Kept this way rather than
-coordination tables beside the lake because one lock makes every invariant (spans once,
-messages once, sessions merged, one alert per feedback, one worker per job) hold by the
-same argument as on one file, and a collector killed with -9 loses its PostgreSQL session,
-so PostgreSQL frees its lock at once. The cost: lake writes of all collectors take turns.
-Decoding, normalizing, reads, the API and analysis run in parallel; DuckLake's own catalog
-commit is one snapshot at a time anyway.
+on what the check is about, taken before the lake transaction begins: its snapshot then
+holds every write committed before by anyone who held the same lock.
+
+- A batch of spans (`LakeLock.run` with `batch_keys`) locks its sessions, its traces, its
+  feedback ids and, when it carries them, the OTLP log records or metric points it
+  appends: a retried export that reaches another collector has the same trace ids, a
+  session's traces that reach two collectors have its session id. With the balancer routing
+  by trace id, collectors rarely want the same key, so their span transactions run side by
+  side. Messages are content-addressed: a message two collectors first see at the same
+  moment may be stored twice, identical; reads look messages up by key (a duplicate changes
+  nothing) and `compact` keeps one.
+- DuckLake itself refuses a commit that deletes or updates rows of a table another
+  transaction changed meanwhile (its conflict check is per table), so a merge into a stored
+  session or its steps never loses a concurrent write: it fails whole and runs again, and
+  after KEYED_ATTEMPTS conflicts it runs under the lake-wide lock.
+- Claims (the oldest queued job of a kind, due alert deliveries) lock the queue they claim
+  from. Every other write (the API's feedback, job changes, datasets, results, migrations,
+  compaction) takes the lake-wide lock exclusively; span transactions hold it shared, so it
+  waits for them and they for it, and those writes stay exact by the same argument as on one
+  DuckDB file.
+
+A collector killed with -9 loses its PostgreSQL session, so PostgreSQL frees its locks at
+once. `LakeLock.seconds` counts the time this store held and waited for its locks
+(`tracefix_lake_lock_seconds_total`; `bench/ingest.py --store ducklake` prints the shares).
 
 A diagnosis job claimed by a collector (no lease; the collector runs it) names the
 collector's instance, which holds a second advisory lock for its whole life: a job whose
@@ -49,6 +64,12 @@ PREFIX = "ducklake:"
 CATALOG = "lake"  # the name the lake is attached under
 LOCK_CLASS = 0x7472_6678  # "trfx": the advisory locks' first key, so other applications' locks never collide
 WRITE_LOCK = 0  # second key of the lake-wide write lock
+KEY_CLASS = LOCK_CLASS + 1  # first key of the locks of sessions, traces, feedback ids and queues
+MAX_KEYS = 512  # a transaction wanting more locks takes the lake-wide one (PostgreSQL's lock table is finite)
+KEYED_ATTEMPTS = 2  # DuckLake conflicts a keyed transaction meets before it runs under the lake-wide lock
+# TRACEFIX_LAKE_LOCKS=lake: every write under the lake-wide lock, as before the locks of keys
+# (what bench/ingest.py compares with; a way back should the keys' argument ever fail)
+LOCKS_ENV = "TRACEFIX_LAKE_LOCKS"
 
 
 def is_lake(location: str | os.PathLike | None) -> bool:
@@ -127,12 +148,36 @@ def _lock_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big", signed=True) or 1
 
 
+def batch_keys(batch) -> list[str]:
+    """The names of the locks a batch's transaction holds (see the module's docstring): each
+    session it writes, each trace whose spans it checks and each feedback id it records, and
+    the OTLP log records or metric points it appends (checked against every stored one)."""
+    import pyarrow.compute as pc
+
+    sessions = set(batch.sessions) | set(batch.explicit_traces.values())
+    traces = set(batch.fallback_traces)
+    table = batch.span_arrow()
+    if table is not None and table.num_rows:
+        sessions.update(pc.unique(table["session_id"]).to_pylist())
+        traces.update(pc.unique(table["trace_id"]).to_pylist())
+    sessions.update(ev.session_id for ev in batch.evaluations)
+    return ([f"session:{s}" for s in sessions] + [f"trace:{t}" for t in traces]
+            + [f"feedback:{ev.feedback_id}" for ev in batch.evaluations]
+            + (["log_records"] if batch.log_records else []) + (["metric_points"] if batch.metric_points else []))
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether DuckLake refused a commit because a concurrent one changed the same table."""
+    return isinstance(exc, duckdb.Error) and "Transaction conflict" in str(exc)
+
+
 class LakeLock:
     """The advisory locks of one store, on a PostgreSQL session of its own.
 
-    `hold()` is the lake-wide write lock, taken around every write transaction (one thread
-    of this process at a time, then one collector at a time). The instance lock is held for
-    the store's life: while it is held, the jobs this instance claimed are its own."""
+    `run` runs a write transaction under the locks of its keys, `acquire` / `release` hold
+    the lake-wide lock exclusively; either way one thread of this process at a time (they
+    share one DuckDB connection). The instance lock is held for the store's life: while it
+    is held, the jobs this instance claimed are its own."""
 
     def __init__(self, location: str, instance: str):
         import psycopg  # the collector extra; imported here so embedded stores never load it
@@ -142,35 +187,94 @@ class LakeLock:
         self.instance = instance
         self._mutex = threading.Lock()
         self._pg = self._connect()
+        self.keyed = os.environ.get(LOCKS_ENV, "keys") != "lake"
+        # seconds this store held the lake-wide lock, held the locks of keys (span transactions,
+        # claims) and waited for either; DuckLake conflicts that ran a transaction again, and
+        # transactions that then ran under the lake-wide lock
+        self.seconds = {"lake_held": 0.0, "keys_held": 0.0, "waited": 0.0}
+        self.conflicts = self.escalated = 0
+        self._since = 0.0
 
     def _connect(self):
         pg = self._psycopg.connect(self.conninfo, autocommit=True)
         pg.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, _lock_key(self.instance)])
         return pg
 
+    def _lock(self, sql: str, params: list) -> None:
+        """Run a statement that takes locks, on a new session if the old one broke (a
+        PostgreSQL restart: the old session's locks are gone with it), counting the wait."""
+        t0 = time.monotonic()
+        try:
+            self._pg.execute(sql, params)
+        except self._psycopg.OperationalError:
+            log.warning("lost the PostgreSQL session of the lake's lock; reconnecting")
+            try:
+                self._pg.close()
+            finally:
+                self._pg = self._connect()
+            self._pg.execute(sql, params)
+        self._since = time.monotonic()
+        self.seconds["waited"] += self._since - t0
+
+    def _unlock(self, sql: str, params: list, held: str) -> None:
+        self.seconds[held] += time.monotonic() - self._since
+        try:
+            self._pg.execute(sql, params)
+        except self._psycopg.Error as exc:  # a broken session holds nothing any more
+            log.warning("releasing the lake's locks: %s", exc)
+
     def acquire(self) -> None:
+        """Take the lake-wide lock exclusively (after this process's other writers)."""
         self._mutex.acquire()
         try:
-            try:
-                self._pg.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, WRITE_LOCK])
-            except self._psycopg.OperationalError:  # the session broke (a PostgreSQL restart): once more
-                log.warning("lost the PostgreSQL session of the lake's lock; reconnecting")
-                try:
-                    self._pg.close()
-                finally:
-                    self._pg = self._connect()
-                self._pg.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, WRITE_LOCK])
+            self._lock("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, WRITE_LOCK])
         except BaseException:
             self._mutex.release()
             raise
 
     def release(self) -> None:
         try:
-            self._pg.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, WRITE_LOCK])
-        except self._psycopg.Error as exc:  # a broken session holds nothing any more
-            log.warning("releasing the lake's lock: %s", exc)
+            self._unlock("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, WRITE_LOCK], "lake_held")
         finally:
             self._mutex.release()
+
+    def run(self, con: duckdb.DuckDBPyConnection, work, keys: list[str] | None = None):
+        """`work(con)` in one lake transaction, its result. With `keys` (lock names: see
+        `batch_keys`) the transaction holds their locks and the lake-wide lock shared, and
+        runs again when DuckLake refuses its commit for a concurrent change to a table it
+        deleted from or updated; after KEYED_ATTEMPTS such refusals, and without `keys`
+        (or with more than MAX_KEYS), it holds the lake-wide lock alone."""
+        ids = sorted({_lock_key(k) for k in keys}) if keys is not None else []
+        if keys is not None and self.keyed and len(ids) <= MAX_KEYS:
+            for _ in range(KEYED_ATTEMPTS):
+                with self._mutex:
+                    # the shared lake-wide lock first, then the keys in order: no two span
+                    # transactions wait for each other in a circle
+                    self._lock("SELECT CASE WHEN n = 0 THEN pg_advisory_lock_shared(%s, %s) "
+                               "ELSE pg_advisory_lock(%s, k) END FROM (SELECT 0::bigint AS n, 0 AS k UNION ALL "
+                               "SELECT n, k FROM unnest(%s::int[]) WITH ORDINALITY AS u(k, n) ORDER BY n) s",
+                               [LOCK_CLASS, WRITE_LOCK, KEY_CLASS, ids])
+                    try:
+                        con.begin()
+                        try:
+                            result = work(con)
+                        except BaseException:
+                            con.rollback()
+                            raise
+                        try:
+                            con.commit()
+                            return result
+                        except duckdb.Error as exc:
+                            if not is_conflict(exc):
+                                raise
+                            self.conflicts += 1
+                    finally:
+                        self._unlock("SELECT pg_advisory_unlock_shared(%s, %s), (SELECT count(*) FROM "
+                                     "unnest(%s::int[]) AS u(k) WHERE pg_advisory_unlock(%s, k))",
+                                     [LOCK_CLASS, WRITE_LOCK, ids, KEY_CLASS], "keys_held")
+            self.escalated += 1
+        with LakeTransaction(con, self) as con:
+            return work(con)
 
     def alive(self, instance: str) -> bool:
         """Whether the store instance `instance` still runs (holds its instance lock). Asked
@@ -190,8 +294,8 @@ class LakeLock:
 
 
 class LakeTransaction:
-    """`with LakeTransaction(con, lock) as con:` holds the lake's write lock from before
-    BEGIN (so the snapshot has every commit before it) until after COMMIT."""
+    """`with LakeTransaction(con, lock) as con:` holds the lake-wide write lock exclusively
+    from before BEGIN (so the snapshot has every commit before it) until after COMMIT."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: LakeLock):
         self.con = con
@@ -218,15 +322,20 @@ class LakeTransaction:
 
 
 def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dict:
-    """Merge the small Parquet files many short ingest transactions leave into larger ones,
-    flush rows inlined in the catalog to files, expire snapshots older than `older_than_s`
-    and delete the files nothing refers to any more. Run with the write lock held."""
+    """Keep one of each message stored twice, merge the small Parquet files many short
+    ingest transactions leave into larger ones, flush rows inlined in the catalog to files,
+    expire snapshots older than `older_than_s` and delete the files nothing refers to any
+    more. Run with the write lock held."""
     def files() -> int:
         return sum(scalar(con.execute(f"SELECT count(*) FROM ducklake_list_files('{CATALOG}', ?)", [t]))
                    for (t,) in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE database_name = '{CATALOG}'"
                                            ).fetchall())
     before = files()
     t0 = time.monotonic()
+    # a message two collectors first stored at the same moment is there twice, identical: one stays
+    doubled = scalar(con.execute("""DELETE FROM messages WHERE rowid IN (SELECT rowid FROM (
+        SELECT rowid, row_number() OVER (PARTITION BY key ORDER BY rowid) AS n FROM messages
+        WHERE key IN (SELECT key FROM messages GROUP BY key HAVING count(*) > 1)) WHERE n > 1)"""))
     con.execute(f"CALL ducklake_flush_inlined_data('{CATALOG}')")
     con.execute(f"CALL ducklake_merge_adjacent_files('{CATALOG}')")
     cutoff = time.time() - older_than_s
@@ -235,5 +344,5 @@ def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dic
                                  "older_than => to_timestamp(?))", [cutoff]))
     cleaned = scalar(con.execute(f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', "
                                  "older_than => to_timestamp(?))", [cutoff]))
-    return {"files_before": before, "files_after": files(), "snapshots_expired": expired,
-            "files_deleted": cleaned, "seconds": round(time.monotonic() - t0, 3)}
+    return {"files_before": before, "files_after": files(), "messages_deduplicated": doubled,
+            "snapshots_expired": expired, "files_deleted": cleaned, "seconds": round(time.monotonic() - t0, 3)}

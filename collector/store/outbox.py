@@ -138,13 +138,14 @@ class FeedbackOutbox(StoreReads):
 
     def claim_due_deliveries(self, hold_s: float = 60.0, limit: int = 50) -> list[dict]:
         """On a store several collectors share: the due deliveries, each moved `hold_s` into
-        the future in the same transaction (under the lake's write lock), so the other
+        the future in the same transaction (under the lock of the deliveries queue), so the other
         collectors' delivery loops pass over them while this one tries. Its outcome
         (`mark_delivery`) replaces the hold; if this collector dies first, the delivery is
         due again once the hold ends: at least once, the receiver deduplicating on
         `webhook-id` / `Idempotency-Key` (the alert id)."""
         now = time.time_ns()
-        with self._tx() as con:
+
+        def claim(con) -> list[dict]:
             due = records(con.execute(
                 """SELECT d.alert_id, d.webhook, d.attempts, a.payload FROM deliveries d JOIN alerts a USING (alert_id)
                    WHERE d.state = 'pending' AND d.next_attempt_ns <= ? ORDER BY d.next_attempt_ns LIMIT ?""",
@@ -152,6 +153,9 @@ class FeedbackOutbox(StoreReads):
             for d in due:
                 con.execute("UPDATE deliveries SET next_attempt_ns = ? WHERE alert_id = ? AND webhook = ?",
                             [now + int(hold_s * 1e9), d["alert_id"], d["webhook"]])
+            return due
+
+        due = self._write(claim, ["deliveries"])  # one claim at a time, beside span transactions
         return [{**r, "payload": json.loads(r["payload"])} for r in due]
 
     def next_delivery_ns(self) -> int | None:

@@ -137,5 +137,7 @@ class Queries(StoreReads):
 
     def stats(self) -> dict:
         cur = self._read()
-        return {t: scalar(cur.execute(f"SELECT count(*) FROM {t}"))
+        # on a lake a message may be stored twice until `compact` (lake.py): counted once
+        distinct = {"messages": "count(DISTINCT key)" if self.shared else "count(*)"}
+        return {t: scalar(cur.execute(f"SELECT {distinct.get(t, 'count(*)')} FROM {t}"))
                 for t in ("sessions", "spans", "messages", "steps", "snapshots", "feedback", "alerts", "jobs")}

@@ -8,7 +8,8 @@ acknowledged span is stored exactly once, each split session reads back whole wi
 steps numbered once, a thumbs-down sent to all three collectors raises one alert delivered
 once, two
 workers claiming through different collectors never get the same job, and the job of a
-dead worker or a dead collector is queued again."""
+dead worker or a dead collector is queued again. Span transactions of other sessions run
+beside an open one, and two collectors writing one session at once merge it exactly."""
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ from test_partial_success import export, make_request, make_span
 pytestmark = pytest.mark.skipif(pg_bin_dir() is None, reason="PostgreSQL binaries not found (make pg installs them)")
 
 SESSIONS, PARTS, PER_PART = 9, 3, 4  # each session: 12 LLM spans in 3 exports, one per collector
-RACED_TRACES = 10  # without the write lock all of them are left split
+RACED_TRACES = 10  # without their trace's lock all of them are left split
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}  # one stored message, many writers
 
 
@@ -279,9 +280,9 @@ def test_a_span_one_collector_stored_under_its_trace_joins_the_session_another_l
 
 
 def test_a_child_and_its_root_committed_at_once_by_two_collectors_end_in_one_session(lake):
-    """The same, both collectors writing at the same moment. Without the lake's write lock
-    each transaction's snapshot misses the other's rows (every trace of this test then keeps
-    its chat span under the trace id); with it, the second writer sees the first's."""
+    """The same, both collectors writing at the same moment. Without a lock on the trace
+    both hold each transaction's snapshot misses the other's rows (every trace of this test
+    then keeps its chat span under the trace id); with it, the second writer sees the first's."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from test_ingest import agent_run_with_sessionless_chat
 
@@ -318,3 +319,111 @@ def test_a_child_and_its_root_committed_at_once_by_two_collectors_end_in_one_ses
         a.close()
         b.close()
 
+
+
+def _chats(sid: str, trace: bytes, steps: range):
+    """A batch of chat spans of session `sid` (steps numbered by `steps`) in one trace."""
+    from tracefix.collector.normalize import normalize_request
+
+    return normalize_request(make_request([make_span(trace, n, "chat lake-agent", {
+        "gen_ai.operation.name": "chat", "tracefix.session.id": sid, "tracefix.step": n,
+        "gen_ai.input.messages": json.dumps([SYSTEM, {"role": "user", "content": f"{sid} q{n}"}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": f"{sid} a{n}"}])}) for n in steps]))
+
+
+def test_span_transactions_of_other_sessions_run_beside_an_open_one_and_the_same_session_waits(lake):
+    """While one collector's span transaction is open (committed at the end), another
+    collector stores the spans of other sessions and traces at once, holding no lake-wide
+    lock; spans of the open transaction's session wait for it, then both are merged. With
+    every write under one lake-wide lock (TRACEFIX_LAKE_LOCKS=lake, how it was) the other
+    session's spans waited too."""
+    from tracefix.collector.store import Store
+
+    a = Store(lake[0], data_path=lake[1])
+    b = Store(lake[0], data_path=lake[1])
+    try:
+        sid, other = f"open-{uuid.uuid4().hex[:6]}", f"beside-{uuid.uuid4().hex[:6]}"
+        first = _chats(sid, uuid.uuid4().bytes, range(0, 4))
+        opened, close = threading.Event(), threading.Event()
+
+        def held_open(con):
+            out = a._ingest(con, first, 0.0, [], None)
+            opened.set()
+            close.wait(30)
+            return out
+
+        writer = threading.Thread(target=lambda: a._write_batch(first, held_open))
+        writer.start()
+        assert opened.wait(30)
+        lake_held = b.lock.seconds["lake_held"]
+        beside = threading.Thread(target=b.ingest, args=(_chats(other, uuid.uuid4().bytes, range(0, 4)),))
+        same = threading.Thread(target=b.ingest, args=(_chats(sid, uuid.uuid4().bytes, range(4, 8)),))
+        beside.start()
+        beside.join(20)
+        stored_beside = not beside.is_alive()
+        same.start()
+        same.join(1.5)
+        waited = same.is_alive()
+        close.set()
+        writer.join(30)
+        beside.join(30)
+        same.join(30)
+        assert stored_beside, "another session's spans waited for an open span transaction"
+        assert waited, "the open transaction's session was written beside it"
+        assert b.lock.seconds["lake_held"] == lake_held  # spans take no lake-wide lock
+        assert [s["index"] for s in a.get_session(sid)["steps"]] == list(range(8))
+        assert len(a.get_session(other)["steps"]) == 4
+    finally:
+        close.set()
+        a.close()
+        b.close()
+
+
+def test_two_collectors_writing_one_session_at_once_merge_it_exactly(lake):
+    """Two collectors store parts of one session (each part its own trace) at the same
+    moment, round after round: its first parts race to create the row, later ones to merge
+    into it and renumber its steps. One row remains, spanning every part, with every span
+    once and its steps numbered once; a message both sent first reads back once."""
+    from tracefix.collector.store import Store
+
+    a = Store(lake[0], data_path=lake[1])
+    b = Store(lake[0], data_path=lake[1])
+    rounds, per = 4, 3
+    sessions = [f"both-{k}-{uuid.uuid4().hex[:6]}" for k in range(2)]
+    try:
+        errors: list[BaseException] = []
+        for r in range(rounds):
+            start = threading.Barrier(2)
+
+            def write(store, half: int) -> None:
+                start.wait()
+                try:
+                    for sid in sessions:
+                        first = (2 * r + half) * per
+                        store.ingest(_chats(sid, uuid.uuid4().bytes, range(first, first + per)))
+                except BaseException as exc:  # surfaced below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=write, args=(store, half)) for half, store in enumerate((a, b))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert not errors, errors
+        con = a.cursor()
+        total = 2 * rounds * per
+        for sid in sessions:
+            rows = con.execute("SELECT started_ns, ended_ns FROM sessions WHERE session_id = ?", [sid]).fetchall()
+            starts = con.execute("SELECT min(start_ns), max(end_ns), count(*), count(DISTINCT span_id || trace_id) "
+                                 "FROM spans WHERE session_id = ?", [sid]).fetchone()
+            assert rows == [starts[:2]] and starts[2:] == (total, total)
+            steps = a.get_session(sid)["steps"]
+            assert [s["index"] for s in steps] == list(range(total))
+            assert [s["input_messages"][1]["content"] for s in steps] == [f"{sid} q{n}" for n in range(total)]
+            assert steps[0]["input_messages"][0] == SYSTEM
+        assert a.stats()["sessions"] == len(sessions)
+        a.compact()  # a message both stored at once (SYSTEM, first round) is kept once
+        assert con.execute("SELECT count(*) - count(DISTINCT key) FROM messages").fetchone()[0] == 0
+    finally:
+        a.close()
+        b.close()
