@@ -155,7 +155,8 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int
                   "noop": [{"step": step, "intervention": {"text": NOOP_EDIT}}],
                   "misleading": [{"step": step, "intervention": {"text": MISLEADING_EDIT}}]}[arm]
     t0 = time.perf_counter()
-    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], llm=False, runs=args.runs, replay_key=REPLAY_KEY,
+    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], preload_modules=args.preload_modules,
+                      llm=False, runs=args.runs, replay_key=REPLAY_KEY,
                       concurrency=args.concurrency, rounds=rounds, otlp_endpoint=server, hypotheses=hypotheses,
                       overrides={"base_url": base_url}, save=arm == "pipeline",
                       workdir=workdir / "replays" / f"{sid}-{arm}-{rounds}-{follow}")
@@ -261,13 +262,16 @@ def print_phases(runs: list[dict]) -> None:
         print("phases: the children wrote no timings")
         return
     cells = []
-    for name in (*PHASES, "judge"):
+    parent = ("deliver", "judge") if any("deliver" in run["phases"] for run in split) else ("judge",)
+    for name in (*PHASES, *parent):
         cells.append(f"{name} {median([run['phases'].get(name) for run in split]):.1f}")
         if name == "entrypoint":
             cells[-1] += (f" (session {median([run['child_ms'] for run in split]):.1f}, importing the agent's "
                           f"modules and the rest {median([outside_session_ms(run) for run in split]):.1f})")
-    print(f"child wall split, ms (medians of {len(split)}): " + ", ".join(cells) + "; judge is the parent's, "
-          "after the child's exit, outside the child's wall")
+    print(f"child wall split, ms (medians of {len(split)}): " + ", ".join(cells) + f"; {' and '.join(parent)} "
+          f"{'are' if len(parent) > 1 else 'is'} the parent's, after the child's exit, outside the child's wall")
+    whole = [run["wall_s"] * 1000 + sum(run["phases"].get(name) or 0 for name in parent) for run in split]
+    print(f"a replay end to end (the child's wall, then {' and '.join(parent)}; median): {median(whole):.0f} ms")
 
 
 def outside_session_ms(run: dict) -> float | None:
@@ -286,6 +290,8 @@ def main() -> int:
     parser.add_argument("--arms", default="pipeline,oracle,noop,misleading")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--preload-modules", default="tracefix.demo.bank", help="the demo's modules the zygote "
+                        "imports before it forks (--preload-module; '' for none: each child imports them)")
     parser.add_argument("--rounds", default="1", help="repair-memory rounds per session; a list (1,3) "
                         "diagnoses every session once per value, side by side")
     parser.add_argument("--json", dest="json_out", help="also write the per-session rows to this file")
@@ -297,6 +303,7 @@ def main() -> int:
     args.rounds = [int(r) for r in str(args.rounds).split(",") if r.strip()]
     args.follow_probs = [float(p) for p in str(args.follow_probs).split(",") if p.strip()]
     args.arms = [a.strip() for a in str(args.arms).split(",") if a.strip()]
+    args.preload_modules = [m.strip() for m in str(args.preload_modules).split(",") if m.strip()]
     os.environ.pop("TRACEFIX_LLM_BASE_URL", None)  # the figures are for the fallback pipeline
     if args.edit_classes:
         import replay_edit_classes

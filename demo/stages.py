@@ -127,8 +127,10 @@ class Demo:
         self.serve = serve
         self.serve_url = serve.address()
         # replays run beside the agent's code, in a worker allowed to import the demo's modules only
+        # its zygotes import the demo's apps once (their imports start nothing and open nothing)
         worker = TracefixProcess("tracefix worker", ["worker", "--server", self.serve_url, "--allow-module",
-                                                     "tracefix.demo", "--poll", "0.5"],
+                                                     "tracefix.demo", "--preload-module", "tracefix.demo.bank",
+                                                     "--preload-module", "tracefix.demo.warehouse", "--poll", "0.5"],
                                  WORKER_READY, log=self.work / "worker.log",
                                  env={**env, "TRACEFIX_REPLAY_KEY": self.replay_key})
         stack.callback(worker.stop)

@@ -2,7 +2,8 @@
 
 Started by :mod:`tracefix.replay.runner`. It turns tracefix on in replay mode (the
 instrumentation reads the cassette and the intervention from the same file), exporting to
-the collector the parent names, registers the guard's live hook when asked, calls the
+the collector the parent names (or to a file the parent posts from: tracefix.replay.span_handoff),
+registers the guard's live hook when asked, calls the
 recorded entrypoint with the recorded inputs (some overridden, e.g. ``base_url``), and
 leaves the report (written by the instrumentation when the session ends) with the guard's
 firings added. Exit status 0 when the entrypoint returned, 1 when it raised.
@@ -20,6 +21,8 @@ import os
 import sys
 import threading
 import time
+
+from tracefix.replay import span_handoff
 
 logger = logging.getLogger("tracefix.replay")
 
@@ -60,6 +63,8 @@ def main() -> int:
     if config.get("service"):
         init_kwargs["service_name"] = config["service"]
     handle = tracefix.init(**init_kwargs)
+    if config.get("spans_file"):  # the runner posts them once this process is gone (replay.span_handoff)
+        span_handoff.hand_over(handle, config["spans_file"])
     timings["init"] = time.time()
     controller = runtime.replay
     if controller is None:
@@ -91,7 +96,7 @@ def main() -> int:
     finally:
         timings["ran"] = time.time()
         controller.write_report_at_exit()
-        handle.shutdown()  # flush the child's spans to the collector before the parent looks
+        handle.shutdown()  # flush the child's spans (to the collector, or its file) before the parent looks
         timings["flushed"] = time.time()
     _add_to_report(config.get("report_path"), timings=timings,
                    **({"guard": {"fired": guard.fired}} if guard is not None else {}),

@@ -124,6 +124,11 @@ def replay_options(fn):
         click.option("--preload/--no-preload", default=True, show_default=True,
                      help="Fork the replays from a process that imported tracefix and the agent's traced "
                           "libraries (openai, its framework) once, instead of starting each cold."),
+        click.option("--preload-module", "preload_modules", multiple=True, metavar="PKG.MOD",
+                     help="A module of the agent's (within --allow-module) that process imports too, so no replay "
+                          "imports it again (repeatable). What the import leaves behind is shared by every replay: "
+                          "a module whose import starts a thread or process, opens a socket or calls "
+                          "tracefix.init() is refused (found by a trial import), the rest is your call."),
         click.option("--rounds", default=1, show_default=True, type=click.IntRange(1, 10),
                      help="Rounds of interventions; later rounds use the repair memory of earlier ones."),
         click.option("--guard", is_flag=True, help="Guard the live part of each replay (loop / missing-action reminders)."),
@@ -176,7 +181,7 @@ def _confirmed_modules(doc: dict | None, allowed: list[str], entrypoints: list[s
               help="Override a recorded entrypoint input (e.g. base_url=http://...).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay result as JSON.")
 def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, allow_unsigned, runs, concurrency,
-           preload, rounds, guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, per_trial, steps, edit,
+           preload, preload_modules, rounds, guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, per_trial, steps, edit,
            inputs, as_json):
     """Replay SESSION from each suspected step with an intervention and judge the outcome (DoVer).
 
@@ -212,7 +217,7 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
                         concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
                         allow_live_tools=allow_live_tools, otlp_endpoint=url, overrides=overrides, progress=progress,
                         hypotheses=requested_hypotheses(request), per_trial=per_trial, timeout_s=timeout,
-                        keep=keep)
+                        keep=keep, preload_modules=list(preload_modules))
 
     try:
         result = on_a_collector(server, db, run)
@@ -239,8 +244,8 @@ def replay(session_id, server, db, token, allowed_modules, allowed_entrypoints, 
                    "its replay job queued under --diagnose full) run no agent code and need no --allow-module; "
                    "`tracefix serve --diagnosis-workers 0` leaves them all to such workers. Regress jobs (`tracefix regress "
                    "--queue`) run dataset items again under the same rules as replays.")
-def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, runs, concurrency, preload, rounds,
-           guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, name, poll, lease, once, jobs):
+def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, runs, concurrency, preload,
+           preload_modules, rounds, guard, allow_live_tools, timeout, keep, llm_base_url, llm_model, name, poll, lease, once, jobs):
     """Run replay (and diagnosis) jobs queued by `tracefix serve`, beside the agent's own code.
 
     Start it in the agent's image or virtualenv with the agent's modules allowed
@@ -251,6 +256,7 @@ def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, 
     from tracefix.collector.access import DEFAULT_SERVER, AccessError, HttpAccess, checked_server
     from tracefix.entrypoints import EntrypointRefused, normalize_allowed, normalize_entrypoints
     from tracefix.analysis.llm import ProductLLM
+    from tracefix.replay.preload_modules import app_preloads
     from tracefix.replay.worker import KINDS, Worker
 
     kinds = tuple(dict.fromkeys(k.strip() for k in jobs.split(",") if k.strip()))
@@ -263,6 +269,10 @@ def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, 
     except EntrypointRefused as exc:
         raise click.BadParameter(str(exc), param_hint="--allow-entrypoint") from exc
     replay_key = replay_signing.key_from_env()
+    try:
+        preload_modules = app_preloads(normalize_allowed(preload_modules), allowed)
+    except EntrypointRefused as exc:
+        raise click.BadParameter(str(exc), param_hint="--preload-module") from exc
     if {"replay", "regress"} & set(kinds):  # both run the agent's code
         if not allowed and not entrypoints:
             raise click.UsageError("give at least one --allow-module PKG or --allow-entrypoint PKG.MOD:FUNCTION: "
@@ -273,7 +283,7 @@ def worker(server, token, allowed_modules, allowed_entrypoints, allow_unsigned, 
                                    "ingest token's holders send)")
     options = dict(runs=runs, concurrency=concurrency, preload=preload, rounds=rounds, guard=guard,
                    allow_live_tools=allow_live_tools, replay_key=replay_key, allow_unsigned=allow_unsigned,
-                   timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
+                   preload_modules=preload_modules, timeout_s=timeout, keep=keep, llm=ProductLLM.from_env(base_url=llm_base_url, model=llm_model) or False)
     try:  # no --server: the collector the other verbs find on the default port (the worker waits for it)
         url = checked_server(server or DEFAULT_SERVER)
     except AccessError as exc:

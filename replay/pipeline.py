@@ -21,6 +21,7 @@ from tracefix.replay.admission import ReplayError, check_replayable, check_signa
 from tracefix.replay.contracts import ReplayResult
 from tracefix.replay.guard import Guard
 from tracefix.replay.memory import RepairMemory
+from tracefix.replay.preload_modules import app_preloads
 
 
 def load_analysis(access, session_id: str, notes: list[str]) -> dict | None:
@@ -180,7 +181,8 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
              hypotheses: list[dict] | None = None, per_trial: int = 1,
              timeout_s: float = runner.DEFAULT_TIMEOUT_S, workdir=None, keep: bool = False,
              save: bool = True, allowed_entrypoints: list[str] | tuple[str, ...] = (),
-             replay_key: str | bytes | None = None, allow_unsigned: bool = False) -> ReplayResult:
+             replay_key: str | bytes | None = None, allow_unsigned: bool = False,
+             preload_modules: list[str] | tuple[str, ...] = ()) -> ReplayResult:
     """Test the session's failure hypotheses by replay; return (and store) the replay result.
 
     The session's recorded entrypoint is imported (in the replay children) only when its
@@ -194,7 +196,8 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
     operator's own; `hypotheses`, when
     given, replaces attribution (`[{"step": k, "intervention": {"text": ..., "kind": ...}?}]`);
     `preload` forks the children from a process that imported the agent's traced libraries
-    once (tracefix.replay.zygote; `zygotes`: a worker's warm ones). `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
+    once (tracefix.replay.zygote; `zygotes`: a worker's warm ones), and the agent's own
+    `preload_modules` (within `allowed_modules`) when a trial import finds that safe. `progress(message)` is called as work advances. `llm=None` uses the TRACEFIX_LLM_*
     endpoint when one is configured; `llm=False` forces the deterministic fallbacks.
     The children's files go to a private folder (`workdir`, else a temporary one), removed
     at the end unless `keep`.
@@ -249,7 +252,7 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
         say(f"round {round_}: {len(chosen)} hypothesis(es), {len(jobs)} replay(s), {concurrency} at a time")
         with runner.replay_folder(workdir, keep=keep) as folder:
             results = runner.run_all(jobs, concurrency=concurrency, workdir=folder, preload=preload,
-                                     zygotes=zygotes,
+                                     zygotes=zygotes, app_modules=app_preloads(preload_modules, allowed_modules),
                                      progress=lambda done, total: say(f"replays {done}/{total}"))
         refused = next((r["report"]["refused"] for r in results if (r["report"] or {}).get("refused")), None)
         if refused:  # the app did not mark the entrypoint: nothing of it ran, nothing is stored

@@ -1,7 +1,8 @@
 """What a replay zygote (tracefix.replay.zygote) imports before it forks: tracefix's own
 modules every child needs, and the libraries tracefix traces that the agent's code imports,
 found by reading the entrypoint's module and the app's own modules it imports (never running
-them), where the children will look for them.
+them), where the children will look for them; and the agent's own modules its operator named
+(`app_preloads`, checked by tracefix.replay.app_preload before they are imported).
 """
 from __future__ import annotations
 
@@ -118,3 +119,19 @@ def preloads(entrypoint: str, search_path: list[str]) -> list[str]:
         if module.split(".")[0] in libraries:
             out += [module, patcher]
     return list(dict.fromkeys(out))
+
+
+def app_preloads(named: list[str] | tuple[str, ...], allowed_modules: list[str] | tuple[str, ...]) -> list[str]:
+    """The agent's modules an operator named for the zygotes to import (``--preload-module``):
+    each must lie within the modules allowed to run (``--allow-module``), or EntrypointRefused."""
+    from tracefix.entrypoints import EntrypointRefused, check
+
+    out = []
+    for module in named:
+        try:
+            check(f"{module}:preload", allowed_modules)
+        except EntrypointRefused:
+            raise EntrypointRefused(f"{module} lies outside the modules allowed to run here "
+                                    f"({', '.join(allowed_modules) or 'none'}): a zygote preloads only those") from None
+        out.append(module)
+    return out

@@ -5,7 +5,9 @@ its replay file (contracts §4: cassette, intervention, child session id, parent
 path, guard) plus what the child needs to start the entrypoint: the collector's OTLP
 endpoint, input overrides and the guard's settings. A child that outlives its timeout is
 killed and reported as such; the others are unaffected. Children share nothing but the
-collector they export to: each has its own session id, work directory and report.
+collector they export to: each has its own session id, work directory and report. A child
+writes its spans to its folder and the runner posts them to the collector once the child is
+gone (tracefix.replay.span_handoff), so no child waits on the collector as it leaves.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracefix.replay import span_handoff
 from tracefix.replay.preload_modules import preloads
 from tracefix.replay.zygote import Zygote, Zygotes
 
@@ -106,6 +109,7 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
     started cold; return its report plus wall time and error."""
     workdir.mkdir(parents=True, exist_ok=True)
     replay_path, report_path, log_path = workdir / "replay.json", workdir / "report.json", workdir / "child.log"
+    spans_path = workdir / span_handoff.SPANS_FILE if job.otlp_endpoint else None
     replay = {
         "cassette": job.cassette, "intervention": job.intervention, "session_id": job.child_session_id,
         "parent_session_id": job.parent_session_id, "report_path": str(report_path),
@@ -114,6 +118,7 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
         # read by tracefix.replay.child, ignored by the instrumentation
         "otlp_endpoint": job.otlp_endpoint, "input_overrides": job.overrides, "guard_config": job.guard,
         "service": job.service, "otlp_headers": job.otlp_headers,
+        "spans_file": str(spans_path) if spans_path else None,
     }
     replay_path.write_text(json.dumps(replay, default=str))
     replay_path.chmod(0o600)  # it may carry the collector token
@@ -129,6 +134,11 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
     else:
         error = _wait_forked(zygote, zygote_pid, job.timeout_s)
     wall_s, ended_at = time.monotonic() - started, time.time()
+    delivered_at = None
+    if spans_path is not None:  # before anyone reads the child's session: its spans are stored
+        undelivered = span_handoff.deliver(spans_path, job.otlp_endpoint or "", job.otlp_headers)
+        error = "; ".join(e for e in (error, undelivered) if e) or None
+        delivered_at = time.time()
     report = {}
     if report_path.exists():
         try:
@@ -144,7 +154,8 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
         error = report["error"]
     return {"key": job.key, "run_index": job.run_index, "child_session_id": job.child_session_id,
             "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path),
-            "phases": phases(report.get("timings"), spawned_at, ended_at), "forked": zygote_pid is not None,
+            "phases": phases(report.get("timings"), spawned_at, ended_at, delivered_at),
+            "forked": zygote_pid is not None,
             # the folder may be removed after the run: keep the end of the child's output
             "log_tail": _tail(log_path, 4000) if error or report.get("divergence") else None}
 
@@ -153,18 +164,23 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
 PHASES = ("start", "config", "init", "entrypoint", "flush", "exit")
 
 
-def phases(timings: dict | None, spawned_at: float, ended_at: float) -> dict[str, float] | None:
+def phases(timings: dict | None, spawned_at: float, ended_at: float,
+           delivered_at: float | None = None) -> dict[str, float] | None:
     """Milliseconds of each of `PHASES`: start (fork, or a cold interpreter's start and
     imports, to the child's main), config (reading the replay file), init (tracefix in replay
     mode: the cassette, the exporter, the patches), entrypoint (importing and running the
     agent), flush (the report and the exporter's shutdown), exit (the child's exit until the
-    runner sees it). None when the child wrote no timings."""
+    runner sees it); and, after the child, deliver (the runner posting the child's spans to
+    the collector, when it handed them over). None when the child wrote no timings."""
     if not isinstance(timings, dict) or not all(isinstance(timings.get(k), (int, float))
                                                 for k in ("main", "config", "init", "ran", "flushed")):
         return None
     marks = [spawned_at, timings["main"], timings["config"], timings["init"], timings["ran"], timings["flushed"],
              ended_at]
-    return {name: round((end - start) * 1000, 1) for name, start, end in zip(PHASES, marks, marks[1:])}
+    split = {name: round((end - start) * 1000, 1) for name, start, end in zip(PHASES, marks, marks[1:])}
+    if delivered_at is not None:
+        split["deliver"] = round((delivered_at - ended_at) * 1000, 1)
+    return split
 
 
 @contextmanager
@@ -185,18 +201,21 @@ def replay_folder(workdir: str | Path | None = None, *, keep: bool = False):
 
 
 def run_all(jobs: list[ReplayJob], *, concurrency: int = 3, workdir: str | Path, progress=None,
-            preload: bool = True, zygotes: Zygotes | None = None) -> list[dict]:
+            preload: bool = True, zygotes: Zygotes | None = None,
+            app_modules: list[str] | tuple[str, ...] = ()) -> list[dict]:
     """Run every job with at most `concurrency` children alive, each in its own folder under
     `workdir`; results in job order. With `preload` (and os.fork), children are forked from
     a process that imported tracefix and the entrypoint's libraries once
     (tracefix.replay.zygote): one of `zygotes`, kept warm by its owner, else one for this
-    batch; without, or if that process cannot start, each child starts cold."""
+    batch; it also imports the agent's `app_modules` (the operator's --preload-module) when a
+    trial import finds that safe (tracefix.replay.app_preload). Without, or if that process
+    cannot start, each child starts cold."""
     base = Path(workdir)
     results: dict[int, dict] = {}
     zygote = None
     if preload and jobs and hasattr(os, "fork"):
         modules = entrypoint_preloads(jobs[0].cassette.get("entrypoint") or "")
-        zygote = zygotes.get(modules) if zygotes is not None else _start_zygote(modules, base)
+        zygote = zygotes.get(modules, app_modules) if zygotes is not None else _start_zygote(modules, app_modules, base)
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = {pool.submit(run_one, job, base / job.child_session_id, zygote): i
@@ -216,9 +235,9 @@ def entrypoint_preloads(entrypoint: str) -> list[str]:
     return preloads(entrypoint, child_env()["PYTHONPATH"].split(os.pathsep) + sys.path)
 
 
-def _start_zygote(modules: list[str], base: Path) -> Zygote | None:
+def _start_zygote(modules: list[str], app_modules: list[str] | tuple[str, ...], base: Path) -> Zygote | None:
     try:
-        return Zygote(modules, cwd=base, env=child_env(), log=base / "zygote.log")
+        return Zygote(modules, app_modules=app_modules, cwd=base, env=child_env(), log=base / "zygote.log")
     except (OSError, RuntimeError) as exc:
         log.warning("replays start cold: %s", exc)
         return None

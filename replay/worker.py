@@ -29,8 +29,10 @@ code: it needs no ``--allow-module``. The analysis's libraries (torch, scikit-le
 imported by the first diagnosis, not when the worker starts.
 
 Replay children are forked from zygotes that preloaded the agent's traced libraries
-(``tracefix.replay.zygote``); the worker keeps them between jobs and starts one for each
-allowed module as it starts, so even its first job does not wait for those imports.
+(``tracefix.replay.zygote``), and the agent's own modules its operator named
+(``--preload-module``, when a trial import finds them safe: ``tracefix.replay.app_preload``);
+the worker keeps them between jobs and starts one for each allowed module as it starts, so
+even its first job does not wait for those imports.
 
 Several workers may share a queue: the collector's single writer hands each job to one.
 SIGTERM / Ctrl-C stops claiming and lets the job at hand finish; a second one leaves at
@@ -91,7 +93,8 @@ class Worker:
         self.zygotes = Zygotes(env=runner.child_env(), folder=folder)
         if warm:  # an allowed module is often the entrypoint's own: its libraries are known before any job
             self.zygotes.warm([runner.entrypoint_preloads(f"{module}:_") for module in self.allowed_modules]
-                              + [runner.entrypoint_preloads(entrypoint) for entrypoint in self.allowed_entrypoints])
+                              + [runner.entrypoint_preloads(entrypoint) for entrypoint in self.allowed_entrypoints],
+                              app_modules=self.replay_options.get("preload_modules") or ())
 
     def _stop_zygotes(self) -> None:
         if self.zygotes is not None:

@@ -14,13 +14,15 @@ calls ``tracefix.init()`` in replay mode and then imports the entrypoint's modul
 started child does. A child's end wakes the zygote at once (SIGCHLD), so the runner hears of it
 without a polling delay.
 
-Only well-known libraries are preloaded, never the agent's own modules: importing those may
-track state or call ``tracefix.init()``, which must happen in the child. A zygote that has a
-thread running after its imports cannot fork safely: it says so, and the runner starts its
-children cold, as it does where there is no ``os.fork``.
+Well-known libraries are preloaded, and the agent's own modules only where the operator named
+them (``--preload-module``) and a trial import in a throwaway fork found them safe to share
+(tracefix.replay.app_preload): importing those may track state or call ``tracefix.init()``,
+which must happen in the child. A zygote that has a thread running after its imports cannot
+fork safely: it says so, and the runner starts its children cold, as it does where there is
+no ``os.fork``.
 
 Protocol, JSON lines: the runner writes ``{"id", "cwd", "log", "env"}``; the zygote answers
-``{"ready": bool, ...}`` once, then ``{"id", "pid"}`` per fork and ``{"exit": pid, "status"}``
+``{"ready": bool, "loaded", "app_loaded", "app_refused", ...}`` once, then ``{"id", "pid"}`` per fork and ``{"exit": pid, "status"}``
 when a child ends (status as ``Popen.returncode``: negative for a signal).
 """
 from __future__ import annotations
@@ -34,6 +36,8 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from tracefix.replay import app_preload
 
 # An SDK imports its HTTP stack and resources when its first client is built, and fills its
 # caches (request types, response models) on its first call: the zygote builds one client of
@@ -56,7 +60,8 @@ READY_TIMEOUT_S = 120.0
 class Zygote:
     """The runner's side: start the zygote, fork children from it, wait for their ends."""
 
-    def __init__(self, modules: list[str], *, cwd: str | Path, env: dict, log: str | Path):
+    def __init__(self, modules: list[str], *, cwd: str | Path, env: dict, log: str | Path,
+                 app_modules: list[str] | tuple[str, ...] = ()):
         self._lock = threading.Lock()
         self._next_id = 0
         self._replies: dict[int, dict] = {}
@@ -64,7 +69,8 @@ class Zygote:
         self._changed = threading.Condition()
         self._ready: dict | None = None
         with open(log, "w") as err:  # what the preloading printed, for an operator who asks why it fell back
-            self.proc = subprocess.Popen([sys.executable, "-m", "tracefix.replay.zygote", json.dumps(modules)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "tracefix.replay.zygote", json.dumps(modules),
+                                          json.dumps(list(app_modules))],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=str(cwd),
                                          env=env, text=True, start_new_session=True)
         threading.Thread(target=self._read, name="tracefix-zygote", daemon=True).start()
@@ -73,6 +79,9 @@ class Zygote:
         if not (self._ready or {}).get("ready"):
             self.close()
             raise RuntimeError(f"replay zygote not ready: {(self._ready or {}).get('reason', 'no answer')}")
+        if self._ready.get("app_refused"):
+            print(f"tracefix: replay children import {', '.join(app_modules)} themselves: "
+                  f"{self._ready['app_refused']}", file=sys.stderr, flush=True)
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -141,15 +150,17 @@ class Zygotes:
         self._entries: dict[tuple[str, ...], dict] = {}  # insertion order = last use
         self._closed = False
 
-    def get(self, modules: list[str]) -> Zygote | None:
-        """The zygote for `modules` (or one that preloads them and more: a worker warms one for
-        a whole allowed package), started (and waited for) if needed; None if it cannot start."""
-        key = tuple(modules)
+    def get(self, modules: list[str], app_modules: list[str] | tuple[str, ...] = ()) -> Zygote | None:
+        """The zygote for `modules` and the agent's `app_modules` (or one that preloads them and
+        more: a worker warms one for a whole allowed package), started (and waited for) if
+        needed; None if it cannot start."""
+        key = (tuple(modules), tuple(app_modules))
         with self._lock:
             if self._closed:
                 return None
             if key not in self._entries:  # one that preloads all of these (and more) serves them too
-                key = next((k for k, e in self._entries.items() if set(modules) <= set(k)
+                key = next((k for k, e in self._entries.items() if set(modules) <= set(k[0])
+                            and set(app_modules) <= set(k[1])
                             and not (e["ready"].is_set() and not _alive(e["zygote"]))), key)
             entry = self._entries.pop(key, None)
             if entry is not None and entry["ready"].is_set() and not _alive(entry["zygote"]):
@@ -166,15 +177,16 @@ class Zygotes:
         entry["ready"].wait()
         return entry["zygote"]
 
-    def warm(self, preload_sets: list[list[str]]) -> None:
+    def warm(self, preload_sets: list[list[str]], app_modules: list[str] | tuple[str, ...] = ()) -> None:
         """Start these zygotes in the background (a worker does so for its allowed modules)."""
         for modules in preload_sets[:self.keep]:
-            threading.Thread(target=self.get, args=(modules,), name="tracefix-zygote-warm", daemon=True).start()
+            threading.Thread(target=self.get, args=(modules, app_modules), name="tracefix-zygote-warm",
+                             daemon=True).start()
 
-    def _start(self, key: tuple[str, ...], entry: dict) -> None:
+    def _start(self, key: tuple[tuple[str, ...], tuple[str, ...]], entry: dict) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            zygote = Zygote(list(key), cwd=self.folder, env=self.env,
+            zygote = Zygote(list(key[0]), app_modules=list(key[1]), cwd=self.folder, env=self.env,
                             log=self.folder / f"zygote-{abs(hash(key)):x}.log")
             with self._lock:
                 if self._closed:  # closed while this one was loading
@@ -230,7 +242,7 @@ def _warm_up(library: str) -> None:
         print(f"tracefix zygote: no {library} client warm-up: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
-def _serve(modules: list[str]) -> dict | None:
+def _serve(modules: list[str], app_modules: list[str]) -> dict | None:
     """Preload, then fork on request; returns the request in a forked child, None at the end."""
     loaded = []
     for module in modules:
@@ -245,11 +257,12 @@ def _serve(modules: list[str]) -> dict | None:
         resolve_patch_targets()  # what the SDKs load on first access, loaded once here
     for library in (name for name in WARM_UPS if name in loaded):
         _warm_up(library)
+    app_loaded, app_refused = app_preload.preload(app_modules)  # after the libraries: the probe forks from here
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
         _send({"ready": False, "reason": f"threads running after the preloaded imports ({names}): forking is unsafe"})
         return None
-    _send({"ready": True, "loaded": loaded})
+    _send({"ready": True, "loaded": loaded, "app_loaded": app_loaded, "app_refused": app_refused})
     children: set[int] = set()
     pending = b""
     stdin = sys.stdin.fileno()
@@ -319,7 +332,7 @@ def _become_child(request: dict) -> None:
 
 
 def main() -> int:
-    request = _serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else [])
+    request = _serve(*(json.loads(arg) for arg in (sys.argv[1:] + ["[]", "[]"])[:2]))
     if request is None:
         sys.stdout.flush()
         os._exit(0)  # the preloaded modules' teardown takes seconds and serves nothing

@@ -294,8 +294,9 @@ def test_an_edit_queued_on_the_api_is_replayed_by_a_worker(lab):
     job = access.enqueue_job(lab.session_id, reason="my fix", kind="replay",
                              options={"steps": [lab.fault_step], "edit": USER_EDIT})
     assert job["options"] == {"steps": [lab.fault_step], "edit": USER_EDIT}
-    worker = procs.start_worker(lab.serve_url, "--allow-module", "tracefix.demo", "--runs", "1", "--once",
-                                env=_no_llm_env(lab))
+    # its zygote imports the demo's app before it forks, as the demo's own worker does
+    worker = procs.start_worker(lab.serve_url, "--allow-module", "tracefix.demo", "--preload-module",
+                                "tracefix.demo.bank", "--runs", "1", "--once", env=_no_llm_env(lab))
     try:
         assert worker.popen.wait(180) == 0, worker.output()
     finally:

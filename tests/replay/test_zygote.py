@@ -124,5 +124,74 @@ def test_a_replay_of_the_demo_is_forked_and_says_where_its_time_went(lab):
                           workdir=lab.workdir / "zygote-phases")
     (run,) = result["hypotheses"][0]["runs"]
     assert run["forked"] is True, run  # the zygote path, not a fresh interpreter
-    assert set(run["phases"]) == {*runner.PHASES, "judge"} and min(run["phases"].values()) >= 0, run["phases"]
+    assert set(run["phases"]) == {*runner.PHASES, "deliver", "judge"} and min(run["phases"].values()) >= 0, run["phases"]
     assert sum(run["phases"][p] for p in runner.PHASES) <= run["wall_s"] * 1000 + 5
+
+
+# the agent's modules, each noting the process that imported it; the last four leave behind
+# what a fork cannot share
+_APP_MODULES = {
+    "quiet_app": "",
+    "threads_app": "import threading, time\n"
+                   "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+    "socket_app": "import socket\nLISTENER = socket.socket()\nLISTENER.bind(('127.0.0.1', 0))\n",
+    "init_app": "import tracefix\nHANDLE = tracefix.init(endpoint='http://127.0.0.1:9')\n",
+    "process_app": "import subprocess, sys\n"
+                   "WATCHER = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(10)'])\n",
+}
+
+
+def _app(tmp_path: Path, name: str) -> Path:
+    marker = tmp_path / f"{name}.imported"
+    (tmp_path / f"{name}.py").write_text(f"import os\nopen({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+                                         + _APP_MODULES[name])
+    return marker
+
+
+def _importers(marker: Path) -> list[int]:
+    return [int(pid) for pid in marker.read_text().split()] if marker.exists() else []
+
+
+def test_the_zygote_imports_the_agents_modules_only_where_named_and_after_a_trial_import(tmp_path):
+    quiet, other = _app(tmp_path, "quiet_app"), _app(tmp_path, "threads_app")
+    zygote = Zygote([], app_modules=[], cwd=tmp_path, env={**runner.child_env(), "PYTHONPATH": str(tmp_path)},
+                    log=tmp_path / "zygote.log")
+    try:  # not named: not imported, however harmless
+        assert zygote._ready["app_loaded"] == [] and not quiet.exists()
+    finally:
+        zygote.close()
+    zygote = Zygote([], app_modules=["quiet_app"], cwd=tmp_path,
+                    env={**runner.child_env(), "PYTHONPATH": str(tmp_path)}, log=tmp_path / "zygote.log")
+    try:
+        assert zygote._ready["app_loaded"] == ["quiet_app"] and zygote._ready["app_refused"] is None
+        probe, kept = _importers(quiet)  # a throwaway fork first, then the zygote its children fork from
+        assert kept == zygote.proc.pid != probe
+        assert not other.exists()
+    finally:
+        zygote.close()
+
+
+@pytest.mark.parametrize("name, effect", [("threads_app", "started threads"), ("socket_app", "opened a socket"),
+                                          ("init_app", "called tracefix.init()"),
+                                          ("process_app", "started a process")])
+def test_an_agent_module_whose_import_leaves_what_a_fork_cannot_share_is_refused(tmp_path, name, effect):
+    marker = _app(tmp_path, name)
+    zygote = Zygote([], app_modules=[name], cwd=tmp_path, env={**runner.child_env(), "PYTHONPATH": str(tmp_path)},
+                    log=tmp_path / "zygote.log")
+    try:  # the zygote still forks; its children import the module themselves
+        assert zygote._ready["app_loaded"] == [] and effect in zygote._ready["app_refused"], zygote._ready
+        assert zygote.proc.pid not in _importers(marker) and len(_importers(marker)) == 1
+        folder = tmp_path / "child"
+        folder.mkdir()
+        assert zygote.wait(zygote.spawn(cwd=folder, log=folder / "child.log", env={"TRACEFIX_REPLAY": ""}), 60) == 2
+    finally:
+        zygote.close()
+
+
+def test_an_agent_module_named_for_preloading_must_be_allowed_to_run():
+    from tracefix.entrypoints import EntrypointRefused
+    from tracefix.replay.preload_modules import app_preloads
+
+    assert app_preloads(["my_agent.app", "my_agent"], ["my_agent"]) == ["my_agent.app", "my_agent"]
+    with pytest.raises(EntrypointRefused, match="other.app lies outside the modules allowed"):
+        app_preloads(["my_agent.app", "other.app"], ["my_agent", "other_agent"])
