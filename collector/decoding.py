@@ -3,8 +3,10 @@
 Decoding and normalizing is pure Python: in the writer's process it competes with the
 writer for the GIL (each DuckDB call the writer makes releases the GIL and must then win it
 back). `Decoder` runs it in worker processes instead (`--decode-workers`, default 1), so on
-two cores decoding and writing overlap; batches come back pickled (Arrow tables, no dict
-rows). With 0 workers, or for small bodies, it runs on one thread of this process.
+two cores decoding and writing overlap; batches come back pickled, their span tables as
+Arrow IPC streams (`Batch.__getstate__`). With 0 workers, or for small bodies, it runs on one
+thread of this process. A protobuf body is scanned once for secret hints: without one, no
+span's strings are scanned again (`normalize_request`'s wire_may_hold_secret).
 
 A worker that dies (a crash on a hostile body) fails only the requests it held: the pool is
 rebuilt and the exporter gets a retryable 503 (gRPC: UNAVAILABLE).
@@ -25,6 +27,7 @@ from tracefix.collector.normalize import Batch, normalize_logs, normalize_metric
 from tracefix.collector.otlp_signals import BY_NAME
 from tracefix.collector.threadnames import name_os_thread
 from tracefix.errors import TracefixError
+from tracefix.secret_rules import utf8_may_hold_secret
 
 log = logging.getLogger("tracefix.collector")
 
@@ -39,8 +42,14 @@ def decode_body(body: bytes, content_type: str | None, encoding: str | None, max
                 max_attribute_chars: int, signal: str = "traces") -> Batch:
     """Decompress, decode and normalize one request body of `signal` (raises otlp.OtlpError)."""
     body = otlp.decompress(body, encoding, max_body_bytes)
-    batch = NORMALIZERS[signal](otlp.decode(body, content_type, BY_NAME[signal]),
-                                max_attribute_chars=max_attribute_chars, wire_bytes=len(body))
+    request = otlp.decode(body, content_type, BY_NAME[signal])
+    if signal == "traces" and otlp.media_type(content_type) == otlp.PROTOBUF:
+        # protobuf strings are their UTF-8 bytes in the body: one scan of it for secret hints
+        # (0.6 us a span) spares most requests a scan of every span's strings (3.5 us)
+        batch = normalize_request(request, max_attribute_chars=max_attribute_chars, wire_bytes=len(body),
+                                  wire_may_hold_secret=utf8_may_hold_secret(body))
+    else:
+        batch = NORMALIZERS[signal](request, max_attribute_chars=max_attribute_chars, wire_bytes=len(body))
     batch.wire_bytes = len(body)
     return batch
 

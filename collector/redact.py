@@ -58,18 +58,31 @@ def _texts(attrs: dict, into: list[str]) -> bool:
     return nested
 
 
-def redact_span(attrs: dict, events: list[dict]) -> None:
+def _nested(attrs: dict) -> bool:
+    """True when a value needs judging on its own (as `_texts` says), its strings unread."""
+    types = set(map(type, attrs.values()))  # in C: most spans hold no list and no dict
+    if dict in types:
+        return True
+    return list in types and any(type(v) is list and not all(type(x) is str for x in v) for v in attrs.values())
+
+
+def redact_span(attrs: dict, events: list[dict], texts_may_hold_secret: bool = True) -> None:
     """Replace the secrets in a span's decoded attributes and its events' names and
-    attributes (values: str, int, float, bool, list, dict), in place."""
+    attributes (values: str, int, float, bool, list, dict), in place. False
+    `texts_may_hold_secret`: a scan of the bytes they came from found no hint, so their
+    strings are not scanned again (their keys are still judged)."""
     every = [attrs, *(event["attributes"] for event in events)] if events else [attrs]
     texts: list[str] = [event["name"] for event in events]
     nested = False
     for one in every:
         if not one.keys() <= _harmless_keys:
             _redact_secret_keys(one)
-        nested = _texts(one, texts) or nested
+        if texts_may_hold_secret:
+            nested = _texts(one, texts) or nested
+        else:
+            nested = nested or _nested(one)
     # one scan over all of the span's text ("\0" is in no hint, so none spans two values)
-    if nested or may_hold_secret("\0".join(texts)):
+    if nested or (texts_may_hold_secret and may_hold_secret("\0".join(texts))):
         for one in every:
             _redact_each_value(one)
         for event in events:

@@ -28,6 +28,7 @@ hints are present run their regex: text without any hint costs that one pass.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -218,6 +219,12 @@ def automaton_hint_finder() -> HintFinder:
 
 def hyperscan_hint_finder() -> HintFinder:
     """Hyperscan (x86-64): all hints in one SIMD pass, ASCII case folded by the engine."""
+    return _hyperscan_finders()[0]
+
+
+@functools.cache  # one compiled database for texts and bytes
+def _hyperscan_finders() -> tuple[HintFinder, Callable[[bytes], bool]]:
+    """Hyperscan's hint finder, and its any-hint answer for UTF-8 bytes as they are."""
     import threading
 
     import hyperscan
@@ -229,11 +236,13 @@ def hyperscan_hint_finder() -> HintFinder:
     per_thread = threading.local()  # a scan runs without the GIL: one scratch space per thread
 
     def scan(text: str, on_match: Callable, context: Any = None) -> None:
+        scan_utf8(text.encode("utf-8", "surrogatepass"), on_match, context)
+
+    def scan_utf8(data: bytes, on_match: Callable, context: Any = None) -> None:
         scratch = getattr(per_thread, "scratch", None)
         if scratch is None:
             scratch = per_thread.scratch = hyperscan.Scratch(database)
-        database.scan(text.encode("utf-8", "surrogatepass"), match_event_handler=on_match, context=context,
-                      scratch=scratch)
+        database.scan(data, match_event_handler=on_match, context=context, scratch=scratch)
 
     def add_index(index: int, start: int, end: int, flags: int, found: set[int]) -> None:
         found.add(index)
@@ -246,14 +255,17 @@ def hyperscan_hint_finder() -> HintFinder:
         scan(text, add_index, found)
         return found
 
-    def any_hint(text: str) -> bool:
+    def any_utf8_hint(data: bytes) -> bool:
         try:
-            scan(text, stop)
+            scan_utf8(data, stop)
         except hyperscan.ScanTerminated:
             return True
         return False
 
-    return any_hint, indexes
+    def any_hint(text: str) -> bool:
+        return any_utf8_hint(text.encode("utf-8", "surrogatepass"))
+
+    return (any_hint, indexes), any_utf8_hint
 
 
 def _fastest_hint_finder() -> HintFinder:
@@ -268,6 +280,23 @@ def _fastest_hint_finder() -> HintFinder:
 
 
 _any_hint, _hint_indexes = _fastest_hint_finder()
+
+
+def _utf8_hint_finder() -> Callable[[bytes], bool] | None:
+    try:
+        return _hyperscan_finders()[1]
+    except ImportError:
+        return None
+
+
+_any_utf8_hint = _utf8_hint_finder()
+
+
+def utf8_may_hold_secret(data: bytes) -> bool:
+    """Whether UTF-8 bytes (an OTLP protobuf body, whose strings are among its bytes as they
+    are) may hold text with a secret: False only when Hyperscan finds no hint in them; True
+    where it is missing, as the other finders lower text as Unicode, which bytes do not."""
+    return _any_utf8_hint is None or _any_utf8_hint(data)
 
 
 def may_hold_secret(text: str) -> bool:

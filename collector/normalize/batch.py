@@ -89,13 +89,17 @@ class Batch:
         return self.rows
 
     def __getstate__(self) -> dict:
+        """What crosses from a decode worker: the span tables as Arrow IPC streams (written
+        and read back a few times faster than pickled tables, read without a copy)."""
         state = dict(self.__dict__)
         if state["rows"] and state["span_tables"]:
             state["table_only_spans"] += len(state["rows"])
             state["rows"] = []
+        state["span_tables"] = [_ipc_bytes(table) for table in state["span_tables"]]
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state["span_tables"] = [pa.ipc.open_stream(data).read_all() for data in state["span_tables"]]
         self.__dict__.update(state)
 
     def span_arrow(self):
@@ -175,6 +179,13 @@ class Batch:
         self.wire_bytes += other.wire_bytes
         self.fallback_traces |= other.fallback_traces
         self.explicit_traces.update(other.explicit_traces)
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def _reassigned(table: pa.Table, moved: dict[str, str]) -> pa.Table:

@@ -18,7 +18,7 @@ from tracefix.collector.normalize.dialects import (
     TOOL_NAME_KEYS, TOOL_RESULT_KEYS, finite_score, first_value, graph_node, int_value, langchain_tool_message,
     llm_messages, session_fields, span_kind, text_or_none)
 from tracefix.collector.normalize.json_text import dumps_compact, json_text
-from tracefix.collector.normalize.otlp_values import attributes
+from tracefix.collector.normalize.otlp_values import BYTES_READ, attributes
 from tracefix.collector.normalize.rejections import (
     TOO_DEEP, SpanRejected, reason_of, reject, span_label_of, table_of_storable, warn)
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
@@ -45,7 +45,8 @@ def _error_text(attrs: dict, status_code: int, status_message: str, events: list
     return f"{short}: {status_message}" if status_message else short
 
 
-def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wire_bytes: int | None = None) -> Batch:
+def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wire_bytes: int | None = None,
+                      wire_may_hold_secret: bool = True) -> Batch:
     """Map an ExportTraceServiceRequest to rows. Total: a span that cannot be stored, for
     whatever reason its content gives, is counted in `rejected` with a reason naming it in
     `errors`; the others are kept. What is stored differently than sent (a score that is no
@@ -55,7 +56,10 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     (in this request, else later via `Batch.reassign`), else the session named by its trace id.
     The same span twice in one request is kept once (the first with a session attribute,
     else the first). Every attribute is held to `max_attribute_chars` (and to
-    MAX_ATTRIBUTE_ELEMENTS); `wire_bytes` is the encoded request's size, kept for callers."""
+    MAX_ATTRIBUTE_ELEMENTS); `wire_bytes` is the encoded request's size, kept for callers.
+    False `wire_may_hold_secret`: a scan of the request's protobuf bytes found no secret hint
+    (`utf8_may_hold_secret`), so no string read from them is scanned again; a span holding a
+    bytes value (read as base64 text, not among those bytes) is scanned as before."""
     batch = Batch()
     rows: list[SpanRow] = []
     seen: set[tuple[str, str]] = set()
@@ -74,10 +78,12 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
             return
         seen.add(key)
 
+    scan = wire_may_hold_secret
     for rs in request.resource_spans:
         try:
+            before = next(BYTES_READ)
             resource = attributes(rs.resource.attributes, max_attribute_chars)
-            redact_span(resource, [])
+            redact_span(resource, [], scan or next(BYTES_READ) != before + 1)
             service = text_or_none(resource.get("service.name"))
             resource_json = dumps_compact(resource, sort_keys=True)
         except Exception as exc:  # every span of the resource would carry it
@@ -86,10 +92,10 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
                     reject(batch, span_label_of(span), f"its resource: {reason_of(exc)}")
             continue
         for ss in rs.scope_spans:
-            where = Origin(service, redact_label(ss.scope.name) or None, resource_json)
+            where = Origin(service, _label(ss.scope.name, scan) or None, resource_json, scan)
             for span in ss.spans:
                 try:
-                    read = _read_span(span, max_attribute_chars)
+                    read = _read_span(span, max_attribute_chars, scan)
                 except Exception as exc:
                     reject(batch, span_label_of(span), reason_of(exc))
                     continue
@@ -145,22 +151,29 @@ class Origin(NamedTuple):
     service: str | None
     scope: str | None
     resource_json: str
+    may_hold_secret: bool  # the request's strings (`normalize_request`'s wire_may_hold_secret)
 
 
-def _read_span(span, max_chars: int) -> ReadSpan:
-    """What a span that can be stored holds (else SpanRejected)."""
+def _label(text: str, may_hold_secret: bool) -> str:
+    return redact_label(text) if may_hold_secret else text
+
+
+def _read_span(span, max_chars: int, scan: bool = True) -> ReadSpan:
+    """What a span that can be stored holds (else SpanRejected); `scan`: its strings may hold
+    a secret (`normalize_request`)."""
     trace_id, span_id = span.trace_id, span.span_id
     if len(trace_id) != 16 or len(span_id) != 8:
         raise SpanRejected("trace_id must be 16 bytes and span_id 8 bytes")
     if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
         raise SpanRejected("timestamps beyond the year 2262")
+    before = next(BYTES_READ)
     attrs = attributes(span.attributes, max_chars)
     events = []
     if span.events:  # most spans have none (iterating an empty repeated field still costs)
         for ev in span.events:
             events.append({"name": ev.name, "time_ns": ev.time_unix_nano,
                            "attributes": attributes(ev.attributes, max_chars)})
-    redact_span(attrs, events)  # before anything reads them: no secret from any instrumentation is stored
+    redact_span(attrs, events, scan or next(BYTES_READ) != before + 1)  # before anything reads them: no secret from any instrumentation is stored
     sid = first_value(attrs, SESSION_ID_KEYS)
     return ReadSpan(trace_id.hex(), span_id.hex(), attrs, events, str(sid) if sid is not None else None)
 
@@ -172,11 +185,11 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
     Whatever the span's content can make fail (parsing its messages, writing JSON) runs
     before anything goes into `batch`, so a span that raises leaves no trace there."""
     trace_id, span_id, attrs, events, _ = read
-    service, scope, resource_json = where
-    name = redact_label(span.name)  # it names tools, agents and sessions too
+    service, scope, resource_json, scan = where
+    name = _label(span.name, scan)  # it names tools, agents and sessions too
     start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
     status = span.status
-    status_code, status_message = status.code, redact_label(status.message)  # the error text is made of it
+    status_code, status_message = status.code, _label(status.message, scan)  # the error text is made of it
     kind = span_kind(attrs)
     node = graph_node(attrs, name) if kind == "other" else None
     if node is not None:  # a LangGraph node as OpenInference / OpenLLMetry record it: an agent turn
