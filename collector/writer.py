@@ -2,7 +2,8 @@
 
 Receivers hand it decoded batches (`submit_batch`) and get a future that resolves once the
 batch's transaction committed — only then is the export acknowledged. Consecutive batches
-are merged into one transaction (one Arrow insert per table); if that transaction fails,
+are merged into one transaction (one Arrow insert per table; under a steady stream it waits
+up to `linger_s` for the next while one is due: collector.arrivals). If that transaction fails,
 each request is retried alone so one bad request cannot sink its neighbours, and a request
 the database refuses for what it holds is cut in halves until the refused spans are found:
 the others are stored, the refused ones reported (the future's `Refused` list). Other writes
@@ -29,6 +30,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from tracefix.collector.arrivals import Arrivals
 from tracefix.collector.normalize import Batch, span_label
 from tracefix.collector.store import Store
 from tracefix.collector.store.connection import is_invalidated
@@ -86,7 +88,7 @@ def is_data_error(exc: BaseException) -> bool:
 
 class Writer:
     def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_pending_bytes: int = 256 << 20,
-                 max_transaction_spans: int = 20_000, linger_s: float = 0.01, linger_spans: int = 3000,
+                 max_transaction_spans: int = 20_000, linger_s: float = 0.05, linger_spans: int = 6000,
                  on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None,
                  on_commit: Callable[[float], None] | None = None):
         self.store = store
@@ -100,11 +102,10 @@ class Writer:
         self.max_pending_spans = max_pending_spans
         self.max_pending_bytes = max_pending_bytes
         self._pending_bytes = 0
-        # Under a steady stream of exports, wait a few ms for more before a transaction: a
-        # commit and each statement have a fixed cost that larger transactions share.
+        # an acknowledgement waits up to linger_s more, while others share its transaction's cost
         self.linger_s = linger_s
         self.linger_spans = linger_spans
-        self._arrivals = 0  # batches submitted since the writer last took work
+        self._arrivals = Arrivals(linger_s)
         self.max_transaction_spans = max_transaction_spans
         self.on_created = on_created
         self.on_commit = on_commit  # told the seconds each span transaction took (collector.metrics)
@@ -140,7 +141,7 @@ class Writer:
             self._pending_spans += n
             self._pending_bytes += batch.wire_bytes
             self._items.append(("batch", batch, fut))
-            self._arrivals += 1
+            self._arrivals.arrived(time.monotonic())
             self._cond.notify()
         return fut
 
@@ -184,8 +185,7 @@ class Writer:
             first = self._items.popleft()
             taken = [first]
             if first[0] == "batch":
-                streaming = self._arrivals > 1  # others arrived while the last transaction ran
-                self._arrivals = 0
+                streaming = self._arrivals.streaming()
                 total, size = first[1].records, first[1].wire_bytes
                 deadline = time.monotonic() + self.linger_s
                 while total < self.max_transaction_spans and not self._transaction_full(size):
@@ -195,11 +195,15 @@ class Writer:
                         size += item[1].wire_bytes
                         taken.append(item)
                         continue
-                    left = deadline - time.monotonic()
-                    if self._items or self._closing or not streaming or total >= self.linger_spans or left <= 0:
-                        break
+                    left = min(deadline, self._arrivals.next_due(deadline)) - time.monotonic()
+                    if (self._items or self._closing or not streaming or total >= self.linger_spans or left <= 0
+                            or not self._room_for(total // len(taken), size // len(taken))):
+                        break  # (the last: no batch of the usual size could be admitted, so none can come)
                     self._cond.wait(left)
             return taken
+
+    def _room_for(self, spans: int, size: int) -> bool:  # the batches taken count as pending
+        return self._pending_spans + spans <= self.max_pending_spans and self._pending_bytes + size <= self.max_pending_bytes
 
     def _transaction_full(self, wire_bytes: int) -> bool:
         return self.max_transaction_bytes is not None and wire_bytes >= self.max_transaction_bytes

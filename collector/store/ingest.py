@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,7 +29,8 @@ def numbered_steps(spans: pa.Table) -> pa.Table:
     0..n-1 by `tracefix.step` (absent last), then start time, call sequence and span id. A
     span present twice (a retry merged into the batch) counts once, and so does one LLM call
     two instrumentations described (`duplicate_llm_calls`). Done in Arrow, not SQL: a DuckDB
-    window over a registered Arrow table cost ~3 ms per ingest transaction."""
+    window over a registered Arrow table cost ~3 ms per ingest transaction; and over columns,
+    not rows: a Python loop over the rows cost 1.5 us per span."""
     spans = spans.filter(pc.is_in(spans["kind"], value_set=pa.array(["llm", "message"])))
     doubled = _doubled_llm_calls(spans)
     if doubled:
@@ -36,29 +38,55 @@ def numbered_steps(spans: pa.Table) -> pa.Table:
     spans = spans.take(pc.sort_indices(spans, sort_keys=[
         ("session_id", "ascending"), ("step", "ascending", "at_end"), ("start_ns", "ascending"),
         ("call_seq", "ascending", "at_end"), ("span_id", "ascending"), ("trace_id", "ascending")]))
-    keep, idx = [], []
-    prev_sid = prev_span = None
-    n = 0
-    for i, (sid, trace_id, span_id) in enumerate(zip(spans["session_id"].to_pylist(), spans["trace_id"].to_pylist(),
-                                                      spans["span_id"].to_pylist())):
-        if (sid, trace_id, span_id) == prev_span:
-            continue
-        n = n + 1 if sid == prev_sid else 0
-        prev_sid, prev_span = sid, (sid, trace_id, span_id)
-        keep.append(i)
-        idx.append(n)
-    spans = spans.take(pa.array(keep, pa.int64()))
+    if spans.num_rows > 1:  # a span right after its own copy (sorted together) is left out
+        copies = _same_as_previous(spans, ("session_id", "trace_id", "span_id"))
+        spans = spans.filter(pa.array(np.concatenate(([True], ~copies))))
+    # a row's index in its session: its position less that of the session's first row
+    position = np.arange(spans.num_rows)
+    first = np.concatenate(([True], ~_same_as_previous(spans, ("session_id",)))) if spans.num_rows else position
+    idx = position - np.maximum.accumulate(np.where(first, position, 0))
     return pa.table({"session_id": spans["session_id"], "idx": pa.array(idx, pa.int32()),
                      "trace_id": spans["trace_id"], "span_id": spans["span_id"],
                      "raw_step": spans["step"], "started_ns": spans["start_ns"]})
 
 
-def _tasks_in_batch(batch: Batch, spans: pa.Table | None, session_ids: list[str]) -> dict[str, str | None]:
+def _same_as_previous(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
+    """For each row but the first: whether it holds the values of the row before in `columns`
+    (two nulls count as the same value)."""
+    same = np.ones(table.num_rows - 1, dtype=bool)
+    for name in columns:
+        col = table[name].combine_chunks()
+        here, before = col[1:], col[:-1]
+        equal = pc.fill_null(pc.equal(here, before), False).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(pc.is_null(here), pc.is_null(before)).to_numpy(zero_copy_only=False)
+        same &= equal | both_null
+    return same
+
+
+class _BatchSteps:
+    """The batch's spans numbered into steps once (`numbered_steps`), on first use: the tasks of
+    the sessions it creates and their steps rows both read them (numbering them twice cost
+    ~10% of a transaction). A session's steps are numbered from its own spans alone, so the
+    steps of some sessions are those of the whole batch filtered to them."""
+
+    def __init__(self, spans: pa.Table | None):
+        self.spans = spans
+        self._steps: pa.Table | None = None
+
+    def of(self, session_ids: Iterable[str]) -> pa.Table | None:
+        if self.spans is None:
+            return None
+        if self._steps is None:
+            self._steps = numbered_steps(self.spans.select(list(STEP_SOURCE_COLUMNS)))
+        return self._steps.filter(pc.is_in(self._steps["session_id"],
+                                           value_set=pa.array(list(session_ids), pa.string())))
+
+
+def _tasks_in_batch(batch: Batch, spans: pa.Table | None, session_ids: list[str],
+                    steps: _BatchSteps | None = None) -> dict[str, str | None]:
     """The tasks of sessions all of whose spans are in the batch (new ones), from the batch alone."""
-    if spans is not None:
-        spans = spans.filter(pc.is_in(spans["session_id"], value_set=pa.array(session_ids, pa.string())))
-    steps = numbered_steps(spans.select(list(STEP_SOURCE_COLUMNS))) if spans is not None else None
-    return batch_tasks(session_ids, batch.sessions, steps, spans, batch.messages)
+    numbered = (steps or _BatchSteps(spans)).of(session_ids)
+    return batch_tasks(session_ids, batch.sessions, numbered, spans, batch.messages)
 
 
 def _doubled_llm_calls(spans: pa.Table) -> list[str]:
@@ -175,6 +203,7 @@ class Ingest(FeedbackOutbox):
         # only spans of sessions that existed before can be stored already (an exporter retry).
         # A span stored before its trace's session was known sits in the trace id's session.
         touched = list(batch.sessions)
+        batch_steps = _BatchSteps(table)
         span_range, existed = None, table is not None
         new_sessions: set[str] = set()
         adopted: dict[str, str] = {}
@@ -182,7 +211,7 @@ class Ingest(FeedbackOutbox):
             trace_ids = pc.unique(table["trace_id"]).to_pylist() if table is not None else []
             span_range, new_sessions, existed, adopted = self._upsert_sessions(
                 con, batch.sessions, source="otlp", fallback_ids=trace_ids, owners=batch.explicit_traces,
-                new_tasks=lambda ids: _tasks_in_batch(batch, table, ids))
+                new_tasks=lambda ids: _tasks_in_batch(batch, table, ids, batch_steps))
             if adopted:
                 self._adopt_trace_sessions(con, adopted, span_range)
         # fresh: every span of the batch was new, so none of its snapshots can be stored yet
@@ -217,7 +246,7 @@ class Ingest(FeedbackOutbox):
                                    SELECT 1 FROM snapshots s WHERE s.time_ns BETWEEN {lo} AND {hi}
                                    AND s.trace_id = b.trace_id AND s.span_id = b.span_id AND s.seq = b.seq)""")
         if touched:
-            steps = self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=table)
+            steps = self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=batch_steps)
             store_tasks(con, batch.sessions, new_sessions, set(adopted.values()), steps, table, batch.messages,
                         lambda keys: self._message_texts(keys, con))  # the older sessions' tasks
         insert_signals(con, batch)  # OTLP logs' and metrics' rows (their messages are in `keys`)
@@ -317,28 +346,27 @@ class Ingest(FeedbackOutbox):
             con.execute("DELETE FROM sessions WHERE session_id = ?", [trace_id])
 
     def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
-                      new_sessions: set | frozenset = frozenset(), batch: pa.Table | None = None) -> pa.Table | None:
+                      new_sessions: set | frozenset = frozenset(), batch: _BatchSteps | None = None
+                      ) -> pa.Table | None:
         """Number a session's decisions 0..n-1 (`numbered_steps`). Sessions in `new_sessions`
         were created in this transaction: they have no steps to delete, and all their spans
         are in `batch` (this batch's spans), so the spans table is read only for sessions that
         existed before. Returns the steps it numbered (every step of these sessions)."""
-        if batch is None:
+        if batch is None or batch.spans is None:
             new_sessions = frozenset()
         old = [sid for sid in session_ids if sid not in new_sessions]
         parts = []
         if batch is not None and len(old) < len(session_ids):  # new sessions: their spans are all in the batch
-            if old:
-                batch = batch.filter(pc.is_in(batch["session_id"], value_set=pa.array(list(new_sessions), pa.string())))
-            parts.append(batch.select(list(STEP_SOURCE_COLUMNS)))
+            parts.append(batch.of(new_sessions))
         if old:
             in_old, params = in_strings(old)
             con.execute(f"DELETE FROM steps WHERE session_id {in_old}", params)
             # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
             lo, hi = span_range if span_range and None not in span_range else (document.INT64_MIN, document.INT64_MAX)
-            parts.append(con.execute(f"SELECT {', '.join(STEP_SOURCE_COLUMNS)} FROM spans "
-                                     f"WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} AND kind IN ('llm', 'message') "
-                                     f"AND session_id {in_old}", params).to_arrow_table())
-        _steps_batch = numbered_steps(pa.concat_tables(parts)) if parts else None
+            parts.append(numbered_steps(con.execute(
+                f"SELECT {', '.join(STEP_SOURCE_COLUMNS)} FROM spans WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} "
+                f"AND kind IN ('llm', 'message') AND session_id {in_old}", params).to_arrow_table()))
+        _steps_batch = pa.concat_tables(parts) if parts else None
         if _steps_batch is not None and _steps_batch.num_rows:
             con.execute("INSERT INTO steps SELECT * FROM _steps_batch")  # scanned by name, see _ingest
         return _steps_batch
