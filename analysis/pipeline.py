@@ -11,14 +11,13 @@ there is the one used.
 """
 from __future__ import annotations
 
-import gc
 import os
 import threading
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
+from tracefix.collector.cycles import cycle_collection_paused
 from tracefix.collector.document import session_task
 from tracefix.errors import UnknownSession
 
@@ -104,36 +103,6 @@ def session_failed(doc: dict) -> bool:
 
 
 SHIPPED = "shipped"
-
-_pauses_lock = threading.Lock()
-_pauses = 0
-_collector_was_enabled = False
-
-
-@contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Python's cycle collector off while a session is scored (re-entrant, thread-safe).
-
-    Scoring a 1,000-step session allocates enough objects to set off a full (generation 2)
-    collection in about every other analysis, and a full collection walks every object of
-    the process: with torch and scikit-learn loaded that is about 400,000 objects and 0.2 s
-    (bench/analysis_latency.py times both ways). The cyclic garbage scoring makes (about
-    50,000 objects there) is freed by the first collection after it; reference counting
-    frees everything else as usual, and an application that turned the collector off
-    itself keeps it off."""
-    global _pauses, _collector_was_enabled
-    with _pauses_lock:
-        if _pauses == 0:
-            _collector_was_enabled = gc.isenabled()
-            gc.disable()
-        _pauses += 1
-    try:
-        yield
-    finally:
-        with _pauses_lock:
-            _pauses -= 1
-            if _pauses == 0 and _collector_was_enabled:
-                gc.enable()
 
 
 def analyze_document(doc: dict, model: HGTDetector | None = None, llm: Any = None,

@@ -1,7 +1,7 @@
 """Server time of the web UI's heaviest pages, beside the JSON API reading the same data.
 
     .venv/bin/python bench/ui.py [--sessions 100000] [--steps 1000] [--thumbs-down 20000] [--runs 15] [--db PATH]
-    .venv/bin/python bench/ui.py --waterfall [--waterfall-steps 10000] [--runs 15] [--db PATH]
+    .venv/bin/python bench/ui.py --waterfall [--waterfall-steps 10000] [--runs 15] [--first-views 5] [--db PATH]
     .venv/bin/python bench/ui.py --dashboard [--sessions 100000] [--runs 15] [--db PATH]
 
 Builds (once; `--db` keeps and reuses the file) a store of `--sessions` agent sessions of two
@@ -16,7 +16,8 @@ UI page's median server time <= 300 ms on 2 cores.
 
 `--waterfall` times the session page's waterfall instead (waterfall_bench): each page of its
 rows at a session of 10,000 steps, the page (its first view, which assembles the outline of
-every step, and later views, which read it kept), and one span's panel. `--dashboard` times each
+every step, on `--first-views` servers started for it, and later views, which read it kept),
+and one span's panel. `--dashboard` times each
 dashboard chart per grouping on the same store as the pages (dashboard_bench).
 """
 from __future__ import annotations
@@ -102,19 +103,41 @@ def p90(xs: list[float]) -> float:
 
 
 WATERFALL_SESSION = "bench-waterfall-session"
+WARMUP_SESSION = "bench-waterfall-warmup"  # a short session whose page compiles the session page's template
 
 
-def waterfall_bench(db: Path | None, steps: int, runs: int) -> None:
-    """The session page's waterfall at a session of `steps` steps (3 spans a step and a root:
-    bench/agent_spans.py): the server time of each page of rows (/session/waterfall, 5,000
-    rows a page), of the page itself and of one span's panel."""
+def first_view(db: Path, sid: str) -> tuple[float, float]:
+    """(server ms, server CPU ms) of the session page's first view, on a server started for it:
+    the page of another session is read first (the template compiled) and a page of the
+    waterfall's rows (the store's blocks read), so what is timed is the outline assembled."""
     import procs
+
+    serve = procs.start_serve(db, "--diagnose", "off", timeout=300)
+    try:
+        with httpx.Client(base_url=serve.match["http"], timeout=120) as client:
+            client.get(f"/session?id={quote(WARMUP_SESSION, safe='')}").raise_for_status()
+            client.get(f"/session/waterfall?id={sid}").raise_for_status()
+            cpu_before = cpu_ms(serve.popen.pid)
+            page = client.get(f"/session?id={sid}")
+            page.raise_for_status()
+            cpu = cpu_ms(serve.popen.pid) - cpu_before
+            return float(re.search(r"app;dur=([0-9.]+)", page.headers["server-timing"]).group(1)), cpu
+    finally:
+        serve.stop()
+
+
+def waterfall_bench(db: Path | None, steps: int, runs: int, first_views: int) -> None:
+    """The session page's waterfall at a session of `steps` steps (3 spans a step and a root:
+    bench/agent_spans.py): the server time of the page's first view (`first_views` times, each
+    on a server started for it: the outline of every step assembled), then of each page of
+    rows (/session/waterfall, 5,000 rows a page), of the page itself (its outline kept) and of
+    one span's panel."""
+    import procs
+    from tracefix.collector.normalize import normalize_request
+    from tracefix.collector.store import Store
 
     db = db or Path(tempfile.mkdtemp(prefix="tracefix-waterfall-bench-")) / "waterfall.duckdb"
     if not db.exists():
-        from tracefix.collector.normalize import normalize_request
-        from tracefix.collector.store import Store
-
         started = time.monotonic()
         store = Store(db)
         spans = session_spans(WATERFALL_SESSION, steps, random.Random(7), growing=False, window=6)
@@ -123,11 +146,23 @@ def waterfall_bench(db: Path | None, steps: int, runs: int) -> None:
         store.checkpoint()
         store.close()
         print(f"built {db} ({len(spans)} spans) in {time.monotonic() - started:.0f} s", flush=True)
+    store = Store(db)
+    if store.session_outline(WARMUP_SESSION) is None:  # a store built before there was one
+        store.ingest(normalize_request(request(session_spans(WARMUP_SESSION, 3, random.Random(8)))))
+        store.checkpoint()
+    store.close()
+    sid = quote(WATERFALL_SESSION, safe="")
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    views = [first_view(db, sid) for _ in range(first_views)]
+    server_ms, cpu = statistics.median(v[0] for v in views), statistics.median(v[1] for v in views)
+    print(f"\n{'page':38} {'server ms':>9} {'p90':>6} {'CPU ms':>8}  target\n"
+          f"{'session page, first view':38} {server_ms:9.1f} {p90([v[0] for v in views]):6.0f} {cpu:8.1f}  "
+          f"{'ok' if server_ms <= TARGET_MS else 'MISSED'} (<= {TARGET_MS}; median of {first_views} servers, "
+          f"each CPU ms: {' '.join(f'{v[1]:.0f}' for v in views)})", flush=True)
+    worst = server_ms
     serve = procs.start_serve(db, "--diagnose", "off", timeout=300)
     try:
-        sid = quote(WATERFALL_SESSION, safe="")
         pid = serve.popen.pid
-        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
         with httpx.Client(base_url=serve.match["http"], timeout=120) as client:
             first = client.get(f"/session/waterfall?id={sid}").json()
             total = first["page"]["total"]
@@ -135,18 +170,10 @@ def waterfall_bench(db: Path | None, steps: int, runs: int) -> None:
             middle = first["rows"][len(first["rows"]) // 2][0]
             pages = [(f"waterfall rows {o}-{min(o + per_page, total) - 1}", f"/session/waterfall?id={sid}&offset={o}")
                      for o in range(0, total, per_page)]
-            pages += [(f"session page, {steps} steps", f"/session?id={sid}"),
+            # the page's outline is kept once read (timed() reads each page once before timing it)
+            pages += [(f"session page, {steps} steps, outline kept", f"/session?id={sid}"),
                       ("one span's panel", f"/session/span?id={sid}&span={middle}")]
-            print(f"\n{total} spans in the session\n{'page':38} {'server ms':>9} {'p90':>6} {'CPU ms':>8}  target")
-            # the session page's first view assembles the outline of every step, which the
-            # store keeps until the session is written to again (the runs below read it kept)
-            cpu_before = cpu_ms(pid)
-            first_view = client.get(f"/session?id={sid}")
-            first_view.raise_for_status()
-            server_ms = float(re.search(r"app;dur=([0-9.]+)", first_view.headers["server-timing"]).group(1))
-            print(f"{'session page, first view':38} {server_ms:9.1f} {'-':>6} {cpu_ms(pid) - cpu_before:8.1f}  "
-                  "(the outline assembled)", flush=True)
-            worst = 0.0
+            print(f"({total} spans in the session)")
             for name, path in pages:
                 server, _, cpu = timed(client, path, runs, pid)
                 med = statistics.median(server)
@@ -202,11 +229,12 @@ def main() -> None:
     ap.add_argument("--waterfall", action="store_true",
                     help="time the session page's waterfall at one session of --waterfall-steps steps instead")
     ap.add_argument("--waterfall-steps", type=int, default=10_000)
+    ap.add_argument("--first-views", type=int, default=5, help="with --waterfall: servers started to time a first view")
     ap.add_argument("--dashboard", action="store_true",
                     help="time the dashboard's charts (per chart and grouping) on the --sessions store instead")
     args = ap.parse_args()
     if args.waterfall:
-        waterfall_bench(args.db, args.waterfall_steps, args.runs)
+        waterfall_bench(args.db, args.waterfall_steps, args.runs, args.first_views)
         return
     db = args.db or Path(tempfile.mkdtemp(prefix="tracefix-ui-bench-")) / "ui.duckdb"
     if not db.exists():

@@ -111,13 +111,16 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
     tokens = {"input": 0, "output": 0}
     agents: list[str] = []
     models: list[str] = []
+    llm_scopes: dict[int, str | None] = {}  # who recorded each LLM step's span
     for span_id, idx in order:
         s = by_id.get(span_id)
         if s is None:
             continue
-        inputs = [messages.get(k, {"role": "unknown", "content": None}) for k in (s["input_keys"] or [])]
+        keys = s["input_keys"]
+        inputs = [messages.get(k, {"role": "unknown", "content": None}) for k in keys] if keys else []
         output = messages.get(s["output_key"]) if s["output_key"] is not None else None
-        agent = agent_of(span_id) or next(filter(None, map(agent_of, same_call.get(span_id, ()))), None)
+        # (a span naming its agent is its own answer: the walk up its parents is for those that do not)
+        agent = s["agent"] or agent_of(span_id) or next(filter(None, map(agent_of, same_call.get(span_id, ()))), None)
         if s["kind"] == "message" and output is not None:
             agent = agent or output.get("name") or output.get("role")
         step: Step = {
@@ -131,9 +134,11 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
         starts.append(s["start_ns"] or 0)
         if s["step"] is not None:
             raw_to_idx.setdefault(s["step"], idx)
-        for tc in (output or {}).get("tool_calls") or []:
+        for tc in (output.get("tool_calls") or [] if output else []):
             if isinstance(tc, dict) and tc.get("id"):
                 call_to_idx[tc["id"]] = idx
+        if s["kind"] == "llm":
+            llm_scopes[idx] = s["scope"]
         tokens["input"] += s["input_tokens"] or 0
         tokens["output"] += s["output_tokens"] or 0
         if agent and agent not in agents:
@@ -167,7 +172,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
             "result": from_json_text(s["tool_result"]), "error": s["error"], "span_id": s["span_id"],
             "duration_ms": duration_ms(s["start_ns"], s["end_ns"]),
         })
-        agent = agent_of(s["span_id"])
+        agent = s["agent"] or agent_of(s["span_id"])
         if agent and agent not in agents:
             agents.append(agent)
 
@@ -181,9 +186,7 @@ def build(session: dict, spans: list[dict], links: dict[str, str | None], order:
     truncated = any(s["truncated"] for s in spans)
     # what a replay needs of each LLM step is on the span this step is (the cassette's)
     why_not = why_not_replayable(session["entrypoint"], steps, marked_complete=bool(session["replayable"]),
-                                 truncated=truncated,
-                                 llm_scopes={st["index"]: by_id[st["span_id"]]["scope"]
-                                             for st in steps if st["kind"] == "llm"})
+                                 truncated=truncated, llm_scopes=llm_scopes)
     metadata = from_json_text(session["metadata"]) or {}
     inputs = from_json_text(session["inputs"])
     output = from_json_text(session["output"])

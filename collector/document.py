@@ -17,10 +17,13 @@ from tracefix.attributes import from_json_text
 TASK_KEYS = ("task", "instruction", "query", "question", "prompt", "goal")
 
 
+_from_timestamp, _UTC = dt.datetime.fromtimestamp, dt.timezone.utc  # bound once: a long session's outline calls iso per step
+
+
 def iso(ns: int | None) -> str | None:
     if ns is None:
         return None
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return _from_timestamp(ns / 1e9, _UTC).isoformat()[:-6] + "Z"  # "+00:00", UTC's offset, written Z
 
 
 # what the store's nanosecond columns hold (int64): the years 1678 to 2262
@@ -250,7 +253,8 @@ class MessageRef(dict):
     or only its tool call ids) plus its key, so the page can name messages by key."""
 
     def __init__(self, key: int, fields: dict | None = None):
-        super().__init__(fields or {})
+        if fields:  # (most are made empty: a long session's outline makes one per step)
+            super().__init__(fields)
         self.key = key
 
 

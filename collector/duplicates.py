@@ -37,7 +37,9 @@ def duplicate_llm_calls(spans: Iterable[Row]) -> dict[str, str]:
     # may be written differently, a handoff's arguments say)
     by_id = {s["span_id"]: s for s in llm}
     nested = [[by_id[s["parent_span_id"]], s] for s in llm if s.get("parent_span_id") in by_id]
-    return _merge([*by_answer.values(), *nested], rank=lambda s: (s["call_seq"] is not None, s["start_ns"] or 0),
+    # tracefix's own calls are never one (each has its sequence number): a group of them only is left out
+    groups = [g for g in (*by_answer.values(), *nested) if len(g) > 1 and any(s["call_seq"] is None for s in g)]
+    return _merge(groups, rank=lambda s: (s["call_seq"] is not None, s["start_ns"] or 0),
                   distinct=lambda a, b: a["call_seq"] is not None and b["call_seq"] is not None)
 
 
@@ -48,8 +50,11 @@ def duplicate_tool_runs(spans: Iterable[Row]) -> dict[str, str]:
     for s in spans:
         if s["kind"] == "tool":
             by_name.setdefault(s["tool_name"], []).append(s)
-    # one call id: one run; a span naming none may be any run of its tool it overlaps
-    return _merge(by_name.values(), rank=lambda s: (s["tool_call_id"] is not None, s["start_ns"] or 0),
+    # one call id: one run; a span naming none may be any run of its tool it overlaps (a tool's
+    # runs that each name a call id of their own are all distinct: left out in one pass)
+    groups = [g for g in by_name.values()
+              if len(g) > 1 and not (all(s["tool_call_id"] for s in g) and len({s["tool_call_id"] for s in g}) == len(g))]
+    return _merge(groups, rank=lambda s: (s["tool_call_id"] is not None, s["start_ns"] or 0),
                   distinct=lambda a, b: bool(a["tool_call_id"]) and bool(b["tool_call_id"])
                   and a["tool_call_id"] != b["tool_call_id"],
                   same_key=lambda s: s["tool_call_id"] or None)

@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 from tracefix.collector import document
 from tracefix.collector.api.bodies import read_body
 from tracefix.collector.auth import UI_COOKIE
+from tracefix.collector.cycles import with_cycle_collection_paused
 from tracefix.collector.jobs import JOB_KINDS, JOB_STATES, MAX_EDIT_CHARS
 from tracefix.collector.marks import MAX_COMMENT_CHARS, MAX_LABEL_CHARS
 from tracefix.collector.otlp import OtlpError
@@ -174,6 +175,7 @@ def routes(collector: "Collector") -> list:
         return render(request, "sessions.html", **session_list(store, QueryParams(request.query_params)))
 
     # --- one session -----------------------------------------------------------------------
+    @with_cycle_collection_paused  # a 10,000-step page makes ~10^5 objects, freed as it returns
     def session(request: Request, form) -> Response:
         q = QueryParams(request.query_params)
         sid = session_id(q)

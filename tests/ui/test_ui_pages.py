@@ -340,4 +340,5 @@ def test_one_agents_speaker_labels_share_its_lane():
     assert [name for name, _ in tl.lanes] == ["human", "Orchestrator", "WebSurfer"]
     assert len({tl.boxes[k].y for k in (1, 2, 4)}) == 1 and tl.boxes[3].y != tl.boxes[1].y
     assert len(tl.handoffs) == 3  # human -> Orchestrator -> WebSurfer -> Orchestrator
+    assert tl.handoffs_svg().count('<line class="handoff" x1=') == 3  # as the page draws them
     assert "Orchestrator (-> WebSurfer)" in tl.boxes[2].title
