@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import procs  # noqa: E402  (the test suite's process starters: ready line + health check)
 
 from fresh_sessions import drop_trained  # noqa: E402
+from tracefix.replay import runner  # noqa: E402
 from tracefix.replay.verdicts import VERDICTS  # noqa: E402
 
 
@@ -141,6 +142,8 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
 
 def arms_for(args, fault: dict) -> list[tuple[str, int]]:
     arms = [("pipeline", r) for r in args.rounds] if "pipeline" in args.arms else []
+    if args.before and "pipeline" in args.arms:  # the same replays, right after, as children ran before issue 39 §3
+        arms += [("before", r) for r in args.rounds]
     if fault.get("step") is not None:  # the baselines need the true step
         arms += [(a, 1) for a in ("oracle", "noop", "misleading") if a in args.arms]
     return arms
@@ -151,11 +154,13 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int
     from tracefix.replay.pipeline import diagnose
 
     step = fault.get("step")
-    hypotheses = {"pipeline": None, "oracle": [{"step": step}],
+    hypotheses = {"pipeline": None, "before": None, "oracle": [{"step": step}],
                   "noop": [{"step": step, "intervention": {"text": NOOP_EDIT}}],
                   "misleading": [{"step": step, "intervention": {"text": MISLEADING_EDIT}}]}[arm]
+    runner.HAND_OVER_SPANS = arm != "before"  # before: each child sent its own spans and waited for the answer
     t0 = time.perf_counter()
-    result = diagnose(access, sid, allowed_modules=["tracefix.demo"], preload_modules=args.preload_modules,
+    result = diagnose(access, sid, allowed_modules=["tracefix.demo"],
+                      preload_modules=args.preload_modules if arm != "before" else [],
                       llm=False, runs=args.runs, replay_key=REPLAY_KEY,
                       concurrency=args.concurrency, rounds=rounds, otlp_endpoint=server, hypotheses=hypotheses,
                       overrides={"base_url": base_url}, save=arm == "pipeline",
@@ -176,7 +181,7 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int
                   "sim_requests": stats.get(r["child_session_id"], 0),
                   "child_ms": (children.get(r["child_session_id"]) or {}).get("duration_ms"),
                   "child_work_ms": work_ms(children.get(r["child_session_id"])), "error": r["error"],
-                  "phases": r.get("phases"), "forked": r.get("forked")}
+                  "phases": r.get("phases"), "forked": r.get("forked"), "cpu_ms": r.get("cpu_ms")}
                  for r in runs],
     }
     print(f"  {sid[:12]} {row['kind']:<20} fault@{step} follow={follow} {arm:<10} r={rounds} hypotheses@"
@@ -210,6 +215,11 @@ def report(all_rows: list[dict]) -> None:
                 print()
         for rounds in sorted({r["rounds"] for r in rows if r["arm"] == "pipeline"}):
             cost_report([r for r in rows if r["arm"] == "pipeline" and r["rounds"] == rounds], rounds)
+            before = [r for r in rows if r["arm"] == "before" and r["rounds"] == rounds]
+            if before:
+                print("\nthe same replays as children ran before (each imports the agent's modules and sends its "
+                      "own spans), one right after each of the above:")
+                wall_report(before)
 
 
 def verdict_row(kind: str, group: list[dict]) -> str:
@@ -234,6 +244,16 @@ def cost_report(rows: list[dict], rounds: int) -> None:
     diverged = sum(1 for run in runs if run["divergence"])
     print(f"replays that diverged from their recording before t: {diverged}/{len(runs)}")
 
+    wall_report(rows)
+    print(f"diagnosis per failed session (median): {median([r['diagnose_s'] for r in rows]):.1f} s")
+    errors = [run["error"] for r in rows for run in r["runs"] if run["error"]]
+    if errors:
+        print(f"replays with errors: {len(errors)}; first: {errors[0]}")
+
+
+def wall_report(rows: list[dict]) -> None:
+    """A replay child's wall and CPU time against its original session's wall time, and the split."""
+    runs = [run for r in rows for run in r["runs"] if not run["error"]]
     original_ms = median([r["duration_ms"] for r in rows])
     child_wall_ms = median([run["wall_s"] * 1000 for run in runs])
     child_session_ms = median([run["child_ms"] for run in runs])
@@ -242,14 +262,14 @@ def cost_report(rows: list[dict], rounds: int) -> None:
           f"{original_ms:.0f} ms; replay child process {child_wall_ms:.0f} ms (ratio child / original "
           f"{child_wall_ms / original_ms:.2f}x); replayed session alone {child_session_ms:.0f} ms "
           f"(ratio {child_session_ms / original_ms:.2f}x)")
+    child_cpu_ms = median([run.get("cpu_ms") for run in runs])
+    print(f"replay child CPU time (user + system, median, forked children): {child_cpu_ms:.0f} ms = "
+          f"{child_cpu_ms / original_ms:.2f}x the original's wall time; the child's wall is "
+          f"{child_wall_ms / child_cpu_ms:.2f}x its CPU time (waiting for the machine, the sim, the collector)")
     print_phases(runs)
     original_work, child_work = median([r["work_ms"] for r in rows]), median([run["child_work_ms"] for run in runs])
     print(f"agent work, first step to end (medians): original {original_work:.0f} ms, replay {child_work:.0f} ms "
           f"(ratio {child_work / original_work:.2f}x: the prefix comes from the cassette)")
-    print(f"diagnosis per failed session (median): {median([r['diagnose_s'] for r in rows]):.1f} s")
-    errors = [run["error"] for r in rows for run in r["runs"] if run["error"]]
-    if errors:
-        print(f"replays with errors: {len(errors)}; first: {errors[0]}")
 
 
 def print_phases(runs: list[dict]) -> None:
@@ -290,6 +310,8 @@ def main() -> int:
     parser.add_argument("--arms", default="pipeline,oracle,noop,misleading")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--before", action="store_true", help="also run each pipeline replay again as children "
+                        "ran before issue 39 §3 (no --preload-module, each child sending its own spans), side by side")
     parser.add_argument("--preload-modules", default="tracefix.demo.bank", help="the demo's modules the zygote "
                         "imports before it forks (--preload-module; '' for none: each child imports them)")
     parser.add_argument("--rounds", default="1", help="repair-memory rounds per session; a list (1,3) "

@@ -361,6 +361,6 @@ def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, label
             "guard": report.get("guard"),
             # where the child's wall time went (runner.PHASES, ms), and the judging after it
             "phases": {**(r.get("phases") or {}), "judge": round((time.monotonic() - judging) * 1000, 1)},
-            "forked": r.get("forked"),
+            "forked": r.get("forked"), "cpu_ms": r.get("cpu_ms"),
             # what the child printed when something went wrong (its folder is gone unless kept)
             **({"log": r["log"], "log_tail": r["log_tail"]} if error or report.get("divergence") else {})}

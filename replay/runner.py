@@ -31,6 +31,9 @@ from tracefix.replay.preload_modules import preloads
 from tracefix.replay.zygote import Zygote, Zygotes
 
 DEFAULT_TIMEOUT_S = 120.0
+# a child writes its spans to its folder and the runner posts them (span_handoff); False: each
+# child sends its own, as before (bench/replay.py --before measures the difference)
+HAND_OVER_SPANS = True
 log = logging.getLogger("tracefix.replay")
 
 
@@ -109,7 +112,7 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
     started cold; return its report plus wall time and error."""
     workdir.mkdir(parents=True, exist_ok=True)
     replay_path, report_path, log_path = workdir / "replay.json", workdir / "report.json", workdir / "child.log"
-    spans_path = workdir / span_handoff.SPANS_FILE if job.otlp_endpoint else None
+    spans_path = workdir / span_handoff.SPANS_FILE if job.otlp_endpoint and HAND_OVER_SPANS else None
     replay = {
         "cassette": job.cassette, "intervention": job.intervention, "session_id": job.child_session_id,
         "parent_session_id": job.parent_session_id, "report_path": str(report_path),
@@ -156,6 +159,8 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
             "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path),
             "phases": phases(report.get("timings"), spawned_at, ended_at, delivered_at),
             "forked": zygote_pid is not None,
+            # CPU time beside wall time: what the child cost, whatever else the machine was doing
+            "cpu_ms": zygote.cpu_ms.pop(zygote_pid, None) if zygote is not None and zygote_pid else None,
             # the folder may be removed after the run: keep the end of the child's output
             "log_tail": _tail(log_path, 4000) if error or report.get("divergence") else None}
 

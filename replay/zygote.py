@@ -22,8 +22,9 @@ fork safely: it says so, and the runner starts its children cold, as it does whe
 no ``os.fork``.
 
 Protocol, JSON lines: the runner writes ``{"id", "cwd", "log", "env"}``; the zygote answers
-``{"ready": bool, "loaded", "app_loaded", "app_refused", ...}`` once, then ``{"id", "pid"}`` per fork and ``{"exit": pid, "status"}``
-when a child ends (status as ``Popen.returncode``: negative for a signal).
+``{"ready": bool, "loaded", "app_loaded", "app_refused", ...}`` once, then ``{"id", "pid"}``
+per fork and ``{"exit": pid, "status", "cpu_ms"}`` when a child ends (status as
+``Popen.returncode``: negative for a signal; cpu_ms its user + system CPU time).
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ class Zygote:
         self._next_id = 0
         self._replies: dict[int, dict] = {}
         self._exits: dict[int, int] = {}
+        self.cpu_ms: dict[int, float] = {}  # each ended child's CPU time (user + system), by pid
         self._changed = threading.Condition()
         self._ready: dict | None = None
         with open(log, "w") as err:  # what the preloading printed, for an operator who asks why it fell back
@@ -94,6 +96,7 @@ class Zygote:
                     self._ready = message
                 elif "exit" in message:
                     self._exits[message["exit"]] = message["status"]
+                    self.cpu_ms[message["exit"]] = message.get("cpu_ms")
                 elif "id" in message:
                     self._replies[message["id"]] = message
                 self._changed.notify_all()
@@ -278,10 +281,11 @@ def _serve(modules: list[str], app_modules: list[str]) -> dict | None:
             os.read(woken, 4096)
             readable.remove(woken)
         for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 children.discard(pid)
-                _send({"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+                _send({"exit": pid, "status": os.waitstatus_to_exitcode(status),
+                       "cpu_ms": round((usage.ru_utime + usage.ru_stime) * 1000, 1)})
         if not readable:
             continue
         chunk = os.read(stdin, 65536)
