@@ -7,13 +7,14 @@ with :func:`wrap_context` so a worker thread sees the session (and the current s
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .attributes import canonical_json
+from .attributes import canonical_json, from_json_text
 
 _session: contextvars.ContextVar["SessionState | None"] = contextvars.ContextVar("tracefix_session", default=None)
 _agent: contextvars.ContextVar["str | None"] = contextvars.ContextVar("tracefix_agent", default=None)
@@ -27,9 +28,15 @@ class PendingToolCall:
     """A tool call an LLM response asked for and no tool execution has claimed yet."""
     call_id: str
     name: str
-    arguments: Any  # decoded JSON when it parsed, else the raw string
+    written_arguments: Any  # as the response wrote them: JSON text, or already a value
     step: int
     agent: str | None = None  # the agent whose LLM call asked for it
+
+    @functools.cached_property
+    def arguments(self) -> Any:
+        """Decoded JSON when it parses, else the text as written: decoded when a tool call is
+        matched against it, not for every response (most are never matched this way)."""
+        return from_json_text(self.written_arguments)
 
 
 @dataclass
@@ -72,6 +79,7 @@ class SessionState:
             return seq
 
     def add_tool_calls(self, step: int, calls: list[tuple[str, str, Any]], agent: str | None = None) -> None:
+        """Calls (id, name, arguments as the response wrote them) a tool may claim."""
         with self.lock:
             self.pending.extend(PendingToolCall(cid, name, args, step, agent) for cid, name, args in calls)
 

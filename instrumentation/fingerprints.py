@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from .attributes import canonical_json, from_json_text, to_jsonable
+from .attributes import canonical_json, canonical_plain_json, from_json_text, plain_json_as_is, to_jsonable
 
 
 def _drop_none(value: Any) -> Any:
@@ -58,6 +58,14 @@ def normalize_messages(messages: Any) -> list:
 
 def normalize_tools(tools: Any) -> list:
     return _plain(list(tools)) if _given(tools) and tools else []
+
+
+def canonical_normalized_json(value: list) -> str:
+    """`canonical_json(_plain(value))` for a request's list (its tools): read as it is when
+    it is plain JSON already without a None (what most apps pass: then normalizing would
+    only copy it), else normalized first."""
+    text = plain_json_as_is(value)
+    return text if text is not None else canonical_plain_json(_plain(value))
 
 
 def _sha256(value: Any) -> str:

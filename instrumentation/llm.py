@@ -20,11 +20,11 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import message_parts, runtime, semconv as sc
-from .attributes import canonical_json, dumps, warn_once
+from .attributes import canonical_plain_json, dumps, warn_once
 from .context import _global_tracked, current_agent, current_session
-from .fingerprints import fingerprint_from_json
+from .fingerprints import canonical_normalized_json, fingerprint_from_json
 from .raw_responses import as_raw_response
-from .spans import add_snapshot_event, common_attributes, set_span_attributes
+from .spans import add_snapshot_event, bounded, common_attributes
 
 # request kwargs that get their own GenAI attribute besides tracefix.request.params
 _REQUEST_ATTRIBUTES = {
@@ -39,10 +39,10 @@ _REQUEST_ATTRIBUTES = {
 
 @dataclass
 class Request:
-    """What an adapter reads from the call's kwargs; messages/tools already normalized."""
+    """What an adapter reads from the call's kwargs; messages already normalized."""
     model: str | None
     messages: list
-    tools: list
+    tools: list  # as given or normalized (`fingerprints.canonical_normalized_json` gives the same of both)
     params: dict
     stream: bool = False
     # the leading system message came from a parameter of its own (Anthropic's `system`, a
@@ -59,7 +59,7 @@ class Summary:
     input_tokens: int | None = None
     output_tokens: int | None = None
     output_messages: list = field(default_factory=list)
-    tool_calls: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, name, decoded arguments)
+    tool_calls: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, name, arguments as written)
 
 
 def parsed(result: Any) -> Any:
@@ -122,8 +122,9 @@ class LLMCall:
         request = adapter.parse_request(kwargs)
         self.request = request
         capture = runtime.settings.capture_content
-        messages_json = canonical_json(request.messages)
-        tools_json = canonical_json(request.tools)
+        # the normalized messages are plain JSON: orjson writes their canonical text where it can
+        messages_json = canonical_plain_json(request.messages)
+        tools_json = canonical_normalized_json(request.tools)
         self.fingerprint = fingerprint_from_json(request.model, messages_json, tools_json)
         self.step = session.begin_step() if session is not None else None
         self.decision = None
@@ -133,20 +134,23 @@ class LLMCall:
             if self.decision.extra_messages:
                 self.kwargs = adapter.add_messages(kwargs, self.decision.extra_messages)
                 request = self.request = adapter.parse_request(self.kwargs)
-                messages_json = canonical_json(request.messages)
-        attrs: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: adapter.operation,
-            sc.GEN_AI_PROVIDER_NAME: adapter.provider,
-            sc.GEN_AI_REQUEST_MODEL: request.model,
-            **common_attributes(session, agent, self.step),
-            sc.CALL_SEQ: session.next_seq() if session is not None else None,
-            sc.REQUEST_FINGERPRINT: self.fingerprint,
-            sc.STREAM: request.stream or None,
-        }
-        for key, name in _REQUEST_ATTRIBUTES.items():
-            value = request.params.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attrs[name] = value
+        # every value is set (no None), so the span takes the dict as it is (spans.bounded)
+        attrs: dict[str, Any] = common_attributes(session, agent, self.step)
+        attrs[sc.GEN_AI_OPERATION_NAME] = adapter.operation
+        attrs[sc.GEN_AI_PROVIDER_NAME] = adapter.provider
+        if request.model is not None:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = request.model
+        if session is not None:
+            attrs[sc.CALL_SEQ] = session.next_seq()
+        attrs[sc.REQUEST_FINGERPRINT] = self.fingerprint
+        if request.stream:
+            attrs[sc.STREAM] = True
+        params = request.params
+        if params:
+            for key, name in _REQUEST_ATTRIBUTES.items():
+                value = params.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    attrs[name] = value
         server = server_of(client)
         if server is not None:
             attrs[sc.SERVER_ADDRESS], attrs[sc.SERVER_PORT] = server
@@ -157,14 +161,14 @@ class LLMCall:
                 attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = dumps(system)
             if request.tools:
                 attrs[sc.GEN_AI_TOOL_DEFINITIONS] = tools_json
-            if request.params:
-                attrs[sc.REQUEST_PARAMS] = dumps(request.params)
+            if params:
+                attrs[sc.REQUEST_PARAMS] = dumps(params)
         if self.decision is not None:
             attrs[sc.REPLAY_SOURCE] = self.decision.source
             if self.decision.divergence is not None:
                 attrs[sc.DIVERGENCE] = dumps(self.decision.divergence)
-        self.span = span = runtime.tracer().start_span(f"{adapter.operation} {request.model}", kind=SpanKind.CLIENT)
-        set_span_attributes(span, attrs, session)
+        self.span = span = runtime.tracer().start_span(f"{adapter.operation} {request.model}", kind=SpanKind.CLIENT,
+                                                       attributes=bounded(attrs, session))
         if session is not None and (session.tracked or _global_tracked):
             try:
                 for key, value, digest in session.changed_snapshots():
@@ -211,19 +215,24 @@ class LLMCall:
                 summary = self.adapter.summarize(raw)
                 if self.session is not None and summary.tool_calls and self.step is not None:
                     self.session.add_tool_calls(self.step, summary.tool_calls, self.agent)
-                attrs: dict[str, Any] = {
-                    sc.GEN_AI_RESPONSE_MODEL: summary.response_model,
-                    sc.GEN_AI_RESPONSE_ID: summary.response_id,
-                    sc.GEN_AI_RESPONSE_FINISH_REASONS: [r for r in summary.finish_reasons if r] or None,
-                    sc.GEN_AI_USAGE_INPUT_TOKENS: summary.input_tokens,
-                    sc.GEN_AI_USAGE_OUTPUT_TOKENS: summary.output_tokens,
-                }
+                attrs: dict[str, Any] = {}
+                for key, value in ((sc.GEN_AI_RESPONSE_MODEL, summary.response_model),
+                                   (sc.GEN_AI_RESPONSE_ID, summary.response_id),
+                                   (sc.GEN_AI_USAGE_INPUT_TOKENS, summary.input_tokens),
+                                   (sc.GEN_AI_USAGE_OUTPUT_TOKENS, summary.output_tokens)):
+                    if value is not None:
+                        attrs[key] = value
+                reasons = [r for r in summary.finish_reasons if r]
+                if reasons:
+                    attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
                 if runtime.settings.capture_content:
                     attrs[sc.GEN_AI_OUTPUT_MESSAGES] = dumps(message_parts.output_messages(
                         summary.output_messages, summary.finish_reasons))
                     attrs[sc.RESPONSE_RAW] = dumps(raw)
-                    attrs[sc.RESPONSE_STREAM] = _within_payload_limit(stream)
-                set_span_attributes(span, attrs, self.session)
+                    events = _within_payload_limit(stream)
+                    if events is not None:
+                        attrs[sc.RESPONSE_STREAM] = events
+                span.set_attributes(bounded(attrs, self.session))
             if abandoned:
                 span.set_attribute(sc.STREAM_ABANDONED, True)
             if error is not None:

@@ -12,9 +12,8 @@ import functools
 import time
 from typing import Any
 
-from .attributes import from_json_text
 from .llm import Request, Summary, parsed, rehydrate_model, is_given, request_params
-from .fingerprints import normalize_messages, normalize_tools
+from .fingerprints import normalize_messages
 
 _CONSUMED = ("model", "messages", "tools", "stream", "extra_headers", "extra_query", "extra_body", "timeout")
 
@@ -165,8 +164,10 @@ class OpenAIChat:
     operation = "chat"
 
     def parse_request(self, kwargs: dict) -> Request:
+        tools = kwargs.get("tools")
         return Request(model=kwargs.get("model"), messages=normalize_messages(kwargs.get("messages")),
-                       tools=normalize_tools(kwargs.get("tools")), params=request_params(kwargs, _CONSUMED),
+                       tools=list(tools) if is_given(tools) and tools else [],  # normalized only if need be
+                       params=request_params(kwargs, _CONSUMED),
                        stream=bool(kwargs.get("stream")) and is_given(kwargs.get("stream")))
 
     def add_messages(self, kwargs: dict, extra: list) -> dict:
@@ -188,7 +189,7 @@ class OpenAIChat:
         if choices:
             for tc in (choices[0].get("message") or {}).get("tool_calls") or ():
                 function = tc.get("function") or {}
-                tool_calls.append((tc.get("id"), function.get("name"), from_json_text(function.get("arguments"))))
+                tool_calls.append((tc.get("id"), function.get("name"), function.get("arguments")))
         return Summary(response_model=raw.get("model"), response_id=raw.get("id"),
                        finish_reasons=[c.get("finish_reason") for c in choices],
                        input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),

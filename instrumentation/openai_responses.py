@@ -13,7 +13,7 @@ import itertools
 import time
 from typing import Any
 
-from .attributes import from_json_text, warn_once
+from .attributes import warn_once
 from .llm import Request, Summary, parsed, rehydrate_model, rehydrate_union, is_given, request_params
 from .fingerprints import normalize_messages, normalize_tools
 
@@ -193,7 +193,7 @@ class OpenAIResponses:
                 call_id = item.get("call_id") or item.get("id")
                 tool_calls.append({"id": call_id, "type": "function",
                                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}})
-                pending.append((call_id, item.get("name"), from_json_text(item.get("arguments"))))
+                pending.append((call_id, item.get("name"), item.get("arguments")))
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
         if tool_calls:
             message["tool_calls"] = tool_calls

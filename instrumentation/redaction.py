@@ -56,11 +56,12 @@ class RedactionChain:
                 return REDACTED  # a failing redactor must not let the value through
         return value
 
-    def attributes(self, attributes: Any) -> tuple[dict | None, bool]:
+    def attributes(self, attributes: Any) -> tuple[Any, bool]:
+        """(the attributes redacted, whether anything changed); unchanged, `attributes` itself."""
         if not attributes:
             return None, False
         if not self.user and not _may_redact(attributes):  # most spans: nothing a rule could change
-            return dict(attributes), False
+            return attributes, False
         out, changed = {}, False
         for key, value in attributes.items():
             new = self.value(key, value)
@@ -70,7 +71,11 @@ class RedactionChain:
 
     def span(self, span: ReadableSpan) -> ReadableSpan:
         """`span`, or a redacted (and signed) copy when anything changed."""
-        attributes, changed = self.attributes(span.attributes)
+        attributes = attribute_dict(span)
+        if not self.user and self.signer is None and not span.events \
+                and not _may_redact(attributes, span.name, span.status.description):
+            return span  # most spans: no rule could change a thing, found in one scan of all their text
+        attributes, changed = self.attributes(attributes)
         signed = self.signer(attributes if attributes is not None else {}) if self.signer is not None else None
         if signed:
             attributes, changed = {**(attributes or {}), **signed}, True
@@ -95,14 +100,32 @@ class RedactionChain:
                             instrumentation_scope=span.instrumentation_scope)
 
 
-def _may_redact(attributes: Any) -> bool:
-    """Whether a built-in rule could change any of `attributes`: a credential's key, or a
-    rule's hint in any text, all of the texts scanned in one pass (joined by a character no
-    hint holds); a shape other than text and numbers is left to the value-by-value path."""
-    texts = []
-    for key, value in attributes.items():
-        if is_secret_key(key):
-            return True
+def attribute_dict(span: ReadableSpan) -> Any:
+    """A span's attributes, read as the dict the SDK keeps them in (its BoundedAttributes'
+    `_dict`): iterating the read-only view `span.attributes` calls Python code per key, twice
+    what the rest of a span's scan costs. Read only, never changed; the view where the SDK
+    keeps them otherwise."""
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return inner if type(inner) is dict else span.attributes
+
+
+# attribute names is_secret_key said no to: the same few dozen names come on every span
+_PLAIN_KEYS: set[str] = set()
+
+
+def _may_redact(attributes: Any, *more: str | None) -> bool:
+    """Whether a built-in rule could change any of `attributes` (or the texts `more`: a
+    span's name, its status): a credential's key, or a rule's hint in any text, all of the
+    texts scanned in one pass (joined by a character no hint holds); a shape other than text
+    and numbers is left to the value-by-value path."""
+    if not _PLAIN_KEYS.issuperset(attributes):
+        for key in attributes:
+            if is_secret_key(key):
+                return True
+            if len(_PLAIN_KEYS) < 4096:  # keys with ids in them must not grow it forever
+                _PLAIN_KEYS.add(key)
+    texts = [text for text in more if text]
+    for value in attributes.values():
         kind = type(value)
         if kind is str:
             texts.append(value)

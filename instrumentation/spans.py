@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import runtime, semconv as sc
-from .attributes import canonical_json, set_attributes, warn_once
+from .attributes import canonical_json, set_attributes, truncate, warn_once
 from .context import SessionState
 
 
@@ -32,6 +32,22 @@ def truncation_marker(state: SessionState | None):
 
 def set_span_attributes(span: Any, attrs: dict[str, Any], state: SessionState | None) -> None:
     set_attributes(span, attrs, max_bytes=runtime.settings.max_payload_bytes, on_truncate=truncation_marker(state))
+
+
+def bounded(attrs: dict[str, Any], state: SessionState | None) -> dict[str, Any]:
+    """`attrs` ready for a span as they are, each text over TRACEFIX_MAX_PAYLOAD_BYTES cut as
+    `set_span_attributes` cuts it: for the LLM call's path, whose values are never None and
+    only text, numbers and lists of text, so the common case is one look at each value."""
+    limit = runtime.settings.max_payload_bytes
+    if limit and any(type(value) is str and len(value) * 4 > limit for value in attrs.values()):
+        on_truncate = truncation_marker(state)
+        for key, value in list(attrs.items()):
+            if type(value) is str:
+                text, cut = truncate(value, limit)
+                if cut:
+                    attrs[key], attrs[sc.TRUNCATED] = text, True
+                    on_truncate(key)
+    return attrs
 
 
 def add_snapshot_event(span: Any, key: str, state_value: Any, digest: str, step: int | None,
