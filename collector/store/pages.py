@@ -134,12 +134,13 @@ class Pages(StoreReads):
         # step 0 too: its first messages name the session's task
         detail_ids = page_ids | ({order[0][0]} if order else set())
         in_detail, in_params = in_strings(detail_ids)
+        # (as Arrow, made into dicts in one call: a quarter less CPU than a dict per fetched tuple)
         step_spans, tool_spans, other_spans = (
-            [dict(zip(columns, r)) for r in cur.execute(
-                f"SELECT {select.replace('{inputs}', in_detail)} FROM spans WHERE start_ns BETWEEN ? AND ? "
-                f"AND session_id = ? AND {kinds} ORDER BY start_ns",
-                [*(in_params if "{inputs}" in select else ()), lo, hi, session_id]).fetchall()]
-            for kinds, columns in _SPAN_READS for select in [", ".join(columns.values())])
+            cur.execute(f"SELECT {select.replace('{inputs}', in_detail)} FROM spans WHERE start_ns BETWEEN ? AND ? "
+                        f"AND session_id = ? AND {kinds} ORDER BY start_ns",
+                        [*(in_params if "{inputs}" in select else ()), lo, hi, session_id]).to_arrow_table().to_pylist()
+            for kinds, columns in _SPAN_READS
+            for select in [", ".join(f"{expr} AS {name}" for name, expr in columns.items())])
         for span in tool_spans:  # its arguments and result: fetched for the page's steps only
             span["tool_arguments"] = span["tool_result"] = document.RowRef(span.pop("rowid"))
         spans = step_spans + tool_spans + other_spans
