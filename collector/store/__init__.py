@@ -35,7 +35,7 @@ from tracefix.collector.store.annotations import StepAnnotations, UnknownStep
 from tracefix.collector.store.browse import Browse
 from tracefix.collector.store.connection import StoreConnection, checkpoint_threshold_bytes, connect_db
 from tracefix.collector.store.dashboard import Dashboard
-from tracefix.collector.store.ingest import Ingest, numbered_steps
+from tracefix.collector.store.ingest import Ingest
 from tracefix.collector.store.jobs import JobQueue
 from tracefix.collector.store.outbox import check_score
 from tracefix.collector.store.pages import Pages
@@ -43,6 +43,7 @@ from tracefix.collector.store.queries import Queries
 from tracefix.collector.store.results import Results
 from tracefix.collector.store.schema import MIGRATIONS, PAGE_BUDGET_CHARS
 from tracefix.collector.store.signals import MetricPoints
+from tracefix.collector.store.steps import numbered_steps
 from tracefix.collector.store.waterfall import Waterfall
 from tracefix.errors import UnknownSession
 
