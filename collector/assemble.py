@@ -96,6 +96,9 @@ def _agent_resolver(spans_by_id: dict[str, dict], links: dict[str, str | None]):
 def build(session: dict, spans: list[dict], links: dict[str, str | None], order: list[tuple[str, int]],
           messages: Mapping[int, Any], snapshots: list[tuple], feedback: list[tuple],
           annotations: list[tuple] = ()) -> SessionDocument:
+    """The session document from its store rows. `spans`: its spans but those of kind
+    'other' (whose parents are `links`), each with at least the columns read here of its kind
+    (a paged read leaves out the others: `store.pages`); `order`: (span id, step index)."""
     by_id = {s["span_id"]: s for s in spans}
     agent_of = _agent_resolver(by_id, links)
     # one call two instrumentations described: the step is the span the store numbered; the
