@@ -3,7 +3,7 @@ insert loop on the same rows, measured in one run.
 
     .venv/bin/python bench/ingest.py [--exporters 6] [--sessions 12] [--steps 100] [--protocol http,grpc]
     .venv/bin/python bench/ingest.py --protocol http,grpc --no-spill --profile   # + where the CPU goes
-    .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2,4] [--repeat 3]
+    .venv/bin/python bench/ingest.py --store ducklake [--collectors 1,2,4] [--repeat 3] [--parts 4]
 
 Several exporter processes post realistic agent spans (chat spans carry 1-4 KB of messages)
 as protobuf, each request acknowledged only after commit; a 429 (gRPC: RESOURCE_EXHAUSTED)
@@ -46,6 +46,7 @@ import ingest_profile  # noqa: E402
 from agent_spans import request, session_spans  # noqa: E402
 
 DB_THREADS = 1  # both sides run DuckDB with the collector's default worker threads
+PARTS = 1  # requests per session (--parts): its later ones merge into a stored session
 
 
 def build_bodies(worker: int, sessions: int, steps: int) -> list[tuple[bytes, int]]:
@@ -53,7 +54,9 @@ def build_bodies(worker: int, sessions: int, steps: int) -> list[tuple[bytes, in
     bodies = []
     for i in range(sessions):
         spans = session_spans(f"bench-{worker}-{i}-{os.urandom(4).hex()}", steps, rng, growing=False, window=4)
-        bodies.append((request(spans).SerializeToString(), len(spans)))
+        size = -(-len(spans) // PARTS)
+        for part in (spans[k:k + size] for k in range(0, len(spans), size)):
+            bodies.append((request(part).SerializeToString(), len(part)))
     return bodies
 
 
@@ -328,9 +331,12 @@ def main() -> None:
     ap.add_argument("--store", choices=("duckdb", "ducklake"), default="duckdb",
                     help="ducklake: compare the embedded store with DuckLake on a private PostgreSQL")
     ap.add_argument("--collectors", default="1,2,4", help="--store ducklake: collector counts to run, e.g. 1,2,4")
+    ap.add_argument("--parts", type=int, default=1,
+                    help="requests per session, sent in order by one exporter: all but the first merge into "
+                         "a stored session (on a lake: updates, which DuckLake's conflict check sees)")
     args = ap.parse_args()
-    global DB_THREADS
-    DB_THREADS = args.db_threads
+    global DB_THREADS, PARTS
+    DB_THREADS, PARTS = args.db_threads, args.parts
     if not set(args.protocol.split(",")) <= {"http", "grpc"}:
         ap.error(f"--protocol: http, grpc or http,grpc, not {args.protocol!r}")
     if args.store == "ducklake":

@@ -25,9 +25,11 @@ holds every write committed before by anyone who held the same lock.
   moment may be stored twice, identical; reads look messages up by key (a duplicate changes
   nothing) and `compact` keeps one.
 - DuckLake itself refuses a commit that deletes or updates rows of a table another
-  transaction changed meanwhile (its conflict check is per table), so a merge into a stored
-  session or its steps never loses a concurrent write: it fails whole and runs again, and
-  after KEYED_ATTEMPTS conflicts it runs under the lake-wide lock.
+  transaction changed meanwhile (its conflict check is per table, not per row), so a merge
+  into a stored session or its steps never loses a concurrent write: it fails whole and runs
+  again under the lake-wide lock. Beside other collectors' appends nearly every such merge
+  is refused, so a batch of a session this store wrote before (a long session's later
+  exports) takes the lake-wide lock at once: those still take turns.
 - Claims (the oldest queued job of a kind, due alert deliveries) lock the queue they claim
   from. Every other write (the API's feedback, job changes, datasets, results, migrations,
   compaction) takes the lake-wide lock exclusively; span transactions hold it shared, so it
@@ -52,6 +54,7 @@ import re
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import duckdb
@@ -66,7 +69,8 @@ LOCK_CLASS = 0x7472_6678  # "trfx": the advisory locks' first key, so other appl
 WRITE_LOCK = 0  # second key of the lake-wide write lock
 KEY_CLASS = LOCK_CLASS + 1  # first key of the locks of sessions, traces, feedback ids and queues
 MAX_KEYS = 512  # a transaction wanting more locks takes the lake-wide one (PostgreSQL's lock table is finite)
-KEYED_ATTEMPTS = 2  # DuckLake conflicts a keyed transaction meets before it runs under the lake-wide lock
+KEYED_ATTEMPTS = 1  # DuckLake conflicts a keyed transaction meets before it runs under the lake-wide lock
+WRITTEN_SESSIONS = 100_000  # sessions a store remembers writing (`LakeLock.run`): ~10 MB
 # TRACEFIX_LAKE_LOCKS=lake: every write under the lake-wide lock, as before the locks of keys
 # (what bench/ingest.py compares with; a way back should the keys' argument ever fail)
 LOCKS_ENV = "TRACEFIX_LAKE_LOCKS"
@@ -194,6 +198,10 @@ class LakeLock:
         self.seconds = {"lake_held": 0.0, "keys_held": 0.0, "waited": 0.0}
         self.conflicts = self.escalated = 0
         self._since = 0.0
+        # the last sessions this store wrote: a batch of one of them merges into its row and
+        # renumbers its steps (an UPDATE and a DELETE), which DuckLake refuses beside other
+        # collectors' appends to those tables, so it takes the lake-wide lock at once
+        self._written: OrderedDict[str, None] = OrderedDict()
 
     def _connect(self):
         pg = self._psycopg.connect(self.conninfo, autocommit=True)
@@ -241,11 +249,14 @@ class LakeLock:
     def run(self, con: duckdb.DuckDBPyConnection, work, keys: list[str] | None = None):
         """`work(con)` in one lake transaction, its result. With `keys` (lock names: see
         `batch_keys`) the transaction holds their locks and the lake-wide lock shared, and
-        runs again when DuckLake refuses its commit for a concurrent change to a table it
-        deleted from or updated; after KEYED_ATTEMPTS such refusals, and without `keys`
-        (or with more than MAX_KEYS), it holds the lake-wide lock alone."""
+        runs again under the lake-wide lock alone when DuckLake refuses its commit for a
+        concurrent change to a table it deleted from or updated (after KEYED_ATTEMPTS such
+        refusals). It holds the lake-wide lock from the start without `keys`, with more
+        than MAX_KEYS, and for a session this store wrote before (`_written`): a
+        transaction that would be refused is cheaper not begun."""
         ids = sorted({_lock_key(k) for k in keys}) if keys is not None else []
-        if keys is not None and self.keyed and len(ids) <= MAX_KEYS:
+        sessions = [k for k in keys or () if k.startswith("session:")]
+        if keys is not None and self.keyed and len(ids) <= MAX_KEYS and not any(s in self._written for s in sessions):
             for _ in range(KEYED_ATTEMPTS):
                 with self._mutex:
                     # the shared lake-wide lock first, then the keys in order: no two span
@@ -263,6 +274,7 @@ class LakeLock:
                             raise
                         try:
                             con.commit()
+                            self._wrote(sessions)
                             return result
                         except duckdb.Error as exc:
                             if not is_conflict(exc):
@@ -274,11 +286,20 @@ class LakeLock:
                                      [LOCK_CLASS, WRITE_LOCK, ids, KEY_CLASS], "keys_held")
             self.escalated += 1
         with LakeTransaction(con, self) as con:
-            return work(con)
+            result = work(con)
+        self._wrote(sessions)
+        return result
+
+    def _wrote(self, sessions: list[str]) -> None:
+        for key in sessions:
+            self._written[key] = None
+            self._written.move_to_end(key)
+        while len(self._written) > WRITTEN_SESSIONS:
+            self._written.popitem(last=False)
 
     def alive(self, instance: str) -> bool:
         """Whether the store instance `instance` still runs (holds its instance lock). Asked
-        with the write lock held, on the same session."""
+        in a transaction (under the lock of the jobs it claims), on the same session."""
         if instance == self.instance:
             return True
         got = self._pg.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, _lock_key(instance)]).fetchone()[0]

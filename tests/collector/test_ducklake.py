@@ -13,6 +13,7 @@ beside an open one, and two collectors writing one session at once merge it exac
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -169,6 +170,14 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
             steps = api.get_session(sid)["steps"]
             assert [s["index"] for s in steps] == list(range(PARTS * PER_PART))
             assert steps[5]["input_messages"][1]["content"] == f"{sid} q5"
+
+        # each collector says how long it held the lake's locks: span transactions held their
+        # sessions' and traces' (a session split across collectors also takes the lake-wide one)
+        scrape = urllib.request.urlopen(urllib.request.Request(collectors[1].match["http"] + "/metrics", headers={
+            "Authorization": f"Bearer {TOKEN}"}), timeout=10).read().decode()
+        held = {lock: float(re.search(rf'tracefix_lake_lock_seconds_total{{lock="{lock}",state="held"}} (\S+)',
+                                      scrape).group(1)) for lock in ("lake", "keys")}
+        assert held["keys"] > 0 and held["lake"] > 0, held
 
         # a thumbs-down carried by a span reaches all three collectors at once: one feedback, one alert
         target = sessions[0]
