@@ -21,7 +21,10 @@ its own "none" baseline); `--no-openlit` leaves it out.
 
 Prints the median time per call without instrumentation, each mode's added time, tracefix's
 added time as a ratio of the floor's and of each peer's, the cost of the conventions' parts
-attributes, and the machine's load.
+attributes, and the machine's load. Each round also runs none, the floor and tracefix
+interleaved in one process (`--paired`), where a change of the machine's load lands on the
+three alike: under a load of several processes per CPU the separate processes' ratio to the
+floor swung 0.95-1.80 between two runs of the same code.
 """
 from __future__ import annotations
 
@@ -201,6 +204,50 @@ def worker(mode: str, calls: int, blocks: int) -> dict:
     return out
 
 
+def paired_worker(calls: int) -> dict:
+    """Runs in its own process: the uninstrumented call, the floor and tracefix interleaved,
+    in shuffled order, `calls` groups of CPU_GROUP calls each, so that a change in the
+    machine's load lands on all three alike: µs of process CPU time per call, the median of
+    each mode's groups. tracefix is on in this process; the other two call the SDK method
+    tracefix wrapped unwrapped (wrapt's __wrapped__), so the uninstrumented process's heap
+    is the instrumented one's here: the separate processes above price that too."""
+    from openai.resources.chat.completions import Completions
+
+    client = _client()
+    plain, streamed = _instrument("tracefix", client)
+    create, resource = Completions.create.__wrapped__, client.chat.completions
+
+    class Untraced:  # client.chat.completions.create without tracefix's wrapper
+        class chat:
+            class completions:
+                @staticmethod
+                def create(**kwargs):
+                    return create(resource, **kwargs)
+
+    fns: dict[str, dict] = {"plain": {}, "stream": {}}
+    for mode, (traced_plain, traced_streamed) in (("none", _instrument("none", Untraced())),
+                                                  ("floor", _instrument("floor", Untraced())),
+                                                  ("tracefix", (plain, streamed))):
+        fns["plain"][mode], fns["stream"][mode] = traced_plain, traced_streamed
+    out: dict = {}
+    rng = random.Random(0)
+    for kind, modes in fns.items():
+        for fn in modes.values():
+            for _ in range(5 * CPU_GROUP):  # warm-up
+                fn()
+        times: dict = {mode: [] for mode in modes}
+        order = list(modes)
+        for _ in range(calls):
+            rng.shuffle(order)
+            for mode in order:
+                fn, start = modes[mode], time.process_time_ns()
+                for _ in range(CPU_GROUP):
+                    fn()
+                times[mode].append((time.process_time_ns() - start) / CPU_GROUP)
+        out[kind] = {mode: statistics.median(values) / 1000 for mode, values in times.items()}
+    return out
+
+
 def span_contents() -> dict:
     """The attribute keys of one non-streaming call's span, the floor's and tracefix's: the
     floor carries tracefix's content; what only tracefix has is its own bookkeeping."""
@@ -260,8 +307,14 @@ def main() -> None:
     parser.add_argument("--no-openlit", action="store_true", help="leave OpenLit (its own venv) out")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="--no-peers: none, the floor and tracefix only (a quick look; no peer ratios)")
-    parser.add_argument("--worker", choices=(*MODES, "openlit"), help=argparse.SUPPRESS)
+    parser.add_argument("--paired", type=int, default=60, metavar="GROUPS",
+                        help=f"per round, also none / floor / tracefix interleaved in one process, GROUPS groups of "
+                             f"{CPU_GROUP} calls each (0: not)")
+    parser.add_argument("--worker", choices=(*MODES, "openlit", "paired"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker == "paired":
+        print(json.dumps(paired_worker(args.calls)))
+        return
     if args.worker:
         print(json.dumps(worker(args.worker, args.calls, args.blocks)))
         return
@@ -273,12 +326,15 @@ def main() -> None:
         runs += [(lit_python, "none", "none (openlit venv)"), (lit_python, "openlit", "openlit")]
     samples: dict[str, list[dict]] = {label: [] for _, _, label in runs}
     loads = [os.getloadavg()[0]]
+    pairs: list[dict] = []
     rng = random.Random(0)
     for round_index in range(args.rounds):
         order = list(runs)
         rng.shuffle(order)
         for python, mode, label in order:
             samples[label].append(_run(python, mode, args))
+        if args.paired:
+            pairs.append(_run(sys.executable, "paired", argparse.Namespace(calls=args.paired, blocks=0)))
         loads.append(os.getloadavg()[0])
         print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr)
 
@@ -310,6 +366,14 @@ def main() -> None:
         peer_ratio = adds["tracefix"] / peers[lightest]
         print(f"  target: <= 0.5 x the lightest peer ({lightest}): {peer_ratio:.2f}, "
               f"{'meets' if peer_ratio <= 0.5 else 'misses'}")
+    for kind in ("plain", "stream") if pairs else ():
+        added = {mode: statistics.median(p[kind][mode] - p[kind]["none"] for p in pairs) for mode in ("floor", "tracefix")}
+        ratio = added["tracefix"] / added["floor"]
+        print(f"\n{'non-streaming' if kind == 'plain' else 'streaming (21 chunks)'}, process CPU time, the three "
+              f"interleaved in one process ({args.paired} groups of {CPU_GROUP} calls each a round): none "
+              f"{statistics.median(p[kind]['none'] for p in pairs):.1f} µs/call, floor added {added['floor']:.1f}, "
+              f"tracefix added {added['tracefix']:.1f}: tracefix / floor = {ratio:.2f} "
+              f"(target <= 1.2: {'meets' if ratio <= 1.2 else 'misses'})")
     parts = {side: statistics.median(s["parts"][side] for s in samples["tracefix"]) for side in ("input", "output")}
     keys = span_contents()
     missing = sorted(keys["floor"] - keys["tracefix"])
