@@ -22,8 +22,9 @@ never swallows a quote or a backslash, so JSON text stays valid JSON. Ordinary p
 ("a basic question", "the token: each word") and ids (``task-1234``, ``chatcmpl-…``) stay.
 
 Speed: every match of a rule contains one of its hints, lowercase literals. One pass over
-the lowercased text looks for all hints at once (Aho-Corasick when `ahocorasick_rs` is
-installed, as the collector extra does; else substring searches), and only the rules whose
+the lowercased text looks for all hints at once (Hyperscan where the collector extra
+installed it, else Aho-Corasick, a base dependency; substring searches only where neither
+imports), and only the rules whose
 hints are present run their regex: text without any hint costs that one pass.
 """
 from __future__ import annotations
@@ -270,7 +271,7 @@ def _hyperscan_finders() -> tuple[HintFinder, Callable[[bytes], bool]]:
 
 def _fastest_hint_finder() -> HintFinder:
     """Hyperscan where its wheel exists (the collector extra on x86-64), else Aho-Corasick
-    (the collector extra elsewhere), else substring searches (the bare SDK)."""
+    (a base dependency: the bare SDK), else substring searches (a platform with no wheel)."""
     for finder in (hyperscan_hint_finder, automaton_hint_finder):
         try:
             return finder()

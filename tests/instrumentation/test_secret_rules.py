@@ -295,3 +295,24 @@ def test_the_sdk_redacts_span_and_event_names_and_status_descriptions():
     assert exported.status.description == f"ConnectionError: postgres://app:{REDACTED}@db/x refused"
     assert exported.status.status_code is StatusCode.ERROR
     assert [e.name for e in exported.events] == [f"retry with {REDACTED} {REDACTED}"]
+
+
+def test_the_bare_sdk_scans_in_one_pass_without_hyperscan(tmp_path):
+    """Hyperscan comes with the collector extra only; a bare `pip install tracefix` must still
+    scan a span's text in one pass (Aho-Corasick, a base dependency: 4 us a chat span against
+    22 for substring searches), so the overhead benchmark holds for production agents."""
+    import os
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    assert any(dep.startswith("ahocorasick-rs") for dep in project["dependencies"])
+    blocker = tmp_path / "sitecustomize.py"  # the bare install: no hyperscan module to import
+    blocker.write_text("import sys\nsys.modules['hyperscan'] = None\n")
+    probe = ("from tracefix import secret_rules\n"
+             "print(secret_rules._any_hint.__qualname__.split('.')[0])\n")
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout.strip()
+    assert found == "automaton_hint_finder"
