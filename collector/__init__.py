@@ -85,7 +85,8 @@ Tuning: ``--db-threads`` (DuckDB workers, default 1: ingest is many small transa
 ``--max-queue-spans``, ``--max-body-mb``, ``--host`` (0.0.0.0 to listen on all interfaces),
 ``TRACEFIX_DB_THREADS``, ``TRACEFIX_CHECKPOINT_THRESHOLD`` (the WAL size that triggers a
 checkpoint, default 16MB; larger means fewer checkpoints and a longer WAL replay after a crash;
-in ``tracefix serve`` a background thread runs them beside the writer, commits never wait for one),
+in ``tracefix serve`` a background thread runs them beside the writer, commits never wait for one,
+at 32MB by default, within half the writer's WAL budget),
 ``--decode-workers N`` / ``TRACEFIX_DECODE_WORKERS`` (processes that decode OTLP bodies, HTTP and gRPC,
 over 64 KiB beside the writer, default 1; 0 decodes on a thread of the server).
 

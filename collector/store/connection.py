@@ -36,9 +36,10 @@ def size_bytes(text: str, setting: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
-def checkpoint_threshold_bytes() -> int:
-    """TRACEFIX_CHECKPOINT_THRESHOLD ("16MB", "1GiB", "20000000") in bytes; DuckDB's 16 MB default."""
-    return size_bytes(os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD") or "16MB", "TRACEFIX_CHECKPOINT_THRESHOLD")
+def checkpoint_threshold_bytes(default: str = "16MB") -> int:
+    """TRACEFIX_CHECKPOINT_THRESHOLD ("16MB", "1GiB", "20000000") in bytes; else `default`
+    (DuckDB's 16 MB)."""
+    return size_bytes(os.environ.get("TRACEFIX_CHECKPOINT_THRESHOLD") or default, "TRACEFIX_CHECKPOINT_THRESHOLD")
 
 
 # Committed rows not yet checkpointed stay in DuckDB's memory (their long strings cannot be
