@@ -39,6 +39,13 @@ class PendingToolCall:
         return from_json_text(self.written_arguments)
 
 
+# Tool calls a model asked for that no traced tool has claimed yet. A session whose tools are
+# not wrapped with @tracefix.tool never claims them: unbounded, the list grew for the whole
+# session and each claim scanned all of it. A claim comes within a few steps of its call, so
+# the oldest are dropped past this many.
+MAX_PENDING_TOOL_CALLS = 256
+
+
 @dataclass
 class SessionState:
     session_id: str
@@ -82,6 +89,8 @@ class SessionState:
         """Calls (id, name, arguments as the response wrote them) a tool may claim."""
         with self.lock:
             self.pending.extend(PendingToolCall(cid, name, args, step, agent) for cid, name, args in calls)
+            if len(self.pending) > MAX_PENDING_TOOL_CALLS:
+                del self.pending[:-MAX_PENDING_TOOL_CALLS]
 
     def claim_tool_call(self, name: str, arguments: dict, call_id: str | None = None) -> PendingToolCall | None:
         """The pending call for tool `name` whose arguments match, latest response first.

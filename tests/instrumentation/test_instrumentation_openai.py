@@ -102,6 +102,31 @@ def test_steps_number_llm_calls_and_tools_link_to_the_call_that_asked(spans, cli
     assert second_input[2]["parts"][-1] == first_call
 
 
+def test_tool_calls_no_traced_tool_claims_stay_bounded_and_a_traced_one_still_links(spans, client):
+    """An app whose tools are not wrapped with @tracefix.tool never claims the calls its
+    model asks for: 300 such calls in one session keep at most MAX_PENDING_TOOL_CALLS, and
+    a traced tool run after them still links to the call that asked for it."""
+    from tracefix import context
+
+    @tracefix.tool
+    def lookup_customer(name: str) -> dict:
+        return {"customer_id": "CUST-001", "name": name}
+
+    calls = context.MAX_PENDING_TOOL_CALLS + 44
+    with tracefix.session("untraced tools"):
+        with tracefix.agent("AccountAgent"):
+            for _ in range(calls):
+                response = client.chat.completions.create(model=MODEL, messages=WORKER_MESSAGES,
+                                                          tools=tools_for("AccountAgent"))
+            asked = response.choices[0].message.tool_calls[-1]
+            state = context.current_session()
+            assert len(state.pending) == context.MAX_PENDING_TOOL_CALLS
+            lookup_customer(**json.loads(asked.function.arguments))
+    (tool_span,) = by_name(spans, "execute_tool lookup_customer")
+    assert tool_span.attributes[sc.GEN_AI_TOOL_CALL_ID] == asked.id
+    assert tool_span.attributes[sc.STEP] == calls - 1
+
+
 def test_stream_span_records_the_accumulated_completion_and_final_usage(spans, client):
     plain = client.chat.completions.create(model=MODEL, messages=WORKER_MESSAGES, tools=tools_for("AccountAgent"))
     spans.clear()
