@@ -105,9 +105,12 @@ def assert_retry_info(busy: list[grpc.RpcError]) -> None:
 
 
 def test_a_full_queue_answers_resource_exhausted_with_retry_info(serve):
-    busy = grpc_burst(serve, session_body(f"bp-queue-{uuid.uuid4().hex[:8]}", 50), 3 * MAX_CONCURRENT_EXPORTS)
+    # no more exports than the handler admits at once, so every refusal is the queue's: past
+    # the cap, an export arriving while 32 others still decode is refused by the cap instead
+    # (rightly, with RetryInfo too), and how many do depends on the machine's speed
+    busy = grpc_burst(serve, session_body(f"bp-queue-{uuid.uuid4().hex[:8]}", 50), MAX_CONCURRENT_EXPORTS)
     assert_retry_info(busy)
-    assert all("waiting to be written" in exc.details() for exc in busy)
+    assert all("waiting to be written" in exc.details() for exc in busy), {exc.details() for exc in busy}
 
 
 def test_exports_beyond_the_concurrency_cap_answer_resource_exhausted_with_retry_info(roomy_serve):
