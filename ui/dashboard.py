@@ -114,7 +114,8 @@ def dashboard(store, q: QueryParams) -> dict:
     picked = read_range(q)
     by = q.choice("by", GROUPINGS, default="service")
     lo, hi = store.time_range(picked.preset, picked.since_ns, picked.until_ns)
-    charts = [draw(store.chart(name, by=by, since_ns=lo, until_ns=hi, buckets=BUCKETS)) for name in CHARTS]
+    series = store.charts(list(CHARTS), by=by, since_ns=lo, until_ns=hi, buckets=BUCKETS)
+    charts = [draw(series[name]) for name in CHARTS]
     return {"charts": charts, "picked": picked, "by": by, "groupings": GROUPINGS, "ranges": tuple(RANGES),
             "since": document.iso(lo), "until": document.iso(hi), "size": (WIDTH, HEIGHT), "buckets": BUCKETS,
             "plot": {"left": LEFT, "right": WIDTH - RIGHT, "top": TOP, "bottom": HEIGHT - BOTTOM},
