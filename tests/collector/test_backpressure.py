@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -150,9 +151,15 @@ def test_the_python_otlp_grpc_exporter_stores_every_span_of_a_burst_waiting_as_t
             with tracer.start_as_current_span(f"step {n}.{i}") as span:
                 span.set_attribute("tracefix.session.id", sid)
 
-    with ThreadPoolExecutor(len(providers)) as pool:  # all exporting at once
-        list(pool.map(emit, providers, range(len(providers))))
-    flushed = [p.force_flush(30_000) for p in providers]
+    together = threading.Barrier(len(providers))
+
+    def emit_and_flush(provider, n):  # every provider exports at the same moment, not in turn
+        emit(provider, n)
+        together.wait(timeout=30)
+        return provider.force_flush(30_000)
+
+    with ThreadPoolExecutor(len(providers)) as pool:
+        flushed = list(pool.map(emit_and_flush, providers, range(len(providers))))
     for p in providers:
         p.shutdown()
     assert all(flushed)
