@@ -102,9 +102,7 @@ class Writer:
         self.max_pending_spans = max_pending_spans
         self.max_pending_bytes = max_pending_bytes
         self._pending_bytes = 0
-        # an acknowledgement waits up to linger_s more, while others share its transaction's cost;
-        # 10 ms, not 50: exports held through a longer linger keep their receiver slots, and a
-        # burst over the gRPC cap ran out of retries (test_grpc_concurrency, no spool)
+        # an ack waits up to linger_s to share a transaction (10 ms: 50 held slots past the gRPC cap)
         self.linger_s = linger_s
         self.linger_spans = linger_spans
         self._arrivals = Arrivals(linger_s)
