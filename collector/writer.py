@@ -5,8 +5,9 @@ batch's transaction committed — only then is the export acknowledged. Consecut
 are merged into one transaction (one Arrow insert per table; under a steady stream it waits
 up to `linger_s` for the next while one is due: collector.arrivals). If that transaction fails,
 each request is retried alone so one bad request cannot sink its neighbours, and a request
-the database refuses for what it holds is cut in halves until the refused spans are found:
-the others are stored, the refused ones reported (the future's `Refused` list). Other writes
+the database refuses for what it holds is cut in halves until the refused spans are found
+(collector.refused_spans): the others are stored, the refused ones reported (the future's
+`Refused` list). Other writes
 (feedback, job and alert state, analysis results) run through `call` on the same thread.
 
 The queue is bounded by spans waiting: a full queue raises `QueueFull` at once, and the
@@ -31,7 +32,10 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 from tracefix.collector.arrivals import Arrivals
-from tracefix.collector.normalize import Batch, span_label
+from tracefix.collector.normalize import Batch
+from tracefix.collector.refused_spans import Refused as Refused  # the receivers' and the spool's name for it
+from tracefix.collector.refused_spans import is_data_error as is_data_error
+from tracefix.collector.refused_spans import store_isolating
 from tracefix.collector.store import Store
 from tracefix.collector.store.connection import is_invalidated
 from tracefix.collector.threadnames import name_os_thread
@@ -42,15 +46,6 @@ log = logging.getLogger("tracefix.collector.writer")
 
 class QueueFull(TracefixError, RuntimeError):
     http_status = 429
-
-
-# Spans the database refused for what they hold: (how many, why). A batch's future resolves
-# to a list of these (empty: every span stored).
-Refused = tuple[int, str]
-
-# Failed transactions spent finding refused spans in one request: one bad span among 20,000
-# costs about 2 log2(20,000) = 29; past the budget, what still fails is refused whole.
-MAX_ISOLATION_ATTEMPTS = 64
 
 
 class WriterClosed(TracefixError, RuntimeError):
@@ -75,15 +70,6 @@ def retry_delay_s(pending_spans: int, drain_spans_per_s: float) -> float:
     [MIN_RETRY_DELAY_S, MAX_RETRY_DELAY_S]: the one rule for both receivers' back-pressure."""
     needed = pending_spans / drain_spans_per_s if drain_spans_per_s > 0 else MAX_RETRY_DELAY_S
     return min(MAX_RETRY_DELAY_S, max(MIN_RETRY_DELAY_S, needed))
-
-
-def is_data_error(exc: BaseException) -> bool:
-    """True when a write failed because of what the batch holds: retrying cannot help, so the
-    receiver answers 400 instead of a retryable 503."""
-    import duckdb
-
-    return isinstance(exc, (ValueError, TypeError, OverflowError, duckdb.ConversionException,
-                            duckdb.InvalidInputException, duckdb.ConstraintException))
 
 
 class Writer:
@@ -339,32 +325,8 @@ class Writer:
                 fut.set_exception(exc)
 
     def _ingest_isolating(self, batch: Batch, failed: BaseException | None = None) -> list[Refused]:
-        """Store `batch`; when the database refuses it for what it holds (`is_data_error`),
-        store its halves, and theirs, so only the spans it refuses stay out. Returns those;
-        raises the first error that is no data error (the request is then retried whole: its
-        parts already stored are not stored twice). `failed`: the error `batch` just gave."""
-        refused: list[Refused] = []
-        parts, attempts = [batch], 0
-        while parts:
-            part = parts.pop()
-            exc = failed if part is batch else None
-            if exc is None:
-                try:
-                    self._announce(self._ingest(part))
-                    continue
-                except Exception as part_exc:
-                    exc = part_exc
-            if not is_data_error(exc):
-                raise exc
-            attempts += 1
-            if part.span_count > 1 and attempts < MAX_ISOLATION_ATTEMPTS:
-                first, second = part.halves()
-                parts += [second, first]
-                continue
-            log.warning("the database refused %d records: %s", part.records, exc)
-            refused.append((part.records, f"{_what(part)}: the database refused it ({type(exc).__name__}: "
-                                             f"{str(exc)[:200]})"))
-        return refused
+        """Store `batch`, leaving out only the spans the database refuses (refused_spans)."""
+        return store_isolating(batch, lambda part: self._announce(self._ingest(part)), failed)
 
     def _announce(self, created: dict | None) -> None:
         if created and self.on_created and any(created.values()):
@@ -387,14 +349,3 @@ class Writer:
 def _first_line(exc: BaseException) -> str:
     """An error in one line (DuckDB's add paragraphs of advice)."""
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
-
-
-def _what(batch: Batch) -> str:
-    """A refused part named for the exporter: its span when it is one, else a count."""
-    table = batch.span_arrow()
-    if table is None:  # log records or metric points
-        return f"{batch.records} records"
-    if table.num_rows == 1:
-        row = table.select(["name", "span_id", "trace_id"]).to_pylist()[0]
-        return span_label(row["name"], row["span_id"], row["trace_id"])
-    return f"{table.num_rows} spans"
