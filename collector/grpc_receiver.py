@@ -107,21 +107,10 @@ class ExportServices(grpc.GenericRpcHandler):
             self._slots.release()
 
     def _export(self, body: bytes, context, signal: Signal):
-        try:
-            batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None, signal.name)
-        except otlp.OtlpError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
-        except DecodeFailed as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        with self.collector.writer.expecting():  # the writer waits for this batch rather than commit without it
+            batch, fut = self._submit(body, context, signal)
         refused = []
-        if batch.records:
-            try:
-                fut = self.collector.ingest.submit(batch, SpooledRequest("grpc", otlp.PROTOBUF, None, body,
-                                                                         signal=signal.name))
-            except QueueFull as exc:  # SpoolFull too: the spool's budget is spent
-                abort_busy(context, f"collector busy: {exc}; retry later", self.collector.ingest.retry_delay_s())
-            except WriterClosed as exc:
-                context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        if fut is not None:
             try:
                 refused = fut.result(timeout=120)
             except Exception as exc:  # records it refuses for their content are in `refused`
@@ -133,6 +122,25 @@ class ExportServices(grpc.GenericRpcHandler):
             return otlp.export_response(batch, refused, signal)
         except otlp.OtlpError as exc:  # no record could be stored
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+
+    def _submit(self, body: bytes, context, signal: Signal):
+        """The export decoded and handed to the writer or the spool: (its batch, the future of its
+        commit, None when it holds no record)."""
+        try:
+            batch = self.collector.decoder.decode_blocking(body, otlp.PROTOBUF, None, signal.name)
+        except otlp.OtlpError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+        except DecodeFailed as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        if not batch.records:
+            return batch, None
+        try:
+            return batch, self.collector.ingest.submit(batch, SpooledRequest("grpc", otlp.PROTOBUF, None, body,
+                                                                             signal=signal.name))
+        except QueueFull as exc:  # SpoolFull too: the spool's budget is spent
+            abort_busy(context, f"collector busy: {exc}; retry later", self.collector.ingest.retry_delay_s())
+        except WriterClosed as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 
 
 def _server_credentials(cert: str, key: str, client_ca: str | None) -> grpc.ServerCredentials:

@@ -2,8 +2,8 @@
 
 Receivers hand it decoded batches (`submit_batch`) and get a future that resolves once the
 batch's transaction committed — only then is the export acknowledged. Consecutive batches
-are merged into one transaction (one Arrow insert per table; under a steady stream it waits
-up to `linger_s` for the next while one is due: collector.arrivals). If that transaction fails,
+are merged into one transaction (one Arrow insert per table; while an export admitted by a
+receiver is still decoding it waits for its batch, up to `linger_s`: collector.arrivals). If that transaction fails,
 each request is retried alone so one bad request cannot sink its neighbours, and a request
 the database refuses for what it holds is cut in halves until the refused spans are found
 (collector.refused_spans): the others are stored, the refused ones reported (the future's
@@ -74,7 +74,7 @@ def retry_delay_s(pending_spans: int, drain_spans_per_s: float) -> float:
 
 class Writer:
     def __init__(self, store: Store, *, max_pending_spans: int = 50_000, max_pending_bytes: int = 256 << 20,
-                 max_transaction_spans: int = 20_000, linger_s: float = 0.01, linger_spans: int = 3000,
+                 max_transaction_spans: int = 20_000, linger_s: float = 0.05, linger_spans: int = 3000,
                  on_created: Callable[[dict], None] | None = None, ingest_options: dict | None = None,
                  on_commit: Callable[[float], None] | None = None):
         self.store = store
@@ -88,10 +88,9 @@ class Writer:
         self.max_pending_spans = max_pending_spans
         self.max_pending_bytes = max_pending_bytes
         self._pending_bytes = 0
-        # an ack waits up to linger_s to share a transaction (10 ms: 50 held slots past the gRPC cap)
+        # an ack waits up to linger_s to share a transaction, only while another export decodes
         self.linger_s = linger_s
         self.linger_spans = linger_spans
-        self._arrivals = Arrivals(linger_s)
         self.max_transaction_spans = max_transaction_spans
         self.on_created = on_created
         self.on_commit = on_commit  # told the seconds each span transaction took (collector.metrics)
@@ -101,6 +100,8 @@ class Writer:
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # the writer thread waits on it for work
         self._room = threading.Condition(lock)  # producers in wait_for_room wait on it
+        self.arrivals = Arrivals(self._cond)
+        self.expecting = self.arrivals.expecting  # receivers: `with writer.expecting(): decode, submit`
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="tracefix-writer", daemon=True)
         self.committed_spans = 0
@@ -127,7 +128,6 @@ class Writer:
             self._pending_spans += n
             self._pending_bytes += batch.wire_bytes
             self._items.append(("batch", batch, fut))
-            self._arrivals.arrived(time.monotonic())
             self._cond.notify()
         return fut
 
@@ -171,7 +171,6 @@ class Writer:
             first = self._items.popleft()
             taken = [first]
             if first[0] == "batch":
-                streaming = self._arrivals.streaming()
                 total, size = first[1].records, first[1].wire_bytes
                 deadline = time.monotonic() + self.linger_s
                 while total < self.max_transaction_spans and not self._transaction_full(size):
@@ -181,9 +180,9 @@ class Writer:
                         size += item[1].wire_bytes
                         taken.append(item)
                         continue
-                    left = min(deadline, self._arrivals.next_due(deadline)) - time.monotonic()
-                    if (self._items or self._closing or not streaming or total >= self.linger_spans or left <= 0
-                            or not self._room_for(total // len(taken), size // len(taken))):
+                    left = deadline - time.monotonic()
+                    if (self._items or self._closing or not self.arrivals.decoding or total >= self.linger_spans
+                            or left <= 0 or not self._room_for(total // len(taken), size // len(taken))):
                         break  # (the last: no batch of the usual size could be admitted, so none can come)
                     self._cond.wait(left)
             return taken

@@ -48,17 +48,19 @@ def routes(api: ApiContext) -> list[Route]:
             inflight["bytes"] += n
             held += n
 
+        encoding = request.headers.get("content-encoding")
         try:
             body = await read_body(request, cfg.max_body_bytes, on_chunk=hold)
-            batch = await collector.decoder.decode(body, ctype, request.headers.get("content-encoding"), signal.name)
+            with collector.writer.expecting():  # the writer waits for this batch rather than commit without it
+                batch = await collector.decoder.decode(body, ctype, encoding, signal.name)
+                fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body, signal=signal.name)
+                                              ) if batch.records else None
         except DecodeFailed as exc:
             return error(503, str(exc))
         finally:
             inflight["bytes"] -= held
         refused = []
-        if batch.records:
-            encoding = request.headers.get("content-encoding")
-            fut = collector.ingest.submit(batch, SpooledRequest("http", ctype, encoding, body, signal=signal.name))
+        if fut is not None:
             try:
                 refused = await asyncio.wrap_future(fut)
             except Exception as exc:  # records it refuses for their content are in `refused`
