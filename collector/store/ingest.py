@@ -11,10 +11,12 @@ import pyarrow.compute as pc
 from tracefix.collector import document
 from tracefix.collector.keyset import KeySet
 from tracefix.collector.normalize import Batch, merge_session
+from tracefix.collector.store.lake_appends import appended_steps, sessions_table
 from tracefix.collector.store.outbox import FeedbackOutbox
 from tracefix.collector.store.schema import SESSION_FIELDS, SESSION_SCHEMA
 from tracefix.collector.store.signals import insert_signals
 from tracefix.collector.store.steps import STEP_SOURCE_COLUMNS, BatchSteps, numbered_steps
+from tracefix.collector.store.stored_sessions import StoredSessions
 from tracefix.collector.store.sql import distinct_spans, in_strings
 from tracefix.collector.store.tasks import batch_tasks, store_tasks
 
@@ -26,29 +28,34 @@ def _tasks_in_batch(batch: Batch, spans: pa.Table | None, session_ids: list[str]
     return batch_tasks(session_ids, batch.sessions, numbered, spans, batch.messages)
 
 
-def _merge_expressions() -> list[str]:
-    out = []
+def _merge_expressions() -> dict[str, str]:
+    out = {}
     for f in SESSION_FIELDS[1:]:
         if f == "started_ns":
-            out.append("started_ns = least(sessions.started_ns, u.started_ns)")
+            out[f] = "least(sessions.started_ns, u.started_ns)"
         elif f == "ended_ns":
-            out.append("ended_ns = greatest(sessions.ended_ns, u.ended_ns)")
+            out[f] = "greatest(sessions.ended_ns, u.ended_ns)"
         elif f == "replayable":  # false wins: one truncated span makes the session not replayable
-            out.append("replayable = CASE WHEN sessions.replayable = false OR u.replayable = false "
-                       "THEN false ELSE coalesce(u.replayable, sessions.replayable) END")
+            out[f] = ("CASE WHEN sessions.replayable = false OR u.replayable = false "
+                      "THEN false ELSE coalesce(u.replayable, sessions.replayable) END")
         elif f == "source":
-            out.append("source = coalesce(sessions.source, u.source)")
+            out[f] = "coalesce(sessions.source, u.source)"
         else:
-            out.append(f"{f} = coalesce(u.{f}, sessions.{f})")
+            out[f] = f"coalesce(u.{f}, sessions.{f})"
     return out
 
 
-_MERGE_SESSION = _merge_expressions()
+_MERGE_SESSION = [f"{f} = {e}" for f, e in _merge_expressions().items()]
+# on a lake the merged row is appended as the session's latest version (lake_appends), after the stored one
+_MERGED_VERSION = ["u.session_id"] + [e for f, e in _merge_expressions().items() if f != "updated_ns"] \
+    + ["greatest(u.updated_ns, sessions.updated_ns + 1)", "sessions.task"]
 
 
 class Ingest(FeedbackOutbox):
     """Batches in, one transaction each. Feedback that spans carry (evaluation events) goes
     through the outbox of its base class, in the same transaction."""
+
+    _stored_sessions: StoredSessions | None = None  # on a DuckDB file: the session ids it may hold
 
     def ingest(self, batch: Batch, *, alert_threshold: float = 0.0, webhooks: Iterable[str] = (),
                public_url: str | None = None) -> dict:
@@ -156,7 +163,8 @@ class Ingest(FeedbackOutbox):
         if touched:
             steps = self._derive_steps(con, touched, span_range, new_sessions=new_sessions, batch=batch_steps)
             store_tasks(con, batch.sessions, new_sessions, set(adopted.values()), steps, table, batch.messages,
-                        lambda keys: self._message_texts(keys, con))  # the older sessions' tasks
+                        lambda keys: self._message_texts(keys, con),  # the older sessions' tasks
+                        versions=self.shared)
         insert_signals(con, batch)  # OTLP logs' and metrics' rows (their messages are in `keys`)
         created: dict[str, list[dict]] = {"feedback": [], "alerts": [], "jobs": []}
         for ev in batch.evaluations:
@@ -186,9 +194,13 @@ class Ingest(FeedbackOutbox):
         now = time.time_ns()
         sessions = dict(sessions)
         ids = list(sessions)
-        in_ids, params = in_strings(ids + [t for t in fallback_ids if t not in sessions])
+        looked_up = ids + [t for t in fallback_ids if t not in sessions]
+        if not self.shared:  # ids this store never wrote are not stored: new sessions read nothing
+            self._stored_sessions = self._stored_sessions or StoredSessions()
+            looked_up = self._stored_sessions.maybe_stored(con, looked_up)
+        in_ids, params = in_strings(looked_up)
         stored = con.execute(f"SELECT session_id, started_ns, ended_ns FROM sessions WHERE session_id {in_ids}",
-                             params).fetchall()
+                             params).fetchall() if looked_up else []
         existed = bool(stored)
         owners = owners or {}
         adopted = {sid: owners[sid] for sid, _, _ in stored
@@ -231,7 +243,13 @@ class Ingest(FeedbackOutbox):
                 taking = set(adopted.values())  # spans stored under a trace id: not all in the batch
                 tasks = new_tasks([sid for sid in part if sid not in taking]) if new_tasks else {}
                 _sess_batch = _sess_batch.append_column("task", pa.array([tasks.get(sid) for sid in part], pa.string()))
-                con.execute(f"INSERT INTO sessions ({', '.join(SESSION_FIELDS)}, task) SELECT * FROM _sess_batch")
+                con.execute(f"INSERT INTO {sessions_table(self.shared)} ({', '.join(SESSION_FIELDS)}, task) "
+                            "SELECT * FROM _sess_batch")
+                if self._stored_sessions is not None:
+                    self._stored_sessions.written(part)
+            elif self.shared:  # an append commutes with other collectors' writes (lake_appends)
+                con.execute(f"INSERT INTO {sessions_table(True)} ({', '.join(SESSION_FIELDS)}, task) SELECT "
+                            + ", ".join(_MERGED_VERSION) + " FROM _sess_batch u JOIN sessions USING (session_id)")
             else:
                 con.execute("UPDATE sessions SET " + ", ".join(_MERGE_SESSION)
                             + " FROM _sess_batch u WHERE sessions.session_id = u.session_id")
@@ -251,7 +269,7 @@ class Ingest(FeedbackOutbox):
             for table in ("snapshots", "feedback", "step_annotations", "alerts", "jobs"):
                 con.execute(f"UPDATE {table} SET session_id = ? WHERE session_id = ?", [sid, trace_id])
             con.execute("DELETE FROM steps WHERE session_id = ?", [trace_id])
-            con.execute("DELETE FROM sessions WHERE session_id = ?", [trace_id])
+            con.execute(f"DELETE FROM {sessions_table(self.shared)} WHERE session_id = ?", [trace_id])
 
     def _derive_steps(self, con, session_ids: list[str], span_range: tuple | None = None, *,
                       new_sessions: set | frozenset = frozenset(), batch: BatchSteps | None = None
@@ -266,17 +284,23 @@ class Ingest(FeedbackOutbox):
         parts = []
         if batch is not None and len(old) < len(session_ids):  # new sessions: their spans are all in the batch
             parts.append(batch.of(new_sessions))
+        appended = None
         if old:
             in_old, params = in_strings(old)
-            con.execute(f"DELETE FROM steps WHERE session_id {in_old}", params)
             # a session's spans start within [started_ns, ended_ns] of its row: prune by time first
             lo, hi = span_range if span_range and None not in span_range else (document.INT64_MIN, document.INT64_MAX)
             parts.append(numbered_steps(con.execute(
                 f"SELECT {', '.join(STEP_SOURCE_COLUMNS)} FROM spans WHERE start_ns BETWEEN {int(lo)} AND {int(hi)} "
                 f"AND kind IN ('llm', 'message') AND session_id {in_old}", params).to_arrow_table()))
+            if self.shared:  # on a lake, steps that only follow the stored ones are appended (lake_appends)
+                appended = appended_steps(con.execute(f"SELECT * FROM steps WHERE session_id {in_old}",
+                                                      params).to_arrow_table(), parts[-1])
+            if appended is None:
+                con.execute(f"DELETE FROM steps WHERE session_id {in_old}", params)
         _steps_batch = pa.concat_tables(parts) if parts else None
-        if _steps_batch is not None and _steps_batch.num_rows:
-            con.execute("INSERT INTO steps SELECT * FROM _steps_batch")  # scanned by name, see _ingest
+        _new_steps = _steps_batch if appended is None else pa.concat_tables(parts[:-1] + [appended])
+        if _new_steps is not None and _new_steps.num_rows:
+            con.execute("INSERT INTO steps SELECT * FROM _new_steps")  # scanned by name, see _ingest
         return _steps_batch
 
     # --- import of message-log sessions ------------------------------------------------------
@@ -312,6 +336,7 @@ class Ingest(FeedbackOutbox):
         with self._tx() as con:
             _, message_keys = self._ingest(con, batch, 0.0, [], None)
             in_ids, params = in_strings(ids)
-            con.execute(f"UPDATE sessions SET source = 'import' WHERE session_id {in_ids}", params)
+            con.execute(f"UPDATE {sessions_table(self.shared)} SET source = 'import' WHERE session_id {in_ids}",
+                        params)
         self._remember_messages(message_keys)
         return ids

@@ -24,12 +24,13 @@ holds every write committed before by anyone who held the same lock.
   side. Messages are content-addressed: a message two collectors first see at the same
   moment may be stored twice, identical; reads look messages up by key (a duplicate changes
   nothing) and `compact` keeps one.
-- DuckLake itself refuses a commit that deletes or updates rows of a table another
-  transaction changed meanwhile (its conflict check is per table, not per row), so a merge
-  into a stored session or its steps never loses a concurrent write: it fails whole and runs
-  again under the lake-wide lock. Beside other collectors' appends nearly every such merge
-  is refused, so a batch of a session this store wrote before (a long session's later
-  exports) takes the lake-wide lock at once: those still take turns.
+- DuckLake itself refuses a commit that deletes from or updates a table another transaction
+  inserted into meanwhile, or inserts into one another deleted from (its conflict check is
+  per table, not per row). So a span transaction only appends: a long session's later
+  exports append a new version of its row and the steps that follow its stored ones
+  (lake_appends). One that must delete (spans arriving out of order renumber stored steps, a
+  trace's session found) never loses a concurrent write: it fails whole and runs again under
+  the lake-wide lock.
 - Claims (the oldest queued job of a kind, due alert deliveries) lock the queue they claim
   from. Every other write (the API's feedback, job changes, datasets, results, migrations,
   compaction) takes the lake-wide lock exclusively; span transactions hold it shared, so it
@@ -54,11 +55,11 @@ import re
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 import duckdb
 
+from tracefix.collector.store import lake_appends
 from tracefix.collector.store.sql import scalar
 
 log = logging.getLogger("tracefix.collector")
@@ -70,7 +71,6 @@ WRITE_LOCK = 0  # second key of the lake-wide write lock
 KEY_CLASS = LOCK_CLASS + 1  # first key of the locks of sessions, traces, feedback ids and queues
 MAX_KEYS = 512  # a transaction wanting more locks takes the lake-wide one (PostgreSQL's lock table is finite)
 KEYED_ATTEMPTS = 1  # DuckLake conflicts a keyed transaction meets before it runs under the lake-wide lock
-WRITTEN_SESSIONS = 100_000  # sessions a store remembers writing (`LakeLock.run`): ~10 MB
 # TRACEFIX_LAKE_LOCKS=lake: every write under the lake-wide lock, as before the locks of keys
 # (what bench/ingest.py compares with; a way back should the keys' argument ever fail)
 LOCKS_ENV = "TRACEFIX_LAKE_LOCKS"
@@ -198,10 +198,6 @@ class LakeLock:
         self.seconds = {"lake_held": 0.0, "keys_held": 0.0, "waited": 0.0}
         self.conflicts = self.escalated = 0
         self._since = 0.0
-        # the last sessions this store wrote: a batch of one of them merges into its row and
-        # renumbers its steps (an UPDATE and a DELETE), which DuckLake refuses beside other
-        # collectors' appends to those tables, so it takes the lake-wide lock at once
-        self._written: OrderedDict[str, None] = OrderedDict()
 
     def _connect(self):
         pg = self._psycopg.connect(self.conninfo, autocommit=True)
@@ -251,12 +247,10 @@ class LakeLock:
         `batch_keys`) the transaction holds their locks and the lake-wide lock shared, and
         runs again under the lake-wide lock alone when DuckLake refuses its commit for a
         concurrent change to a table it deleted from or updated (after KEYED_ATTEMPTS such
-        refusals). It holds the lake-wide lock from the start without `keys`, with more
-        than MAX_KEYS, and for a session this store wrote before (`_written`): a
-        transaction that would be refused is cheaper not begun."""
+        refusals). It holds the lake-wide lock from the start without `keys` and with more
+        than MAX_KEYS."""
         ids = sorted({_lock_key(k) for k in keys}) if keys is not None else []
-        sessions = [k for k in keys or () if k.startswith("session:")]
-        if keys is not None and self.keyed and len(ids) <= MAX_KEYS and not any(s in self._written for s in sessions):
+        if keys is not None and self.keyed and len(ids) <= MAX_KEYS:
             for _ in range(KEYED_ATTEMPTS):
                 with self._mutex:
                     # the shared lake-wide lock first, then the keys in order: no two span
@@ -274,7 +268,6 @@ class LakeLock:
                             raise
                         try:
                             con.commit()
-                            self._wrote(sessions)
                             return result
                         except duckdb.Error as exc:
                             if not is_conflict(exc):
@@ -286,16 +279,7 @@ class LakeLock:
                                      [LOCK_CLASS, WRITE_LOCK, ids, KEY_CLASS], "keys_held")
             self.escalated += 1
         with LakeTransaction(con, self) as con:
-            result = work(con)
-        self._wrote(sessions)
-        return result
-
-    def _wrote(self, sessions: list[str]) -> None:
-        for key in sessions:
-            self._written[key] = None
-            self._written.move_to_end(key)
-        while len(self._written) > WRITTEN_SESSIONS:
-            self._written.popitem(last=False)
+            return work(con)
 
     def alive(self, instance: str) -> bool:
         """Whether the store instance `instance` still runs (holds its instance lock). Asked
@@ -343,7 +327,8 @@ class LakeTransaction:
 
 
 def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dict:
-    """Keep one of each message stored twice, merge the small Parquet files many short
+    """Keep one of each message stored twice and the latest version of each session's row
+    (lake_appends), merge the small Parquet files many short
     ingest transactions leave into larger ones, flush rows inlined in the catalog to files,
     expire snapshots older than `older_than_s` and delete the files nothing refers to any
     more. Run with the write lock held."""
@@ -357,6 +342,7 @@ def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dic
     doubled = scalar(con.execute("""DELETE FROM messages WHERE rowid IN (SELECT rowid FROM (
         SELECT rowid, row_number() OVER (PARTITION BY key ORDER BY rowid) AS n FROM messages
         WHERE key IN (SELECT key FROM messages GROUP BY key HAVING count(*) > 1)) WHERE n > 1)"""))
+    versions = lake_appends.drop_old_versions(con)
     con.execute(f"CALL ducklake_flush_inlined_data('{CATALOG}')")
     con.execute(f"CALL ducklake_merge_adjacent_files('{CATALOG}')")
     cutoff = time.time() - older_than_s
@@ -366,4 +352,5 @@ def compact(con: duckdb.DuckDBPyConnection, older_than_s: float = 3600.0) -> dic
     cleaned = scalar(con.execute(f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', "
                                  "older_than => to_timestamp(?))", [cutoff]))
     return {"files_before": before, "files_after": files(), "messages_deduplicated": doubled,
+            "session_versions_dropped": versions,
             "snapshots_expired": expired, "files_deleted": cleaned, "seconds": round(time.monotonic() - t0, 3)}

@@ -8,6 +8,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from tracefix.collector.store import lake_appends
 from tracefix.collector.store.sql import scalar
 from tracefix.collector.store.tasks import backfill_tasks
 
@@ -204,11 +205,18 @@ def migrate_lake(con: duckdb.DuckDBPyConnection) -> int:
     """The same for a DuckLake store, with the lake's write lock held by the caller: a new
     lake gets the current schema at once (lake_statements: the migrations' tables without
     keys); one made by an older tracefix gets the newer
-    migrations, which must therefore be statements DuckLake runs (no keys, no indexes)."""
+    migrations, which must therefore be statements DuckLake runs (no keys, no indexes).
+    Its `sessions` is a view of the session rows' latest versions (lake_appends), the table
+    again while migrations run."""
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, description VARCHAR, applied_ns BIGINT)")
     current = scalar(con.execute("SELECT coalesce(max(version), 0) FROM schema_version"))
     if current == 0:
         version, description, _ = MIGRATIONS[-1]
         current = migrate(con, [(version, f"{description} (new DuckLake: schema of version {version})",
                                  lake_statements(MIGRATIONS))])
-    return migrate(con, [m for m in MIGRATIONS if m[0] > current])
+    pending = [m for m in MIGRATIONS if m[0] > current]
+    if pending:
+        lake_appends.one_row_each(con)
+    current = migrate(con, pending)
+    lake_appends.keep_versions(con)
+    return current

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from tracefix.attributes import from_json_text
 from tracefix.collector import document
 from tracefix.collector.jsonsafe import utf8
+from tracefix.collector.store.lake_appends import SESSION_ROWS
 from tracefix.collector.store.sql import in_strings
 
 
@@ -68,13 +69,14 @@ def batch_tasks(session_ids: list[str], sessions: dict[str, dict], steps: pa.Tab
 
 def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str], steps: pa.Table | None,
                 spans: pa.Table | None, batch_messages: dict[int, tuple[str, str]],
-                stored_texts: Callable[[set[int]], dict[int, str]]) -> None:
+                stored_texts: Callable[[set[int]], dict[int, str]], versions: bool = False) -> None:
     """Set `sessions.task` of the sessions a batch touched and did not create (`sessions`:
     their fields in it; `new`: those it created, whose task batch_tasks gave their rows;
     `adopted`: those that took in a trace's stored spans) where it may have changed: one
     whose metadata or inputs the batch names, whose step 0 is in the batch or was adopted. `steps`: the steps just numbered for them; `spans`:
     the batch's span rows; messages are read from the batch (`batch_messages`: key ->
-    (sha256, text)), else by `stored_texts` (keys -> texts)."""
+    (sha256, text)), else by `stored_texts` (keys -> texts). `versions`: a lake's, whose task changes append
+    a version of the row (lake_appends)."""
     first_spans: dict[str, str] = {}
     if steps is not None and steps.num_rows:
         firsts = steps.filter(pc.equal(steps["idx"], 0))
@@ -104,7 +106,7 @@ def store_tasks(con, sessions: dict[str, dict], new: set[str], adopted: set[str]
         task = _task(named[sid], first_keys.get(sid, []), texts)
         if task != stored:
             changed[sid] = task
-    _write(con, changed)
+    _write(con, changed, versions)
 
 
 def _first_user(keys: list[int], texts: dict[int, str]) -> str | None:
@@ -117,11 +119,15 @@ def _said_too(kind: str | None, keys: list[int] | None, output_key: int | None) 
     return list(keys or []) + ([output_key] if kind == "message" and output_key is not None else [])
 
 
-def _write(con, tasks: dict[str, str | None]) -> None:
+def _write(con, tasks: dict[str, str | None], versions: bool = False) -> None:
     if tasks:
         _task_batch = pa.table({"session_id": pa.array(list(tasks), pa.string()),  # noqa: F841 (scanned by name)
                                 "task": pa.array(list(tasks.values()), pa.string())})
-        con.execute("UPDATE sessions SET task = u.task FROM _task_batch u WHERE sessions.session_id = u.session_id")
+        if versions:  # an append commutes with other collectors' writes where an UPDATE would not
+            con.execute(f"INSERT INTO {SESSION_ROWS} SELECT s.* REPLACE (u.task AS task, s.updated_ns + 1 AS updated_ns) "
+                        "FROM sessions s JOIN _task_batch u USING (session_id)")
+        else:
+            con.execute("UPDATE sessions SET task = u.task FROM _task_batch u WHERE sessions.session_id = u.session_id")
 
 
 def _first_step_keys(con, session_ids: set[str], steps: pa.Table | None, spans: pa.Table | None

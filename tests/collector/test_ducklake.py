@@ -172,7 +172,8 @@ def test_three_collectors_on_one_lake_store_every_acknowledged_span_once(lake, t
             assert steps[5]["input_messages"][1]["content"] == f"{sid} q5"
 
         # each collector says how long it held the lake's locks: span transactions held their
-        # sessions' and traces' (a session split across collectors also takes the lake-wide one)
+        # sessions' and traces' (the lake-wide one: opening the lake, and a session whose parts
+        # arrived out of order renumbering its stored steps)
         scrape = urllib.request.urlopen(urllib.request.Request(collectors[1].match["http"] + "/metrics", headers={
             "Authorization": f"Bearer {TOKEN}"}), timeout=10).read().decode()
         held = {lock: float(re.search(rf'tracefix_lake_lock_seconds_total{{lock="{lock}",state="held"}} (\S+)',
@@ -426,6 +427,8 @@ def test_two_collectors_writing_one_session_at_once_merge_it_exactly(lake):
             starts = con.execute("SELECT min(start_ns), max(end_ns), count(*), count(DISTINCT span_id || trace_id) "
                                  "FROM spans WHERE session_id = ?", [sid]).fetchone()
             assert rows == [starts[:2]] and starts[2:] == (total, total)
+            # its task: step 0's question, whichever part came first (a lake appends a version of the row)
+            assert con.execute("SELECT task FROM sessions WHERE session_id = ?", [sid]).fetchall() == [(f"{sid} q0",)]
             steps = a.get_session(sid)["steps"]
             assert [s["index"] for s in steps] == list(range(total))
             assert [s["input_messages"][1]["content"] for s in steps] == [f"{sid} q{n}" for n in range(total)]
@@ -433,6 +436,84 @@ def test_two_collectors_writing_one_session_at_once_merge_it_exactly(lake):
         assert a.stats()["sessions"] == len(sessions)
         a.compact()  # a message both stored at once (SYSTEM, first round) is kept once
         assert con.execute("SELECT count(*) - count(DISTINCT key) FROM messages").fetchone()[0] == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_later_exports_of_long_sessions_append_beside_each_other_without_the_lake_wide_lock(lake):
+    """Two collectors store the later exports of long sessions at the same moment, round
+    after round: each its own sessions', and by turns a session both write. A later export
+    only appends (a new version of its session's row, the steps after the stored ones), so
+    DuckLake refuses none of them and none runs under the lake-wide lock; every session reads
+    back exact: each span once, one row spanning its spans with the first export's user and
+    the last one's outcome, its steps numbered once. Before, such an export merged into its
+    session's row and steps in place (an UPDATE and a DELETE, which DuckLake refuses beside
+    the other collector's appends), under the lake-wide lock."""
+    from tracefix.collector.store import Store
+
+    a = Store(lake[0], data_path=lake[1])
+    b = Store(lake[0], data_path=lake[1])
+    rounds, per = 5, 3
+    own = {a: [f"own-a{k}-{uuid.uuid4().hex[:6]}" for k in range(2)],
+           b: [f"own-b{k}-{uuid.uuid4().hex[:6]}" for k in range(2)]}
+    both = f"both-{uuid.uuid4().hex[:6]}"
+
+    def export(store, sid: str, r: int) -> None:
+        batch = _chats(sid, uuid.uuid4().bytes, range(r * per, (r + 1) * per))
+        if r == 0:
+            batch.sessions[sid]["user_id"] = "u-first"
+        if r == rounds - 1:
+            batch.sessions[sid]["outcome"] = "failure"
+        store.ingest(batch)
+
+    try:
+        for store in (a, b):  # the first exports create the sessions
+            for sid in own[store] + ([both] if store is a else []):
+                export(store, sid, 0)
+        def locks() -> dict:
+            return {name: {"lake-wide lock held s": store.lock.seconds["lake_held"], "refused": store.lock.conflicts,
+                           "ran again under it": store.lock.escalated} for name, store in (("a", a), ("b", b))}
+
+        before = locks()
+        errors: list[BaseException] = []
+        for r in range(1, rounds):
+            start = threading.Barrier(2)
+            takes_both = a if r % 2 else b  # the shared session's later exports reach both collectors
+
+            def write(store) -> None:
+                start.wait()
+                try:
+                    for sid in own[store] + ([both] if store is takes_both else []):
+                        export(store, sid, r)
+                except BaseException as exc:  # surfaced below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=write, args=(store,)) for store in (a, b)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert not errors, errors
+        assert locks() == before, "a later export was refused or ran under the lake-wide lock"
+
+        con = b.cursor()
+        total = rounds * per
+        for sid in own[a] + own[b] + [both]:
+            rows = con.execute("SELECT started_ns, ended_ns, user_id, outcome FROM sessions WHERE session_id = ?",
+                               [sid]).fetchall()
+            spans = con.execute("SELECT min(start_ns), max(end_ns), count(*), count(DISTINCT span_id || trace_id) "
+                                "FROM spans WHERE session_id = ?", [sid]).fetchone()
+            assert rows == [(*spans[:2], "u-first", "failure")] and spans[2:] == (total, total), sid
+            steps = b.get_session(sid)["steps"]
+            assert [s["index"] for s in steps] == list(range(total))
+            assert [s["input_messages"][1]["content"] for s in steps] == [f"{sid} q{n}" for n in range(total)]
+        assert con.execute("SELECT count(*) - count(DISTINCT (session_id, idx)) FROM steps").fetchone()[0] == 0
+        assert b.stats()["sessions"] == 5
+        versions = a.compact()["session_versions_dropped"]  # the latest version of each row stays
+        assert versions == 5 * (rounds - 1) and a.stats()["sessions"] == 5
+        assert con.execute("SELECT user_id, outcome FROM sessions WHERE session_id = ?", [both]).fetchall() == [
+            ("u-first", "failure")]
     finally:
         a.close()
         b.close()
