@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tracefix.replay import span_handoff
+from tracefix.replay import child_tracing
 
 logger = logging.getLogger("tracefix.replay")
 
@@ -62,9 +62,10 @@ def main() -> int:
         init_kwargs["headers"] = config["otlp_headers"]
     if config.get("service"):
         init_kwargs["service_name"] = config["service"]
-    handle = tracefix.init(**init_kwargs)
     if config.get("spans_file"):  # the runner posts them once this process is gone (replay.span_handoff)
-        span_handoff.hand_over(handle, config["spans_file"])
+        handle = child_tracing.init(config["spans_file"], config.get("service"), **init_kwargs)
+    else:
+        handle = tracefix.init(**init_kwargs)
     timings["init"] = time.time()
     controller = runtime.replay
     if controller is None:
