@@ -257,6 +257,8 @@ def diagnose(access, session_id: str, *, allowed_modules: list[str], llm=None, r
         refused = next((r["report"]["refused"] for r in results if (r["report"] or {}).get("refused")), None)
         if refused:  # the app did not mark the entrypoint: nothing of it ran, nothing is stored
             raise EntrypointRefused(refused)
+        # the child's session is judged without them: whoever reads the verdict is told
+        notes += [f"replay {r['child_session_id']}: {r['spans_rejected']}" for r in results if r.get("spans_rejected")]
         for h in chosen:
             for r in (r for r in results if r["key"] == h["id"]):
                 h["runs"].append(_judge_run(r, h["intervention"], doc, access, llm, milestone_judge, labels))
@@ -361,6 +363,6 @@ def _judge_run(r: dict, iv: dict, doc: dict, access, llm, milestone_judge, label
             "guard": report.get("guard"),
             # where the child's wall time went (runner.PHASES, ms), and the judging after it
             "phases": {**(r.get("phases") or {}), "judge": round((time.monotonic() - judging) * 1000, 1)},
-            "forked": r.get("forked"), "cpu_ms": r.get("cpu_ms"),
+            "forked": r.get("forked"), "cpu_ms": r.get("cpu_ms"), "spans_rejected": r.get("spans_rejected"),
             # what the child printed when something went wrong (its folder is gone unless kept)
             **({"log": r["log"], "log_tail": r["log_tail"]} if error or report.get("divergence") else {})}

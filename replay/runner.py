@@ -137,11 +137,11 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
     else:
         error = _wait_forked(zygote, zygote_pid, job.timeout_s)
     wall_s, ended_at = time.monotonic() - started, time.time()
-    delivered_at = None
+    delivered_at, rejected = None, None
     if spans_path is not None:  # before anyone reads the child's session: its spans are stored
-        undelivered = span_handoff.deliver(spans_path, job.otlp_endpoint or "", job.otlp_headers)
-        error = "; ".join(e for e in (error, undelivered) if e) or None
-        delivered_at = time.time()
+        delivery = span_handoff.deliver(spans_path, job.otlp_endpoint or "", job.otlp_headers)
+        error = "; ".join(e for e in (error, delivery.error) if e) or None
+        rejected, delivered_at = delivery.note, time.time()
     report = {}
     if report_path.exists():
         try:
@@ -159,6 +159,7 @@ def run_one(job: ReplayJob, workdir: Path, zygote: Zygote | None = None) -> dict
             "report": report, "wall_s": round(wall_s, 3), "error": error, "log": str(log_path),
             "phases": phases(report.get("timings"), spawned_at, ended_at, delivered_at),
             "forked": zygote_pid is not None,
+            "spans_rejected": rejected,  # what the collector said it could not store of the child's spans
             # CPU time beside wall time: what the child cost, whatever else the machine was doing
             "cpu_ms": zygote.cpu_ms.pop(zygote_pid, None) if zygote is not None and zygote_pid else None,
             # the folder may be removed after the run: keep the end of the child's output
