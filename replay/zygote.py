@@ -38,7 +38,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tracefix.replay import app_preload, child_tracing
+from tracefix.replay import app_preload, child_tracing, prebuilt_tls
 
 # An SDK imports its HTTP stack and resources when its first client is built, and fills its
 # caches (request types, response models) on its first call: the zygote builds one client of
@@ -260,6 +260,7 @@ def _serve(modules: list[str], app_modules: list[str]) -> dict | None:
         resolve_patch_targets()  # what the SDKs load on first access, loaded once here
     for library in (name for name in WARM_UPS if name in loaded):
         _warm_up(library)
+    prebuilt_tls.prebuild()  # the CA certificates a child's first client loads, loaded once here
     child_tracing.prepare()  # its detectors' threads end here, before the check below
     app_loaded, app_refused = app_preload.preload(app_modules)  # after the libraries: the probe forks from here
     if threading.active_count() > 1:
