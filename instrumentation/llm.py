@@ -19,7 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from . import message_parts, runtime, semconv as sc
+from . import clean_attributes, message_parts, runtime, semconv as sc
 from .attributes import canonical_plain_json, dumps, warn_once
 from .context import _global_tracked, current_agent, current_session
 from .fingerprints import canonical_normalized_json, fingerprint_from_json
@@ -167,8 +167,8 @@ class LLMCall:
             attrs[sc.REPLAY_SOURCE] = self.decision.source
             if self.decision.divergence is not None:
                 attrs[sc.DIVERGENCE] = dumps(self.decision.divergence)
-        self.span = span = runtime.tracer().start_span(f"{adapter.operation} {request.model}", kind=SpanKind.CLIENT,
-                                                       attributes=bounded(attrs, session))
+        self.span = span = clean_attributes.start_span(runtime.tracer(), f"{adapter.operation} {request.model}",
+                                                       SpanKind.CLIENT, bounded(attrs, session))
         if session is not None and (session.tracked or _global_tracked):
             try:
                 for key, value, digest in session.changed_snapshots():
@@ -232,7 +232,7 @@ class LLMCall:
                     events = _within_payload_limit(stream)
                     if events is not None:
                         attrs[sc.RESPONSE_STREAM] = events
-                span.set_attributes(bounded(attrs, self.session))
+                clean_attributes.set_attributes(span, bounded(attrs, self.session))
             if abandoned:
                 span.set_attribute(sc.STREAM_ABANDONED, True)
             if error is not None:
