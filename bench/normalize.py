@@ -10,7 +10,12 @@ secret hints, as the decode worker does), timed with `time.process_time`. Printe
 and their ratio. Target (issue 4): normalize <= 16 us/span, half of what it cost before.
 
 `--against REV` also times tracefix.collector.normalize as it was at git revision REV, in the same
-runs (interleaved), and prints how many times cheaper the working tree's version is.
+runs (interleaved), and prints how many times cheaper the working tree's version is. With
+`--check` it first compares what both versions make of the same requests, exactly (the Arrow
+table, messages, sessions in key order, snapshots, evaluations, rejections and warnings), and
+stops at the first difference: the bench's bodies, sessions whose history grows, the pinned
+requests of tests/collector/test_normalize_parity.py (every dialect, bad spans) and spans carrying
+the secrets of tests/secret_samples.py, each with and without the wire's secret scan.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import agent_spans  # noqa: E402
 from ingest import build_bodies  # noqa: E402
+from normalize_check import check_same_output  # noqa: E402
 
 from tracefix.collector import otlp  # noqa: E402
 from tracefix.collector.normalize import normalize_request  # noqa: E402
@@ -75,6 +81,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=12)
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--against", metavar="GIT_REV", help="also time normalize.py as it was at this revision")
+    ap.add_argument("--check", action="store_true",
+                    help="with --against: first check both versions give the same batches, byte for byte")
     ap.add_argument("--model", default=agent_spans.MODEL,
                     help="the LLM calls' model: one the price table knows (gpt-4o-mini) times their pricing")
     args = ap.parse_args()
@@ -84,6 +92,10 @@ def main() -> None:
     if args.against:
         versions[f"normalize@{args.against}"] = as_decoded(normalize_at(args.against))
     bodies = [b for w in range(args.exporters) for b in build_bodies(w, args.sessions, args.steps)]
+    if args.check:
+        if not args.against:
+            raise SystemExit("--check compares with --against REV")
+        print(check_same_output(normalize_request, normalize_at(args.against), [body for body, _ in bodies]))
     n_spans = sum(n for _, n in bodies)
     parse_us: list[float] = []
     norm_us: dict[str, list[float]] = {name: [] for name in versions}

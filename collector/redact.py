@@ -66,11 +66,17 @@ def _nested(attrs: dict) -> bool:
     return list in types and any(type(v) is list and not all(type(x) is str for x in v) for v in attrs.values())
 
 
-def redact_span(attrs: dict, events: list[dict], texts_may_hold_secret: bool = True) -> None:
+def redact_span(attrs: dict, events: list[dict], texts_may_hold_secret: bool = True, flat: bool = False) -> None:
     """Replace the secrets in a span's decoded attributes and its events' names and
     attributes (values: str, int, float, bool, list, dict), in place. False
     `texts_may_hold_secret`: a scan of the bytes they came from found no hint, so their
-    strings are not scanned again (their keys are still judged)."""
+    strings are not scanned again (their keys are still judged). True `flat`: the caller
+    read that no value is a dict or a list holding other than strings (`_nested` is False)."""
+    if flat and not texts_may_hold_secret:  # most spans: only their keys are judged
+        for one in (attrs, *(event["attributes"] for event in events)) if events else (attrs,):
+            if not one.keys() <= _harmless_keys:
+                _redact_secret_keys(one)
+        return
     every = [attrs, *(event["attributes"] for event in events)] if events else [attrs]
     texts: list[str] = [event["name"] for event in events]
     nested = False
@@ -79,7 +85,7 @@ def redact_span(attrs: dict, events: list[dict], texts_may_hold_secret: bool = T
             _redact_secret_keys(one)
         if texts_may_hold_secret:
             nested = _texts(one, texts) or nested
-        else:
+        elif not flat:
             nested = nested or _nested(one)
     # one scan over all of the span's text ("\0" is in no hint, so none spans two values)
     if nested or (texts_may_hold_secret and may_hold_secret("\0".join(texts))):

@@ -66,6 +66,11 @@ def canonical_message(msg: Any) -> dict:
     """Reduce a chat message (OpenAI shape or GenAI `parts` shape) to the fields we keep, each
     of the type readers take it for (document.typed_message). A message already in that
     shape (most are) is returned as it is, not copied."""
+    if type(msg) is dict:  # the usual shapes first, as `typed_message` would return them: unchanged
+        role, content = msg.get("role"), msg.get("content")
+        if type(role) is str and role and type(content) is str and (
+                len(msg) == 2 or (len(msg) == 3 and type(msg.get("tool_call_id")) is str and msg["tool_call_id"])):
+            return msg
     if (type(msg) is dict and type(msg.get("content")) is str and msg.get("role") and msg.get("name", True)
             and msg.get("tool_calls", True) and msg.get("tool_call_id", True) and msg.keys() <= CANONICAL_KEYS):
         return document.typed_message(msg)

@@ -42,7 +42,14 @@ MAX_ATTRIBUTE_ELEMENTS = 10_000  # in one array or key-value list attribute, nes
 def attributes(kvs, max_chars: int = NO_LIMIT) -> dict:
     """The attributes as a dict; SpanRejected when a string is longer than `max_chars` or an
     array / key-value list holds more than MAX_ATTRIBUTE_ELEMENTS values."""
+    return attributes_and_nesting(kvs, max_chars)[0]
+
+
+def attributes_and_nesting(kvs, max_chars: int = NO_LIMIT) -> tuple[dict, bool]:
+    """`attributes`, and whether a value is a key-value list or an array holding other than
+    strings (what redaction must judge value by value: `redact_span`'s `flat`)."""
     out = {}
+    nested = False
     for kv in kvs:  # the scalar cases inline: this loop runs for every attribute of every span
         v = kv.value
         text = v.string_value  # "" unless the value is a non-empty string: most attributes are
@@ -58,9 +65,13 @@ def attributes(kvs, max_chars: int = NO_LIMIT) -> dict:
             out[kv.key] = text
         else:
             value = out[kv.key] = any_value(v)
-            if type(value) is list or type(value) is dict:
+            if type(value) is list:
                 _check_container(kv.key, value, max_chars)
-    return out
+                nested = nested or not all(type(x) is str for x in value)
+            elif type(value) is dict:
+                _check_container(kv.key, value, max_chars)
+                nested = True
+    return out, nested
 
 
 def bounded_value(key: str, v, max_chars: int = NO_LIMIT) -> Any:

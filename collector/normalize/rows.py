@@ -17,8 +17,8 @@ from tracefix.collector.normalize.dialects import (
     OUTPUT_TOKEN_KEYS, PROVIDER_KEYS, SESSION_ATTR_KEYS, SESSION_ID_KEYS, TOOL_ARGUMENTS_KEYS, TOOL_CALL_ID_KEYS,
     TOOL_NAME_KEYS, TOOL_RESULT_KEYS, finite_score, first_value, graph_node, int_value, langchain_tool_message,
     llm_messages, session_fields, span_kind, text_or_none)
-from tracefix.collector.normalize.json_text import dumps_compact, json_text
-from tracefix.collector.normalize.otlp_values import BYTES_READ, attributes
+from tracefix.collector.normalize.json_text import dumps_compact, dumps_each_sorted, json_text
+from tracefix.collector.normalize.otlp_values import BYTES_READ, attributes, attributes_and_nesting
 from tracefix.collector.normalize.rejections import (
     TOO_DEEP, SpanRejected, reason_of, reject, span_label_of, table_of_storable, warn)
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
@@ -61,7 +61,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     (`utf8_may_hold_secret`), so no string read from them is scanned again; a span holding a
     bytes value (read as base64 text, not among those bytes) is scanned as before."""
     batch = Batch()
-    rows: list[SpanRow] = []
+    rows: list[tuple] = []  # SpanRow's fields
     seen: set[tuple[str, str]] = set()
     pending: list[tuple[Any, ReadSpan, Origin]] = []  # spans with no session attribute: rows built once all sessions are seen
     known = batch.explicit_traces
@@ -116,7 +116,7 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
         try:
             table = tuples_table(rows)
         except Exception:  # a value Arrow cannot hold: find its rows, keep the others
-            table = table_of_storable(batch, rows)
+            table = table_of_storable(batch, [SpanRow._make(row) for row in rows])
         if table.num_rows:
             batch.span_tables = [table]
             batch.table_only_spans = table.num_rows
@@ -144,6 +144,8 @@ class ReadSpan(NamedTuple):
     attrs: dict
     events: list[dict]
     session_id: str | None  # None: no session attribute (the trace's session decides)
+    start_ns: int
+    end_ns: int
 
 
 class Origin(NamedTuple):
@@ -164,38 +166,46 @@ def _read_span(span, max_chars: int, scan: bool = True) -> ReadSpan:
     trace_id, span_id = span.trace_id, span.span_id
     if len(trace_id) != 16 or len(span_id) != 8:
         raise SpanRejected("trace_id must be 16 bytes and span_id 8 bytes")
-    if span.start_time_unix_nano > INT64_MAX or span.end_time_unix_nano > INT64_MAX:
+    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    if start_ns > INT64_MAX or end_ns > INT64_MAX:
         raise SpanRejected("timestamps beyond the year 2262")
     before = next(BYTES_READ)
-    attrs = attributes(span.attributes, max_chars)
+    attrs, nested = attributes_and_nesting(span.attributes, max_chars)
     events = []
     if span.events:  # most spans have none (iterating an empty repeated field still costs)
         for ev in span.events:
-            events.append({"name": ev.name, "time_ns": ev.time_unix_nano,
-                           "attributes": attributes(ev.attributes, max_chars)})
-    redact_span(attrs, events, scan or next(BYTES_READ) != before + 1)  # before anything reads them: no secret from any instrumentation is stored
+            ev_attrs, ev_nested = attributes_and_nesting(ev.attributes, max_chars)
+            nested = nested or ev_nested
+            events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
+    # before anything reads them: no secret from any instrumentation is stored
+    redact_span(attrs, events, scan or next(BYTES_READ) != before + 1, flat=not nested)
     sid = first_value(attrs, SESSION_ID_KEYS)
-    return ReadSpan(trace_id.hex(), span_id.hex(), attrs, events, str(sid) if sid is not None else None)
+    return ReadSpan(trace_id.hex(), span_id.hex(), attrs, events, str(sid) if sid is not None else None,
+                    start_ns, end_ns)
 
 
-def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> SpanRow:
+def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> tuple:
     """The span's row from what `_read_span` read and where the span was sent from; its messages, session fields,
     snapshots and evaluations go into `batch`.
 
     Whatever the span's content can make fail (parsing its messages, writing JSON) runs
     before anything goes into `batch`, so a span that raises leaves no trace there."""
-    trace_id, span_id, attrs, events, _ = read
+    trace_id, span_id, attrs, events, _, start_ns, end_ns = read
     service, scope, resource_json, scan = where
-    name = _label(span.name, scan)  # it names tools, agents and sessions too
-    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    name = span.name  # it names tools, agents and sessions too
     status = span.status
-    status_code, status_message = status.code, _label(status.message, scan)  # the error text is made of it
+    status_code, status_message = status.code, status.message  # the error text is made of it
+    if scan:
+        name, status_message = redact_label(name), redact_label(status_message)
     kind = span_kind(attrs)
     node = graph_node(attrs, name) if kind == "other" else None
     if node is not None:  # a LangGraph node as OpenInference / OpenLLMetry record it: an agent turn
         kind = "agent"
-    step = int_value(attrs.get(sc.STEP), INT32_MAX)
-    call_seq = int_value(attrs.get(sc.CALL_SEQ), INT32_MAX)
+    step, call_seq = attrs.get(sc.STEP), attrs.get(sc.CALL_SEQ)
+    if type(step) is not int or not -INT32_MAX - 1 <= step <= INT32_MAX:  # int_value's usual case, inline
+        step = int_value(step, INT32_MAX)
+    if type(call_seq) is not int or not -INT32_MAX - 1 <= call_seq <= INT32_MAX:
+        call_seq = int_value(call_seq, INT32_MAX)
     agent = text_or_none(first_value(attrs, AGENT_KEYS) or node
                           or (attrs.get("traceloop.entity.name") if kind == "agent" else None))
     error = _error_text(attrs, status_code, status_message, events) if status_code == 2 or events else None
@@ -208,7 +218,7 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
         _check_depth(attrs, JSON_VALUE_KEYS[kind])
     if kind == "llm":
         inputs, output, dialect = llm_messages(attrs)
-        input_texts = [dumps_compact(m, sort_keys=True) for m in inputs]
+        input_texts = dumps_each_sorted(inputs)
         output_text = dumps_compact(output, sort_keys=True) if output else None
         model = text_or_none(first_value(attrs, MODEL_KEYS))
         provider = text_or_none(first_value(attrs, PROVIDER_KEYS))
@@ -271,7 +281,7 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> Sp
     if events:
         _add_event_items(batch, span, events, sid, trace_id, span_id, step, end_ns)
 
-    return SpanRow(  # positional: a keyword NamedTuple call costs twice as much, and this runs per span
+    return (  # a plain tuple in SPAN_COLUMNS order: a NamedTuple call costs more, and this runs per span
         trace_id, span_id, span.parent_span_id.hex() if span.parent_span_id else None, sid, service, name,
         span.kind, kind, start_ns, end_ns, status_code, status_message or None, step, call_seq, agent,
         model, provider, input_tokens, output_tokens, finish_reason, input_keys, output_key, dialect,
