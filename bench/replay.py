@@ -52,6 +52,7 @@ import procs  # noqa: E402  (the test suite's process starters: ready line + hea
 from fresh_sessions import drop_trained  # noqa: E402
 from tracefix.replay import runner  # noqa: E402
 from tracefix.replay.verdicts import VERDICTS  # noqa: E402
+from tracefix.replay.zygote import Zygotes  # noqa: E402
 
 
 def _ts(iso: str | None):
@@ -76,6 +77,7 @@ def sim_stats(base_url: str) -> dict:
         return json.load(r)
 
 
+ALLOWED = ["tracefix.demo"]
 REPLAY_KEY = secrets.token_hex(32)  # the corpus app signs what it records, the replays check it
 NOOP_EDIT = "Please continue."
 # States values of every shape the testbed uses, all wrong: whatever slot the step has, the
@@ -121,18 +123,23 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
         docs = {sid: access.get_session(sid) for sid in failed}
         failed = [r["session"] for r in drop_trained([{"session": sid} for sid in failed], docs, f"seed {seed}")]
         print(f"seed {seed}: {len(failed)} failed session(s), {len(faults)} with an injected fault", flush=True)
-        for follow in args.follow_probs:
-            replay_sim = procs.start_sim(*fault_args, "--follow-prob", str(follow))
-            try:
-                base_url = replay_sim.match["base_url"]
-                for sid in failed:
-                    doc = access.get_session(sid)
-                    fault = faults.get(sid, {})
-                    for arm, rounds in arms_for(args, fault):
-                        rows.append(diagnose_row(access, sid, doc, fault, arm, rounds, follow, args, server,
-                                                 base_url, workdir, seed))
-            finally:
-                replay_sim.stop()
+        zygotes = warm_zygotes([docs[sid] for sid in failed], args, workdir / f"zygotes-{seed}")
+        try:
+            for follow in args.follow_probs:
+                replay_sim = procs.start_sim(*fault_args, "--follow-prob", str(follow))
+                try:
+                    base_url = replay_sim.match["base_url"]
+                    for sid in failed:
+                        doc = access.get_session(sid)
+                        fault = faults.get(sid, {})
+                        for arm, rounds, concurrency in arms_for(args, fault):
+                            rows.append(diagnose_row(access, sid, doc, fault, arm, rounds, concurrency, follow, args,
+                                                     server, base_url, workdir, seed, zygotes))
+                finally:
+                    replay_sim.stop()
+        finally:
+            for kept in zygotes.values():
+                kept.close()
         access.close()
     finally:
         serve.stop()
@@ -140,37 +147,72 @@ def run_seed(seed: int, args, workdir: Path) -> list[dict]:
     return rows
 
 
-def arms_for(args, fault: dict) -> list[tuple[str, int]]:
-    arms = [("pipeline", r) for r in args.rounds] if "pipeline" in args.arms else []
+def warm_zygotes(docs: list[dict], args, folder: Path) -> dict[str, Zygotes]:
+    """The zygotes the replays fork from, started before the first and kept warm between
+    diagnoses, as `tracefix worker` keeps them (so no replay batch waits for one to start); the
+    `before` arm's apart: a zygote that preloads the agent's modules would serve it too."""
+    from tracefix.replay.preload_modules import app_preloads
+
+    zygotes = {"before": Zygotes(env=runner.child_env(), folder=folder / "before"),
+               "app": Zygotes(env=runner.child_env(), folder=folder / "app")}
+    for entrypoint in sorted({d["entrypoint"] for d in docs if d.get("entrypoint")}):
+        zygotes["app"].get(runner.entrypoint_preloads(entrypoint), app_preloads(args.preload_modules, ALLOWED))
+        if args.before:
+            zygotes["before"].get(runner.entrypoint_preloads(entrypoint), [])
+    return zygotes
+
+
+def arms_for(args, fault: dict) -> list[tuple[str, int, int]]:
+    """(arm, rounds, concurrency) of each diagnosis of a session, in the order they run."""
+    first, *others = args.concurrency
+    arms = [("pipeline", r, first) for r in args.rounds] if "pipeline" in args.arms else []
+    if "pipeline" in args.arms:  # the same replays, right after, at each other --concurrency
+        arms += [("concurrency", r, c) for r in args.rounds for c in others]
     if args.before and "pipeline" in args.arms:  # the same replays, right after, as children ran before issue 39 §3
-        arms += [("before", r) for r in args.rounds]
+        arms += [("before", r, first) for r in args.rounds]
     if fault.get("step") is not None:  # the baselines need the true step
-        arms += [(a, 1) for a in ("oracle", "noop", "misleading") if a in args.arms]
+        arms += [(a, 1, first) for a in ("oracle", "noop", "misleading") if a in args.arms]
     return arms
 
 
-def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int, follow: float, args,
-                 server: str, base_url: str, workdir: Path, seed: int) -> dict:
+REPLAY_BATCHES_S: list[float] = []  # the wall time of each runner.run_all call: a round's replays, end to end
+
+
+def timed_run_all(*pos, **kw):
+    started = time.perf_counter()
+    try:
+        return RUN_ALL(*pos, **kw)
+    finally:
+        REPLAY_BATCHES_S.append(time.perf_counter() - started)
+
+
+RUN_ALL, runner.run_all = runner.run_all, timed_run_all  # what diagnose calls: its batches are timed
+
+
+def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int, concurrency: int, follow: float,
+                 args, server: str, base_url: str, workdir: Path, seed: int, zygotes: dict[str, Zygotes]) -> dict:
     from tracefix.replay.pipeline import diagnose
 
     step = fault.get("step")
-    hypotheses = {"pipeline": None, "before": None, "oracle": [{"step": step}],
+    hypotheses = {"pipeline": None, "concurrency": None, "before": None, "oracle": [{"step": step}],
                   "noop": [{"step": step, "intervention": {"text": NOOP_EDIT}}],
                   "misleading": [{"step": step, "intervention": {"text": MISLEADING_EDIT}}]}[arm]
     runner.HAND_OVER_SPANS = arm != "before"  # before: each child sent its own spans and waited for the answer
     t0 = time.perf_counter()
-    result = diagnose(access, sid, allowed_modules=["tracefix.demo"],
+    REPLAY_BATCHES_S.clear()
+    result = diagnose(access, sid, allowed_modules=ALLOWED, zygotes=zygotes["before" if arm == "before" else "app"],
                       preload_modules=args.preload_modules if arm != "before" else [],
                       llm=False, runs=args.runs, replay_key=REPLAY_KEY,
-                      concurrency=args.concurrency, rounds=rounds, otlp_endpoint=server, hypotheses=hypotheses,
+                      concurrency=concurrency, rounds=rounds, otlp_endpoint=server, hypotheses=hypotheses,
                       overrides={"base_url": base_url}, save=arm == "pipeline",
-                      workdir=workdir / "replays" / f"{sid}-{arm}-{rounds}-{follow}")
+                      workdir=workdir / "replays" / f"{sid}-{arm}-{rounds}-{concurrency}-{follow}")
     elapsed = time.perf_counter() - t0
     stats = sim_stats(base_url)["by_session"]
     runs = [r for h in result["hypotheses"] for r in h["runs"]]
     children = {r["child_session_id"]: access.get_session(r["child_session_id"]) for r in runs}
     row = {
-        "seed": seed, "session": sid, "arm": arm, "rounds": rounds, "follow_prob": follow,
+        "seed": seed, "session": sid, "arm": arm, "rounds": rounds, "concurrency": concurrency, "follow_prob": follow,
+        "batches_s": list(REPLAY_BATCHES_S),
         "kind": fault.get("kind", "unlabelled"),
         "fault_step": step, "steps": len(doc["steps"]), "duration_ms": doc.get("duration_ms"),
         "work_ms": work_ms(doc), "verdicts": [h["verdict"] for h in result["hypotheses"]],
@@ -184,7 +226,7 @@ def diagnose_row(access, sid: str, doc: dict, fault: dict, arm: str, rounds: int
                   "phases": r.get("phases"), "forked": r.get("forked"), "cpu_ms": r.get("cpu_ms")}
                  for r in runs],
     }
-    print(f"  {sid[:12]} {row['kind']:<20} fault@{step} follow={follow} {arm:<10} r={rounds} hypotheses@"
+    print(f"  {sid[:12]} {row['kind']:<20} fault@{step} follow={follow} {arm:<11} r={rounds} c={concurrency} hypotheses@"
           f"{row['hypothesis_steps']} -> {row['verdicts']} ({elapsed:.1f}s)", flush=True)
     return row
 
@@ -215,6 +257,10 @@ def report(all_rows: list[dict]) -> None:
                 print()
         for rounds in sorted({r["rounds"] for r in rows if r["arm"] == "pipeline"}):
             cost_report([r for r in rows if r["arm"] == "pipeline" and r["rounds"] == rounds], rounds)
+            for concurrency in sorted({r["concurrency"] for r in rows if r["arm"] == "concurrency"}, reverse=True):
+                print(f"\nthe same replays at --concurrency {concurrency}, one right after each of the above:")
+                wall_report([r for r in rows if r["arm"] == "concurrency" and r["rounds"] == rounds
+                             and r["concurrency"] == concurrency])
             before = [r for r in rows if r["arm"] == "before" and r["rounds"] == rounds]
             if before:
                 print("\nthe same replays as children ran before (each imports the agent's modules and sends its "
@@ -258,6 +304,8 @@ def wall_report(rows: list[dict]) -> None:
     child_wall_ms = median([run["wall_s"] * 1000 for run in runs])
     child_session_ms = median([run["child_ms"] for run in runs])
     forked = sum(1 for run in runs if run["forked"])
+    print(f"--concurrency {'/'.join(str(c) for c in sorted({r['concurrency'] for r in rows}))}, load "
+          f"{os.getloadavg()[0]:.1f} ({len(os.sched_getaffinity(0))} usable cores)")
     print(f"wall time (medians over {len(runs)} replays, {forked} forked from a zygote): original session "
           f"{original_ms:.0f} ms; replay child process {child_wall_ms:.0f} ms (ratio child / original "
           f"{child_wall_ms / original_ms:.2f}x); replayed session alone {child_session_ms:.0f} ms "
@@ -267,6 +315,13 @@ def wall_report(rows: list[dict]) -> None:
           f"{child_cpu_ms / original_ms:.2f}x the original's wall time; the child's wall is "
           f"{child_wall_ms / child_cpu_ms:.2f}x its CPU time (waiting for the machine, the sim, the collector)")
     print_phases(runs)
+    batches = [(sum(r["batches_s"]) * 1000, sum(run["phases"].get("judge") or 0 for run in r["runs"] if run.get("phases")),
+                len(r["runs"])) for r in rows if r.get("batches_s")]
+    if batches:
+        print(f"a diagnosis's replays end to end (runner.run_all, {median([n for _, _, n in batches]):.0f} replays "
+              f"(median): the first fork to the last delivery; median of {len(batches)}): "
+              f"{median([b for b, _, _ in batches]):.0f} ms; with the judging after them "
+              f"{median([b + j for b, j, _ in batches]):.0f} ms")
     original_work, child_work = median([r["work_ms"] for r in rows]), median([run["child_work_ms"] for run in runs])
     print(f"agent work, first step to end (medians): original {original_work:.0f} ms, replay {child_work:.0f} ms "
           f"(ratio {child_work / original_work:.2f}x: the prefix comes from the cassette)")
@@ -309,7 +364,9 @@ def main() -> int:
                         "edit, one replay server each")
     parser.add_argument("--arms", default="pipeline,oracle,noop,misleading")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--concurrency", default=str(runner.DEFAULT_CONCURRENCY),
+                        help="replays at once (default: the worker's); a list (3,2) runs each diagnosis again at "
+                             "the others, right after, side by side")
     parser.add_argument("--before", action="store_true", help="also run each pipeline replay again as children "
                         "ran before issue 39 §3 (no --preload-module, each child sending its own spans), side by side")
     parser.add_argument("--preload-modules", default="tracefix.demo.bank", help="the demo's modules the zygote "
@@ -323,6 +380,7 @@ def main() -> int:
     parser.add_argument("--per-kind", type=int, default=1, help="with --edit-classes: faults per kind and domain")
     args = parser.parse_args()
     args.rounds = [int(r) for r in str(args.rounds).split(",") if r.strip()]
+    args.concurrency = [int(c) for c in str(args.concurrency).split(",") if c.strip()]
     args.follow_probs = [float(p) for p in str(args.follow_probs).split(",") if p.strip()]
     args.arms = [a.strip() for a in str(args.arms).split(",") if a.strip()]
     args.preload_modules = [m.strip() for m in str(args.preload_modules).split(",") if m.strip()]
@@ -332,6 +390,7 @@ def main() -> int:
 
         args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
         args.seed = int(args.seeds.split(",")[0])
+        args.concurrency = args.concurrency[0]
         with tempfile.TemporaryDirectory(prefix="tracefix-bench-edits-") as tmp:
             rows = replay_edit_classes.run(args, Path(tmp), REPLAY_KEY)
         if args.json_out:

@@ -31,6 +31,7 @@ from tracefix.replay.preload_modules import preloads
 from tracefix.replay.zygote import Zygote, Zygotes
 
 DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_CONCURRENCY = 3  # replays at once: an intervention's three runs together (`--concurrency`)
 # a child writes its spans to its folder and the runner posts them (span_handoff); False: each
 # child sends its own, as before (bench/replay.py --before measures the difference)
 HAND_OVER_SPANS = True
@@ -206,7 +207,7 @@ def replay_folder(workdir: str | Path | None = None, *, keep: bool = False):
             shutil.rmtree(base, ignore_errors=True)
 
 
-def run_all(jobs: list[ReplayJob], *, concurrency: int = 3, workdir: str | Path, progress=None,
+def run_all(jobs: list[ReplayJob], *, concurrency: int = DEFAULT_CONCURRENCY, workdir: str | Path, progress=None,
             preload: bool = True, zygotes: Zygotes | None = None,
             app_modules: list[str] | tuple[str, ...] = ()) -> list[dict]:
     """Run every job with at most `concurrency` children alive, each in its own folder under
