@@ -6,10 +6,11 @@ replay child's CPU time, since an agent makes its client in each run. So the zyg
 one context with the HTTP library's own defaults (httpx's `create_ssl_context()`: verify, no
 client certificate, the CA settings of the environment, which a child shares: its environment
 differs by TRACEFIX_REPLAY only), and the library's transports hand it to the first client a
-forked child makes with those defaults; every other call builds its own, as before. Each child
-has its own copy of it (fork), so no two clients share one. What a long-lived zygote built is
-what its children get: CA certificates changed on disk since reach a replay's first client
-once the zygote is started again, as with anything else it preloaded.
+forked child makes with those defaults, unless the agent changed the environment the context
+is made from; every other call builds its own, as before. Each child has its own copy of it
+(fork), so no two clients share one. What a long-lived zygote built is what its children get:
+CA certificates changed on disk since reach a replay's first client once the zygote is started
+again, as with anything else it preloaded.
 """
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ import sys
 from typing import Any, Callable
 
 LIBRARIES = ("httpx", "httpx2")  # the HTTP libraries of the SDKs tracefix traces (and a fork of httpx)
+# what a default context is built from besides the files: an agent that sets one of these
+# before it makes its client gets a context built then
+ENVIRONMENT = ("SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE")
 
 
 def prebuild(libraries: tuple[str, ...] = LIBRARIES) -> list[str]:
@@ -43,11 +47,17 @@ def prebuild(libraries: tuple[str, ...] = LIBRARIES) -> list[str]:
 def _first_prebuilt(build: Callable[..., Any], context: Any) -> Callable[..., Any]:
     zygote = os.getpid()
     spare = [context]
+    built_in = _environment()
 
     def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: Any = True, **more: Any) -> Any:
-        if spare and verify is True and cert is None and trust_env is True and not more and os.getpid() != zygote:
+        if spare and verify is True and cert is None and trust_env is True and not more and os.getpid() != zygote \
+                and _environment() == built_in:
             return spare.pop()  # the defaults' context, built before the fork: this process's only user
         return build(verify=verify, cert=cert, trust_env=trust_env, **more)
 
     create_ssl_context.spare = spare  # type: ignore[attr-defined]
     return create_ssl_context
+
+
+def _environment() -> tuple:
+    return tuple(os.environ.get(name) for name in ENVIRONMENT)
