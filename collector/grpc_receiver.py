@@ -93,6 +93,7 @@ class ExportServices(grpc.GenericRpcHandler):
         wait_s = arrived + SLOT_WAIT_S - time.monotonic() if self.collector.spool is not None else 0.0
         admitted = self._slots.acquire(timeout=wait_s) if wait_s > 0 else self._slots.acquire(blocking=False)
         if not admitted:
+            self.collector.writer.arrivals.refused()  # acknowledgements free the slots it needs: no linger
             abort_busy(context, f"collector busy: {MAX_CONCURRENT_EXPORTS} exports in progress; retry later",
                        self.collector.ingest.retry_delay_s())
         try:

@@ -124,6 +124,7 @@ class Writer:
             # never be refused forever
             if self._pending_spans and (self._pending_spans + n > self.max_pending_spans
                                         or self._pending_bytes + batch.wire_bytes > self.max_pending_bytes):
+                self.arrivals.refused()
                 raise QueueFull(f"{self._pending_spans} spans ({self._pending_bytes >> 20} MiB) waiting to be written")
             self._pending_spans += n
             self._pending_bytes += batch.wire_bytes
@@ -181,7 +182,7 @@ class Writer:
                         taken.append(item)
                         continue
                     left = deadline - time.monotonic()
-                    if (self._items or self._closing or not self.arrivals.decoding or total >= self.linger_spans
+                    if (self._items or self._closing or not self.arrivals.worth_waiting() or total >= self.linger_spans
                             or left <= 0 or not self._room_for(total // len(taken), size // len(taken))):
                         break  # (the last: no batch of the usual size could be admitted, so none can come)
                     self._cond.wait(left)

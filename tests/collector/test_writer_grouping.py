@@ -1,9 +1,10 @@
 """The writer groups the requests that wait for it into one transaction (collector/writer.py):
 a request the database refuses in part still costs only its own refused span, never its
 neighbours in the group; while an export the receivers admitted is still decoding, the group
-waits for its batch (HTTP and gRPC, against a real collector), and once none is, the group is
-committed at once, not after the whole linger (an acknowledgement waits for a request that is
-not coming)."""
+waits for its batch (HTTP and gRPC, against a real collector), but not after an export was
+turned away (its retry needs the room acknowledgements free); and once none is decoding, the
+group is committed at once, not after the whole linger (an acknowledgement waits for a request
+that is not coming)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from test_partial_success import accepted, good_chat, make_request, make_span
 from tracefix.collector.normalize import normalize_request
 from tracefix.collector.server import Collector, Config
 from tracefix.collector.store import Store
-from tracefix.collector.writer import Writer
+from tracefix.collector.writer import QueueFull, Writer
 
 REFUSED = '[{"role":"user","content":"lone \\ud800 surrogate"}]'  # DuckDB cannot store it (no UTF-8 form)
 
@@ -110,6 +111,24 @@ def test_a_group_waits_for_an_export_still_decoding_and_is_committed_as_it_arriv
         assert first.result(60) == [] and later[0].result(60) == []
         assert time.monotonic() - arrived < 5.0, "waited out the linger after the last export arrived"
         assert writer.transactions == 1 and writer.committed_spans == 8
+    finally:
+        writer.close()
+        store.close()
+
+
+def test_after_an_export_was_turned_away_a_group_does_not_wait_for_one_still_decoding(tmp_path):
+    store = Store(tmp_path / "refused.duckdb")
+    writer = Writer(store, max_pending_spans=10, linger_s=10.0).start()
+    try:
+        release = held(writer)
+        first = writer.submit_batch(request_batch(f"first-{uuid.uuid4().hex[:6]}"))
+        large = normalize_request(make_request([good_chat("large", uuid.uuid4().bytes, n) for n in range(8)]))
+        with pytest.raises(QueueFull):
+            writer.submit_batch(large)  # 4 + 8 spans > 10: its exporter is told to retry
+        with writer.expecting():  # another export still decoding, while the writer takes the first
+            release.set()
+            assert first.result(5) == [], "held for the export still decoding"
+        assert writer.transactions == 1
     finally:
         writer.close()
         store.close()
