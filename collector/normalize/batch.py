@@ -90,12 +90,13 @@ class Batch:
 
     def __getstate__(self) -> dict:
         """What crosses from a decode worker: the span tables as Arrow IPC streams (written
-        and read back a few times faster than pickled tables, read without a copy)."""
+        and read back a few times faster than pickled tables, read without a copy), each an
+        Arrow buffer, which pickle protocol 5 hands over out of band (`decode_workers`)."""
         state = dict(self.__dict__)
         if state["rows"] and state["span_tables"]:
             state["table_only_spans"] += len(state["rows"])
             state["rows"] = []
-        state["span_tables"] = [_ipc_bytes(table) for table in state["span_tables"]]
+        state["span_tables"] = [_ipc_buffer(table) for table in state["span_tables"]]
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -181,11 +182,11 @@ class Batch:
         self.explicit_traces.update(other.explicit_traces)
 
 
-def _ipc_bytes(table: pa.Table) -> bytes:
+def _ipc_buffer(table: pa.Table) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
 def _reassigned(table: pa.Table, moved: dict[str, str]) -> pa.Table:
