@@ -154,8 +154,8 @@ class _Worker:
             self.process.kill()
         self.process.join(5)
         self.sock.close()
+        self._on_death(self)  # replaced first: an exporter's retry at once must find the new worker
         self._fail(held)
-        self._on_death(self)
 
     def stop(self) -> None:
         self._sender.shutdown(wait=True)
@@ -189,10 +189,12 @@ class WorkerPool:
         return _Worker(self._fn, self._died)
 
     def _died(self, worker: _Worker) -> None:
+        if self._closed:
+            return
         try:
-            self._starter.submit(self._replace, worker)
-        except RuntimeError:  # the pool is shut down: nothing to replace
-            pass
+            self._starter.submit(self._replace, worker).result()
+        except Exception:  # the requests it held fail all the same (`_Worker._end`), and the next ones
+            log.exception("a decode worker could not be started")
 
     def submit(self, body: bytes, *args) -> Future:
         worker = min(self._workers, key=lambda w: (w.dead, w.queued))  # alive, least busy
