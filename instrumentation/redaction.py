@@ -13,6 +13,7 @@ Last, with a replay key, a session's root span gets its signed replay record
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, Callable, Iterable, Sequence
 
@@ -70,22 +71,22 @@ class RedactionChain:
         return out, changed
 
     def spans(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
-        """`[self.span(s) for s in spans]`, a batch no rule could change found in one scan of
-        all its text: a Hyperscan scan lets go of the GIL, and taking it back from a busy app
-        thread can wait a switch interval (5 ms), so a scan per span exported ~200 spans a
-        second and the queue dropped the rest (16,929 of 20,000 LLM calls' spans, back to back)."""
-        if not self.user and self.signer is None:
-            texts: list[str] = []
-            for span in spans:
-                found = None if span.events else _plain_texts(attribute_dict(span), span.name,
-                                                              span.status.description)
-                if found is None:
-                    break
-                texts += found
-            else:
-                if not may_hold_secret("\x00".join(texts)):
-                    return list(spans)
-        return [self.span(s) for s in spans]
+        """`[self.span(s) for s in spans]`, with the spans no rule could change found in a few
+        scans of their joined text: a Hyperscan scan lets go of the GIL, and taking it back from
+        a busy app thread can wait a switch interval or, behind an app thread that lets go of
+        the GIL itself (the openai client reads os.urandom every call), far longer; a scan per
+        span exported ~200 spans a second and the queue dropped the rest. A batch with a hint
+        in it (one URL is one: "://") is halved until the hinted spans are found, so one such
+        span costs ~2 log2(batch) scans, not one a span (bench/export_starvation.py)."""
+        if self.user or self.signer is not None:
+            return [self.span(s) for s in spans]
+        texts = [None if span.events else _plain_texts(attribute_dict(span), span.name, span.status.description)
+                 for span in spans]
+        out = list(spans)
+        scannable = [i for i, found in enumerate(texts) if found is not None]
+        for i in sorted(set(range(len(spans))).difference(scannable).union(_hinted(texts, scannable))):
+            out[i] = self.span(spans[i])
+        return out
 
     def span(self, span: ReadableSpan) -> ReadableSpan:
         """`span`, or a redacted (and signed) copy when anything changed."""
@@ -129,6 +130,22 @@ def attribute_dict(span: ReadableSpan) -> Any:
 
 # attribute names is_secret_key said no to: the same few dozen names come on every span
 _PLAIN_KEYS: set[str] = set()
+
+
+_SPAN_BY_SPAN = 8  # a hinted run of spans this short is redacted span by span (one scan each)
+
+
+def _hinted(texts: Sequence[list[str] | None], indexes: list[int]) -> list[int]:
+    """Of `indexes` (spans whose `texts` are known), those whose text may hold a secret, or
+    sit in a run of at most _SPAN_BY_SPAN with such a span: the run's joined text (a
+    character no hint holds between pieces) scanned once, halved while a hint is in it."""
+    joined = "\x00".join(itertools.chain.from_iterable(texts[i] or () for i in indexes))
+    if not indexes or not may_hold_secret(joined):
+        return []
+    if len(indexes) <= _SPAN_BY_SPAN:
+        return indexes
+    half = len(indexes) // 2
+    return _hinted(texts, indexes[:half]) + _hinted(texts, indexes[half:])
 
 
 def _may_redact(attributes: Any, *more: str | None) -> bool:
