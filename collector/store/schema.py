@@ -201,20 +201,21 @@ def lake_statements(migrations) -> list[str]:
         scratch.close()
 
 
-def migrate_lake(con: duckdb.DuckDBPyConnection) -> int:
+def migrate_lake(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, list[Any]]] | None = None) -> int:
     """The same for a DuckLake store, with the lake's write lock held by the caller: a new
     lake gets the current schema at once (lake_statements: the migrations' tables without
     keys); one made by an older tracefix gets the newer
     migrations, which must therefore be statements DuckLake runs (no keys, no indexes).
     Its `sessions` is a view of the session rows' latest versions (lake_appends), the table
-    again while migrations run."""
+    again while migrations run. `migrations`: MIGRATIONS unless given (as for `migrate`)."""
+    migrations = MIGRATIONS if migrations is None else migrations
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, description VARCHAR, applied_ns BIGINT)")
     current = scalar(con.execute("SELECT coalesce(max(version), 0) FROM schema_version"))
     if current == 0:
-        version, description, _ = MIGRATIONS[-1]
+        version, description, _ = migrations[-1]
         current = migrate(con, [(version, f"{description} (new DuckLake: schema of version {version})",
-                                 lake_statements(MIGRATIONS))])
-    pending = [m for m in MIGRATIONS if m[0] > current]
+                                 lake_statements(migrations))])
+    pending = [m for m in migrations if m[0] > current]
     if pending:
         lake_appends.one_row_each(con)
     current = migrate(con, pending)

@@ -517,3 +517,44 @@ def test_later_exports_of_long_sessions_append_beside_each_other_without_the_lak
     finally:
         a.close()
         b.close()
+
+
+def test_a_later_migration_altering_sessions_runs_on_a_lake_whose_sessions_keep_versions(lake):
+    """On a lake `sessions` is a view of each session's latest row version (lake_appends), so
+    a migration that alters it must find a table: migrate_lake turns the versions into one
+    row each, runs the migration, and makes the view again. After a new migration adding a
+    column, each session reads once with its latest fields and the new column, and a later
+    export appends a version again (no merge in place, so no lake-wide lock)."""
+    from tracefix.collector.store import Store
+    from tracefix.collector.store.schema import MIGRATIONS, migrate_lake
+
+    store = Store(lake[0], data_path=lake[1])
+    try:
+        sid = f"migrated-{uuid.uuid4().hex[:6]}"
+        trace = uuid.uuid4().bytes
+        store.ingest(_chats(sid, trace, range(0, 3)))
+        later = _chats(sid, trace, range(3, 6))
+        later.sessions[sid]["outcome"] = "failure"
+        store.ingest(later)  # a second version of the session's row
+        con = store.cursor()
+        assert con.execute("SELECT count(*) FROM session_rows WHERE session_id = ?", [sid]).fetchone()[0] == 2
+        version = MIGRATIONS[-1][0] + 1
+        store.lock.acquire()
+        try:
+            assert migrate_lake(store.con, [*MIGRATIONS, (version, "a column on sessions (test)",
+                                                          ["ALTER TABLE sessions ADD COLUMN probe VARCHAR"])]) == version
+        finally:
+            store.lock.release()
+        con = store.cursor()
+        assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'sessions' "
+                           "AND database_name = current_database()").fetchone()[0] == 1
+        assert con.execute("SELECT outcome, probe FROM sessions WHERE session_id = ?", [sid]).fetchall() == [
+            ("failure", None)]
+        assert con.execute("SELECT count(*) FROM session_rows WHERE session_id = ?", [sid]).fetchone()[0] == 1
+        held = store.lock.seconds["lake_held"]
+        store.ingest(_chats(sid, trace, range(6, 9)))
+        assert con.execute("SELECT count(*) FROM session_rows WHERE session_id = ?", [sid]).fetchone()[0] == 2
+        assert store.lock.seconds["lake_held"] == held and store.lock.escalated == 0
+        assert [s["index"] for s in store.get_session(sid)["steps"]] == list(range(9))
+    finally:
+        store.close()
