@@ -17,10 +17,11 @@ INTEGRATIONS = {"agents": ("openai",), "autogen": ("openai",), "langgraph": ("la
                 "langchain_openai": ("langchain_core", "openai"), "langchain_anthropic": ("langchain_core", "anthropic")}
 # what every replay child imports before the agent's code (tracefix.init() imports the
 # redaction, which builds its secret scanner on import, and the OTLP exporter its HTTP library,
-# requests, only when they are first used)
+# requests, only when they are first used; its instrumentor the framework and SDK patches
+# when it instruments)
 ALWAYS = ("tracefix", "tracefix.configure", "tracefix.instrumentor", "tracefix.replay_mode", "tracefix.fingerprints",
           "tracefix.redaction", "tracefix.replay_signing", "tracefix.session_processor", "tracefix.genai_metrics",
-          "tracefix.replay.child", "opentelemetry.sdk.trace",
+          "tracefix.frameworks", "tracefix.other_instrumentors", "tracefix.replay.child", "opentelemetry.sdk.trace",
           "opentelemetry.exporter.otlp.proto.http.trace_exporter", "requests")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,25 @@ def test_preloads_are_the_traced_libraries_the_entrypoint_imports_read_without_r
     assert {"openai", "openai.resources.chat.completions", "tracefix.openai_chat"} <= set(modules)
     assert not {"agentpkg", "agentpkg.tools", "shop", "json", "anthropic", "autogen"} & set(modules)
     assert preloads("nowhere.to.be.found:main", [str(tmp_path)]) == list(ALWAYS)
+
+
+def test_tracefix_init_imports_none_of_tracefix_that_a_zygote_has_not_preloaded():
+    # a module tracefix.init() imports in a forked child is imported again by every child
+    # (about 3 ms of its init): this process imports what a zygote preloads, then runs init()
+    script = (
+        "import importlib, sys\n"
+        "from tracefix.replay.preload_modules import ALWAYS\n"
+        "for module in ALWAYS: importlib.import_module(module)\n"
+        "preloaded = set(sys.modules)\n"
+        "import tracefix\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "tracefix.init(span_processor=SimpleSpanProcessor(InMemorySpanExporter())).shutdown()\n"
+        "print(sorted(m for m in set(sys.modules) - preloaded if m.split('.')[0] == 'tracefix'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=runner.child_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def _zygote(tmp_path: Path, *modules: str, path: Path | None = None) -> Zygote:
