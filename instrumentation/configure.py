@@ -73,11 +73,14 @@ class TracefixHandle:
                 "dropped": sum(getattr(e, "dropped", 0) for e in self.exporters) + queue_dropped,
                 "queue_dropped": queue_dropped}
 
-    def shutdown(self, timeout_millis: int | None = None) -> None:
+    def shutdown(self, timeout_millis: int | None = None, *, on_this_thread: bool = False) -> None:
         """Restore the patched SDK methods, flush and stop exporting; init() may be called again.
 
         Bounded: after `timeout_millis` (default TRACEFIX_EXIT_TIMEOUT seconds, 5) the
         caller moves on and unsent spans are dropped, so a down collector cannot hang exit.
+        `on_this_thread`: flushed by the caller, without the thread that bounds it, for
+        processors that cannot block (a forked replay child's file writer, replay.child_tracing:
+        a thread started, woken and joined costs it 1-5 ms on a busy machine).
         """
         global _handle
         with _lock:
@@ -95,6 +98,9 @@ class TracefixHandle:
         runtime.replay = None  # its report is written at session end (or by its own exit hook)
         if timeout_millis is None:
             timeout_millis = int(float(os.environ.get("TRACEFIX_EXIT_TIMEOUT", "5")) * 1000)
+        if on_this_thread:
+            self._stop_processors(timeout_millis)
+            return
         worker = threading.Thread(target=self._stop_processors, args=(timeout_millis,),
                                   name="tracefix-shutdown", daemon=True)
         worker.start()

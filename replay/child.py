@@ -97,7 +97,8 @@ def main() -> int:
     finally:
         timings["ran"] = time.time()
         controller.write_report_at_exit()
-        handle.shutdown()  # flush the child's spans (to the collector, or its file) before the parent looks
+        # flush the child's spans (to the collector, or its file: written on this thread) before the parent looks
+        handle.shutdown(on_this_thread=bool(config.get("spans_file")))
         timings["flushed"] = time.time()
     _add_to_report(config.get("report_path"), timings=timings,
                    **({"guard": {"fired": guard.fired}} if guard is not None else {}),

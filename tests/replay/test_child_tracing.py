@@ -35,7 +35,10 @@ ZYGOTE = textwrap.dedent("""
             with trace.get_tracer("agent").start_as_current_span("agent-span") as span:  # the global API's
                 span.set_attribute("note", "token " + secret)
             threads = [t.name for t in threading.enumerate()]
-            handle.shutdown()
+            # a thread started from here on calls the trace hook first
+            threading.settrace(lambda *args: threads.append(threading.current_thread().name))
+            handle.shutdown(on_this_thread=True)  # as replay.child does
+            threading.settrace(None)
             os.write(write, json.dumps(threads).encode())
             os._exit(0)
         os.close(write)
@@ -53,7 +56,7 @@ def test_a_forked_child_traces_without_a_thread_to_its_file_with_its_own_resourc
     done = subprocess.run([sys.executable, "-c", ZYGOTE, str(tmp_path), SECRET], capture_output=True, text=True,
                           timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")})
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == [["MainThread"], ["MainThread"]]  # no exporter or detector thread
+    assert json.loads(done.stdout) == [["MainThread"], ["MainThread"]]  # no exporter, detector or shutdown thread
     expected = dict(Resource.create({"service.name": "svc-replayed"}).attributes)
     instance_ids = []
     for i in range(2):
