@@ -10,8 +10,8 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
-# Reinstall when the dependency list changes.
-$(STAMP): pyproject.toml | $(BIN)/python
+# Reinstall when the dependency list or the C reader (built by pip install) changes.
+$(STAMP): pyproject.toml collector/normalize/_otlp_wire.c | $(BIN)/python
 	$(BIN)/pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 

@@ -9,6 +9,11 @@ request (`normalize_request`, with the body size as `wire_bytes` and the body's 
 secret hints, as the decode worker does), timed with `time.process_time`. Printed: medians of the runs in microseconds per span
 and their ratio. Target (issue 4): normalize <= 16 us/span, half of what it cost before.
 
+`--wire` also times the decode worker's C reader (collector/normalize/wire_spans.py) against
+protobuf's parse in the same runs, each body read and normalized in turn as the worker does,
+and prints their ratio; every body must take the reader (else it stops), and with `--check`
+both forms' batches of every body are compared first, byte for byte.
+
 `--against REV` also times tracefix.collector.normalize as it was at git revision REV, in the same
 runs (interleaved), and prints how many times cheaper the working tree's version is. With
 `--check` it first compares what both versions make of the same requests, exactly (the Arrow
@@ -39,6 +44,7 @@ from normalize_check import check_same_output  # noqa: E402
 
 from tracefix.collector import otlp  # noqa: E402
 from tracefix.collector.normalize import normalize_request  # noqa: E402
+from tracefix.collector.normalize.wire_spans import read_traces  # noqa: E402
 from tracefix.secret_rules import utf8_may_hold_secret  # noqa: E402
 
 
@@ -74,6 +80,43 @@ def as_decoded(normalize):
     return lambda req, body: normalize(req, wire_bytes=len(body))
 
 
+def time_paths(bodies: list[tuple[bytes, int]], n_spans: int) -> tuple[float, float]:
+    """One run of each path as the decode worker takes it, body by body (read, normalize, let
+    go): protobuf's parse and the C reader, in microseconds a span."""
+    out = []
+    for read in (lambda body: otlp.decode(body, otlp.PROTOBUF), lambda body: read_traces(body, 8 << 20)):
+        spans = 0
+        t0 = time.process_time()
+        for body, _ in bodies:
+            request = read(body)
+            if request is None:
+                raise SystemExit("a body the C reader left to protobuf: is it built (pip install -e .)?")
+            spans += normalize_request(request, wire_bytes=len(body),
+                                       wire_may_hold_secret=utf8_may_hold_secret(body)).span_count
+        out.append((time.process_time() - t0) / n_spans * 1e6)
+        if spans != n_spans:
+            raise SystemExit("a path lost spans")
+    return out[0], out[1]
+
+
+def check_wire_output(bodies: list[bytes]) -> str:
+    """Stop at the first body whose batch from the C reader differs from protobuf's."""
+    from normalize_check import observed
+
+    for i, body in enumerate(bodies):
+        for scan in (True, False):
+            wire = read_traces(body, 8 << 20)  # normalizing consumes it: read anew
+            if wire is None:
+                raise SystemExit(f"bench body {i}: the C reader left it to protobuf")
+            a = observed(normalize_request(wire, wire_bytes=len(body), wire_may_hold_secret=scan))
+            b = observed(normalize_request(otlp.decode(body, otlp.PROTOBUF), wire_bytes=len(body),
+                                           wire_may_hold_secret=scan))
+            if a != b:
+                raise SystemExit(f"bench body {i} (secret scan {scan}): the batches differ in "
+                                 f"{next(k for k in a if a[k] != b[k])}")
+    return f"same batches from the C reader and protobuf: {len(bodies)} bodies, each with and without the scan"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -81,8 +124,9 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=12)
     ap.add_argument("--steps", type=int, default=100, help="steps per session (3 spans each)")
     ap.add_argument("--against", metavar="GIT_REV", help="also time normalize.py as it was at this revision")
+    ap.add_argument("--wire", action="store_true", help="also time the C reader in place of protobuf's parse")
     ap.add_argument("--check", action="store_true",
-                    help="with --against: first check both versions give the same batches, byte for byte")
+                    help="with --against or --wire: first check both give the same batches, byte for byte")
     ap.add_argument("--model", default=agent_spans.MODEL,
                     help="the LLM calls' model: one the price table knows (gpt-4o-mini) times their pricing")
     args = ap.parse_args()
@@ -93,13 +137,19 @@ def main() -> None:
         versions[f"normalize@{args.against}"] = as_decoded(normalize_at(args.against))
     bodies = [b for w in range(args.exporters) for b in build_bodies(w, args.sessions, args.steps)]
     if args.check:
-        if not args.against:
-            raise SystemExit("--check compares with --against REV")
-        print(check_same_output(normalize_request, normalize_at(args.against), [body for body, _ in bodies]))
+        if not (args.against or args.wire):
+            raise SystemExit("--check compares with --against REV or --wire")
+        if args.against:
+            print(check_same_output(normalize_request, normalize_at(args.against), [body for body, _ in bodies]))
+        if args.wire:
+            print(check_wire_output([body for body, _ in bodies]))
     n_spans = sum(n for _, n in bodies)
     parse_us: list[float] = []
     norm_us: dict[str, list[float]] = {name: [] for name in versions}
+    paths_us: list[tuple[float, float]] = []  # (protobuf, C reader): read and normalize a span
     for _ in range(args.runs):
+        if args.wire:
+            paths_us.append(time_paths(bodies, n_spans))
         for name, normalize in versions.items():
             t0 = time.process_time()
             requests = [otlp.decode(body, otlp.PROTOBUF) for body, _ in bodies]
@@ -118,6 +168,10 @@ def main() -> None:
     print(f"protobuf parse {parse:.1f} us/span")
     for name, us in medians.items():
         print(f"{name} {us:.1f} us/span = {us / parse:.1f}x protobuf parse")
+    if paths_us:
+        pb, wire = (statistics.median(x) for x in zip(*paths_us))
+        print(f"body by body, read and normalized: protobuf {pb:.1f} us/span, the C reader {wire:.1f} us/span; the "
+              f"C reader's path is {statistics.median(p / w for p, w in paths_us):.2f}x cheaper (median of the runs' own)")
     if args.against:
         old = medians[f"normalize@{args.against}"]
         print(f"normalize is {old / medians['normalize']:.2f}x cheaper than at {args.against} "

@@ -6,7 +6,7 @@ every attribute is held to a size bound; secrets are redacted before anything re
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from tracefix import semconv as sc
 from tracefix.attributes import MAX_JSON_DEPTH, nested_too_deeply
@@ -22,6 +22,7 @@ from tracefix.collector.normalize.otlp_values import BYTES_READ, attributes, att
 from tracefix.collector.normalize.rejections import (
     TOO_DEEP, SpanRejected, reason_of, reject, span_label_of, table_of_storable, warn)
 from tracefix.collector.normalize.span_row import SpanRow, tuples_table
+from tracefix.collector.normalize.wire_spans import WireSpan
 from tracefix.collector.redact import redact_label, redact_span
 
 
@@ -79,21 +80,23 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
         seen.add(key)
 
     scan = wire_may_hold_secret
-    for rs in request.resource_spans:
+    resources = request if type(request) is list else _protobuf_resources(request)
+    for resource_attributes, scopes in resources:
         try:
             before = next(BYTES_READ)
-            resource = attributes(rs.resource.attributes, max_attribute_chars)
+            resource = (resource_attributes if type(resource_attributes) is dict
+                        else attributes(resource_attributes, max_attribute_chars))
             redact_span(resource, [], scan or next(BYTES_READ) != before + 1)
             service = text_or_none(resource.get("service.name"))
             resource_json = dumps_compact(resource, sort_keys=True)
         except Exception as exc:  # every span of the resource would carry it
-            for ss in rs.scope_spans:
-                for span in ss.spans:
+            for _, spans in scopes:
+                for span in spans:
                     reject(batch, span_label_of(span), f"its resource: {reason_of(exc)}")
             continue
-        for ss in rs.scope_spans:
-            where = Origin(service, _label(ss.scope.name, scan) or None, resource_json, scan)
-            for span in ss.spans:
+        for scope_name, spans in scopes:
+            where = Origin(service, _label(scope_name, scan) or None, resource_json, scan)
+            for span in spans:
                 try:
                     read = _read_span(span, max_attribute_chars, scan)
                 except Exception as exc:
@@ -123,6 +126,13 @@ def normalize_request(request, *, max_attribute_chars: int = 8 * 1024 * 1024, wi
     return batch
 
 
+def _protobuf_resources(request) -> Iterator[tuple[Any, list[tuple[str, Any]]]]:
+    """An ExportTraceServiceRequest in the form `wire_spans.read_traces` gives: each resource's
+    attributes (here the protobuf field, read in `normalize_request`) and its scopes' names and spans."""
+    for rs in request.resource_spans:
+        yield rs.resource.attributes, [(ss.scope.name, ss.spans) for ss in rs.scope_spans]
+
+
 # the JSON text attributes read as values (messages, tool arguments and results), by span kind:
 # one nested deeper than MAX_JSON_DEPTH is refused, as every reader would have to walk it
 JSON_VALUE_KEYS = {"llm": (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS),
@@ -146,6 +156,8 @@ class ReadSpan(NamedTuple):
     session_id: str | None  # None: no session attribute (the trace's session decides)
     start_ns: int
     end_ns: int
+    status_code: int
+    status_message: str
 
 
 class Origin(NamedTuple):
@@ -169,19 +181,26 @@ def _read_span(span, max_chars: int, scan: bool = True) -> ReadSpan:
     start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
     if start_ns > INT64_MAX or end_ns > INT64_MAX:
         raise SpanRejected("timestamps beyond the year 2262")
-    before = next(BYTES_READ)
-    attrs, nested = attributes_and_nesting(span.attributes, max_chars)
-    events = []
-    if span.events:  # most spans have none (iterating an empty repeated field still costs)
-        for ev in span.events:
-            ev_attrs, ev_nested = attributes_and_nesting(ev.attributes, max_chars)
-            nested = nested or ev_nested
-            events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
-    # before anything reads them: no secret from any instrumentation is stored
-    redact_span(attrs, events, scan or next(BYTES_READ) != before + 1, flat=not nested)
+    if type(span) is WireSpan:  # the C reader read its attributes and events (never a bytes value)
+        attrs, events = span.attributes, span.events
+        redact_span(attrs, events, scan, flat=not span.nested)
+        status_code, status_message = span.status_code, span.status_message
+    else:
+        before = next(BYTES_READ)
+        attrs, nested = attributes_and_nesting(span.attributes, max_chars)
+        events = []
+        if span.events:  # most spans have none (iterating an empty repeated field still costs)
+            for ev in span.events:
+                ev_attrs, ev_nested = attributes_and_nesting(ev.attributes, max_chars)
+                nested = nested or ev_nested
+                events.append({"name": ev.name, "time_ns": ev.time_unix_nano, "attributes": ev_attrs})
+        # before anything reads them: no secret from any instrumentation is stored
+        redact_span(attrs, events, scan or next(BYTES_READ) != before + 1, flat=not nested)
+        status = span.status
+        status_code, status_message = status.code, status.message
     sid = first_value(attrs, SESSION_ID_KEYS)
     return ReadSpan(trace_id.hex(), span_id.hex(), attrs, events, str(sid) if sid is not None else None,
-                    start_ns, end_ns)
+                    start_ns, end_ns, status_code, status_message)
 
 
 def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> tuple:
@@ -190,11 +209,9 @@ def _span_row(batch: Batch, span, read: ReadSpan, sid: str, where: Origin) -> tu
 
     Whatever the span's content can make fail (parsing its messages, writing JSON) runs
     before anything goes into `batch`, so a span that raises leaves no trace there."""
-    trace_id, span_id, attrs, events, _, start_ns, end_ns = read
+    trace_id, span_id, attrs, events, _, start_ns, end_ns, status_code, status_message = read
     service, scope, resource_json, scan = where
     name = span.name  # it names tools, agents and sessions too
-    status = span.status
-    status_code, status_message = status.code, status.message  # the error text is made of it
     if scan:
         name, status_message = redact_label(name), redact_label(status_message)
     kind = span_kind(attrs)
