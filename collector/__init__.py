@@ -88,7 +88,9 @@ checkpoint, default 16MB; larger means fewer checkpoints and a longer WAL replay
 in ``tracefix serve`` a background thread runs them beside the writer, commits never wait for one,
 at 32MB by default, within half the writer's WAL budget),
 ``--decode-workers N`` / ``TRACEFIX_DECODE_WORKERS`` (processes that decode OTLP bodies, HTTP and gRPC,
-over 64 KiB beside the writer, default 1; 0 decodes on a thread of the server).
+over 64 KiB beside the writer, default 1; 0 decodes on a thread of the server),
+``TRACEFIX_OTLP_C_READER=off`` (decode every OTLP/protobuf trace body with protobuf, not the
+C reader built by ``pip install``: ``tracefix.collector.normalize.wire_spans``).
 
 Access from other code: ``tracefix.collector.access.connect(server=None, db=None, token=None)``.
 """

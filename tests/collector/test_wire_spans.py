@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -30,7 +31,7 @@ from test_normalize_parity import _bad_request, _request, _span, _tracefix_sessi
 
 NO_LIMIT = 8 << 20
 
-needs_reader = pytest.mark.skipif(not wire_spans.BUILT, reason="the C reader is not built (no C compiler)")
+needs_reader = pytest.mark.skipif(not wire_spans.ENABLED, reason="the C reader is not built (no C compiler) or is off")
 
 
 def test_the_reader_is_built_where_a_compiler_is() -> None:
@@ -40,6 +41,18 @@ def test_the_reader_is_built_where_a_compiler_is() -> None:
     if not (shutil.which("cc") or shutil.which("gcc")) or not headers:
         pytest.skip("no C compiler or no Python headers here")
     assert wire_spans.BUILT, "a C compiler is here but tracefix.collector.normalize._otlp_wire was not built"
+
+
+@needs_reader
+def test_an_operator_can_turn_the_reader_off() -> None:
+    """TRACEFIX_OTLP_C_READER=off: every body goes to protobuf, as in a process without the reader."""
+    body = request(session_spans("off", 1, random.Random(1))).SerializeToString()
+    probe = ("import sys; from tracefix.collector.normalize.wire_spans import read_traces; "
+             "print(read_traces(sys.stdin.buffer.read(), 1 << 20) is None)")
+    answers = [subprocess.run([sys.executable, "-c", probe], input=body, capture_output=True, check=True,
+                              env={"PATH": "/usr/bin:/bin", "TRACEFIX_OTLP_C_READER": value}).stdout.strip()
+               for value in ("off", "on")]
+    assert answers == [b"True", b"False"]
 
 
 def same_batch(req: ExportTraceServiceRequest, **kw) -> bool:
