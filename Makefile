@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
 # Reinstall when the dependency list or the C reader (built by pip install) changes.
-$(STAMP): pyproject.toml collector/normalize/_otlp_wire.c | $(BIN)/python
+$(STAMP): pyproject.toml $(wildcard collector/normalize/otlp_wire/*) | $(BIN)/python
 	$(BIN)/pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 

@@ -6,7 +6,7 @@
 | `batch` | `Batch` (one transaction's worth), content-addressed messages, session field merging |
 | `span_row` | `SpanRow`, one stored span by column name, and the Arrow schema `SPAN_COLUMNS` |
 | `rows` | `normalize_request`: an `ExportTraceServiceRequest` (or `wire_spans`' reading of one) to a `Batch` |
-| `wire_spans` | an OTLP/protobuf trace body read by the C reader (`_otlp_wire.c`), or left to protobuf |
+| `wire_spans` | an OTLP/protobuf trace body read by the C reader (`otlp_wire/`), or left to protobuf |
 | `log_records` | `normalize_logs`: the GenAI events of an `ExportLogsServiceRequest` to a `Batch` |
 | `genai_events` | the chat messages GenAI log events carry, in each shape the official instrumentations emit |
 | `metric_points` | `normalize_metrics`: the GenAI metrics' points of an `ExportMetricsServiceRequest` to a `Batch` |

@@ -1,4 +1,4 @@
-"""OTLP trace requests read straight from their protobuf bytes (the C reader, _otlp_wire.c),
+"""OTLP trace requests read straight from their protobuf bytes (the C reader in otlp_wire/),
 for the common shape of request; `read_traces` answers None for any other, and the caller
 decodes that body with protobuf as before.
 
@@ -29,7 +29,7 @@ ENABLED = BUILT and os.environ.get("TRACEFIX_OTLP_C_READER", "on").strip().lower
 def read_traces(body: bytes, max_chars: int) -> list | None:
     """[(resource attributes, [(scope name, [WireSpan])])] of an ExportTraceServiceRequest's
     protobuf bytes, or None: not built, or a body in a shape the reader leaves to protobuf
-    (its reasons: _otlp_wire.c). An attribute string over `max_chars` characters is such a
+    (its reasons: otlp_wire/traces.c). An attribute string over `max_chars` characters is such a
     shape: protobuf's path rejects the span, saying why."""
     if not ENABLED:
         return None

@@ -1,4 +1,4 @@
-"""The C reader of OTLP trace bodies (collector/normalize/_otlp_wire.c, `wire_spans.read_traces`)
+"""The C reader of OTLP trace bodies (collector/normalize/otlp_wire/, `wire_spans.read_traces`)
 against protobuf's own parser as the oracle: every request it reads normalizes to exactly the
 batch the protobuf request gives, every shape it does not take is left to protobuf (None),
 and no body, however broken, makes it crash or accept what protobuf refuses.
