@@ -99,13 +99,7 @@ static PyObject *span(Buf *b, const Ctx *ctx) {
                 goto done;
             }
         } else if (field == 11 && wire == 2) {
-            PyObject *ev;
-            if (!sub(b, &s) || (ev = event(&s, ctx, &nested)) == NULL) {
-                goto done;
-            }
-            int failed = PyList_Append(item[S_EVENTS], ev);
-            Py_DECREF(ev);
-            if (failed) {
+            if (!sub(b, &s) || !append_new(item[S_EVENTS], event(&s, ctx, &nested))) {
                 goto done;
             }
         } else if (field == 15 && wire == 2 && !has_status) {
@@ -205,21 +199,13 @@ static PyObject *scope_spans(Buf *b, const Ctx *ctx) {
                 goto done;
             }
         } else if (field == 2) {
-            PyObject *sp = span(&s, ctx);
-            if (sp == NULL) {
-                goto done;
-            }
-            int failed = PyList_Append(spans, sp);
-            Py_DECREF(sp);
-            if (failed) {
+            if (!append_new(spans, span(&s, ctx))) {
                 goto done;
             }
         } else if (field == 3) { /* schema_url */
-            PyObject *url = str_of(s.p, s.end - s.p);
-            if (url == NULL) {
+            if (!valid_utf8(&s)) {
                 goto done;
             }
-            Py_DECREF(url);
         } else {
             goto done;
         }
@@ -272,21 +258,13 @@ static PyObject *resource_spans(Buf *b, const Ctx *ctx) {
                 goto done;
             }
         } else if (field == 2) {
-            PyObject *scope = scope_spans(&s, ctx);
-            if (scope == NULL) {
-                goto done;
-            }
-            int failed = PyList_Append(scopes, scope);
-            Py_DECREF(scope);
-            if (failed) {
+            if (!append_new(scopes, scope_spans(&s, ctx))) {
                 goto done;
             }
         } else if (field == 3) { /* schema_url */
-            PyObject *url = str_of(s.p, s.end - s.p);
-            if (url == NULL) {
+            if (!valid_utf8(&s)) {
                 goto done;
             }
-            Py_DECREF(url);
         } else {
             goto done;
         }
@@ -312,15 +290,9 @@ static PyObject *read_traces(PyObject *module, PyObject *args) {
     int wire;
     while (out != NULL && tag(&b, &field, &wire)) {
         Buf s;
-        PyObject *rs;
-        if (field != 1 || wire != 2 || !sub(&b, &s) || (rs = resource_spans(&s, &ctx)) == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        if (PyList_Append(out, rs)) {
+        if (field != 1 || wire != 2 || !sub(&b, &s) || !append_new(out, resource_spans(&s, &ctx))) {
             Py_CLEAR(out);
         }
-        Py_DECREF(rs);
     }
     if (out != NULL && b.p != b.end) {
         Py_CLEAR(out);

@@ -51,15 +51,25 @@ PyObject *str_of(const uint8_t *s, Py_ssize_t n) {
     return out;
 }
 
-/* A string field that is not read: still valid UTF-8, as upb requires. */
-int valid_string(Buf *b) {
-    Buf s;
-    if (!sub(b, &s)) {
-        return 0;
-    }
-    PyObject *str = str_of(s.p, s.end - s.p);
+/* valid_utf8, valid_string, append_new: see wire.h. */
+int valid_utf8(const Buf *s) {
+    PyObject *str = str_of(s->p, s->end - s->p);
     Py_XDECREF(str);
     return str != NULL;
+}
+
+int valid_string(Buf *b) {
+    Buf s;
+    return sub(b, &s) && valid_utf8(&s);
+}
+
+int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) {
+        return 0;
+    }
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return !failed;
 }
 
 /* ---- values --------------------------------------------------------------------------- */
@@ -119,9 +129,7 @@ static PyObject *any_value(Buf *b, const Ctx *ctx, int allow_array, int *nested)
                 if (!PyUnicode_CheckExact(x)) {
                     *nested = 1;
                 }
-                int failed = PyList_Append(out, x);
-                Py_DECREF(x);
-                if (failed) {
+                if (!append_new(out, x)) {
                     Py_DECREF(out);
                     return NULL;
                 }

@@ -109,8 +109,12 @@ static inline int enum_value(Buf *b, long *out) {
 
 /* A string from UTF-8 bytes; short ones shared (NULL without an error: not valid UTF-8). */
 PyObject *str_of(const uint8_t *s, Py_ssize_t n);
-/* A string field that is not read, still checked for valid UTF-8 as upb requires. */
+/* Bytes of a string field that is not read: still valid UTF-8, as upb requires. */
+int valid_utf8(const Buf *s);
+/* The same of the length-delimited field at b. */
 int valid_string(Buf *b);
+/* Append `item` (a new reference, or NULL: reading it failed) to `list`, letting go of it; 0 on failure. */
+int append_new(PyObject *list, PyObject *item);
 /* One attribute (a KeyValue field, wire type `wire`) into `attrs`; *nested as in values.c. */
 int add_attribute(Buf *b, int wire, PyObject *attrs, const Ctx *ctx, int *nested);
 
