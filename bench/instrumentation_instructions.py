@@ -9,7 +9,8 @@ Each (mode, kind) runs twice in a process of its own under callgrind, with SHORT
 calls after the same warm-up; (instructions(LONG) - instructions(SHORT)) / (LONG - SHORT) is
 the count per call, every thread's (the exporter's too), import and start-up cancelled out.
 Modes: none, bare (an SDK span around the call, no attributes: what every instrumentation
-pays at least), floor, tracefix, tracefix-sdk-path (tracefix with the SDK cleaning its
+pays at least), floor, tracefix, tracefix-no-content (content capture off),
+tracefix-sdk-path (tracefix with the SDK cleaning its
 attributes again, as before `tracefix.clean_attributes`), and OpenLit with its own
 uninstrumented baseline in its virtual environment (instrumentation_overhead.py makes it).
 
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MODES = ("none", "bare", "floor", "tracefix", "tracefix-sdk-path")
+MODES = ("none", "bare", "floor", "tracefix", "tracefix-no-content", "tracefix-sdk-path")
 SHORT, LONG = 20, 120
 
 
@@ -37,25 +38,11 @@ def worker(mode: str, kind: str, calls: int) -> None:
     import instrumentation_overhead as bench
 
     client = bench._client()
-    if mode == "bare":
-        from opentelemetry.trace import SpanKind
+    plain, streamed = bench._instrument(mode.removesuffix("-sdk-path"), client)
+    if mode == "tracefix-sdk-path":
+        from tracefix import clean_attributes
 
-        provider, _ = bench._provider()
-        tracer = provider.get_tracer("bare")
-        calls_of = bench._instrument("none", client)
-
-        def spanned(call):
-            def run() -> None:
-                with tracer.start_as_current_span(f"chat {bench.MODEL}", kind=SpanKind.CLIENT):
-                    call()
-            return run
-        plain, streamed = spanned(calls_of[0]), spanned(calls_of[1])
-    else:
-        plain, streamed = bench._instrument(mode.removesuffix("-sdk-path"), client)
-        if mode == "tracefix-sdk-path":
-            from tracefix import clean_attributes
-
-            clean_attributes._trusted = lambda tracer: False  # every span takes the SDK's own path
+        clean_attributes._trusted = lambda tracer: False  # every span takes the SDK's own path
     fn = plain if kind == "plain" else streamed
     for _ in range(30 + calls):
         fn()
@@ -113,6 +100,9 @@ def main() -> None:
                 for other in ("floor", "openlit", "bare"):
                     if other in added:
                         print(f"  {label} / {other} = {added[label] / added[other]:.2f}")
+        for label in ("floor", "tracefix-no-content", "bare"):  # how low the ratio to OpenLit can go at all
+            if label in added and "openlit" in added:
+                print(f"  {label} / openlit = {added[label] / added['openlit']:.2f}")
 
 
 if __name__ == "__main__":

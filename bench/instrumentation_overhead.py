@@ -17,7 +17,7 @@ OpenLit pins an older openai, anthropic and OpenTelemetry than the dev extra's, 
 in a virtual environment of its own (made on first use under .tracefix/bench-venvs/, with
 its own "none" baseline); `--no-openlit` leaves it out.
 
-    .venv/bin/python bench/instrumentation_overhead.py [--rounds 5] [--calls 200] [--blocks 3]
+    .venv/bin/python bench/instrumentation_overhead.py [--rounds 5] [--calls 200] [--blocks 3] [--ceiling]
 
 Prints the median time per call without instrumentation, each mode's added time, tracefix's
 added time as a ratio of the floor's and of each peer's, the cost of the conventions' parts
@@ -25,6 +25,11 @@ attributes, and the machine's load. Each round also runs none, the floor and tra
 interleaved in one process (`--paired`), where a change of the machine's load lands on the
 three alike: under a load of several processes per CPU the separate processes' ratio to the
 floor swung 0.95-1.80 between two runs of the same code.
+
+`--ceiling` adds two modes that say how low a figure can go at all, each divided by the
+lightest peer's: "bare", an SDK span around the call with no attributes (what any
+instrumentation pays at least), and "tracefix-no-content", tracefix with content capture off
+(its spans without the messages, the response or the chunks).
 """
 from __future__ import annotations
 
@@ -38,60 +43,12 @@ import sys
 import time
 from pathlib import Path
 
+from instrumentation_workload import COMPLETION, MESSAGES, MODEL, TOOLS, _client
+
 MODES = ("none", "floor", "tracefix", "openinference", "openllmetry")
+CEILING_MODES = ("bare", "tracefix-no-content")  # --ceiling: how low a figure can go at all
 OPENLIT = "openlit==1.45.0"  # the lightest peer of the issue that asked for this comparison
 OPENLIT_VENV = Path(__file__).resolve().parent.parent / ".tracefix" / "bench-venvs" / OPENLIT.replace("==", "-")
-MODEL = "bank-agent"
-
-SYSTEM = ("You are AccountAgent, a worker of the bank's support team with the tools lookup_customer, "
-          "get_accounts, get_balance. Carry out the Orchestrator's instruction with your tools, one call at a "
-          "time, then reply with a short REPORT of what you found or did. ") * 3
-MESSAGES = [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": "AccountAgent: look up customer Alice Chen and get her accounts."},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "lookup_customer", "arguments": "{\"name\": \"Alice Chen\"}"}}]},
-            {"role": "tool", "tool_call_id": "call_1",
-             "content": json.dumps({"customer_id": "CUST-001", "name": "Alice Chen", "segment": "retail"})}]
-TOOLS = [{"type": "function", "function": {"name": name, "description": f"{name} of the bank",
-                                           "parameters": {"type": "object", "properties": {
-                                               "customer_id": {"type": "string"}}}}}
-         for name in ("lookup_customer", "get_accounts", "get_balance")]
-COMPLETION = {
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000, "model": MODEL,
-    "system_fingerprint": "fp_bench",
-    "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
-        "role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_2", "type": "function",
-            "function": {"name": "get_accounts", "arguments": "{\"customer_id\": \"CUST-001\"}"}}]}}],
-    "usage": {"prompt_tokens": 412, "completion_tokens": 24, "total_tokens": 436}}
-
-
-def _stream_body() -> bytes:
-    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000, "model": MODEL}
-    text = "REPORT from AccountAgent: customer Alice Chen is CUST-001 with checking ACC-1001 and savings ACC-1002."
-    pieces = [text[i:i + 6] for i in range(0, len(text), 6)]
-    chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
-    chunks += [{**head, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
-    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    chunks.append({**head, "choices": [], "usage": {"prompt_tokens": 412, "completion_tokens": 30,
-                                                    "total_tokens": 442}})
-    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
-
-
-def _client():
-    import httpx
-    import openai
-
-    completion, stream_body = json.dumps(COMPLETION).encode(), _stream_body()
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if json.loads(request.content).get("stream"):
-            return httpx.Response(200, content=stream_body, headers={"content-type": "text/event-stream"})
-        return httpx.Response(200, content=completion, headers={"content-type": "application/json"})
-
-    return openai.OpenAI(api_key="sk-bench", base_url="http://bench.invalid/v1", max_retries=0,
-                         http_client=httpx.Client(transport=httpx.MockTransport(handler)))
 
 
 def _provider():
@@ -120,6 +77,17 @@ def _instrument(mode: str, client) -> tuple:
     if mode == "none":
         return plain, streamed
     provider, discard = _provider()
+    if mode == "bare":  # what any instrumentation pays at least: a span, nothing in it
+        from opentelemetry.trace import SpanKind
+
+        tracer = provider.get_tracer("bare")
+
+        def spanned(call):
+            def run() -> None:
+                with tracer.start_as_current_span(f"chat {MODEL}", kind=SpanKind.CLIENT):
+                    call()
+            return run
+        return spanned(plain), spanned(streamed)
     if mode == "floor":
         sys.path.insert(0, str(Path(__file__).parent))
         import instrumentation_floor as floor
@@ -127,13 +95,14 @@ def _instrument(mode: str, client) -> tuple:
         tracer = provider.get_tracer("floor")
         return (lambda: floor.plain(tracer, client, MODEL, MESSAGES, TOOLS, 0),
                 lambda: floor.streamed(tracer, client, MODEL, MESSAGES))
-    if mode == "tracefix":
+    if mode in ("tracefix", "tracefix-no-content"):
         import tracefix
         from opentelemetry.sdk.trace import TracerProvider
 
         # a bare provider: tracefix adds its own BatchSpanProcessor around the exporter (a
         # processor already there would be wrapped to redact in the app's thread, and export twice)
-        tracefix.init(tracer_provider=TracerProvider(), exporter=discard())
+        tracefix.init(tracer_provider=TracerProvider(), exporter=discard(),
+                      capture_content=mode == "tracefix")
         tracefix.session("bench", entrypoint="bench:run", inputs={}).__enter__()  # calls get steps, fingerprints
     elif mode == "openinference":
         from openinference.instrumentation.openai import OpenAIInstrumentor
@@ -182,14 +151,20 @@ def worker(mode: str, calls: int, blocks: int) -> dict:
     """Runs in its own process: µs per call with `mode` on, plain and streamed: the median
     wall time of a call, and the median process CPU time (every thread: an exporter's too)
     per call over groups of CPU_GROUP calls, which other processes' load disturbs less."""
+    import resource
+
     client = _client()
     plain, streamed = _instrument(mode, client)
     wall: dict = {"plain": [], "stream": []}
     cpu: dict = {"plain": [], "stream": []}
+    kernel = {"plain": [0.0, 0], "stream": [0.0, 0]}  # system CPU seconds, voluntary context switches
     for _ in range(blocks):
         for kind, fn in (("plain", plain), ("stream", streamed)):
             for _ in range(max(10, calls // 10)):  # warm-up
                 fn()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            kernel[kind][0] -= usage.ru_stime
+            kernel[kind][1] -= usage.ru_nvcsw
             for group in range(0, calls, CPU_GROUP):
                 cpu_start = time.process_time_ns()
                 for _ in range(min(CPU_GROUP, calls - group)):
@@ -197,8 +172,13 @@ def worker(mode: str, calls: int, blocks: int) -> dict:
                     fn()
                     wall[kind].append(time.perf_counter_ns() - start)
                 cpu[kind].append((time.process_time_ns() - cpu_start) / min(CPU_GROUP, calls - group))
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            kernel[kind][0] += usage.ru_stime
+            kernel[kind][1] += usage.ru_nvcsw
     out: dict = {kind: statistics.median(times) / 1000 for kind, times in wall.items()}
     out.update({f"{kind}_cpu": statistics.median(times) / 1000 for kind, times in cpu.items()})
+    out.update({f"{kind}_kernel": (seconds * 1e6 / (blocks * calls), switches / (blocks * calls))
+                for kind, (seconds, switches) in kernel.items()})
     if mode == "tracefix":
         out["parts"] = _parts_cost()
     return out
@@ -310,7 +290,9 @@ def main() -> None:
     parser.add_argument("--paired", type=int, default=60, metavar="GROUPS",
                         help=f"per round, also none / floor / tracefix interleaved in one process, GROUPS groups of "
                              f"{CPU_GROUP} calls each (0: not)")
-    parser.add_argument("--worker", choices=(*MODES, "openlit", "paired"), help=argparse.SUPPRESS)
+    parser.add_argument("--ceiling", action="store_true",
+                        help=f"also {' and '.join(CEILING_MODES)}: how low a figure can go at all")
+    parser.add_argument("--worker", choices=(*MODES, *CEILING_MODES, "openlit", "paired"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "paired":
         print(json.dumps(paired_worker(args.calls)))
@@ -320,7 +302,7 @@ def main() -> None:
         return
 
     lit_python, lit_note = (None, "left out") if args.no_openlit or not args.peers else openlit_python()
-    modes = MODES if args.peers else MODES[:3]
+    modes = (MODES if args.peers else MODES[:3]) + (CEILING_MODES if args.ceiling else ())
     runs = [(sys.executable, m, m) for m in modes]  # (interpreter, mode, label)
     if lit_python and args.peers:
         runs += [(lit_python, "none", "none (openlit venv)"), (lit_python, "openlit", "openlit")]
@@ -355,8 +337,14 @@ def main() -> None:
         print(f"\n{what}, {clock}: none {none:.1f} µs/call")
         for label, value in adds.items():
             print(f"  {label:14s} added {value:8.1f} µs/call")
+        if kind.endswith("_cpu"):  # the part of it valgrind's instruction count cannot see
+            kernel = {label: [statistics.median(s[kind.replace("_cpu", "_kernel")][i] for s in runs_of)
+                              for i in (0, 1)] for label, runs_of in samples.items()}
+            print("  of the process CPU time, the kernel's (system time, µs/call) and voluntary context switches "
+                  "per call: " + ", ".join(f"{label} {sys_us:.1f} / {switches:.2f}"
+                                           for label, (sys_us, switches) in kernel.items()))
         floor_ratio = adds["tracefix"] / adds["floor"]
-        peers = {label: value for label, value in adds.items() if label not in ("floor", "tracefix")}
+        peers = {label: value for label, value in adds.items() if label not in ("floor", "tracefix", *CEILING_MODES)}
         print(f"  tracefix / floor = {floor_ratio:.2f} (target <= 1.2: {'meets' if floor_ratio <= 1.2 else 'misses'})")
         if not peers:
             continue
@@ -366,6 +354,9 @@ def main() -> None:
         peer_ratio = adds["tracefix"] / peers[lightest]
         print(f"  target: <= 0.5 x the lightest peer ({lightest}): {peer_ratio:.2f}, "
               f"{'meets' if peer_ratio <= 0.5 else 'misses'}")
+        for label in ("floor", *CEILING_MODES):
+            if label in adds:
+                print(f"  {label} / {lightest} = {adds[label] / peers[lightest]:.2f}")
     for kind in ("plain", "stream") if pairs else ():
         added = {mode: statistics.median(p[kind][mode] - p[kind]["none"] for p in pairs) for mode in ("floor", "tracefix")}
         ratio = added["tracefix"] / added["floor"]
