@@ -155,6 +155,31 @@ done:
 
 /* ---- resources and scopes ------------------------------------------------------------- */
 
+/* An InstrumentationScope: its name into *name (its version checked, its attributes left to protobuf). */
+static int scope(Buf *b, PyObject **name) {
+    uint32_t field;
+    int wire;
+    while (tag(b, &field, &wire)) {
+        Buf s;
+        if (field == 1 && wire == 2) {
+            if (!sub(b, &s)) {
+                return 0;
+            }
+            Py_XSETREF(*name, str_of(s.p, s.end - s.p));
+            if (*name == NULL) {
+                return 0;
+            }
+        } else if (field == 2 && wire == 2) { /* version */
+            if (!valid_string(b)) {
+                return 0;
+            }
+        } else if (!(field == 4 && wire == 0 && skip_scalar(b, wire))) { /* dropped_attributes_count */
+            return 0; /* scope attributes and anything else */
+        }
+    }
+    return b->p == b->end;
+}
+
 /* ScopeSpans: (scope name, [spans]). */
 static PyObject *scope_spans(Buf *b, const Ctx *ctx) {
     PyObject *name = NULL, *spans = PyList_New(0), *out = NULL;
@@ -171,31 +196,7 @@ static PyObject *scope_spans(Buf *b, const Ctx *ctx) {
         }
         if (field == 1 && !has_scope) {
             has_scope = 1;
-            uint32_t f;
-            int w;
-            while (tag(&s, &f, &w)) {
-                Buf t;
-                if (f == 1 && w == 2) {
-                    if (!sub(&s, &t)) {
-                        goto done;
-                    }
-                    Py_XSETREF(name, str_of(t.p, t.end - t.p));
-                    if (name == NULL) {
-                        goto done;
-                    }
-                } else if (f == 2 && w == 2) { /* version */
-                    if (!valid_string(&s)) {
-                        goto done;
-                    }
-                } else if (f == 4 && w == 0) { /* dropped_attributes_count */
-                    if (!skip_scalar(&s, w)) {
-                        goto done;
-                    }
-                } else {
-                    goto done; /* scope attributes and anything else */
-                }
-            }
-            if (s.p != s.end) {
+            if (!scope(&s, &name)) {
                 goto done;
             }
         } else if (field == 2) {
@@ -223,10 +224,27 @@ done:
     return out;
 }
 
+/* A Resource: its attributes into `attrs` (entity references and the rest left to protobuf). */
+static int resource(Buf *b, PyObject *attrs, const Ctx *ctx) {
+    int nested = 0; /* judged again by redaction for a resource */
+    uint32_t field;
+    int wire;
+    while (tag(b, &field, &wire)) {
+        if (field == 1) {
+            if (!add_attribute(b, wire, attrs, ctx, &nested)) {
+                return 0;
+            }
+        } else if (!(field == 2 && wire == 0 && skip_scalar(b, wire))) { /* dropped_attributes_count */
+            return 0;
+        }
+    }
+    return b->p == b->end;
+}
+
 /* ResourceSpans: (resource attributes, [(scope name, [spans])]). */
 static PyObject *resource_spans(Buf *b, const Ctx *ctx) {
     PyObject *attrs = PyDict_New(), *scopes = PyList_New(0), *out = NULL;
-    int has_resource = 0, nested = 0;
+    int has_resource = 0;
     uint32_t field;
     int wire;
     if (attrs == NULL || scopes == NULL) {
@@ -239,22 +257,7 @@ static PyObject *resource_spans(Buf *b, const Ctx *ctx) {
         }
         if (field == 1 && !has_resource) {
             has_resource = 1;
-            uint32_t f;
-            int w;
-            while (tag(&s, &f, &w)) {
-                if (f == 1) {
-                    if (!add_attribute(&s, w, attrs, ctx, &nested)) {
-                        goto done;
-                    }
-                } else if (f == 2 && w == 0) { /* dropped_attributes_count */
-                    if (!skip_scalar(&s, w)) {
-                        goto done;
-                    }
-                } else {
-                    goto done; /* entity references and anything else */
-                }
-            }
-            if (s.p != s.end) {
+            if (!resource(&s, attrs, ctx)) {
                 goto done;
             }
         } else if (field == 2) {
